@@ -1,0 +1,1 @@
+"""fae: FHIR Agent Eval."""

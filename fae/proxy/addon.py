@@ -1,0 +1,144 @@
+"""The mitmproxy addon: attribute each flow by its path, copy it into an Exchange, hand it on.
+
+Hooks do no parsing and no I/O of their own: they route, copy bytes and await
+the sink. If the sink cannot record, the client gets an error response instead
+of the upstream's answer, so nothing passes unrecorded.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Protocol
+
+from mitmproxy import http
+
+from fae.proxy.exchange import Chunk, Exchange
+from fae.proxy.routes import Route, RouteError, Upstream, parse_route
+
+_ROUTE_KEY = "fae_route"
+_EXCHANGE_KEY = "fae_exchange"
+
+
+class ExchangeSink(Protocol):
+    @property
+    def healthy(self) -> bool: ...
+
+    async def exchange(self, exchange: Exchange) -> None: ...
+
+    def chunk(self, exchange: Exchange, index: int, chunk: Chunk) -> None: ...
+
+
+def _error_response(status: int, message: str) -> http.Response:
+    return http.Response.make(
+        status, message.encode() + b"\n", {"content-type": "text/plain; charset=utf-8", "x-fae-proxy": "1"}
+    )
+
+
+class _StreamTap:
+    """Passes a streamed body through chunk by chunk, recording each chunk first."""
+
+    def __init__(self, sink: ExchangeSink, exchange: Exchange):
+        self.sink = sink
+        self.exchange = exchange
+        self.started = time.monotonic()
+
+    def __call__(self, data: bytes) -> bytes:
+        if data:
+            chunk = Chunk(offset_ms=(time.monotonic() - self.started) * 1000, data=data)
+            self.sink.chunk(self.exchange, len(self.exchange.chunks), chunk)
+            self.exchange.chunks.append(chunk)
+        return data
+
+
+class RecordingAddon:
+    """Routes ``/run/{run}/{actor}/{upstream}/...`` to its upstream and records the exchange."""
+
+    def __init__(self, upstreams: dict[str, Upstream], sink: ExchangeSink):
+        self.upstreams = upstreams
+        self.sink = sink
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        try:
+            route = parse_route(flow.request.path, self.upstreams)
+        except RouteError as exc:
+            flow.response = _error_response(404, f"fae proxy: {exc}")
+            return
+        if not self.sink.healthy:
+            flow.response = _error_response(503, "fae proxy: the event log cannot be written; refusing traffic")
+            return
+        upstream = route.upstream
+        flow.request.scheme = upstream.scheme
+        flow.request.host = upstream.host
+        flow.request.port = upstream.port
+        flow.request.path = upstream.base_path + route.rest
+        flow.request.headers["host"] = f"{upstream.host}:{upstream.port}"
+        flow.request.headers["x-fae-run"] = route.run_id
+        flow.request.headers["x-fae-actor"] = route.actor
+        flow.metadata[_ROUTE_KEY] = route
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        route: Route | None = flow.metadata.get(_ROUTE_KEY)
+        if route is None:
+            return
+        headers = [(k, v) for k, v in flow.request.headers.items(multi=True)
+                   if k.lower() not in ("x-fae-run", "x-fae-actor")]
+        flow.metadata[_EXCHANGE_KEY] = Exchange(
+            exchange_id=uuid.uuid4().hex,
+            run_id=route.run_id,
+            actor=route.actor,
+            upstream=route.upstream.name,
+            kind=route.upstream.kind,
+            method=flow.request.method,
+            url=flow.request.url,
+            path=route.rest,
+            request_headers=headers,
+            request_body=flow.request.raw_content,
+            started_at=flow.request.timestamp_start or time.time(),
+            started_mono_ns=time.monotonic_ns(),
+        )
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        exchange: Exchange | None = flow.metadata.get(_EXCHANGE_KEY)
+        if exchange is None or flow.response is None:
+            return
+        content_type = flow.response.headers.get("content-type", "")
+        if content_type.startswith("text/event-stream"):
+            exchange.streamed = True
+            flow.response.stream = _StreamTap(self.sink, exchange)
+
+    async def response(self, flow: http.HTTPFlow) -> None:
+        exchange: Exchange | None = flow.metadata.get(_EXCHANGE_KEY)
+        if exchange is None or flow.response is None:
+            return
+        response = flow.response
+        exchange.status = response.status_code
+        exchange.response_headers = list(response.headers.items(multi=True))
+        if exchange.streamed:
+            exchange.response_body = b"".join(c.data for c in exchange.chunks)
+        else:
+            exchange.response_body = response.raw_content
+            if response.headers.get("content-encoding"):
+                try:
+                    exchange.decoded_body = response.get_content(strict=True)
+                except ValueError as exc:
+                    exchange.decode_error = f"cannot decode {response.headers.get('content-encoding')}: {exc}"
+        await self._finish(flow, exchange)
+
+    async def error(self, flow: http.HTTPFlow) -> None:
+        exchange: Exchange | None = flow.metadata.get(_EXCHANGE_KEY)
+        if exchange is None or exchange.duration_ms is not None:
+            return
+        exchange.error = flow.error.msg if flow.error else "unknown error"
+        await self._finish(flow, exchange, replace_response=False)
+
+    async def _finish(self, flow: http.HTTPFlow, exchange: Exchange, replace_response: bool = True) -> None:
+        exchange.ended_mono_ns = time.monotonic_ns()
+        exchange.duration_ms = (exchange.ended_mono_ns - exchange.started_mono_ns) / 1e6
+        try:
+            await self.sink.exchange(exchange)
+        except Exception as exc:  # any recording failure must stop the traffic
+            if replace_response and not exchange.streamed:
+                flow.response = _error_response(502, f"fae proxy: exchange not recorded, so not delivered: {exc}")
+            else:
+                flow.kill()

@@ -1,0 +1,39 @@
+"""The plain value the proxy hands to the recorder for each exchange."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class Chunk:
+    offset_ms: float
+    data: bytes
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One request/response pair as it crossed the proxy, bytes untouched (not yet redacted)."""
+
+    exchange_id: str
+    run_id: str
+    actor: str
+    upstream: str
+    kind: str
+    method: str
+    url: str
+    path: str
+    request_headers: list[tuple[str, str]]
+    request_body: bytes | None
+    started_at: float
+    started_mono_ns: int
+    status: int | None = None
+    response_headers: list[tuple[str, str]] = field(default_factory=list)
+    response_body: bytes | None = None
+    decoded_body: bytes | None = None
+    decode_error: str | None = None
+    streamed: bool = False
+    chunks: list[Chunk] = field(default_factory=list)
+    error: str | None = None
+    duration_ms: float | None = None
+    ended_mono_ns: int | None = None

@@ -1,0 +1,74 @@
+"""Runs mitmproxy in process, in reverse mode, with the recording addon."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+from mitmproxy import addons as mitm_addons
+from mitmproxy import options
+from mitmproxy.master import Master
+
+from fae.errors import RecordError
+from fae.proxy.addon import ExchangeSink, RecordingAddon
+from fae.proxy.routes import Upstream, route_url
+
+# mitmproxy addons fae has no use for, left out so nothing rewrites or replays traffic.
+_UNUSED = {"Browser", "ClientPlayback", "ServerPlayback", "MapLocal", "MapRemote", "ModifyBody",
+           "ModifyHeaders", "StickyAuth", "StickyCookie", "AntiCache", "AntiComp", "Save", "SaveHar",
+           "Onboarding", "CommandHistory", "ScriptLoader", "Export", "Cut", "Comment"}
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyHandle:
+    host: str
+    port: int
+    upstreams: dict[str, Upstream]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def url(self, run_id: str, actor: str, upstream: str, rest: str = "") -> str:
+        return route_url(self.base_url, run_id, actor, upstream, rest)
+
+
+class _Started:
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def running(self) -> None:
+        self.event.set()
+
+
+@asynccontextmanager
+async def run_proxy(upstreams: dict[str, Upstream], sink: ExchangeSink, *,
+                    host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[ProxyHandle]:
+    """Serve the recording proxy until the block exits."""
+    opts = options.Options()
+    master = Master(opts, with_termlog=False)
+    master.addons.add(*[a for a in mitm_addons.default_addons() if type(a).__name__ not in _UNUSED])
+    started = _Started()
+    master.addons.add(RecordingAddon(upstreams, sink), started)
+    opts.update(
+        mode=[f"reverse:http://127.0.0.1:9@{host}:{port}"],
+        connection_strategy="lazy",
+        http2=False,
+    )
+    async with anyio.create_task_group() as group:
+        group.start_soon(master.run)
+        with anyio.fail_after(30):
+            while not started.event.is_set() and not master.should_exit.is_set():
+                await asyncio.sleep(0.005)
+        server = master.addons.get("proxyserver")
+        addresses = server.listen_addrs() if server else []
+        if not addresses:
+            master.shutdown()
+            raise RecordError(f"the recording proxy could not listen on {host}:{port}")
+        try:
+            yield ProxyHandle(host=host, port=addresses[0][1], upstreams=upstreams)
+        finally:
+            master.shutdown()

@@ -1,0 +1,146 @@
+"""What an OpenAI-compatible exchange meant: model, messages, tools, tool calls, usage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fae.recorder.jsonbody import parse_json, sse_data
+from fae.store.events import LlmCalled, ToolCallRequest
+
+
+def api_of(path: str) -> str:
+    raw = path.partition("?")[0].rstrip("/")
+    for suffix, api in (("/chat/completions", "chat"), ("/responses", "responses"),
+                        ("/embeddings", "embeddings"), ("/completions", "completions"),
+                        ("/models", "models")):
+        if raw.endswith(suffix):
+            return api
+    return "other"
+
+
+def _tool_names(tools: Any) -> tuple[str, ...]:
+    names = []
+    for tool in tools or []:
+        if not isinstance(tool, dict):
+            continue
+        fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        if isinstance(fn.get("name"), str):
+            names.append(fn["name"])
+    return tuple(names)
+
+
+def _usage(usage: Any) -> tuple[int | None, int | None, int | None]:
+    if not isinstance(usage, dict):
+        return None, None, None
+    prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
+    completion = usage.get("completion_tokens", usage.get("output_tokens"))
+    total = usage.get("total_tokens")
+    if total is None and isinstance(prompt, int) and isinstance(completion, int):
+        total = prompt + completion
+    return (prompt if isinstance(prompt, int) else None,
+            completion if isinstance(completion, int) else None,
+            total if isinstance(total, int) else None)
+
+
+def _chat_from_chunks(chunks: list[Any]) -> dict[str, Any]:
+    """Assemble a streamed chat completion into the shape of a non-streamed one."""
+    content: list[str] = []
+    calls: dict[int, dict[str, str]] = {}
+    finish = None
+    usage = None
+    model = None
+    for chunk in chunks:
+        if not isinstance(chunk, dict):
+            continue
+        model = chunk.get("model") or model
+        usage = chunk.get("usage") or usage
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            if isinstance(delta.get("content"), str):
+                content.append(delta["content"])
+            for call in delta.get("tool_calls") or []:
+                slot = calls.setdefault(int(call.get("index", 0)), {"id": "", "name": "", "arguments": ""})
+                slot["id"] = call.get("id") or slot["id"]
+                fn = call.get("function") or {}
+                slot["name"] = fn.get("name") or slot["name"]
+                slot["arguments"] += fn.get("arguments") or ""
+            finish = choice.get("finish_reason") or finish
+    message = {"content": "".join(content) if content else None,
+               "tool_calls": [{"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
+                              for _, c in sorted(calls.items())]}
+    return {"model": model, "usage": usage, "choices": [{"message": message, "finish_reason": finish}]}
+
+
+def _responses_output(body: dict[str, Any]) -> tuple[str | None, list[ToolCallRequest]]:
+    texts: list[str] = []
+    calls: list[ToolCallRequest] = []
+    for item in body.get("output") or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "function_call":
+            calls.append(ToolCallRequest(call_id=str(item.get("call_id") or item.get("id") or ""),
+                                         name=str(item.get("name", "")),
+                                         arguments=str(item.get("arguments", ""))))
+        for part in item.get("content") or []:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+    return ("".join(texts) if texts else None), calls
+
+
+def llm_event(exchange_id: str, path: str, request_body: bytes | None, status: int | None,
+              response_body: bytes | None, streamed: bool, error: str | None) -> LlmCalled:
+    api = api_of(path)
+    request = parse_json(request_body)
+    request = request if isinstance(request, dict) else {}
+    stream = bool(request.get("stream")) or streamed
+    response: Any = None
+    if streamed or (response_body or b"").lstrip().startswith(b"data:"):
+        chunks = sse_data(response_body)
+        if api == "responses":
+            done = [c.get("response") for c in chunks if isinstance(c, dict)
+                    and c.get("type") == "response.completed"]
+            response = done[-1] if done else None
+        else:
+            response = _chat_from_chunks(chunks) if chunks else None
+    else:
+        response = parse_json(response_body)
+    messages = request.get("messages") if api == "chat" else request.get("input")
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
+    content = None
+    tool_calls: list[ToolCallRequest] = []
+    finish = None
+    usage: Any = None
+    model = request.get("model")
+    if error is None and status is not None and status >= 400:
+        detail = response.get("error") if isinstance(response, dict) else None
+        if isinstance(detail, dict):
+            detail = detail.get("message")
+        error = f"HTTP {status}" + (f": {detail}" if detail else "")
+    if isinstance(response, dict):
+        model = response.get("model") or model
+        usage = response.get("usage")
+        if api == "responses":
+            content, tool_calls = _responses_output(response)
+            finish = response.get("status")
+        else:
+            choices = response.get("choices") or []
+            first = choices[0] if choices and isinstance(choices[0], dict) else {}
+            message = first.get("message") or {}
+            content = message.get("content") if isinstance(message.get("content"), str) else None
+            finish = first.get("finish_reason")
+            for call in message.get("tool_calls") or []:
+                fn = call.get("function") or {}
+                tool_calls.append(ToolCallRequest(call_id=str(call.get("id") or ""),
+                                                  name=str(fn.get("name", "")),
+                                                  arguments=str(fn.get("arguments") or "")))
+    elif error is None and status is not None and status < 400 and api in ("chat", "responses"):
+        error = "response body is not valid JSON"
+    prompt, completion, total = _usage(usage)
+    return LlmCalled(
+        exchange_id=exchange_id, api=api, model=model if isinstance(model, str) else None,
+        stream=stream, messages=tuple(messages) if isinstance(messages, list) else (),
+        tools=_tool_names(request.get("tools")), tool_calls=tuple(tool_calls), content=content,
+        finish_reason=finish if isinstance(finish, str) else None, prompt_tokens=prompt,
+        completion_tokens=completion, total_tokens=total, status=status, error=error,
+    )

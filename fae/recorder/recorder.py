@@ -1,0 +1,40 @@
+"""The recorder: the proxy's sink. Converts exchanges and waits until they are in the log."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from fae.proxy.exchange import Chunk, Exchange
+from fae.recorder.convert import exchange_events
+from fae.recorder.redact import Redactor
+from fae.store.events import ChunkReceived
+from fae.store.log import blob_hash
+from fae.store.writer import LogWriter, Stamped
+
+
+class Recorder:
+    """Turns each exchange into events and appends them through the log's one writer."""
+
+    def __init__(self, writer: LogWriter, redactor: Redactor | None = None):
+        self.writer = writer
+        self.redactor = redactor or Redactor()
+
+    @property
+    def healthy(self) -> bool:
+        return self.writer.healthy
+
+    async def exchange(self, exchange: Exchange) -> None:
+        events, blobs = exchange_events(exchange, self.redactor)
+        wall = datetime.fromtimestamp(exchange.started_at, UTC)
+        mono = exchange.ended_mono_ns or exchange.started_mono_ns
+        stamped = [Stamped(exchange.run_id, event, actor=exchange.actor, upstream=exchange.upstream,
+                           wall_time=wall, mono_ns=mono) for event in events]
+        await self.writer.write(events=stamped, blobs=blobs)
+
+    def chunk(self, exchange: Exchange, index: int, chunk: Chunk) -> None:
+        digest = blob_hash(chunk.data)
+        event = ChunkReceived(exchange_id=exchange.exchange_id, index=index,
+                              offset_ms=chunk.offset_ms, blob=digest, size=len(chunk.data))
+        self.writer.submit(events=[Stamped(exchange.run_id, event, actor=exchange.actor,
+                                           upstream=exchange.upstream)],
+                           blobs={digest: chunk.data})

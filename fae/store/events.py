@@ -1,0 +1,183 @@
+"""Events: one frozen, tagged struct per thing that happened during a run.
+
+Evolve them the msgspec way: a new field gets a default, no field changes
+type, no tag is renamed. Bodies are never inlined: they live in the blob table
+and events carry their content hash.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class Event(msgspec.Struct, frozen=True, tag_field="type", kw_only=True):
+    """Base of every event."""
+
+
+class RunStarted(Event, tag="RunStarted"):
+    task_id: str
+    variation: int
+    agent: str
+    repeat: int = 0
+    agent_config: dict[str, Any] = {}
+    task_now: str | None = None
+    prompt: str | None = None
+
+
+class SandboxSeeded(Event, tag="SandboxSeeded"):
+    sandbox: str
+    fhir_base: str
+    resource_count: int
+    seed_blob: str | None = None
+
+
+class Header(msgspec.Struct, frozen=True, array_like=True):
+    name: str
+    value: str
+
+
+class ChunkReceived(Event, tag="ChunkReceived"):
+    """One chunk of a streamed response, recorded as it passed through."""
+
+    exchange_id: str
+    index: int
+    offset_ms: float
+    blob: str
+    size: int
+
+
+class HttpExchanged(Event, tag="HttpExchanged"):
+    """One HTTP request and its response (or the error that replaced it)."""
+
+    exchange_id: str
+    method: str
+    url: str
+    path: str
+    request_headers: tuple[Header, ...] = ()
+    request_blob: str | None = None
+    request_size: int = 0
+    status: int | None = None
+    response_headers: tuple[Header, ...] = ()
+    response_blob: str | None = None
+    response_size: int = 0
+    decoded_blob: str | None = None
+    decode_error: str | None = None
+    streamed: bool = False
+    chunk_count: int = 0
+    error: str | None = None
+    started_at: float | None = None
+    duration_ms: float | None = None
+
+
+class OperationIssue(msgspec.Struct, frozen=True):
+    severity: str = ""
+    code: str = ""
+    diagnostics: str = ""
+    expression: tuple[str, ...] = ()
+
+
+class FhirInteracted(Event, tag="FhirInteracted"):
+    """What a FHIR exchange meant: interaction, resource, version, outcome."""
+
+    exchange_id: str
+    interaction: str
+    resource_type: str | None = None
+    resource_id: str | None = None
+    version: str | None = None
+    status: int | None = None
+    issues: tuple[OperationIssue, ...] = ()
+    search_ids: tuple[str, ...] = ()
+    search_total: int | None = None
+
+
+class ToolCallRequest(msgspec.Struct, frozen=True):
+    call_id: str
+    name: str
+    arguments: str
+
+
+class LlmCalled(Event, tag="LlmCalled"):
+    """One call to an OpenAI-compatible endpoint."""
+
+    exchange_id: str
+    api: str
+    model: str | None = None
+    stream: bool = False
+    messages: tuple[Any, ...] = ()
+    tools: tuple[str, ...] = ()
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+    content: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    status: int | None = None
+    error: str | None = None
+
+
+class ToolCalled(Event, tag="ToolCalled"):
+    """One MCP tools/call, with its result or error."""
+
+    tool: str
+    exchange_id: str | None = None
+    arguments: Any = None
+    result: Any = None
+    is_error: bool = False
+    error: str | None = None
+    server: str | None = None
+
+
+class AnswerGiven(Event, tag="AnswerGiven"):
+    text: str | None
+    stop_reason: str = "answered"
+
+
+class StateCaptured(Event, tag="StateCaptured"):
+    """The sandbox's resources read back by the harness after the run."""
+
+    resource_count: int
+    state_blob: str
+    exchange_id: str | None = None
+
+
+class RunFinished(Event, tag="RunFinished"):
+    stop_reason: str = "answered"
+
+
+class RunFailed(Event, tag="RunFailed"):
+    """The run could not complete: ``status`` is failed (fae's side) or errored (the agent's side)."""
+
+    status: str
+    reason: str
+
+
+AnyEvent = (
+    RunStarted
+    | SandboxSeeded
+    | ChunkReceived
+    | HttpExchanged
+    | FhirInteracted
+    | LlmCalled
+    | ToolCalled
+    | AnswerGiven
+    | StateCaptured
+    | RunFinished
+    | RunFailed
+)
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.__struct_config__.tag: cls for cls in AnyEvent.__args__  # type: ignore[attr-defined]
+}
+
+encoder = msgspec.json.Encoder()
+decoder = msgspec.json.Decoder(AnyEvent)
+
+
+def encode(event: Event) -> bytes:
+    return encoder.encode(event)
+
+
+def decode(payload: bytes | str) -> Event:
+    return decoder.decode(payload)

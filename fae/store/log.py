@@ -1,0 +1,265 @@
+"""The DuckDB event log: open and migrate a file, write batches, run queries.
+
+One process writes a log at a time (DuckDB holds a file lock). A batch is
+written in one transaction with DuckDB's appender; blobs are content
+addressed and written once per hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from fae.errors import SchemaTooNew, StoreError
+from fae.store import schema
+
+RUN_STATUSES = ("running", "finished", "failed", "errored", "interrupted")
+
+
+def blob_hash(data: bytes) -> str:
+    """The content address of a body."""
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    """One event as stored: its key, its times, who caused it and its encoded payload."""
+
+    run_id: str
+    seq: int
+    kind: str
+    wall_time: datetime
+    mono_ns: int
+    actor: str | None
+    upstream: str | None
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    run_id: str
+    task_id: str
+    variation: int
+    agent: str
+    repeat: int
+    suite: str | None = None
+    agent_config: dict[str, Any] = field(default_factory=dict)
+    status: str = "running"
+    started_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunUpdate:
+    run_id: str
+    status: str
+    ended_at: datetime | None = None
+    stop_reason: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictRow:
+    run_id: str
+    judge: str
+    rule_set: dict[str, Any]
+    rule_set_hash: str
+    code_version: str
+    outcome: str
+    passed: bool | None
+    evidence: dict[str, Any]
+    judged_at: datetime
+    batch: str | None = None
+
+
+@dataclass(slots=True)
+class Batch:
+    """Everything one transaction writes."""
+
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    runs: list[RunRow] = field(default_factory=list)
+    events: list[EventRow] = field(default_factory=list)
+    updates: list[RunUpdate] = field(default_factory=list)
+    verdicts: list[VerdictRow] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.blobs or self.runs or self.events or self.updates or self.verdicts)
+
+    def extend(self, other: Batch) -> None:
+        self.blobs.update(other.blobs)
+        self.runs.extend(other.runs)
+        self.events.extend(other.events)
+        self.updates.extend(other.updates)
+        self.verdicts.extend(other.verdicts)
+
+
+def _is_lock_error(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "lock" in text and ("conflicting" in text or "could not set" in text)
+
+
+class EventLog:
+    """An open log file. Writes go through ``write_batch`` on one thread; reads use cursors."""
+
+    def __init__(self, path: str | Path, *, read_only: bool = False):
+        self.path = Path(path)
+        self.read_only = read_only
+        if read_only and not self.path.exists():
+            raise StoreError(f"no log at {self.path}")
+        try:
+            self.con = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.Error as exc:
+            if _is_lock_error(exc):
+                raise StoreError(f"log {self.path} is open in another process") from None
+            raise StoreError(f"cannot open log {self.path}: {exc}") from None
+        self._lock = threading.Lock()
+        try:
+            self._migrate()
+            self._known_blobs: set[str] = set()
+            if not read_only:
+                self._known_blobs = {h for (h,) in self.con.execute("SELECT hash FROM blobs").fetchall()}
+        except duckdb.Error as exc:
+            self.con.close()
+            raise StoreError(f"log {self.path} is unreadable: {exc}") from None
+        except StoreError:
+            self.con.close()
+            raise
+
+    # -- schema -------------------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        tables = {t for (t,) in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if "schema_version" not in tables:
+            if tables & {"runs", "events"}:
+                raise StoreError(f"{self.path} is a DuckDB file but not a fae log")
+            return 0
+        row = self.con.execute("SELECT max(version) FROM schema_version").fetchone()
+        return int(row[0] or 0)
+
+    def _migrate(self) -> None:
+        version = self.schema_version()
+        if version > schema.LATEST_VERSION:
+            raise SchemaTooNew(
+                f"log {self.path} has schema version {version}, newer than this fae understands "
+                f"({schema.LATEST_VERSION}); upgrade fae to read it"
+            )
+        if self.read_only:
+            if version < schema.LATEST_VERSION:
+                raise StoreError(
+                    f"log {self.path} has schema version {version}; open it once for writing "
+                    f"(e.g. `fae runs`) while nothing records to migrate it"
+                )
+            return
+        if version == 0:
+            self.con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, applied_at TIMESTAMPTZ)")
+        for number in range(version + 1, schema.LATEST_VERSION + 1):
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                self.con.execute(schema.MIGRATIONS[number - 1])
+                self.con.execute(
+                    "INSERT INTO schema_version VALUES (?, ?)", [number, datetime.now(UTC)]
+                )
+                self.con.execute("COMMIT")
+            except duckdb.Error:
+                self.con.execute("ROLLBACK")
+                raise
+        for name, sql in schema.VIEWS.items():
+            self.con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
+
+    # -- writing ------------------------------------------------------------------------
+
+    def write_batch(self, batch: Batch) -> None:
+        """Write one batch atomically; raises StoreError if it cannot."""
+        if self.read_only:
+            raise StoreError(f"log {self.path} is open read-only")
+        with self._lock:
+            con = self.con
+            try:
+                con.execute("BEGIN TRANSACTION")
+                new_blobs = [(h, len(d), d) for h, d in batch.blobs.items() if h not in self._known_blobs]
+                if new_blobs:
+                    with con.appender("blobs") as appender:
+                        appender.append_rows(new_blobs)
+                for run in batch.runs:
+                    con.execute(
+                        "INSERT INTO runs (run_id, suite, task_id, variation, agent, agent_config, repeat,"
+                        " status, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [run.run_id, run.suite, run.task_id, run.variation, run.agent,
+                         json.dumps(run.agent_config, sort_keys=True), run.repeat, run.status,
+                         run.started_at],
+                    )
+                if batch.events:
+                    with con.appender("events") as appender:
+                        appender.append_rows(
+                            (e.run_id, e.seq, e.kind, e.wall_time, e.mono_ns, e.actor, e.upstream,
+                             e.payload.decode("utf-8"))
+                            for e in batch.events
+                        )
+                for update in batch.updates:
+                    con.execute(
+                        "UPDATE runs SET status = ?, ended_at = coalesce(?, ended_at),"
+                        " stop_reason = coalesce(?, stop_reason), error = coalesce(?, error)"
+                        " WHERE run_id = ?",
+                        [update.status, update.ended_at, update.stop_reason, update.error, update.run_id],
+                    )
+                if batch.verdicts:
+                    with con.appender("verdicts") as appender:
+                        appender.append_rows(
+                            (v.run_id, v.judge, json.dumps(v.rule_set, sort_keys=True), v.rule_set_hash,
+                             v.code_version, v.outcome, v.passed, json.dumps(v.evidence, sort_keys=True),
+                             v.judged_at, v.batch)
+                            for v in batch.verdicts
+                        )
+                con.execute("COMMIT")
+            except (duckdb.Error, OSError, ValueError, TypeError) as exc:
+                try:
+                    con.execute("ROLLBACK")
+                except duckdb.Error:
+                    pass
+                raise StoreError(f"cannot write to log {self.path}: {exc}") from None
+            self._known_blobs.update(h for h, _, _ in new_blobs)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[tuple]]:
+        """Run one read query on its own cursor (a consistent snapshot while writes go on)."""
+        cursor = self.con.cursor()
+        try:
+            result = cursor.execute(sql, params or [])
+            columns = [d[0] for d in result.description or []]
+            return columns, result.fetchall()
+        finally:
+            cursor.close()
+
+    def blob(self, hash_: str) -> bytes | None:
+        _, rows = self.query("SELECT data FROM blobs WHERE hash = ? LIMIT 1", [hash_])
+        return bytes(rows[0][0]) if rows else None
+
+    def last_seqs(self) -> dict[str, int]:
+        _, rows = self.query("SELECT run_id, max(seq) FROM events GROUP BY run_id")
+        return {run_id: int(seq) for run_id, seq in rows}
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self.con.close()
+            except duckdb.Error:
+                pass
+
+    def __enter__(self) -> EventLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def rows_as_dicts(columns: Iterable[str], rows: Iterable[tuple]) -> list[dict[str, Any]]:
+    cols = list(columns)
+    return [dict(zip(cols, row)) for row in rows]

@@ -1,0 +1,122 @@
+"""The log's tables, their numbered migrations, and the documented SQL views.
+
+Each migration is applied once, in order, inside one transaction, and bumps
+``schema_version``. Views are code, not data: they are recreated on every open
+so a newer fae can improve them without a migration. docs/log.md describes
+every column.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the spine
+    """
+    CREATE TABLE runs (
+        run_id       VARCHAR PRIMARY KEY,
+        suite        VARCHAR,
+        task_id      VARCHAR NOT NULL,
+        variation    INTEGER NOT NULL,
+        agent        VARCHAR NOT NULL,
+        agent_config JSON,
+        repeat       INTEGER NOT NULL,
+        status       VARCHAR NOT NULL,
+        started_at   TIMESTAMPTZ,
+        ended_at     TIMESTAMPTZ,
+        stop_reason  VARCHAR,
+        error        VARCHAR
+    );
+    CREATE TABLE events (
+        run_id    VARCHAR NOT NULL,
+        seq       BIGINT NOT NULL,
+        kind      VARCHAR NOT NULL,
+        wall_time TIMESTAMPTZ NOT NULL,
+        mono_ns   BIGINT NOT NULL,
+        actor     VARCHAR,
+        upstream  VARCHAR,
+        payload   JSON NOT NULL
+    );
+    CREATE TABLE blobs (
+        hash VARCHAR NOT NULL,
+        size BIGINT NOT NULL,
+        data BLOB NOT NULL
+    );
+    CREATE TABLE verdicts (
+        run_id        VARCHAR NOT NULL,
+        judge         VARCHAR NOT NULL,
+        rule_set      JSON NOT NULL,
+        rule_set_hash VARCHAR NOT NULL,
+        code_version  VARCHAR NOT NULL,
+        outcome       VARCHAR NOT NULL,
+        passed        BOOLEAN,
+        evidence      JSON,
+        judged_at     TIMESTAMPTZ NOT NULL,
+        batch         VARCHAR
+    );
+    """,
+    # 2: who recorded the log, for support questions
+    """
+    CREATE TABLE log_info (key VARCHAR PRIMARY KEY, value VARCHAR);
+    """,
+)
+
+LATEST_VERSION = len(MIGRATIONS)
+
+VIEWS: dict[str, str] = {
+    "fhir_exchanges": """
+        SELECT e.run_id, e.seq, e.wall_time, e.actor,
+               f.payload->>'$.interaction'   AS interaction,
+               f.payload->>'$.resource_type' AS resource_type,
+               f.payload->>'$.resource_id'   AS resource_id,
+               f.payload->>'$.version'       AS version,
+               CAST(f.payload->>'$.status' AS INTEGER) AS status,
+               e.payload->>'$.method'        AS method,
+               e.payload->>'$.path'          AS path,
+               CAST(e.payload->>'$.duration_ms' AS DOUBLE) AS duration_ms,
+               e.payload->>'$.error'         AS error,
+               CAST(f.payload->'$.search_ids' AS VARCHAR[]) AS search_ids,
+               e.payload->>'$.exchange_id'   AS exchange_id
+        FROM events e
+        JOIN events f
+          ON f.run_id = e.run_id AND f.kind = 'FhirInteracted'
+         AND f.payload->>'$.exchange_id' = e.payload->>'$.exchange_id'
+        WHERE e.kind = 'HttpExchanged'
+    """,
+    "llm_calls": """
+        SELECT run_id, seq, wall_time, actor,
+               payload->>'$.api'    AS api,
+               payload->>'$.model'  AS model,
+               CAST(payload->>'$.stream' AS BOOLEAN) AS stream,
+               json_array_length(payload->'$.messages') AS message_count,
+               json_array_length(payload->'$.tool_calls') AS tool_call_count,
+               payload->>'$.finish_reason' AS finish_reason,
+               CAST(payload->>'$.prompt_tokens' AS BIGINT)     AS prompt_tokens,
+               CAST(payload->>'$.completion_tokens' AS BIGINT) AS completion_tokens,
+               CAST(payload->>'$.total_tokens' AS BIGINT)      AS total_tokens,
+               CAST(payload->>'$.status' AS INTEGER) AS status,
+               payload->>'$.error' AS error
+        FROM events WHERE kind = 'LlmCalled'
+    """,
+    "tool_calls": """
+        SELECT run_id, seq, wall_time, actor,
+               payload->>'$.tool'  AS tool,
+               payload->'$.arguments' AS arguments,
+               payload->'$.result'    AS result,
+               CAST(payload->>'$.is_error' AS BOOLEAN) AS is_error,
+               payload->>'$.error' AS error
+        FROM events WHERE kind = 'ToolCalled'
+    """,
+    "run_summary": """
+        SELECT r.run_id, r.task_id, r.variation, r.agent, r.repeat, r.status, r.stop_reason,
+               r.started_at, r.ended_at,
+               epoch_ms(r.ended_at) - epoch_ms(r.started_at) AS duration_ms,
+               (SELECT count(*) FROM events e WHERE e.run_id = r.run_id) AS events,
+               (SELECT count(*) FROM events e WHERE e.run_id = r.run_id AND e.kind = 'FhirInteracted') AS fhir_exchanges,
+               (SELECT count(*) FROM events e WHERE e.run_id = r.run_id AND e.kind = 'LlmCalled') AS llm_calls,
+               (SELECT count(*) FROM events e WHERE e.run_id = r.run_id AND e.kind = 'ToolCalled') AS tool_calls,
+               (SELECT sum(CAST(e.payload->>'$.total_tokens' AS BIGINT)) FROM events e
+                 WHERE e.run_id = r.run_id AND e.kind = 'LlmCalled') AS total_tokens,
+               (SELECT e.payload->>'$.text' FROM events e
+                 WHERE e.run_id = r.run_id AND e.kind = 'AnswerGiven' ORDER BY e.seq DESC LIMIT 1) AS answer
+        FROM runs r
+    """,
+}

@@ -1,0 +1,34 @@
+"""Serve an ASGI app with uvicorn on 127.0.0.1 inside the caller's task group."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import uvicorn
+
+
+@asynccontextmanager
+async def serve_asgi(app, *, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[int]:
+    """Run ``app`` until the block exits; yields the bound port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False,
+                            timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
+    async with anyio.create_task_group() as group:
+        group.start_soon(lambda: server.serve(sockets=[sock]))
+        with anyio.fail_after(20):
+            while not server.started:
+                if server.should_exit:
+                    break
+                await anyio.sleep(0.01)
+        try:
+            yield bound
+        finally:
+            server.should_exit = True
+    sock.close()

@@ -1,0 +1,7 @@
+import pytest
+
+
+@pytest.fixture
+def anyio_backend():
+    # mitmproxy runs only on asyncio
+    return "asyncio"

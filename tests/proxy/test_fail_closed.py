@@ -1,0 +1,35 @@
+"""If the recorder cannot write, the proxied request fails: nothing passes unrecorded."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from fae.proxy.routes import Upstream
+from fae.proxy.server import run_proxy
+from fae.recorder.recorder import Recorder
+from fae.store.log import EventLog
+from fae.store.writer import open_writer
+from fae.util.serve import serve_asgi
+from tests.upstream import create_upstream
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_broken_log_turns_answers_into_errors(tmp_path):
+    log = EventLog(tmp_path / "log.duckdb")
+    async with serve_asgi(create_upstream()) as port:
+        upstreams = {"api": Upstream("api", f"http://127.0.0.1:{port}", "http")}
+        async with open_writer(log) as writer:
+            async with run_proxy(upstreams, Recorder(writer)) as proxy:
+                async with httpx.AsyncClient() as client:
+                    ok = await client.get(proxy.url("r1", "agent", "api", "first"))
+                    assert ok.status_code == 200
+                    log.con.close()  # the disk is gone, as far as the writer can tell
+                    lost = await client.get(proxy.url("r1", "agent", "api", "second"))
+                    assert lost.status_code == 502
+                    assert b"not recorded" in lost.content
+                    assert "second" not in lost.text
+                    refused = await client.get(proxy.url("r1", "agent", "api", "third"))
+                    assert refused.status_code == 503
+                    assert not writer.healthy
