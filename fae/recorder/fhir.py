@@ -31,8 +31,10 @@ def _locate(segments: list[str]) -> list[str]:
 def interaction_of(method: str, path: str, request: Any) -> tuple[str, str | None, str | None, str | None]:
     """(interaction, resource type, id, version) from the request line and body."""
     segments, query = _split(path)
-    rest = _locate(segments)
     method = method.upper()
+    if segments[:1] == ["sandbox"] and "fhir" not in segments:
+        return "sandbox-admin", None, None, None
+    rest = _locate(segments)
     if not rest:
         if method == "POST" and isinstance(request, dict) and request.get("resourceType") == "Bundle":
             kind = request.get("type")

@@ -102,7 +102,8 @@ class Batch:
 
 def _is_lock_error(exc: Exception) -> bool:
     text = str(exc).lower()
-    return "lock" in text and ("conflicting" in text or "could not set" in text)
+    return ("lock" in text and ("conflicting" in text or "could not set" in text)) or (
+        "same database file with a different configuration" in text)
 
 
 class EventLog:

@@ -13,15 +13,23 @@ import uvicorn
 @asynccontextmanager
 async def serve_asgi(app, *, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[int]:
     """Run ``app`` until the block exits; yields the bound port."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     bound = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False,
                             timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)
+    stopped = anyio.Event()
+
+    async def serve() -> None:
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            stopped.set()
+
     async with anyio.create_task_group() as group:
-        group.start_soon(lambda: server.serve(sockets=[sock]))
+        group.start_soon(serve)
         with anyio.fail_after(20):
             while not server.started:
                 if server.should_exit:
@@ -30,5 +38,8 @@ async def serve_asgi(app, *, host: str = "127.0.0.1", port: int = 0) -> AsyncIte
         try:
             yield bound
         finally:
+            # a graceful stop, even when the block failed, so the app's lifespan ends cleanly
             server.should_exit = True
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                await stopped.wait()
     sock.close()

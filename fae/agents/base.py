@@ -1,0 +1,65 @@
+"""What every agent gets and gives back, and how an agent is named on the command line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from fae.agents.plan import Plan, load_plan
+from fae.errors import FaeError, PlanError
+
+STOP_REASONS = ("answered", "gave_up", "hit_cap", "errored", "no_answer")
+
+
+class AgentError(FaeError):
+    """The agent's side failed (its LLM answered 429, garbage, or timed out): the run is errored."""
+
+
+@dataclass(frozen=True)
+class AgentContext:
+    """Everything an agent may use for one run. It reaches FHIR only through ``mcp_url``."""
+
+    run_id: str
+    prompt: str
+    now: datetime
+    mcp_url: str
+    llm_base_url: str | None = None
+    gold_plan: Plan | None = None
+    extra_mcp: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    answer: str | None
+    stop_reason: str = "answered"
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Agent(Protocol):
+    name: str
+
+    def config(self) -> dict[str, Any]: ...
+
+    async def run(self, ctx: AgentContext) -> AgentResult: ...
+
+
+def agent_slug(spec: str) -> str:
+    """A run-id-safe form of an agent spec."""
+    out = []
+    for ch in spec:
+        out.append(ch if ch.isalnum() or ch in "-_" else "-")
+    return "".join(out).strip("-")[:48] or "agent"
+
+
+def build_agent(spec: str) -> Agent:
+    """An agent from its command-line name: ``gold``, ``scripted:gold`` or ``plan:PATH``."""
+    from fae.agents.scripted_agent import ScriptedAgent
+
+    if spec in ("gold", "scripted:gold"):
+        return ScriptedAgent(name="scripted:gold", plan=None)
+    if spec.startswith("plan:"):
+        path = Path(spec[5:])
+        return ScriptedAgent(name=f"plan:{path.name}", plan=load_plan(path))
+    raise PlanError(f"unknown agent {spec!r}: use gold, scripted:gold or plan:PATH")

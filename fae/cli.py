@@ -1,0 +1,271 @@
+"""The `fae` command line. The one place that wires every part together."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fae.errors import FaeError
+
+app = typer.Typer(help="fae: record, replay and judge LLM agents that act on FHIR servers.",
+                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+# piped output is not folded at 80 columns: it is read by scripts and greps
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
+err = Console(stderr=True, highlight=False)
+
+LogOption = Annotated[Path, typer.Option("--log", "-l", help="The DuckDB event log.", envvar="FAE_LOG")]
+DEFAULT_LOG = Path("fae.duckdb")
+
+
+def _user_error(exc: BaseException) -> FaeError | None:
+    """The FaeError behind an exception, looking inside task-group exception groups."""
+    if isinstance(exc, FaeError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _user_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A user's mistake becomes one line on stderr and exit code 1, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (FaeError, BaseExceptionGroup) as exc:
+            found = _user_error(exc)
+            if found is None:
+                raise
+            err.print(f"[red]error:[/red] {found}", markup=True)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            err.print("interrupted; `fae record --resume` finishes the suite")
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def _mount(module: str, name: str, help_text: str) -> None:
+    try:
+        sub = __import__(module, fromlist=["app"]).app
+    except ImportError:
+        return
+    app.add_typer(sub, name=name, help=help_text)
+
+
+_mount("fae.fhir.cli", "fhir", "The embedded FHIR R4 server.")
+_mount("fae.mcp.cli", "mcp", "MCP servers: FHIR CRUD (and more).")
+_mount("fae.llm.cli", "llm", "The local scripted OpenAI-compatible server.")
+_mount("fae.tasks.cli", "tasks", "The task suite.")
+
+
+def _split_ints(text: str) -> list[int]:
+    values: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            values.extend(range(int(lo), int(hi) + 1))
+        else:
+            values.append(int(part))
+    return values
+
+
+def _task_ids(tasks: list[str]) -> list[str]:
+    from fae.harness.builtin import BUILTIN_TASK
+
+    if not tasks:
+        return [BUILTIN_TASK]
+    if tasks == ["all"]:
+        from fae.tasks import load_suite
+
+        return list(load_suite())
+    return tasks
+
+
+@app.command()
+@user_errors
+def record(
+    log: LogOption = DEFAULT_LOG,
+    task: Annotated[list[str], typer.Option("--task", "-t", help="Task id (repeatable), or 'all'.")] = [],
+    variations: Annotated[str, typer.Option(help="Variations, e.g. 0,1 or 0-2.")] = "0",
+    agent: Annotated[list[str], typer.Option("--agent", "-a", help="gold, scripted:gold or plan:PATH.")] = [],
+    repeats: Annotated[int, typer.Option(min=1, help="Repeats of each (task, variation, agent).")] = 1,
+    concurrency: Annotated[int, typer.Option(min=1, help="Runs at once.")] = 4,
+    resume: Annotated[bool, typer.Option(help="Finish an interrupted suite; done runs are kept.")] = False,
+    fhir_url: Annotated[str | None, typer.Option(help="External FHIR base instead of the embedded one.")] = None,
+    llm_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.", envvar="OPENAI_BASE_URL")] = None,
+    redact_header: Annotated[list[str], typer.Option(help="Another header to redact.")] = [],
+    redact_param: Annotated[list[str], typer.Option(help="Another query parameter to redact.")] = [],
+    suite: Annotated[str | None, typer.Option(help="A name for this suite.")] = None,
+) -> None:
+    """Record a suite of (task, variation, agent, repeat) runs through the proxy into the log."""
+    import anyio
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from fae.harness.suite import plan_suite, record_suite
+    from fae.recorder.redact import Redactor
+
+    try:
+        variation_list = _split_ints(variations)
+    except ValueError:
+        raise FaeError(f"--variations {variations!r} is not a list like 0,1 or 0-2") from None
+    specs = plan_suite(_task_ids(task), variation_list, agent or ["gold"], repeats, suite)
+    redactor = Redactor.with_extra(headers=redact_header, query_params=redact_param)
+    progress = Progress(TextColumn("recording"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[last]}"), console=err, transient=not sys.stderr.isatty())
+    with progress:
+        bar = progress.add_task("runs", total=len(specs), last="")
+
+        def advance(spec: Any, status: str) -> None:
+            progress.update(bar, advance=1, last=f"{spec.run_id}: {status}")
+
+        result = anyio.run(functools.partial(
+            record_suite, log, specs, resume=resume, concurrency=concurrency, fhir_url=fhir_url,
+            llm_url=llm_url, redactor=redactor, on_progress=advance))
+    table = Table(title=f"recorded into {log}")
+    table.add_column("planned", justify="right")
+    table.add_column("already done", justify="right")
+    for status in ("finished", "errored", "failed"):
+        table.add_column(status, justify="right")
+    table.add_column("marked interrupted", justify="right")
+    table.add_row(str(result.planned), str(result.skipped),
+                  *(str(result.statuses.get(s, 0)) for s in ("finished", "errored", "failed")),
+                  str(result.interrupted_marked))
+    out.print(table)
+    if result.statuses.get("failed"):
+        raise typer.Exit(2)
+
+
+def _reader(log: Path):
+    from fae.store.live import LogReader
+
+    return LogReader(log)
+
+
+def _print_rows(columns: list[str], rows: list[tuple], title: str | None = None) -> None:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    out.print(table)
+
+
+@app.command()
+@user_errors
+def runs(
+    log: LogOption = DEFAULT_LOG,
+    status: Annotated[str | None, typer.Option(help="Only runs with this status.")] = None,
+    task: Annotated[str | None, typer.Option(help="Only runs of this task.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many rows.")] = 200,
+) -> None:
+    """List the runs in a log (works while a recording is going on)."""
+    where, params = [], []
+    if status:
+        where.append("status = ?")
+        params.append(status)
+    if task:
+        where.append("task_id = ?")
+        params.append(task)
+    sql = ("SELECT run_id, task_id, variation, agent, repeat, status, stop_reason, events, tool_calls,"
+           " llm_calls, total_tokens FROM run_summary"
+           + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY started_at, run_id LIMIT ?")
+    with _reader(log) as reader:
+        columns, rows = reader.query(sql, [*params, limit])
+    _print_rows(columns, rows, title=f"{len(rows)} runs")
+
+
+@app.command()
+@user_errors
+def show(
+    run_id: Annotated[str, typer.Argument(help="The run to show.")],
+    log: LogOption = DEFAULT_LOG,
+) -> None:
+    """Print a run's timeline: exchanges, tool calls, LLM calls, answer, verdicts."""
+    from fae.harness.timeline import timeline_lines
+
+    with _reader(log) as reader:
+        _, found = reader.query("SELECT run_id FROM runs WHERE run_id = ?", [run_id])
+        if not found:
+            raise FaeError(f"no run {run_id!r} in {log}; `fae runs` lists them")
+        for line in timeline_lines(reader, run_id):
+            out.print(line, markup=False, soft_wrap=True)
+
+
+@app.command()
+@user_errors
+def sql(
+    query: Annotated[str, typer.Argument(help="SQL over the log (views: fhir_exchanges, llm_calls, tool_calls, run_summary).")],
+    log: LogOption = DEFAULT_LOG,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines instead of a table.")] = False,
+) -> None:
+    """Run SQL over the log (works while a recording is going on)."""
+    from fae.store.live import check_read_only
+
+    check_read_only(query)
+    with _reader(log) as reader:
+        columns, rows = reader.query(query)
+    if as_json:
+        for row in rows:
+            out.print(json.dumps(dict(zip(columns, row)), default=str), markup=False, soft_wrap=True)
+    else:
+        _print_rows(columns, rows)
+
+
+@app.command()
+@user_errors
+def export(
+    parquet: Annotated[Path, typer.Option("--parquet", help="Directory to write one Parquet file per table.")],
+    log: LogOption = DEFAULT_LOG,
+) -> None:
+    """Export the log's tables and views to Parquet."""
+    from fae.store.export import export_parquet
+
+    written = export_parquet(log, parquet)
+    for path, count in written:
+        out.print(f"{path}  {count} rows", markup=False)
+
+
+@app.command()
+@user_errors
+def demo(
+    log: LogOption = Path("fae-demo.duckdb"),
+    fresh: Annotated[bool, typer.Option(help="Delete the demo log first.")] = True,
+) -> None:
+    """Record a small suite on the embedded stack, with no key and no network, and show it."""
+    import anyio
+
+    from fae.harness.builtin import BUILTIN_TASK
+    from fae.harness.suite import plan_suite, record_suite
+
+    if fresh and log.exists():
+        log.unlink()
+    specs = plan_suite([BUILTIN_TASK], [0, 1, 2], ["gold"], 1, "demo")
+    result = anyio.run(functools.partial(record_suite, log, specs, concurrency=3))
+    out.print(f"recorded {sum(result.statuses.values())} runs into {log}: {dict(result.statuses)}")
+    with _reader(log) as reader:
+        columns, rows = reader.query("SELECT run_id, status, events, tool_calls, answer FROM run_summary ORDER BY run_id")
+    _print_rows(columns, rows, title="runs")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

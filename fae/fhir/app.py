@@ -1,0 +1,125 @@
+"""ASGI (Starlette) app serving the engine: one FHIR base per sandbox plus admin endpoints.
+
+    /fhir/...                        the default sandbox ("default")
+    /sandbox/{id}/fhir/...           one sandbox's FHIR base
+    POST   /sandbox[?id=ID]          create a sandbox, body = optional seed Bundle
+    GET    /sandbox                  list sandbox ids
+    POST   /sandbox/{id}/$reset      put a sandbox back to its seed
+    POST   /sandbox/{id}/$clone[?id=NEW]  copy a sandbox
+    DELETE /sandbox/{id}             drop a sandbox
+"""
+
+from __future__ import annotations
+
+import json
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from fae.errors import FhirError
+from fae.fhir.engine import MAX_BODY, FhirEngine
+from fae.fhir.outcome import issue, outcome
+
+DEFAULT_SANDBOX = "default"
+ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+FHIR_JSON = "application/fhir+json"
+
+
+def _problem(status: int, message: str) -> JSONResponse:
+    return JSONResponse(outcome(issue("error", "invalid" if status < 500 else "exception", message)),
+                        status_code=status, media_type=FHIR_JSON)
+
+
+async def _read_body(request: Request) -> bytes | None:
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def create_app(engine: FhirEngine | None = None, *, audit_events: bool = False) -> Starlette:
+    """The server as an ASGI app; a default sandbox backs /fhir."""
+    engine = engine or FhirEngine(audit_events=audit_events)
+    if not engine.has_sandbox(DEFAULT_SANDBOX):
+        engine.create_sandbox(sandbox_id=DEFAULT_SANDBOX)
+
+    async def serve(request: Request, sid: str, base: str) -> Response:
+        body = await _read_body(request)
+        if body is None:
+            return _problem(413, f"Body larger than {MAX_BODY} bytes")
+        path = request.path_params.get("path", "")
+        resp = engine.handle(sid, request.method, path, request.url.query,
+                             dict(request.headers), body or None, base_url=base)
+        if request.method == "HEAD":
+            return Response(b"", status_code=resp.status, headers=resp.headers)
+        return Response(resp.body, status_code=resp.status, headers=resp.headers)
+
+    def base_of(request: Request, suffix: str) -> str:
+        return str(request.base_url).rstrip("/") + suffix
+
+    async def default_fhir(request: Request) -> Response:
+        return await serve(request, DEFAULT_SANDBOX, base_of(request, "/fhir"))
+
+    async def sandbox_fhir(request: Request) -> Response:
+        sid = request.path_params["sid"]
+        return await serve(request, sid, base_of(request, f"/sandbox/{sid}/fhir"))
+
+    async def create(request: Request) -> Response:
+        body = await _read_body(request)
+        if body is None:
+            return _problem(413, f"Body larger than {MAX_BODY} bytes")
+        seed = None
+        if body.strip():
+            try:
+                seed = json.loads(body)
+            except (ValueError, UnicodeDecodeError):
+                return _problem(400, "The seed must be a JSON FHIR Bundle")
+        try:
+            sid = engine.create_sandbox(seed, request.query_params.get("id"))
+        except FhirError as exc:
+            return _problem(409 if "already exists" in str(exc) else 400, str(exc))
+        return JSONResponse({"id": sid, "base": base_of(request, f"/sandbox/{sid}/fhir")},
+                            status_code=201)
+
+    async def listing(request: Request) -> Response:
+        return JSONResponse({"sandboxes": engine.sandbox_ids()})
+
+    async def admin(request: Request) -> Response:
+        sid, action = request.path_params["sid"], request.path_params["action"]
+        try:
+            if action == "$reset":
+                engine.reset_sandbox(sid)
+                return JSONResponse({"id": sid, "reset": True})
+            if action == "$clone":
+                new = engine.clone_sandbox(sid, request.query_params.get("id"))
+                return JSONResponse({"id": new, "base": base_of(request, f"/sandbox/{new}/fhir")},
+                                    status_code=201)
+        except FhirError as exc:
+            return _problem(404 if "no sandbox" in str(exc) else 409, str(exc))
+        return _problem(404, f"Unknown sandbox action {action!r}")
+
+    async def drop(request: Request) -> Response:
+        try:
+            engine.delete_sandbox(request.path_params["sid"])
+        except FhirError as exc:
+            return _problem(404, str(exc))
+        return Response(status_code=204)
+
+    routes = [
+        Route("/fhir", default_fhir, methods=ALL_METHODS),
+        Route("/fhir/{path:path}", default_fhir, methods=ALL_METHODS),
+        Route("/sandbox", create, methods=["POST"]),
+        Route("/sandbox", listing, methods=["GET"]),
+        Route("/sandbox/{sid}", drop, methods=["DELETE"]),
+        Route("/sandbox/{sid}/fhir", sandbox_fhir, methods=ALL_METHODS),
+        Route("/sandbox/{sid}/fhir/{path:path}", sandbox_fhir, methods=ALL_METHODS),
+        Route("/sandbox/{sid}/{action}", admin, methods=["POST"]),
+    ]
+    app = Starlette(routes=routes)
+    app.state.engine = engine
+    return app

@@ -1,0 +1,84 @@
+"""FHIRPath for search: expressions trimmed to one resource type, compiled once, with resolve()."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import fhirpathpy
+from fhirpathpy.engine.nodes import ResourceNode
+from fhirpathpy.models import models
+
+from fae.fhir.references import parse_reference
+
+R4_MODEL = models["r4"]
+
+
+def _resolve(inputs: list) -> list:
+    """Stand-in for a resolved target: a node of the referenced type, so `resolve() is T` works.
+
+    Search only ever asks for the target's type, which the reference itself names,
+    so extraction stays a pure function of the resource.
+    """
+    out = []
+    for item in inputs:
+        ref = item.get("reference") if isinstance(item, dict) else item
+        parsed = parse_reference(ref) if isinstance(ref, str) else None
+        if parsed is not None:
+            stub = {"resourceType": parsed[0], "id": parsed[1]}
+            out.append(ResourceNode.create_node(stub, parsed[0]))
+    return out
+
+
+OPTIONS = {"userInvocationTable": {"resolve": {"fn": _resolve, "arity": {0: []}}}}
+
+
+def split_union(expression: str) -> list[str]:
+    """Split an expression on its top-level `|` operators."""
+    parts, depth, quote, start = [], 0, False, 0
+    for i, ch in enumerate(expression):
+        if ch == "'":
+            quote = not quote
+        elif quote:
+            continue
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            parts.append(expression[start:i].strip())
+            start = i + 1
+    parts.append(expression[start:].strip())
+    return [p for p in parts if p]
+
+
+def _root(part: str) -> str:
+    return part.lstrip("(").split(".", 1)[0].split(" ", 1)[0]
+
+
+@functools.lru_cache(maxsize=8192)
+def expression_for(expression: str, resource_type: str) -> str | None:
+    """The parts of a (multi-resource) expression that apply to one resource type, or None."""
+    kept = []
+    for part in split_union(expression):
+        root = _root(part)
+        if root == resource_type:
+            kept.append(part)
+        elif root in ("Resource", "DomainResource"):
+            kept.append(resource_type + part[part.index(root) + len(root):] if part.startswith(root)
+                        else part.replace(root + ".", resource_type + ".", 1))
+    return " | ".join(kept) if kept else None
+
+
+@functools.lru_cache(maxsize=8192)
+def compiled(expression: str) -> Callable[[dict], list]:
+    """Compile once; compiled evaluation is ~20x faster than parsing per call."""
+    return fhirpathpy.compile(expression, R4_MODEL, OPTIONS)
+
+
+def evaluate(expression: str, resource: dict) -> list:
+    """Evaluate a compiled expression; an expression the engine cannot run yields nothing."""
+    try:
+        return compiled(expression)(resource, {})
+    except Exception:  # noqa: BLE001 - fhirpathpy raises bare Exceptions on odd data
+        return []

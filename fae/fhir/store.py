@@ -1,0 +1,82 @@
+"""Versioned resource storage for one sandbox: current versions, full history, cheap copies.
+
+Stored resource dicts are never mutated once stored, so a copy of a store shares
+them: cloning or resetting a sandbox copies two small maps, not the resources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+
+class Version:
+    """One version of a resource, or the tombstone a delete leaves (resource is None)."""
+
+    __slots__ = ("resource_type", "id", "version_id", "last_updated", "resource", "method", "cache")
+
+    def __init__(self, resource_type: str, id: str, version_id: str, last_updated: str,
+                 resource: dict | None, method: str):
+        self.resource_type = resource_type
+        self.id = id
+        self.version_id = version_id
+        self.last_updated = last_updated
+        self.resource = resource
+        self.method = method
+        # search values extracted from this version, keyed by (param url, type); pure, so shareable
+        self.cache: dict = {}
+
+    @property
+    def deleted(self) -> bool:
+        return self.resource is None
+
+    @property
+    def key(self) -> str:
+        return f"{self.resource_type}/{self.id}"
+
+
+class Store:
+    """All versions of all resources in a sandbox, in the order they were written."""
+
+    __slots__ = ("current", "versions", "history")
+
+    def __init__(self) -> None:
+        self.current: dict[str, dict[str, Version]] = {}
+        self.versions: dict[tuple[str, str], tuple[Version, ...]] = {}
+        self.history: list[Version] = []
+
+    def copy(self) -> Store:
+        other = Store()
+        other.current = {t: dict(m) for t, m in self.current.items()}
+        other.versions = dict(self.versions)
+        other.history = list(self.history)
+        return other
+
+    def get(self, resource_type: str, id: str) -> Version | None:
+        return self.current.get(resource_type, {}).get(id)
+
+    def version(self, resource_type: str, id: str, version_id: str) -> Version | None:
+        for v in self.versions.get((resource_type, id), ()):
+            if v.version_id == version_id:
+                return v
+        return None
+
+    def instance_history(self, resource_type: str, id: str) -> tuple[Version, ...]:
+        return self.versions.get((resource_type, id), ())
+
+    def put(self, version: Version) -> None:
+        self.current.setdefault(version.resource_type, {})[version.id] = version
+        key = (version.resource_type, version.id)
+        self.versions[key] = self.versions.get(key, ()) + (version,)
+        self.history.append(version)
+
+    def live(self, resource_type: str) -> list[Version]:
+        return [v for v in self.current.get(resource_type, {}).values() if v.resource is not None]
+
+    def all_live(self) -> Iterator[Version]:
+        for versions in self.current.values():
+            for v in versions.values():
+                if v.resource is not None:
+                    yield v
+
+    def types(self) -> list[str]:
+        return list(self.current)

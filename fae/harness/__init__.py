@@ -1,0 +1,1 @@
+"""The harness: wires proxy, FHIR server, MCP server, agents and the log into recorded runs."""

@@ -1,0 +1,157 @@
+"""One recorded run: seed a sandbox, let the agent work, capture the state, close the run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from fae.agents.base import Agent, AgentContext, AgentError, AgentResult
+from fae.errors import FaeError, PlanError
+from fae.harness.stack import Stack, sandbox_id
+from fae.store import events as ev
+from fae.store.log import RunRow, RunUpdate, blob_hash
+from fae.store.writer import Stamped
+
+CAPTURE_PAGE = 500
+CAPTURE_MAX_PAGES = 200
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One planned run: a task variation played by an agent, the n-th time."""
+
+    run_id: str
+    task_id: str
+    variation: int
+    agent: str
+    repeat: int
+    suite: str | None = None
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _onto(base: str, link: str) -> str:
+    """Put a server's absolute paging link onto our proxied base (same path below the base)."""
+    parts = urlsplit(link)
+    base_parts = urlsplit(base)
+    marker = "/fhir"
+    path = parts.path
+    tail = path[path.index(marker) + len(marker):] if marker in path else path
+    return f"{base_parts.scheme}://{base_parts.netloc}{base_parts.path.rstrip('/')}{tail}" + (
+        f"?{parts.query}" if parts.query else "")
+
+
+async def _seed(stack: Stack, client: httpx.AsyncClient, spec: RunSpec, bundle: dict[str, Any]) -> None:
+    body = json.dumps(bundle, sort_keys=True).encode()
+    if stack.embedded:
+        sid = sandbox_id(spec.run_id)
+        url = stack.fhir_root(spec.run_id, "setup") + f"sandbox?id={sid}"
+        reply = await client.post(url, content=body, headers={"content-type": "application/json"})
+        if reply.status_code == 409:  # a retried run reuses its id: start it clean
+            await client.delete(stack.fhir_root(spec.run_id, "setup") + f"sandbox/{sid}")
+            reply = await client.post(url, content=body, headers={"content-type": "application/json"})
+    else:
+        reply = await client.post(stack.fhir_base(spec.run_id, "setup"), content=body,
+                                  headers={"content-type": "application/fhir+json"})
+    if reply.status_code >= 300:
+        raise FaeError(f"seeding the sandbox failed with HTTP {reply.status_code}: {reply.text[:300]}",
+                       run_id=spec.run_id)
+    count = len(bundle.get("entry") or [])
+    digest = blob_hash(body)
+    await stack.writer.write(
+        events=[Stamped(spec.run_id, ev.SandboxSeeded(
+            sandbox=sandbox_id(spec.run_id) if stack.embedded else "external",
+            fhir_base=stack.fhir_base(spec.run_id, "agent"), resource_count=count, seed_blob=digest),
+            actor="harness")],
+        blobs={digest: body})
+
+
+async def capture_state(stack: Stack, client: httpx.AsyncClient, run_id: str) -> list[dict[str, Any]]:
+    """Every current resource in the run's sandbox, read through the proxy as the harness."""
+    base = stack.fhir_base(run_id, "harness")
+    url: str | None = base.rstrip("/") + f"?_count={CAPTURE_PAGE}"
+    resources: list[dict[str, Any]] = []
+    for _ in range(CAPTURE_MAX_PAGES):
+        if url is None:
+            break
+        reply = await client.get(url, headers={"accept": "application/fhir+json"})
+        if reply.status_code != 200:
+            raise FaeError(f"state capture failed with HTTP {reply.status_code}: {reply.text[:300]}",
+                           run_id=run_id)
+        bundle = reply.json()
+        resources.extend(e["resource"] for e in bundle.get("entry") or [] if isinstance(e.get("resource"), dict))
+        nxt = [link.get("url") for link in bundle.get("link") or [] if link.get("relation") == "next"]
+        url = _onto(base, nxt[0]) if nxt and nxt[0] else None
+    resources.sort(key=lambda r: (r.get("resourceType", ""), r.get("id", "")))
+    return resources
+
+
+async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent) -> str:
+    """Record one run from start to close; returns its final status."""
+    writer = stack.writer
+    started = _now()
+    await writer.write(
+        runs=[RunRow(run_id=spec.run_id, task_id=spec.task_id, variation=spec.variation, agent=spec.agent,
+                     repeat=spec.repeat, suite=spec.suite, agent_config=agent.config(), started_at=started)],
+        events=[Stamped(spec.run_id, ev.RunStarted(
+            task_id=spec.task_id, variation=spec.variation, agent=spec.agent, repeat=spec.repeat,
+            agent_config=agent.config(), task_now=rendered.now.isoformat(), prompt=rendered.prompt),
+            actor="harness", wall_time=started)],
+    )
+    status, stop_reason, error = "finished", "answered", None
+    async with httpx.AsyncClient(timeout=60) as client:
+        try:
+            await _seed(stack, client, spec, rendered.seed_bundle)
+            ctx = AgentContext(run_id=spec.run_id, prompt=rendered.prompt, now=rendered.now,
+                               mcp_url=stack.mcp_url(spec.run_id), llm_base_url=stack.llm_base(spec.run_id),
+                               gold_plan=getattr(rendered, "gold_plan", None))
+            try:
+                result = await agent.run(ctx)
+            except AgentError as exc:
+                result = AgentResult(answer=None, stop_reason="errored")
+                status, error = "errored", str(exc)
+            except PlanError as exc:
+                result = AgentResult(answer=None, stop_reason="errored")
+                status, error = "errored", str(exc)
+            except Exception as exc:  # an agent's own failure ends its run, never the suite
+                result = AgentResult(answer=None, stop_reason="errored")
+                status, error = "errored", f"agent failed: {_describe(exc)}"
+            stop_reason = result.stop_reason
+            await writer.write(events=[Stamped(spec.run_id, ev.AnswerGiven(
+                text=result.answer, stop_reason=result.stop_reason), actor="agent")])
+            resources = await capture_state(stack, client, spec.run_id)
+            body = json.dumps(resources, sort_keys=True).encode()
+            digest = blob_hash(body)
+            await writer.write(events=[Stamped(spec.run_id, ev.StateCaptured(
+                resource_count=len(resources), state_blob=digest), actor="harness")], blobs={digest: body})
+            if stack.embedded:
+                await client.delete(stack.fhir_root(spec.run_id, "harness") + f"sandbox/{sandbox_id(spec.run_id)}")
+        except FaeError as exc:
+            status, error = "failed", str(exc)
+        except httpx.HTTPError as exc:
+            status, error = "failed", f"harness HTTP error: {exc!r}"
+    ended = _now()
+    final: ev.Event
+    if status == "finished":
+        final = ev.RunFinished(stop_reason=stop_reason)
+    else:
+        final = ev.RunFailed(status=status, reason=error or "unknown")
+    await writer.write(events=[Stamped(spec.run_id, final, actor="harness", wall_time=ended)],
+                       updates=[RunUpdate(run_id=spec.run_id, status=status, ended_at=ended,
+                                          stop_reason=stop_reason, error=error)])
+    return status
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for an exception, looking inside exception groups."""
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return _describe(exc.exceptions[0])
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:500]

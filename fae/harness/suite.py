@@ -1,0 +1,144 @@
+"""A suite of runs: plan them, resume an interrupted suite, run them with bounded concurrency."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from fae.agents.base import Agent, agent_slug, build_agent
+from fae.errors import FaeError, RecordError, TaskError
+from fae.harness.builtin import BUILTIN_TASK, render_builtin
+from fae.harness.run import RunSpec, execute_run
+from fae.harness.stack import Stack, open_stack
+from fae.recorder.redact import Redactor
+from fae.store import events as ev
+from fae.store.log import RunUpdate
+from fae.store.writer import Stamped
+
+DONE = ("finished", "errored")
+
+
+def render_task(task_id: str, variation: int) -> Any:
+    """A rendered variation of a task: the built-in fixture or one of the suite's tasks."""
+    if task_id == BUILTIN_TASK:
+        return render_builtin(variation)
+    try:
+        from fae.tasks import load_suite
+    except ImportError:
+        raise TaskError(f"unknown task {task_id!r} (the task suite is not installed)") from None
+    suite = load_suite()
+    try:
+        task = suite[task_id]
+    except KeyError:
+        raise TaskError(f"unknown task {task_id!r}; `fae tasks list` shows the tasks") from None
+    return task.render(variation=variation)
+
+
+def base_run_id(task_id: str, variation: int, agent: str, repeat: int) -> str:
+    return f"{task_id}.v{variation}.{agent_slug(agent)}.r{repeat}"
+
+
+def plan_suite(task_ids: Sequence[str], variations: Sequence[int], agents: Sequence[str],
+               repeats: int, suite: str | None = None) -> list[RunSpec]:
+    """Every (task, variation, agent, repeat), in a stable order."""
+    return [RunSpec(run_id=base_run_id(t, v, a, r), task_id=t, variation=v, agent=a, repeat=r, suite=suite)
+            for t in task_ids for v in variations for a in agents for r in range(repeats)]
+
+
+@dataclass
+class SuiteResult:
+    planned: int
+    skipped: int
+    statuses: Counter
+    interrupted_marked: int
+    runs: list[tuple[str, str]]
+
+
+async def _mark_interrupted(stack: Stack) -> int:
+    """Runs left 'running' by a process that died: we hold the lock now, so nobody is running them."""
+    _, rows = stack.log.query("SELECT run_id FROM runs WHERE status = 'running'")
+    now = datetime.now(UTC)
+    for (run_id,) in rows:
+        await stack.writer.write(
+            events=[Stamped(run_id, ev.RunFailed(status="interrupted", reason="the recording process stopped"),
+                            actor="harness", wall_time=now)],
+            updates=[RunUpdate(run_id=run_id, status="interrupted", ended_at=now,
+                               error="the recording process stopped before this run ended")])
+    return len(rows)
+
+
+def _attempts(stack: Stack) -> dict[tuple[str, int, str, int], list[tuple[str, str]]]:
+    _, rows = stack.log.query("SELECT run_id, task_id, variation, agent, repeat, status FROM runs ORDER BY started_at")
+    found: dict[tuple[str, int, str, int], list[tuple[str, str]]] = {}
+    for run_id, task_id, variation, agent, repeat, status in rows:
+        found.setdefault((task_id, variation, agent, repeat), []).append((run_id, status))
+    return found
+
+
+async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume: bool = False,
+                       concurrency: int = 4, fhir_url: str | None = None, llm_url: str | None = None,
+                       redactor: Redactor | None = None,
+                       on_progress: Callable[[RunSpec, str], None] | None = None) -> SuiteResult:
+    """Record every planned run not already done; returns what happened."""
+    agents: dict[str, Agent] = {spec.agent: build_agent(spec.agent) for spec in specs}
+    rendered: dict[tuple[str, int], Any] = {}
+    for spec in specs:
+        key = (spec.task_id, spec.variation)
+        if key not in rendered:
+            rendered[key] = render_task(*key)
+    statuses: Counter = Counter()
+    runs: list[tuple[str, str]] = []
+    async with open_stack(log_path, fhir_url=fhir_url, llm_url=llm_url, redactor=redactor) as stack:
+        marked = await _mark_interrupted(stack)
+        attempts = _attempts(stack)
+        todo: list[RunSpec] = []
+        skipped = 0
+        for spec in specs:
+            previous = attempts.get((spec.task_id, spec.variation, spec.agent, spec.repeat), [])
+            if any(status in DONE for _, status in previous):
+                if not resume:
+                    raise RecordError(
+                        f"the log already holds run {previous[0][0]}; use --resume to finish the suite, "
+                        f"or record into a new log")
+                skipped += 1
+                continue
+            if previous and not resume:
+                raise RecordError(f"the log already holds run {previous[0][0]} (unfinished); use --resume")
+            run_id = spec.run_id if not previous else f"{spec.run_id}.a{len(previous) + 1}"
+            todo.append(RunSpec(run_id=run_id, task_id=spec.task_id, variation=spec.variation,
+                                agent=spec.agent, repeat=spec.repeat, suite=spec.suite))
+        limiter = anyio.CapacityLimiter(max(1, concurrency))
+
+        async def one(spec: RunSpec) -> None:
+            async with limiter:
+                status = await execute_run(stack, spec, rendered[(spec.task_id, spec.variation)],
+                                           agents[spec.agent])
+            statuses[status] += 1
+            runs.append((spec.run_id, status))
+            if on_progress:
+                on_progress(spec, status)
+
+        async with anyio.create_task_group() as group:
+            for spec in todo:
+                group.start_soon(one, spec)
+        if not stack.writer.healthy:
+            raise RecordError("the log could not be written; the runs it lost are marked by the next --resume")
+    return SuiteResult(planned=len(specs), skipped=skipped, statuses=statuses,
+                       interrupted_marked=marked, runs=runs)
+
+
+def known_task_ids() -> list[str]:
+    ids = [BUILTIN_TASK]
+    try:
+        from fae.tasks import load_suite
+
+        ids.extend(sorted(load_suite().ids()) if hasattr(load_suite(), "ids") else [])
+    except (ImportError, FaeError):
+        pass
+    return ids

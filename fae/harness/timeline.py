@@ -1,0 +1,71 @@
+"""A run's timeline as text lines, from the log alone."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+
+def _short(value: Any, limit: int = 100) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe(kind: str, payload: dict[str, Any]) -> str:
+    """One line saying what an event was."""
+    if kind == "RunStarted":
+        return f"run of {payload['task_id']} v{payload['variation']} by {payload['agent']} (now {payload.get('task_now')})"
+    if kind == "SandboxSeeded":
+        return f"sandbox {payload['sandbox']} seeded with {payload['resource_count']} resources"
+    if kind == "HttpExchanged":
+        outcome = payload.get("status") or f"ERROR {payload.get('error')}"
+        ms = payload.get("duration_ms")
+        return f"{payload['method']} {_short(payload['path'], 80)} → {outcome}" + (f" ({ms:.1f} ms)" if ms else "")
+    if kind == "FhirInteracted":
+        target = "/".join(p for p in (payload.get("resource_type"), payload.get("resource_id")) if p)
+        extra = f" v{payload['version']}" if payload.get("version") else ""
+        if payload.get("search_ids"):
+            extra += f" found {len(payload['search_ids'])}"
+        issues = payload.get("issues") or []
+        if issues:
+            extra += f" issue: {_short(issues[0].get('diagnostics') or issues[0].get('code'), 60)}"
+        return f"  fhir {payload['interaction']} {target}{extra}"
+    if kind == "LlmCalled":
+        calls = ", ".join(c[1] if isinstance(c, list) else c.get("name", "") for c in payload.get("tool_calls") or [])
+        said = f" says {_short(payload['content'], 60)}" if payload.get("content") else ""
+        err = f" ERROR {payload['error']}" if payload.get("error") else ""
+        return (f"  llm {payload.get('model')} ({len(payload.get('messages') or [])} msgs, "
+                f"{payload.get('total_tokens')} tok){' calls ' + calls if calls else ''}{said}{err}")
+    if kind == "ToolCalled":
+        flag = " ERROR" if payload.get("is_error") else ""
+        return f"  tool {payload['tool']}({_short(payload.get('arguments'), 70)}){flag} → {_short(payload.get('result'), 60)}"
+    if kind == "AnswerGiven":
+        return f"answer ({payload.get('stop_reason')}): {_short(payload.get('text'), 120)}"
+    if kind == "StateCaptured":
+        return f"state captured: {payload['resource_count']} resources"
+    if kind == "RunFinished":
+        return f"run finished ({payload.get('stop_reason')})"
+    if kind == "RunFailed":
+        return f"run {payload['status']}: {payload['reason']}"
+    if kind == "ChunkReceived":
+        return f"  chunk {payload['index']} ({payload['size']} bytes at {payload['offset_ms']:.1f} ms)"
+    return kind
+
+
+def timeline_lines(reader: Any, run_id: str) -> Iterator[str]:
+    _, run = reader.query("SELECT task_id, variation, agent, repeat, status, stop_reason, error FROM runs"
+                          " WHERE run_id = ?", [run_id])
+    task_id, variation, agent, repeat, status, stop_reason, error = run[0]
+    yield f"run {run_id}: task {task_id} v{variation}, agent {agent}, repeat {repeat}: {status}" + (
+        f" ({error})" if error else "")
+    _, rows = reader.query("SELECT seq, kind, actor, epoch_ms(wall_time), payload FROM events WHERE run_id = ?"
+                           " AND kind <> 'ChunkReceived' ORDER BY seq", [run_id])
+    start = rows[0][3] if rows else 0
+    for seq, kind, actor, wall_ms, payload in rows:
+        yield f"{seq:>5} {(wall_ms - start) / 1000:>8.3f}s {actor or '':<9} {describe(kind, json.loads(payload))}"
+    _, verdicts = reader.query("SELECT judge, rule_set_hash, outcome, passed FROM verdicts WHERE run_id = ?"
+                               " ORDER BY judged_at", [run_id])
+    for judge, rule_hash, outcome, passed in verdicts:
+        yield f"verdict {judge} [{rule_hash[:8]}]: {outcome}" + ("" if passed is None else f" (passed={passed})")

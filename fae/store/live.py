@@ -1,0 +1,200 @@
+"""Reading a log while another process records into it.
+
+DuckDB lets no second process open a file that one process writes, not even
+read-only. So the recording process serves read queries over HTTP on
+127.0.0.1, each on its own cursor (a consistent snapshot), and advertises the
+port and a per-run token in ``<log>.live.json`` (mode 0600). Readers try the
+file first and fall back to the live endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import threading
+from datetime import date, datetime
+from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import duckdb
+import httpx
+
+from fae.errors import StoreError
+from fae.store.log import EventLog
+
+
+def live_file(log_path: str | Path) -> Path:
+    path = Path(log_path)
+    return path.with_name(path.name + ".live.json")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (datetime, date)):
+        return {"$t": "datetime", "v": value.isoformat()}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"$t": "bytes", "v": bytes(value).hex()}
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def _restore(value: Any) -> Any:
+    if isinstance(value, dict):
+        if value.get("$t") == "datetime":
+            return datetime.fromisoformat(value["v"])
+        if value.get("$t") == "bytes":
+            return bytes.fromhex(value["v"])
+        return {k: _restore(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_restore(v) for v in value]
+    return value
+
+
+def check_read_only(sql: str) -> None:
+    """Refuse anything but queries: the live endpoint must never write."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise StoreError(f"bad SQL: {exc}") from None
+    if len(statements) != 1:
+        raise StoreError("give exactly one SQL statement")
+    kind = statements[0].type
+    if kind not in (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN):
+        raise StoreError(f"only queries can run on a log that is being recorded (got {kind.name})")
+
+
+class LiveQueryServer:
+    """Serves read queries on the recording process's open log."""
+
+    def __init__(self, log: EventLog):
+        self.log = log
+        self.token = secrets.token_hex(16)
+        self.path = live_file(log.path)
+        server_ref = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                return
+
+            def do_POST(self) -> None:
+                if self.headers.get("x-fae-token") != server_ref.token:
+                    self._send(403, {"error": "bad token"})
+                    return
+                try:
+                    length = int(self.headers.get("content-length") or 0)
+                    request = json.loads(self.rfile.read(length) or b"{}")
+                    sql = str(request.get("sql", ""))
+                    check_read_only(sql)
+                    columns, rows = server_ref.log.query(sql, request.get("params") or None)
+                    self._send(200, {"columns": columns, "rows": _jsonable(rows)})
+                except StoreError as exc:
+                    self._send(400, {"error": str(exc)})
+                except duckdb.Error as exc:
+                    self._send(400, {"error": f"bad SQL: {exc}"})
+                except ValueError as exc:
+                    self._send(400, {"error": f"bad request: {exc}"})
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                body = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fae-live-query", daemon=True)
+
+    def __enter__(self) -> LiveQueryServer:
+        self._thread.start()
+        info = {"pid": os.getpid(), "port": self._server.server_address[1], "token": self.token}
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(info, handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class LogReader:
+    """Read queries on a log, whether or not a recording holds it open."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._log: EventLog | None = None
+        self._live: dict[str, Any] | None = None
+        if not self.path.exists():
+            raise StoreError(f"no log at {self.path}")
+        try:
+            self._log = EventLog(self.path, read_only=True)
+        except StoreError as exc:
+            if "open in another process" not in str(exc):
+                raise
+            self._live = self._live_info()
+
+    def _live_info(self) -> dict[str, Any]:
+        info_path = live_file(self.path)
+        try:
+            info = json.loads(info_path.read_text())
+        except (OSError, ValueError):
+            raise StoreError(
+                f"log {self.path} is open in another process that offers no live queries; "
+                f"wait for it to finish"
+            ) from None
+        return info
+
+    @property
+    def live(self) -> bool:
+        return self._live is not None
+
+    def query(self, sql: str, params: list[Any] | None = None) -> tuple[list[str], list[tuple]]:
+        if self._log is not None:
+            try:
+                return self._log.query(sql, params)
+            except duckdb.Error as exc:
+                raise StoreError(f"bad SQL: {exc}") from None
+        assert self._live is not None
+        try:
+            reply = httpx.post(f"http://127.0.0.1:{self._live['port']}/sql",
+                               json={"sql": sql, "params": params or []},
+                               headers={"x-fae-token": self._live["token"]}, timeout=60)
+        except httpx.HTTPError:
+            raise StoreError(
+                f"log {self.path} is locked by process {self._live.get('pid')}, which does not answer; "
+                f"if it died, remove {live_file(self.path)} and retry"
+            ) from None
+        payload = reply.json()
+        if reply.status_code != 200:
+            raise StoreError(str(payload.get("error", f"live query failed with HTTP {reply.status_code}")))
+        return payload["columns"], [tuple(_restore(row)) for row in payload["rows"]]
+
+    def blob(self, hash_: str) -> bytes | None:
+        _, rows = self.query("SELECT data FROM blobs WHERE hash = ? LIMIT 1", [hash_])
+        return bytes(rows[0][0]) if rows else None
+
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+
+    def __enter__(self) -> LogReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

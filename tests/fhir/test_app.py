@@ -1,0 +1,68 @@
+"""The ASGI app over real HTTP: sandbox admin endpoints, per-sandbox bases, and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+from typer.testing import CliRunner
+
+from fae.fhir.cli import app as cli_app
+
+SEED = {"resourceType": "Bundle", "type": "collection", "entry": [
+    {"resource": {"resourceType": "Patient", "id": f"p{i}", "name": [{"family": "Seeded"}]}} for i in range(3)]}
+
+
+def test_sandbox_lifecycle_over_http(live_server):
+    base = live_server.url
+    with httpx.Client(timeout=10) as http:
+        made = http.post(f"{base}/sandbox", params={"id": "life"}, json=SEED)
+        assert made.status_code == 201
+        fhir = made.json()["base"]
+        assert fhir == f"{base}/sandbox/life/fhir"
+        assert http.get(f"{fhir}/Patient").json()["total"] == 3
+        assert http.post(f"{base}/sandbox", params={"id": "life"}).status_code == 409
+        http.delete(f"{fhir}/Patient/p0")
+        other = http.post(f"{base}/sandbox/life/$clone", params={"id": "life2"})
+        assert other.status_code == 201
+        assert http.get(f"{other.json()['base']}/Patient").json()["total"] == 2
+        assert http.post(f"{base}/sandbox/life/$reset").status_code == 200
+        assert http.get(f"{fhir}/Patient").json()["total"] == 3
+        assert http.get(f"{other.json()['base']}/Patient").json()["total"] == 2
+        assert "life" in http.get(f"{base}/sandbox").json()["sandboxes"]
+        assert http.delete(f"{base}/sandbox/life").status_code == 204
+        assert http.get(f"{fhir}/Patient").status_code == 404
+        assert http.post(f"{base}/sandbox/nope/$reset").status_code == 404
+        assert http.post(f"{base}/sandbox", content=b"{oops").status_code == 400
+        bad_seed = {"resourceType": "Bundle", "entry": [{"resource": {"resourceType": "Patient", "x": 1}}]}
+        assert http.post(f"{base}/sandbox", json=bad_seed).status_code == 400
+
+
+def test_default_sandbox_and_links_are_absolute(live_server):
+    with httpx.Client(timeout=10) as http:
+        created = http.post(f"{live_server.url}/fhir/Patient", json={"resourceType": "Patient"})
+        assert created.status_code == 201
+        assert created.headers["location"].startswith(f"{live_server.url}/fhir/Patient/")
+        assert created.headers["content-type"].startswith("application/fhir+json")
+        bundle = http.get(f"{live_server.url}/fhir/Patient", params={"_count": 1}).json()
+        assert bundle["link"][0]["url"].startswith(f"{live_server.url}/fhir/Patient?")
+        head = http.head(f"{live_server.url}/fhir/metadata")
+        assert head.status_code == 200 and head.content == b""
+        big = http.post(f"{live_server.url}/fhir/Patient", content=b"x" * (9 * 1024 * 1024))
+        assert big.status_code == 413
+        assert http.get(f"{live_server.url}/fhir/Patient/p0").status_code in (404, 410)
+
+
+def test_cli_refuses_bad_seed_in_one_line(tmp_path):
+    runner = CliRunner()
+    missing = runner.invoke(cli_app, ["serve", "--seed", str(tmp_path / "none.json")])
+    assert missing.exit_code == 1
+    assert "cannot read seed" in missing.output and "Traceback" not in missing.output
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"resourceType": "Bundle", "entry": [
+        {"resource": {"resourceType": "Patient", "gender": "x"}}]}))
+    invalid = runner.invoke(cli_app, ["serve", "--seed", str(bad)])
+    assert invalid.exit_code == 1 and "Patient.gender" in invalid.output
+    assert len(invalid.output.strip().splitlines()) == 1
+    helped = runner.invoke(cli_app, ["serve", "--help"])
+    assert helped.exit_code == 0 and "--audit-events" in helped.output

@@ -1,0 +1,97 @@
+"""Property tests: whatever a client sends, the server answers 4xx/2xx, never 500, and keeps serving."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import quote
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fae.fhir.engine import FhirEngine
+
+ENGINE = FhirEngine()
+SID = ENGINE.create_sandbox({"resourceType": "Bundle", "type": "collection", "entry": [
+    {"resource": {"resourceType": "Patient", "id": "p", "name": [{"family": "Fuzz"}], "birthDate": "2000"}},
+    {"resource": {"resourceType": "Observation", "id": "o", "status": "final", "code": {"text": "x"},
+                  "subject": {"reference": "Patient/p"}, "valueQuantity": {"value": 3}}},
+]})
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(
+        st.sampled_from(["resourceType", "id", "name", "status", "code", "subject", "reference",
+                         "value", "extension", "url", "meta", "family", "entry", "request", "method",
+                         "resource", "type", "contained", "_name"]) | st.text(max_size=8),
+        children, max_size=5),
+    max_leaves=25,
+)
+resource_types = st.sampled_from(["Patient", "Observation", "Bundle", "Appointment", "Nope", ""])
+param_names = st.sampled_from(["name", "birthdate", "subject", "code", "value-quantity", "_id", "_sort",
+                               "_count", "_include", "_revinclude", "_has:Observation:patient:code",
+                               "subject:Patient.name", "name:exact", "gender:missing", "_summary",
+                               "_elements", "_offset", "date", "identifier", "x"]) | st.text(max_size=12)
+
+
+def healthy() -> None:
+    assert ENGINE.handle(SID, "GET", "Patient/p").status == 200
+
+
+def check(resp) -> None:
+    assert resp.status < 500, resp.body
+    if resp.body:
+        json.loads(resp.body)
+
+
+@SETTINGS
+@given(rtype=resource_types, body=json_values, method=st.sampled_from(["POST", "PUT"]),
+       typed=st.booleans())
+def test_random_bodies(rtype, body, method, typed):
+    if isinstance(body, dict) and rtype and typed:
+        body.setdefault("resourceType", rtype)
+    path = rtype if method == "POST" else f"{rtype}/p"
+    check(ENGINE.handle(SID, method, path, body=json.dumps(body).encode()))
+    check(ENGINE.handle(SID, "POST", "", body=json.dumps(body).encode()))
+
+
+@SETTINGS
+@given(raw=st.binary(max_size=200))
+def test_random_bytes(raw):
+    check(ENGINE.handle(SID, "POST", "Patient", body=raw))
+
+
+@SETTINGS
+@given(rtype=resource_types, pairs=st.lists(st.tuples(param_names, st.text(max_size=24)), max_size=4))
+def test_random_searches(rtype, pairs):
+    query = "&".join(f"{quote(k)}={quote(v)}" for k, v in pairs)
+    check(ENGINE.handle(SID, "GET", rtype, query))
+    check(ENGINE.handle(SID, "GET", rtype, query.replace("%", "%%")))
+
+
+@SETTINGS
+@given(path=st.lists(st.sampled_from(["..", ".", "Patient", "p", "_history", "1", "%2e%2e", "etc",
+                                      "passwd", "$everything", "", "metadata", "_search"]),
+                     max_size=6),
+       method=st.sampled_from(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]))
+def test_path_traversal_and_odd_paths(path, method):
+    check(ENGINE.handle(SID, method, "/".join(path), body=b"{}"))
+
+
+def test_oversized_and_deep_payloads():
+    big = b'{"resourceType":"Patient","name":[{"family":"' + b"x" * (9 * 1024 * 1024) + b'"}]}'
+    assert ENGINE.handle(SID, "POST", "Patient", body=big).status == 413
+    deep = b'{"resourceType":"Patient","extension":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    check(ENGINE.handle(SID, "POST", "Patient", body=deep))
+    nested: dict = {"url": "http://x"}
+    for _ in range(300):
+        nested = {"url": "http://x", "extension": [nested]}
+    check(ENGINE.handle(SID, "POST", "Patient", body=json.dumps(
+        {"resourceType": "Patient", "extension": [nested]}).encode()))
+    check(ENGINE.handle(SID, "POST", "Patient", body=b'{"resourceType":"Patient","x":NaN}'))
+    healthy()
+
+
+def teardown_module() -> None:
+    healthy()

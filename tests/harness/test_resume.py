@@ -1,0 +1,84 @@
+"""SIGKILL a recording mid-suite: finished runs stay complete, the rest are marked, --resume finishes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from fae.store.live import LogReader
+from fae.store.log import EventLog
+
+VARIATIONS = 24
+
+
+def _record(log, *extra):
+    return [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--variations", f"0-{VARIATIONS - 1}",
+            "--concurrency", "2", *extra]
+
+
+def _counts(log) -> tuple[int, int]:
+    """(finished, running) runs, read live while the recorder holds the file."""
+    try:
+        with LogReader(log) as reader:
+            _, rows = reader.query("SELECT count(*) FILTER (status = 'finished'),"
+                                   " count(*) FILTER (status = 'running') FROM runs")
+            return rows[0]
+    except Exception:  # the file may not exist yet
+        return 0, 0
+
+
+def test_sigkill_mid_suite_then_resume(tmp_path):
+    log = tmp_path / "suite.duckdb"
+    proc = subprocess.Popen(_record(log), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    seen_live = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        seen_live, running = _counts(log)
+        if seen_live >= 3 and running >= 1:
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
+    assert seen_live >= 3
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+    with EventLog(log) as opened:  # opening for writing replays DuckDB's WAL
+        _, runs = opened.query("SELECT run_id, status FROM runs")
+        finished = [r for r, s in runs if s == "finished"]
+        unfinished = [r for r, s in runs if s != "finished"]
+        assert finished and unfinished and len(runs) < VARIATIONS
+        for run_id in finished:
+            _, kinds = opened.query("SELECT kind FROM events WHERE run_id = ? ORDER BY seq", [run_id])
+            kinds = [k for (k,) in kinds]
+            assert kinds[0] == "RunStarted" and kinds[-1] == "RunFinished"
+            for needed in ("SandboxSeeded", "ToolCalled", "FhirInteracted", "AnswerGiven", "StateCaptured"):
+                assert needed in kinds, (run_id, needed)
+
+    resumed = subprocess.run(_record(log, "--resume"), capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+
+    with EventLog(log, read_only=True) as done:
+        _, rows = done.query("SELECT task_id, variation, agent, repeat, status, run_id FROM runs")
+        per_spec: dict = {}
+        for task_id, variation, agent, repeat, status, run_id in rows:
+            per_spec.setdefault((task_id, variation, agent, repeat), []).append((status, run_id))
+        assert len(per_spec) == VARIATIONS
+        for spec, attempts in per_spec.items():
+            assert [s for s, _ in attempts].count("finished") == 1, (spec, attempts)
+        statuses = {run_id: status for *_, status, run_id in rows}
+        for run_id in unfinished:
+            assert statuses[run_id] == "interrupted"
+            _, last = done.query("SELECT payload FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1", [run_id])
+            assert json.loads(last[0][0])["status"] == "interrupted"
+        for run_id in finished:  # untouched by the resume
+            assert statuses[run_id] == "finished"
+
+    again = subprocess.run(_record(log, "--resume"), capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0
+    with EventLog(log, read_only=True) as done:
+        _, (count,) = done.query("SELECT count(*) FROM runs WHERE status = 'finished'")
+        assert count[0] == VARIATIONS

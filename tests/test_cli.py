@@ -1,0 +1,95 @@
+"""The command line over a real recorded log: listing, timelines, SQL, export, and user mistakes."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from fae.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    log = tmp_path_factory.mktemp("cli") / "rec.duckdb"
+    result = runner.invoke(app, ["record", "--log", str(log), "--variations", "0-1", "--concurrency", "2"])
+    assert result.exit_code == 0, result.output
+    return log
+
+
+def test_record_refuses_to_duplicate_a_suite_without_resume(recorded):
+    again = runner.invoke(app, ["record", "--log", str(recorded), "--variations", "0-1"])
+    assert again.exit_code == 1
+    assert "--resume" in again.output
+    assert "Traceback" not in again.output
+
+
+def test_runs_lists_each_run(recorded):
+    result = runner.invoke(app, ["runs", "--log", str(recorded)])
+    assert result.exit_code == 0
+    assert "builtin-create-patient.v0.gold.r0" in result.output
+    assert "builtin-create-patient.v1.gold.r0" in result.output
+
+
+def test_show_prints_the_timeline(recorded):
+    result = runner.invoke(app, ["show", "builtin-create-patient.v1.gold.r0", "--log", str(recorded)])
+    assert result.exit_code == 0, result.output
+    for needed in ("sandbox", "tool createResource", "fhir create Patient/", "answer (answered)",
+                   "state captured: 4 resources", "run finished"):
+        assert needed in result.output, needed
+
+
+def test_sql_over_the_documented_views(recorded):
+    result = runner.invoke(app, ["sql", "--json", "--log", str(recorded),
+                                 "SELECT interaction, resource_type, status FROM fhir_exchanges"
+                                 " WHERE actor = 'agent' ORDER BY run_id"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.output.splitlines() if line.strip()]
+    assert rows == [{"interaction": "create", "resource_type": "Patient", "status": 201}] * 2
+    tools = runner.invoke(app, ["sql", "--json", "--log", str(recorded),
+                                "SELECT tool, is_error FROM tool_calls"])
+    assert [json.loads(x) for x in tools.output.splitlines()] == [{"tool": "createResource", "is_error": False}] * 2
+
+
+def test_export_writes_parquet_per_table(recorded, tmp_path):
+    result = runner.invoke(app, ["export", "--parquet", str(tmp_path / "pq"), "--log", str(recorded)])
+    assert result.exit_code == 0, result.output
+    count = duckdb.connect().execute(f"SELECT count(*) FROM '{tmp_path / 'pq' / 'runs.parquet'}'").fetchall()[0][0]
+    assert count == 2
+    assert (tmp_path / "pq" / "fhir_exchanges.parquet").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["show", "no-such-run"], "no run 'no-such-run'"),
+    (["sql", "SELEKT 1"], "bad SQL"),
+    (["sql", "DROP TABLE runs"], "only queries"),
+    (["sql", "SELECT * FROM no_such_table"], "bad SQL"),
+])
+def test_user_mistakes_get_one_line_and_exit_1(recorded, args, message):
+    result = runner.invoke(app, [*args, "--log", str(recorded)])
+    assert result.exit_code == 1
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_unreadable_and_missing_logs(tmp_path):
+    bad = tmp_path / "bad.duckdb"
+    bad.write_bytes(b"\x00garbage" * 1000)
+    for path in (bad, tmp_path / "missing.duckdb"):
+        result = runner.invoke(app, ["runs", "--log", str(path)])
+        assert result.exit_code == 1
+        assert "Traceback" not in result.output
+        assert "log" in result.output
+
+
+def test_malformed_plan_file_is_a_clear_error(tmp_path):
+    plan = tmp_path / "bad.yaml"
+    plan.write_text("steps:\n  - callx: createResource\n")
+    result = runner.invoke(app, ["record", "--log", str(tmp_path / "x.duckdb"), "--agent", f"plan:{plan}"])
+    assert result.exit_code == 1
+    assert "step 1" in result.output
+    assert "Traceback" not in result.output
