@@ -253,7 +253,7 @@ class FhirEngine:
         if not history:
             return "1"
         last = history[-1].version_id
-        return str(int(last) + 1) if last.isdigit() else str(len(history) + 1)
+        return str(int(last) + 1) if last.isascii() and last.isdigit() else str(len(history) + 1)
 
     def _put(self, store: Store, resource: dict, method: str, now: str,
              keep_meta: bool = False) -> Version:

@@ -381,7 +381,7 @@ def int_param(pairs: list[tuple[str, str]], name: str, default: int, maximum: in
     if not values:
         return default
     text = values[-1]
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise FhirProblem(400, f"{name} must be a non-negative integer, not {text!r}", code="value",
                           expression=name)
     return min(int(text), maximum)
