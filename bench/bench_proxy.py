@@ -1,0 +1,103 @@
+"""Proxy overhead and ingest rate, measured side by side in one run.
+
+    uv run python bench/bench_proxy.py [--requests 400] [--events 100000]
+
+Prints, per exchange, the latency direct to a local upstream and through the
+recording proxy (which waits for the exchange to be committed to DuckDB),
+interleaved request by request so machine noise hits both alike; then the rate
+at which the single writer ingests events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import anyio
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fae.proxy.routes import Upstream  # noqa: E402
+from fae.proxy.server import run_proxy  # noqa: E402
+from fae.recorder.recorder import Recorder  # noqa: E402
+from fae.store import events as ev  # noqa: E402
+from fae.store.log import EventLog, RunRow  # noqa: E402
+from fae.store.writer import Stamped, open_writer  # noqa: E402
+from fae.util.serve import serve_asgi  # noqa: E402
+from tests.upstream import create_upstream  # noqa: E402
+
+
+def _p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def latency(requests: int, directory: Path) -> None:
+    log = EventLog(directory / "latency.duckdb")
+    direct: list[float] = []
+    proxied: list[float] = []
+    async with serve_asgi(create_upstream()) as port:
+        upstreams = {"fhir": Upstream("fhir", f"http://127.0.0.1:{port}", "fhir")}
+        async with open_writer(log) as writer, run_proxy(upstreams, Recorder(writer)) as proxy:
+            async with httpx.AsyncClient() as client:
+                body = b'{"resourceType": "Patient", "name": [{"family": "Bench"}]}'
+                direct_url = f"http://127.0.0.1:{port}/Patient"
+                proxy_url = proxy.url("bench", "agent", "fhir", "Patient")
+                for _ in range(20):  # warm both paths
+                    await client.post(direct_url, content=body)
+                    await client.post(proxy_url, content=body)
+                for i in range(requests):
+                    order = ((direct_url, direct), (proxy_url, proxied))
+                    for url, sink in (order if i % 2 == 0 else order[::-1]):
+                        start = time.perf_counter()
+                        reply = await client.post(url, content=body)
+                        sink.append((time.perf_counter() - start) * 1000)
+                        assert reply.status_code == 200
+    log.close()
+    d50, p50 = statistics.median(direct), statistics.median(proxied)
+    print(f"exchanges: {requests} each way, interleaved")
+    print(f"  direct   median {d50:.2f} ms   p95 {_p(direct, 0.95):.2f} ms")
+    print(f"  proxied  median {p50:.2f} ms   p95 {_p(proxied, 0.95):.2f} ms   (recorded and committed)")
+    print(f"  added    median {p50 - d50:.2f} ms   p95 {_p(proxied, 0.95) - _p(direct, 0.95):.2f} ms"
+          f"   ratio {p50 / d50:.2f}x")
+
+
+async def ingest(count: int, batch: int, directory: Path) -> None:
+    log = EventLog(directory / "ingest.duckdb")
+    async with open_writer(log) as writer:
+        await writer.write(runs=[RunRow("ingest", "t", 0, "a", 0, started_at=datetime.now(UTC))])
+        events = [Stamped("ingest", ev.ToolCalled(tool="searchResources", arguments={"resourceType": "Slot"},
+                                                  result={"n": i}), actor="agent") for i in range(count)]
+        start = time.perf_counter()
+        pending = []
+        for offset in range(0, count, batch):
+            pending.append(writer.write(events=events[offset:offset + batch]))
+        async with anyio.create_task_group() as group:
+            for job in pending:
+                group.start_soon(lambda j=job: j)
+        elapsed = time.perf_counter() - start
+    rows = log.query("SELECT count(*) FROM events")[1][0][0]
+    log.close()
+    print(f"ingest: {rows} events in {elapsed:.2f} s = {rows / elapsed:,.0f} events/s "
+          f"(submitted in batches of {batch}; {writer.batches_written} transactions)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=1000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        anyio.run(latency, args.requests, Path(tmp))
+        anyio.run(ingest, args.events, args.batch, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

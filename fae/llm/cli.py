@@ -1,0 +1,62 @@
+"""``fae llm``: run the local OpenAI-compatible server of scripted behaviours."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import uvicorn
+
+from fae.errors import FaeError
+from fae.llm.app import MAX_FAULT_DELAY_S, MODELS, create_app
+from fae.llm.registry import PlanRegistry, load_plans_dir
+
+app = typer.Typer(
+    help="A local OpenAI-compatible server that plays scripted behaviours.", no_args_is_help=True
+)
+
+
+@app.callback()
+def main() -> None:
+    """A local OpenAI-compatible server that plays scripted behaviours."""
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8700,
+    plans: Annotated[
+        Path | None,
+        typer.Option(help="Directory of plan files (.yaml/.yml/.json) to register at start."),
+    ] = None,
+    fault_delay: Annotated[
+        float,
+        typer.Option(
+            help=f"Seconds fault:timeout waits before a 504 (at most {MAX_FAULT_DELAY_S:g})."
+        ),
+    ] = 30.0,
+) -> None:
+    """Serve /v1/chat/completions, /v1/responses, /v1/embeddings and /v1/models on HOST:PORT."""
+    try:
+        registry = load_plans_dir(plans) if plans is not None else PlanRegistry()
+        if not 0 <= fault_delay <= MAX_FAULT_DELAY_S:
+            raise FaeError(f"--fault-delay must be between 0 and {MAX_FAULT_DELAY_S:g} seconds")
+    except FaeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    try:
+        listener = socket.create_server((host, port))
+    except OSError as exc:
+        typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(1) from None
+    server_app = create_app(registry, fault_delay_s=fault_delay)
+    typer.echo(
+        f"fae llm: OpenAI base URL http://{host}:{port}/v1, {len(registry.entries())} plans, "
+        f"models: {', '.join(MODELS)}",
+        err=True,
+    )
+    config = uvicorn.Config(server_app, log_level="warning", lifespan="off")
+    with listener:
+        uvicorn.Server(config).run(sockets=[listener])
