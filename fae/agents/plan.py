@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +106,18 @@ def load_plan(path: str | Path) -> Plan:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise PlanError(f"plan {path} is not valid YAML/JSON: {exc}") from None
-    return plan_from_dict(raw, default_name=path.stem)
+    return plan_from_dict(_plain(raw), default_name=path.stem)
+
+
+def _plain(value: Any) -> Any:
+    """YAML reads unquoted dates as date objects; tool arguments need their ISO text."""
+    if isinstance(value, (date, datetime)):
+        return value.isoformat()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 def _walk(name: str, path: list[str], scope: dict[str, Any]) -> Any:

@@ -1,0 +1,74 @@
+"""Plan files: shape checks, references, $merge, and playing a plan."""
+
+from __future__ import annotations
+
+import pytest
+
+from fae.agents.plan import load_plan, plan_from_dict, plan_to_dict, resolve
+from fae.agents.scripted import ToolOutcome, run_plan
+from fae.errors import PlanError
+
+pytestmark = pytest.mark.anyio
+
+
+def test_references_take_whole_values_or_format_into_text():
+    scope = {"slots": {"entry": [{"resource": {"id": "s1", "status": "free"}}]}, "n": 3}
+    assert resolve("${slots.entry.0.resource}", scope) == {"id": "s1", "status": "free"}
+    assert resolve("Slot/${slots.entry.0.resource.id}", scope) == "Slot/s1"
+    assert resolve({"count": "${n}", "list": ["${slots.entry.-1.resource.id}"]}, scope) == {"count": 3, "list": ["s1"]}
+    with pytest.raises(PlanError, match="names no earlier result"):
+        resolve("${missing.id}", scope)
+    with pytest.raises(PlanError, match="does not exist"):
+        resolve("${slots.entry.5}", scope)
+
+
+def test_merge_patches_a_read_resource():
+    scope = {"slot": {"resourceType": "Slot", "id": "s1", "status": "free", "meta": {"versionId": "1"}}}
+    merged = resolve({"$merge": ["${slot}", {"status": "busy"}]}, scope)
+    assert merged == {"resourceType": "Slot", "id": "s1", "status": "busy", "meta": {"versionId": "1"}}
+    assert scope["slot"]["status"] == "free"
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"steps": []}, "at least one step"),
+    ({"steps": [{"answer": "x"}, {"call": "a"}]}, "answer must be the last"),
+    ({"steps": [{"call": "a", "argz": {}}]}, "no field 'argz'"),
+    ({"steps": [{"call": "a", "save": "not valid"}]}, "not an identifier"),
+    ({"steps": ["createResource"]}, "expected a mapping"),
+    ("just text", "a plan is a mapping"),
+])
+def test_malformed_plans_are_refused_with_the_step_named(raw, message):
+    with pytest.raises(PlanError, match=message):
+        plan_from_dict(raw)
+
+
+def test_yaml_plan_round_trips_and_dates_stay_text(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("name: p\nsteps:\n  - call: createResource\n    save: c\n    args:\n"
+                    "      resourceType: Patient\n      body_json: {birthDate: 1990-01-02}\n"
+                    "  - answer: <id>${c.id}</id>\n")
+    plan = load_plan(path)
+    assert plan.steps[0].args["body_json"]["birthDate"] == "1990-01-02"
+    assert plan_from_dict(plan_to_dict(plan)) == plan
+    with pytest.raises(PlanError, match="cannot read plan"):
+        load_plan(tmp_path / "missing.yaml")
+
+
+async def test_run_plan_feeds_results_forward_and_keeps_going_after_a_tool_error():
+    calls = []
+
+    async def call_tool(name, args):
+        calls.append((name, args))
+        if name == "createResource":
+            return ToolOutcome({"resourceType": "Patient", "id": "p9"})
+        return ToolOutcome({"error": "OPERATION_OUTCOME"}, is_error=True)
+
+    plan = plan_from_dict({"steps": [
+        {"call": "createResource", "save": "p", "args": {"resourceType": "Patient"}},
+        {"call": "updateResource", "args": {"resourceId": "${p.id}"}},
+        {"answer": "<patient_id>${p.id}</patient_id>"},
+    ]})
+    played = await run_plan(plan, call_tool)
+    assert played.answer == "<patient_id>p9</patient_id>"
+    assert calls[1] == ("updateResource", {"resourceId": "p9"})
+    assert played.calls[1][2].is_error
