@@ -126,6 +126,7 @@ class EventLog:
             self._known_blobs: set[str] = set()
             if not read_only:
                 self._known_blobs = {h for (h,) in self.con.execute("SELECT hash FROM blobs").fetchall()}
+                self.replay_journal()
         except duckdb.Error as exc:
             self.con.close()
             raise StoreError(f"log {self.path} is unreadable: {exc}") from None
@@ -176,8 +177,24 @@ class EventLog:
 
     # -- writing ------------------------------------------------------------------------
 
-    def write_batch(self, batch: Batch) -> None:
-        """Write one batch atomically; raises StoreError if it cannot."""
+    def replay_journal(self) -> int:
+        """Move journal segments left by a process that stopped into the log; returns how many."""
+        from fae.store.journal import read_segment, segments
+
+        moved = 0
+        for segment in segments(self.path):
+            _, done = self.query("SELECT 1 FROM journal_applied WHERE segment = ?", [segment.name])
+            if not done:
+                merged = Batch()
+                for batch in read_segment(segment):
+                    merged.extend(batch)
+                self.write_batch(merged, segment=segment.name)
+                moved += 1
+            segment.unlink()
+        return moved
+
+    def write_batch(self, batch: Batch, *, segment: str | None = None) -> None:
+        """Write one batch atomically (with the journal segment it empties); raises StoreError if it cannot."""
         if self.read_only:
             raise StoreError(f"log {self.path} is open read-only")
         with self._lock:
@@ -218,6 +235,8 @@ class EventLog:
                              v.judged_at, v.batch)
                             for v in batch.verdicts
                         )
+                if segment is not None:
+                    con.execute("INSERT INTO journal_applied VALUES (?, ?)", [segment, datetime.now(UTC)])
                 con.execute("COMMIT")
             except (duckdb.Error, OSError, ValueError, TypeError) as exc:
                 try:

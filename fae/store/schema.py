@@ -57,6 +57,10 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE log_info (key VARCHAR PRIMARY KEY, value VARCHAR);
     """,
+    # 3: journal segments already moved into the log, so a replay applies each once
+    """
+    CREATE TABLE journal_applied (segment VARCHAR PRIMARY KEY, applied_at TIMESTAMPTZ);
+    """,
 )
 
 LATEST_VERSION = len(MIGRATIONS)

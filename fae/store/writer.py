@@ -1,10 +1,11 @@
 """The single writer: batches appends from many coroutines into few transactions.
 
-Callers ``await writer.write(...)`` and return only once their rows are
-committed, so a proxy hook that awaits it never lets an exchange through
-unrecorded. Whatever is queued while a transaction runs goes into the next
-one, so batches grow with load. If a write fails, every waiter gets the
-StoreError and the writer refuses further writes.
+A caller's rows are made durable in the journal (fae/store/journal.py) before
+``write`` returns, so a proxy hook that awaits it never lets an exchange
+through unrecorded; a flusher then moves them into DuckDB, many callers per
+transaction. ``flush`` waits until DuckDB has everything. If the journal or
+DuckDB cannot be written, the writer refuses all further writes; rows already
+journaled are moved into the log the next time it is opened for writing.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import anyio.to_thread
 
 from fae.errors import StoreError
 from fae.store import events as ev
+from fae.store.journal import Journal
 from fae.store.log import Batch, EventLog, EventRow, RunRow, RunUpdate, VerdictRow
 
 
@@ -39,24 +41,27 @@ class Stamped:
 
 
 class _Pending:
-    __slots__ = ("batch", "done", "error")
+    __slots__ = ("batch",)
 
     def __init__(self, batch: Batch):
         self.batch = batch
-        self.done = anyio.Event()
-        self.error: BaseException | None = None
 
 
 class LogWriter:
     """Owns the log's writes; use through ``open_writer``."""
 
-    def __init__(self, log: EventLog):
+    def __init__(self, log: EventLog, *, linger_s: float = 0.005):
         self.log = log
+        self.journal = Journal(log.path)
+        self.linger_s = linger_s
         self._seqs: dict[str, int] = log.last_seqs()
         self._queue: list[_Pending] = []
         self._wake = anyio.Event()
+        self._flushed = anyio.Event()
         self._failed: StoreError | None = None
         self._closing = False
+        self._in_flight = False
+        self._done = anyio.Event()
         self.batches_written = 0
 
     @property
@@ -77,53 +82,67 @@ class LogWriter:
 
     def submit(self, *, events: Iterable[Stamped] = (), blobs: dict[str, bytes] | None = None,
                runs: Iterable[RunRow] = (), updates: Iterable[RunUpdate] = (),
-               verdicts: Iterable[VerdictRow] = ()) -> _Pending:
-        """Queue rows without waiting; seqs are fixed now, in call order."""
+               verdicts: Iterable[VerdictRow] = ()) -> list[int]:
+        """Make rows durable in the journal now; DuckDB gets them at the next flush. Returns the seqs."""
         if self._failed is not None:
             raise self._failed
         if self._closing:
             raise StoreError("the log writer is closed")
+        seqs_before = dict(self._seqs)
         batch = Batch(blobs=dict(blobs or {}), runs=list(runs), events=self._rows(events),
                       updates=list(updates), verdicts=list(verdicts))
-        pending = _Pending(batch)
-        self._queue.append(pending)
+        try:
+            self.journal.append(batch)
+        except StoreError as exc:
+            self._seqs = seqs_before
+            self._failed = exc
+            raise
+        self._queue.append(_Pending(batch))
         self._wake.set()
-        return pending
+        return [row.seq for row in batch.events]
 
     async def write(self, **rows) -> list[int]:
-        """Queue rows and wait until they are committed; returns the events' seqs."""
-        pending = self.submit(**rows)
-        await pending.done.wait()
-        if pending.error is not None:
-            raise pending.error
-        return [row.seq for row in pending.batch.events]
+        """Like ``submit``, for async callers: returns once the rows are durable."""
+        return self.submit(**rows)
+
+    async def flush(self) -> None:
+        """Wait until everything submitted so far is committed to DuckDB."""
+        while (self._queue or self._in_flight) and self._failed is None:
+            self._wake.set()
+            await self._flushed.wait()
+        if self._failed is not None:
+            raise self._failed
 
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
             self._wake = anyio.Event()
-            if not self._queue:
-                if self._closing:
-                    return
-                continue
-            taken, self._queue = self._queue, []
-            merged = Batch()
-            for pending in taken:
-                merged.extend(pending.batch)
-            error: BaseException | None = None
-            try:
-                await anyio.to_thread.run_sync(self.log.write_batch, merged)
-                self.batches_written += 1
-            except StoreError as exc:
-                error = exc
-                self._failed = exc
-            except Exception as exc:  # a writer bug must still reach every waiter
-                error = StoreError(f"cannot write to log {self.log.path}: {exc}")
-                self._failed = error  # type: ignore[assignment]
-            for pending in taken:
-                pending.error = error
-                pending.done.set()
-            if self._closing and not self._queue:
+            if self._queue and not self._closing and self.linger_s:
+                await anyio.sleep(self.linger_s)  # let a burst of exchanges share one transaction
+            if self._queue and self._failed is None:
+                taken, self._queue = self._queue, []
+                self._in_flight = True
+                segment = self.journal.seal()
+                merged = Batch()
+                for pending in taken:
+                    merged.extend(pending.batch)
+                try:
+                    await anyio.to_thread.run_sync(
+                        lambda: self.log.write_batch(merged, segment=segment.name if segment else None))
+                    self.batches_written += 1
+                    if segment is not None:
+                        segment.unlink(missing_ok=True)
+                except StoreError as exc:
+                    self._failed = exc  # the journal keeps the rows for the next open
+                except Exception as exc:  # a writer bug must still stop the traffic
+                    self._failed = StoreError(f"cannot write to log {self.log.path}: {exc}")
+                finally:
+                    self._in_flight = False
+            flushed, self._flushed = self._flushed, anyio.Event()
+            flushed.set()
+            if self._closing and (not self._queue or self._failed is not None):
+                self.journal.close()
+                self._done.set()
                 return
 
     async def _close(self) -> None:
@@ -141,3 +160,6 @@ async def open_writer(log: EventLog) -> AsyncIterator[LogWriter]:
             yield writer
         finally:
             await writer._close()
+            # drain even when the block failed: what was journaled belongs in the log now
+            with anyio.CancelScope(shield=True), anyio.move_on_after(60):
+                await writer._done.wait()

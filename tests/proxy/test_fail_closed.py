@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+
+import anyio
 import httpx
 import pytest
 
@@ -16,7 +19,7 @@ from tests.upstream import create_upstream
 pytestmark = pytest.mark.anyio
 
 
-async def test_a_broken_log_turns_answers_into_errors(tmp_path):
+async def test_an_unwritable_journal_turns_answers_into_errors(tmp_path):
     log = EventLog(tmp_path / "log.duckdb")
     async with serve_asgi(create_upstream()) as port:
         upstreams = {"api": Upstream("api", f"http://127.0.0.1:{port}", "http")}
@@ -25,7 +28,7 @@ async def test_a_broken_log_turns_answers_into_errors(tmp_path):
                 async with httpx.AsyncClient() as client:
                     ok = await client.get(proxy.url("r1", "agent", "api", "first"))
                     assert ok.status_code == 200
-                    log.con.close()  # the disk is gone, as far as the writer can tell
+                    os.close(writer.journal._fd)  # the disk is gone, as far as the journal can tell
                     lost = await client.get(proxy.url("r1", "agent", "api", "second"))
                     assert lost.status_code == 502
                     assert b"not recorded" in lost.content
@@ -33,3 +36,27 @@ async def test_a_broken_log_turns_answers_into_errors(tmp_path):
                     refused = await client.get(proxy.url("r1", "agent", "api", "third"))
                     assert refused.status_code == 503
                     assert not writer.healthy
+                    writer.journal._fd = None
+
+
+async def test_a_broken_database_stops_traffic_and_loses_nothing_journaled(tmp_path):
+    path = tmp_path / "log.duckdb"
+    log = EventLog(path)
+    async with serve_asgi(create_upstream()) as port:
+        upstreams = {"api": Upstream("api", f"http://127.0.0.1:{port}", "http")}
+        async with open_writer(log) as writer:
+            async with run_proxy(upstreams, Recorder(writer)) as proxy:
+                async with httpx.AsyncClient() as client:
+                    assert (await client.get(proxy.url("r1", "agent", "api", "first"))).status_code == 200
+                    await writer.flush()
+                    log.con.close()  # DuckDB can no longer be written
+                    kept = await client.get(proxy.url("r1", "agent", "api", "second"))
+                    assert kept.status_code == 200  # journaled before it was delivered
+                    with anyio.fail_after(10):
+                        while writer.healthy:
+                            await anyio.sleep(0.01)
+                    refused = await client.get(proxy.url("r1", "agent", "api", "third"))
+                    assert refused.status_code == 503
+    with EventLog(path) as reopened:  # the journal is moved into the log on the next open
+        _, rows = reopened.query("SELECT payload->>'$.path' FROM events WHERE kind = 'HttpExchanged' ORDER BY seq")
+    assert [r[0] for r in rows] == ["/first", "/second"]

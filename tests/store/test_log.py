@@ -95,6 +95,7 @@ async def test_reads_work_while_another_connection_holds_the_file(tmp_path):
     log = EventLog(path)
     async with open_writer(log) as writer:
         await writer.write(runs=[RunRow("r1", "t", 0, "a", 0, started_at=datetime.now(UTC))])
+        await writer.flush()
         with LiveQueryServer(log):
             # DuckDB refuses a second open of the file in this process too; the reader falls back to live
             with LogReader(path) as reader:

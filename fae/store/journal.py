@@ -1,0 +1,104 @@
+"""The journal: where a batch is made durable before DuckDB sees it.
+
+DuckDB is built for large transactions; a commit per proxied exchange costs
+milliseconds. So the writer appends each batch to a journal segment next to
+the log (one ``write`` of a length-prefixed msgpack record) and answers its
+caller at once; a flusher moves the journal into DuckDB in large transactions
+and deletes each segment once its transaction has committed. The segment's
+name is committed with it, so a segment found again after a crash is applied
+exactly once. A record cut short by a kill is ignored: its caller never got an
+answer, so its client never got the upstream's reply.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+
+from fae.errors import StoreError
+from fae.store.log import Batch, EventRow, RunRow, RunUpdate, VerdictRow
+
+
+class _Record(msgspec.Struct, array_like=True):
+    blobs: dict[str, bytes]
+    runs: list[RunRow]
+    events: list[EventRow]
+    updates: list[RunUpdate]
+    verdicts: list[VerdictRow]
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(_Record)
+_PREFIX = ".journal-"
+
+
+def segments(log_path: Path) -> list[Path]:
+    """The journal segments of a log, oldest first."""
+    return sorted(log_path.parent.glob(log_path.name + _PREFIX + "*"))
+
+
+def read_segment(path: Path) -> Iterator[Batch]:
+    """The batches in a segment; stops quietly at a record cut short."""
+    data = path.read_bytes()
+    offset = 0
+    while offset + 4 <= len(data):
+        size = int.from_bytes(data[offset:offset + 4], "big")
+        if offset + 4 + size > len(data):
+            return
+        try:
+            record = _decoder.decode(data[offset + 4:offset + 4 + size])
+        except msgspec.DecodeError:
+            return
+        offset += 4 + size
+        yield Batch(blobs=record.blobs, runs=record.runs, events=record.events,
+                    updates=record.updates, verdicts=record.verdicts)
+
+
+class Journal:
+    """Appends batches to the current segment; ``seal`` starts a new one."""
+
+    def __init__(self, log_path: Path):
+        self.log_path = log_path
+        self._fd: int | None = None
+        self.current: Path | None = None
+        self.records = 0
+
+    def _open(self) -> None:
+        name = f"{self.log_path.name}{_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
+        self.current = self.log_path.parent / name
+        try:
+            self._fd = os.open(self.current, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o600)
+        except OSError as exc:
+            raise StoreError(f"cannot write the journal of {self.log_path}: {exc.strerror}") from None
+        self.records = 0
+
+    def append(self, batch: Batch) -> None:
+        if self._fd is None:
+            self._open()
+        payload = _encoder.encode(_Record(blobs=batch.blobs, runs=batch.runs, events=batch.events,
+                                          updates=batch.updates, verdicts=batch.verdicts))
+        record = len(payload).to_bytes(4, "big") + payload
+        try:
+            written = os.write(self._fd, record)  # type: ignore[arg-type]
+        except OSError as exc:
+            raise StoreError(f"cannot write the journal of {self.log_path}: {exc.strerror}") from None
+        if written != len(record):
+            raise StoreError(f"the journal of {self.log_path} took a short write (disk full?)")
+        self.records += 1
+
+    def seal(self) -> Path | None:
+        """Close the current segment and return it (None if nothing was appended)."""
+        if self._fd is None:
+            return None
+        os.close(self._fd)
+        self._fd = None
+        sealed, self.current = self.current, None
+        return sealed
+
+    def close(self) -> None:
+        self.seal()
