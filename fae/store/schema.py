@@ -115,10 +115,12 @@ VIEWS: dict[str, str] = {
                epoch_ms(r.ended_at) - epoch_ms(r.started_at) AS duration_ms,
                (SELECT count(*) FROM events e WHERE e.run_id = r.run_id) AS events,
                (SELECT count(*) FROM events e WHERE e.run_id = r.run_id AND e.kind = 'FhirInteracted') AS fhir_exchanges,
-               (SELECT count(*) FROM events e WHERE e.run_id = r.run_id AND e.kind = 'LlmCalled') AS llm_calls,
-               (SELECT count(*) FROM events e WHERE e.run_id = r.run_id AND e.kind = 'ToolCalled') AS tool_calls,
+               (SELECT count(*) FROM events e WHERE e.run_id = r.run_id AND e.kind = 'LlmCalled'
+                 AND e.actor = 'agent') AS llm_calls,
+               (SELECT count(*) FROM events e WHERE e.run_id = r.run_id AND e.kind = 'ToolCalled'
+                 AND e.actor = 'agent') AS tool_calls,
                (SELECT sum(CAST(e.payload->>'$.total_tokens' AS BIGINT)) FROM events e
-                 WHERE e.run_id = r.run_id AND e.kind = 'LlmCalled') AS total_tokens,
+                 WHERE e.run_id = r.run_id AND e.kind = 'LlmCalled' AND e.actor = 'agent') AS total_tokens,
                (SELECT e.payload->>'$.text' FROM events e
                  WHERE e.run_id = r.run_id AND e.kind = 'AnswerGiven' ORDER BY e.seq DESC LIMIT 1) AS answer
         FROM runs r

@@ -109,3 +109,27 @@ async def test_reads_work_while_another_connection_holds_the_file(tmp_path):
     with LogReader(path) as reader:
         assert not reader.live
         assert reader.query("SELECT count(*) FROM runs")[1] == [(1,)]
+
+
+def test_journaled_rows_survive_a_crash_and_are_applied_once(tmp_path):
+    from fae.store.journal import segments
+    from fae.store.writer import LogWriter
+
+    path = tmp_path / "crash.duckdb"
+    log = EventLog(path)
+    writer = LogWriter(log)  # no flusher runs: as if the process died right after journaling
+    writer.submit(runs=[RunRow("r1", "t", 0, "a", 0, started_at=datetime.now(UTC))],
+                  events=[Stamped("r1", ev.AnswerGiven(text="kept"), actor="agent")],
+                  blobs={blob_hash(b"body"): b"body"})
+    writer.submit(events=[Stamped("r1", ev.RunFinished(), actor="harness")])
+    [segment] = segments(path)
+    with open(segment, "ab") as handle:  # a record cut short by the kill
+        handle.write(b"\x00\x00\x10\x00partial")
+    log.close()
+    with EventLog(path) as reopened:
+        _, rows = reopened.query("SELECT seq, kind FROM events ORDER BY seq")
+        assert rows == [(1, "AnswerGiven"), (2, "RunFinished")]
+        assert reopened.blob(blob_hash(b"body")) == b"body"
+    assert segments(path) == []
+    with EventLog(path) as again:  # nothing applied twice
+        assert again.query("SELECT count(*) FROM events")[1] == [(2,)]
