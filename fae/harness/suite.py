@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -84,9 +84,17 @@ def _attempts(stack: Stack) -> dict[tuple[str, int, str, int], list[tuple[str, s
 async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume: bool = False,
                        concurrency: int = 4, fhir_url: str | None = None, llm_url: str | None = None,
                        redactor: Redactor | None = None,
-                       on_progress: Callable[[RunSpec, str], None] | None = None) -> SuiteResult:
-    """Record every planned run not already done; returns what happened."""
-    agents: dict[str, Agent] = {spec.agent: build_agent(spec.agent) for spec in specs}
+                       on_progress: Callable[[RunSpec, str], None] | None = None,
+                       memory_stores: Mapping[str, Path] | None = None,
+                       llm_options: Mapping[str, Any] | None = None) -> SuiteResult:
+    """Record every planned run not already done; returns what happened.
+
+    ``memory_stores`` names the Reflexion memory stores the memory agents use
+    (``nospec``, ``spec``); ``llm_options`` (model, api_key, timeout_s,
+    max_retries) go to LLM agents.
+    """
+    agents: dict[str, Agent] = {spec.agent: build_agent(spec.agent, **(llm_options or {})) for spec in specs}
+    _check_servers(agents, memory_stores or {})
     rendered: dict[tuple[str, int], Any] = {}
     for spec in specs:
         key = (spec.task_id, spec.variation)
@@ -94,7 +102,8 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
             rendered[key] = render_task(*key)
     statuses: Counter = Counter()
     runs: list[tuple[str, str]] = []
-    async with open_stack(log_path, fhir_url=fhir_url, llm_url=llm_url, redactor=redactor) as stack:
+    async with open_stack(log_path, fhir_url=fhir_url, llm_url=llm_url, redactor=redactor,
+                          memory_stores=memory_stores) as stack:
         marked = await _mark_interrupted(stack)
         attempts = _attempts(stack)
         todo: list[RunSpec] = []
@@ -133,12 +142,13 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
                        interrupted_marked=marked, runs=runs)
 
 
-def known_task_ids() -> list[str]:
-    ids = [BUILTIN_TASK]
-    try:
-        from fae.tasks import load_suite
+def _check_servers(agents: Mapping[str, Agent], memory_stores: Mapping[str, Path]) -> None:
+    """Every extra MCP server an agent needs will be served (``specs`` always is), before anything starts."""
+    served = {"specs", *(f"memory:{name}" for name in memory_stores)}
+    for name, agent in agents.items():
+        missing = [server for server in getattr(agent, "required_mcp", ()) if server not in served]
+        if missing:
+            stores = [server.removeprefix("memory:") for server in missing]
+            raise RecordError(f"agent {name} needs the memory store(s) {', '.join(stores)}: "
+                              f"give them as --memory {stores[0]}=DIR")
 
-        ids.extend(sorted(load_suite().ids()) if hasattr(load_suite(), "ids") else [])
-    except (ImportError, FaeError):
-        pass
-    return ids

@@ -1,0 +1,381 @@
+"""Validators as data: a task's check spec, judged strictly or lightly over a StateView.
+
+A check spec (already filled with a variation's parameters) has up to four parts::
+
+    answer:   {TAG: {ids: [..]} | {none: true} | {count: n} | {created: Type} | {words: ".."}}
+    creates:  [{type: T, count: 1, fields: {fhirpath: matcher}}]
+    updates:  [{ref: T/id, fields: {fhirpath: matcher}, may_change: [element]}]
+    deletes:  [T/id]
+
+Strict: every answer tag right, exactly the declared resources created (no duplicates),
+updated or deleted, each declared field right, and nothing else changed since the seed —
+neither another resource nor an element of an updated one that no field names (unless it is
+listed under ``may_change``).
+Light: every answer tag present and every declared field present; values not enforced.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+import msgspec
+from fhirpathpy import compile as fhirpath_compile
+
+from fae.tasks import answers
+from fae.tasks.state import Snapshot, StateView
+
+
+class Check(msgspec.Struct, frozen=True):
+    """A validator's verdict: passed or not, why, and what it looked at."""
+
+    passed: bool
+    reasons: list[str] = []
+    evidence: dict[str, Any] = {}
+
+
+# ---------------------------------------------------------------- values
+
+
+@lru_cache(maxsize=512)
+def _compiled(path: str) -> Callable[[Any], list[Any]]:
+    return fhirpath_compile(path)
+
+
+def values(resource: Mapping[str, Any], path: str) -> list[Any]:
+    """The values a FHIRPath expression selects in a resource."""
+    return list(_compiled(path)(dict(resource)))
+
+
+def instant(text: Any) -> datetime | None:
+    """A dateTime or instant with a time zone as an aware datetime, else None."""
+    if not isinstance(text, str) or "T" not in text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+def reference(value: Any) -> str | None:
+    """``Type/id`` from a reference string or Reference (absolute URLs and versions dropped)."""
+    if isinstance(value, Mapping):
+        value = value.get("reference")
+    if not isinstance(value, str):
+        return None
+    value = re.sub(r"/_history/[^/]+$", "", value.strip())
+    parts = [p for p in value.split("/") if p]
+    return "/".join(parts[-2:]) if len(parts) >= 2 else None
+
+
+def _same(found: Any, wanted: Any) -> bool:
+    if isinstance(wanted, bool) or isinstance(found, bool):
+        return found is wanted
+    if isinstance(wanted, int | float) and isinstance(found, int | float):
+        return float(found) == float(wanted)
+    return found == wanted
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def match(found: list[Any], matcher: Any, created: Mapping[str, str] | None = None) -> str | None:
+    """None when the selected values satisfy the matcher, else what is wrong.
+
+    ``created`` maps a resource type to the resource judged as the one created of
+    that type, for ``{created: Type}`` (a reference to what the agent just made).
+    """
+    if not isinstance(matcher, Mapping):
+        matcher = {"equals": matcher}
+    (kind, wanted), *rest = matcher.items()
+    if rest:
+        raise ValueError(f"a matcher has one key, got {sorted(matcher)}")
+    if kind == "created":
+        kind, wanted = "refs", [(created or {}).get(wanted, f"{wanted}/(none created)")]
+    if kind == "equals":
+        ok = any(_same(v, wanted) for v in found)
+    elif kind == "ci":
+        ok = any(isinstance(v, str) and v.casefold() == str(wanted).casefold() for v in found)
+    elif kind == "words":
+        need = _words(str(wanted))
+        ok = any(isinstance(v, str) and all(w in _words(v) for w in need) for v in found) or all(
+            w in _words(" ".join(v for v in found if isinstance(v, str))) for w in need
+        )
+    elif kind == "instant":
+        target = instant(wanted)
+        if target is None:
+            raise ValueError(f"matcher instant needs a zoned dateTime, got {wanted!r}")
+        ok = any(instant(v) == target for v in found)
+    elif kind == "day":
+        ok = any(isinstance(v, str) and v[:10] == wanted for v in found)
+    elif kind == "coding":
+        system, _, code = str(wanted).partition("|")
+        ok = any(
+            isinstance(c, Mapping) and c.get("system") == system and c.get("code") == code
+            for c in found
+        )
+    elif kind in ("refs", "has_refs"):
+        got = {reference(v) for v in found}
+        want = {reference(w) for w in wanted}
+        ok = got == want if kind == "refs" else want <= got
+    elif kind == "count":
+        ok = len(found) == int(wanted)
+    elif kind == "absent":
+        ok = not found
+    elif kind == "present":
+        ok = bool(found)
+    else:
+        raise ValueError(f"unknown matcher {kind!r}")
+    return None if ok else f"wanted {kind} {wanted!r}, found {found!r:.200}"
+
+
+def field_problems(
+    resource: Mapping[str, Any],
+    fields: Mapping[str, Any],
+    *,
+    light: bool,
+    created: Mapping[str, str] | None = None,
+) -> list[str]:
+    """What is wrong with a resource's declared fields (light: only whether they are there)."""
+    problems = []
+    for path, matcher in fields.items():
+        found = values(resource, path)
+        if light:
+            if isinstance(matcher, Mapping) and ("absent" in matcher or "count" in matcher):
+                continue
+            if not found:
+                problems.append(f"{path}: missing")
+            continue
+        wrong = match(found, matcher, created)
+        if wrong:
+            problems.append(f"{path}: {wrong}")
+    return problems
+
+
+# ---------------------------------------------------------------- diff
+
+
+def _content(resource: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in resource.items() if k not in ("meta", "text")}
+
+
+def diff(state: StateView) -> dict[str, list[str]]:
+    """``Type/id`` lists of what was created, updated and deleted since the seed."""
+    seed: Snapshot = state.seed
+    created, updated, deleted = [], [], []
+    for kind in sorted(set(seed.resource_types()) | set(state.resource_types())):
+        before = {r["id"]: r for r in seed.resources(kind)}
+        after = {r["id"]: r for r in state.resources(kind)}
+        for rid in sorted(set(before) | set(after)):
+            ref = f"{kind}/{rid}"
+            if rid not in after:
+                deleted.append(ref)
+            elif rid not in before:
+                created.append(ref)
+            elif _content(before[rid]) != _content(after[rid]):
+                updated.append(ref)
+    return {"created": created, "updated": updated, "deleted": deleted}
+
+
+# ---------------------------------------------------------------- judging
+
+
+def _read_ref(state: Snapshot, ref: str) -> dict[str, Any] | None:
+    kind, _, rid = ref.partition("/")
+    return state.read(kind, rid)
+
+
+def _answer_problems(
+    spec: Mapping[str, Any], answer: str | None, chosen: Mapping[str, str], *, light: bool
+) -> tuple[list[str], dict[str, Any]]:
+    problems: list[str] = []
+    said: dict[str, Any] = {}
+    for tag, want in spec.items():
+        text = answers.tag_value(answer, tag)
+        said[tag] = text
+        if text is None or (light and not text.strip()):
+            problems.append(f"answer has no <{tag}> tag")
+            continue
+        if light:
+            continue
+        if "ids" in want:
+            expected = expected_ids(want["ids"])
+            got = [] if answers.is_none(text) else answers.id_list(text)
+            if sorted(got) != sorted(expected):
+                problems.append(f"<{tag}> says {got}, expected {expected or 'none'}")
+        elif "none" in want:
+            if not answers.is_none(text):
+                problems.append(f"<{tag}> should say none, says {text!r:.80}")
+        elif "count" in want:
+            if answers.integer(text) != int(want["count"]):
+                problems.append(f"<{tag}> says {text!r:.40}, expected the count {want['count']}")
+        elif "created" in want or "updated" in want:
+            ref = chosen.get(want.get("created", "")) or want.get("updated")
+            got = answers.id_list(text)
+            expected = answers.bare_id(ref) if ref else None
+            if got != [expected]:
+                problems.append(f"<{tag}> says {got}, expected [{expected}]")
+        elif "words" in want:
+            if any(w not in _words(text) for w in _words(str(want["words"]))):
+                problems.append(f"<{tag}> says {text!r:.80}, expected the words {want['words']!r}")
+        else:
+            raise ValueError(f"unknown answer check for <{tag}>: {dict(want)}")
+    return problems, said
+
+
+def expected_ids(ids: str | list[str]) -> list[str]:
+    """The ids an ``ids`` answer check wants: a list, or one comma-separated string."""
+    if isinstance(ids, str):
+        return [] if answers.is_none(ids) else answers.id_list(ids)
+    return [answers.bare_id(i) for i in ids]
+
+
+def _top(path: str) -> str:
+    return re.split(r"[.(\[]", path, maxsplit=1)[0]
+
+
+def _untouchable_changes(
+    state: StateView, ref: str, resource: Mapping[str, Any], entry: Mapping[str, Any]
+) -> list[str]:
+    """Top-level elements of an updated resource that differ from the seed though no field names them."""
+    kind, _, rid = ref.partition("/")
+    before = state.seed.read(kind, rid)
+    if before is None:
+        return []
+    allowed = {_top(p) for p in entry.get("fields", {})} | set(entry.get("may_change", []))
+    allowed |= {"meta", "text", "id", "resourceType"}
+    return sorted(
+        k
+        for k in set(before) | set(resource)
+        if k not in allowed and before.get(k) != resource.get(k)
+    )
+
+
+def judge(spec: Mapping[str, Any], answer: str | None, state: StateView, *, light: bool) -> Check:
+    """Judge an answer and a final state against a filled check spec."""
+    changes = diff(state)
+    problems: list[str] = []
+    chosen: dict[str, str] = {}  # resource type -> the created resource judged for it
+
+    # Where the answer names one of several fitting new resources, judge that one.
+    named: dict[str, set[str]] = {}
+    for tag, want in spec.get("answer", {}).items():
+        if "created" in want:
+            ids = answers.id_list(answers.tag_value(answer, tag))
+            named.setdefault(want["created"], set()).update(f"{want['created']}/{i}" for i in ids)
+
+    created_left = list(changes["created"])
+    for entry in spec.get("creates", []):
+        kind, count = entry["type"], int(entry.get("count", 1))
+        mine = [ref for ref in created_left if ref.startswith(kind + "/")]
+        if not light and len(mine) != count:
+            problems.append(f"expected {count} new {kind}, found {len(mine)}: {mine}")
+        fitting = [
+            ref
+            for ref in mine
+            if not field_problems(
+                _read_ref(state, ref) or {}, entry.get("fields", {}), light=light, created=chosen
+            )
+        ]
+        if len(fitting) < count:
+            detail = (
+                "; ".join(
+                    field_problems(
+                        _read_ref(state, mine[0]) or {},
+                        entry["fields"],
+                        light=light,
+                        created=chosen,
+                    )
+                )
+                if mine and entry.get("fields")
+                else "none created"
+            )
+            problems.append(f"new {kind}: {detail}")
+        fitting.sort(key=lambda ref: ref not in named.get(kind, set()))
+        if fitting:
+            chosen[kind] = fitting[0]
+        elif mine:
+            chosen[kind] = mine[0]
+        for ref in (fitting + [r for r in mine if r not in fitting])[:count]:
+            created_left.remove(ref)
+
+    declared_updates = set()
+    for entry in spec.get("updates", []):
+        ref = entry["ref"]
+        declared_updates.add(ref)
+        resource = _read_ref(state, ref)
+        if resource is None:
+            problems.append(f"{ref} is gone")
+            continue
+        for problem in field_problems(
+            resource, entry.get("fields", {}), light=light, created=chosen
+        ):
+            problems.append(f"{ref} {problem}")
+        if not light:
+            problems.extend(
+                f"{ref} {key}: changed, but the task leaves it alone"
+                for key in _untouchable_changes(state, ref, resource, entry)
+            )
+
+    declared_deletes = set(spec.get("deletes", []))
+    if not light:
+        for ref in sorted(declared_deletes - set(changes["deleted"])):
+            problems.append(f"{ref} should have been deleted")
+        extra = {
+            "created": created_left,
+            "updated": [r for r in changes["updated"] if r not in declared_updates],
+            "deleted": [r for r in changes["deleted"] if r not in declared_deletes],
+        }
+        for what, refs in extra.items():
+            if refs:
+                problems.append(f"unexpected writes ({what}): {refs}")
+
+    answer_problems, said = _answer_problems(spec.get("answer", {}), answer, chosen, light=light)
+    problems = answer_problems + problems
+    return Check(
+        passed=not problems,
+        reasons=problems,
+        evidence={
+            "mode": "light" if light else "strict",
+            "answer": said,
+            "changes": changes,
+            "judged": chosen,
+        },
+    )
+
+
+def demanded_constants(spec: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Every (matcher kind, value) a spec demands, for checking that a task states them."""
+    found: list[tuple[str, Any]] = []
+
+    def add_matcher(matcher: Any) -> None:
+        if not isinstance(matcher, Mapping):
+            found.append(("equals", matcher))
+            return
+        for kind, wanted in matcher.items():
+            if kind in ("refs", "has_refs"):
+                found.extend(("ref", w) for w in wanted)
+            elif kind not in ("absent", "present", "count", "created"):
+                found.append((kind, wanted))
+
+    for want in spec.get("answer", {}).values():
+        found.extend(("id", i) for i in expected_ids(want.get("ids", [])))
+        if "count" in want:
+            found.append(("count", want["count"]))
+        if "updated" in want:
+            found.append(("ref", want["updated"]))
+        if "words" in want:
+            found.append(("words", want["words"]))
+    for entry in spec.get("creates", []):
+        for matcher in entry.get("fields", {}).values():
+            add_matcher(matcher)
+    for entry in spec.get("updates", []):
+        found.append(("ref", entry["ref"]))
+        for matcher in entry.get("fields", {}).values():
+            add_matcher(matcher)
+    return found

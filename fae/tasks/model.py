@@ -1,0 +1,214 @@
+"""A task and one rendered variation of it: prompt, fixed clock, seed, gold plan, validators."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from random import Random
+from typing import Any
+
+import msgspec
+
+from fae.agents.plan import Plan, plan_from_dict
+from fae.errors import PlanError, TaskError
+from fae.tasks import checks
+from fae.tasks.checks import Check
+from fae.tasks.state import StateView
+from fae.tasks.world import World, clock_block
+
+# Every variation's "now" is this Monday morning plus a per-variation offset; never the wall clock.
+EPOCH = datetime(2025, 3, 3, 8, 0, tzinfo=UTC)
+
+Scenario = Callable[[World, dict[str, Any]], dict[str, Any]]
+ExtraCheck = Callable[["Rendered", str | None, StateView], list[str]]
+
+_PARAM = re.compile(r"(?<!\$)\{([a-z_][a-z0-9_]*)\}")
+
+
+class Meta(msgspec.Struct, frozen=True):
+    """What a judge needs to know about a task besides its validators."""
+
+    family: str
+    difficulty: int
+    writes: bool
+    required_resources: tuple[str, ...]
+    required_tools: tuple[tuple[str, ...], ...]  # alternatives, each an ordered tool sequence
+    prohibited_tools: tuple[str, ...]
+    min_tool_calls: int
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One variation of a task, fully determined by (task, variation)."""
+
+    task_id: str
+    variation: int
+    prompt: str
+    now: datetime
+    seed_bundle: dict[str, Any]
+    gold_plan: Plan
+    params: dict[str, Any]
+    answer_tags: tuple[str, ...]
+    meta: Meta
+    check_spec: dict[str, Any] = field(repr=False)
+
+
+def fill(value: Any, params: Mapping[str, Any], *, where: str) -> Any:
+    """Put parameters into ``{name}`` placeholders; a string that is one placeholder takes the value whole."""
+    if isinstance(value, str):
+        whole = _PARAM.fullmatch(value)
+        if whole:
+            return copy.deepcopy(_param(params, whole.group(1), where))
+        return _PARAM.sub(lambda m: str(_param(params, m.group(1), where)), value)
+    if isinstance(value, list):
+        return [fill(v, params, where=where) for v in value]
+    if isinstance(value, dict):
+        return {
+            fill(k, params, where=where): fill(v, params, where=where) for k, v in value.items()
+        }
+    return value
+
+
+def _param(params: Mapping[str, Any], name: str, where: str) -> Any:
+    if name not in params:
+        raise TaskError(
+            f"{where}: placeholder {{{name}}} names no parameter (have {sorted(params)})"
+        )
+    return params[name]
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task definition: data from its YAML file plus its family's scenario code."""
+
+    id: str
+    family: str
+    title: str
+    difficulty: int
+    writes: bool
+    prompt: str
+    answer_tags: tuple[str, ...]
+    gold_plan: list[Any]
+    check: dict[str, Any]
+    options: tuple[dict[str, Any], ...]
+    scenario: Scenario
+    required_resources: tuple[str, ...]
+    required_tools: tuple[tuple[str, ...], ...]
+    prohibited_tools: tuple[str, ...]
+    min_tool_calls: int
+    extra_check: ExtraCheck | None = None
+    source: str = ""
+
+    @property
+    def meta(self) -> Meta:
+        return Meta(
+            self.family,
+            self.difficulty,
+            self.writes,
+            self.required_resources,
+            self.required_tools,
+            self.prohibited_tools,
+            self.min_tool_calls,
+        )
+
+    def now_for(self, variation: int, rng: Random) -> datetime:
+        """The fixed "now" of a variation: a weekday morning that moves with the variation."""
+        return EPOCH + timedelta(
+            days=9 * variation + rng.randrange(5),
+            hours=rng.randrange(3),
+            minutes=15 * rng.randrange(4),
+        )
+
+    def render(self, variation: int = 0) -> Rendered:
+        """The variation's prompt, seed and gold plan; pure in (task, variation)."""
+        if not isinstance(variation, int) or variation < 0:
+            raise TaskError(f"{self.id}: a variation is a whole number >= 0, got {variation!r}")
+        rng = Random(f"{self.id}#{variation}")
+        now = self.now_for(variation, rng)
+        world = World(rng, now)
+        option = (
+            dict(self.options[(variation + rng.randrange(len(self.options))) % len(self.options)])
+            if self.options
+            else {}
+        )
+        params = {**option, **self.scenario(world, option)}
+        params["now"] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        params["today"] = now.date().isoformat()
+        where = f"task {self.id}"
+        try:
+            prompt = self.prompt.format_map(_Strict(params, where)).strip()
+        except (ValueError, IndexError) as exc:
+            raise TaskError(f"{where}: prompt template is malformed: {exc}") from None
+        prompt = f"{clock_block(now)}\n\n{prompt}\n"
+        try:
+            plan = plan_from_dict(
+                {
+                    "name": f"gold:{self.id}",
+                    "description": f"gold plan of {self.id}",
+                    "steps": fill(self.gold_plan, params, where=where),
+                }
+            )
+        except PlanError as exc:
+            raise TaskError(f"{where}: gold plan: {exc}") from None
+        spec = fill(self.check, params, where=where)
+        return Rendered(
+            task_id=self.id,
+            variation=variation,
+            prompt=prompt,
+            now=now,
+            seed_bundle=world.bundle(),
+            gold_plan=plan,
+            params=json.loads(json.dumps(params)),
+            answer_tags=self.answer_tags,
+            meta=self.meta,
+            check_spec=spec,
+        )
+
+    def validate_strict(self, rendered: Rendered, answer: str | None, state: StateView) -> Check:
+        """Ids answered and state written exactly right, and nothing else changed."""
+        verdict = checks.judge(rendered.check_spec, answer, state, light=False)
+        if self.extra_check is None:
+            return verdict
+        extra = self.extra_check(rendered, answer, state)
+        return Check(
+            passed=verdict.passed and not extra,
+            reasons=verdict.reasons + extra,
+            evidence=verdict.evidence,
+        )
+
+    def validate_light(self, rendered: Rendered, answer: str | None, state: StateView) -> Check:
+        """Write tasks: the answer tags and the required fields are there, values not enforced.
+
+        A task that writes nothing has no fields to be lenient about, so its light
+        verdict is its strict one.
+        """
+        if not self.writes:
+            return self.validate_strict(rendered, answer, state)
+        return checks.judge(rendered.check_spec, answer, state, light=True)
+
+    def describe(self) -> dict[str, Any]:
+        """A plain summary for listings."""
+        return {
+            "id": self.id,
+            "family": self.family,
+            "title": self.title,
+            "difficulty": self.difficulty,
+            "writes": self.writes,
+            "answer_tags": list(self.answer_tags),
+            **msgspec.to_builtins(self.meta),
+        }
+
+
+class _Strict(dict):
+    """format_map mapping that names the task when a placeholder is unknown."""
+
+    def __init__(self, params: Mapping[str, Any], where: str):
+        super().__init__(params)
+        self.where = where
+
+    def __missing__(self, key: str) -> Any:
+        raise TaskError(f"{self.where}: prompt placeholder {{{key}}} names no parameter")

@@ -1,0 +1,144 @@
+"""Loading the task suite: YAML files in data/<family>/ joined with their family's scenario code."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fae.errors import TaskError
+from fae.tasks.model import Task
+
+DATA = Path(__file__).parent / "data"
+FAMILIES = ("records", "insurance", "scheduling", "orders")
+TOOLS = ("createResource", "searchResources", "getResourceById", "updateResource", "deleteResource")
+
+_FIELDS = {
+    "id",
+    "title",
+    "difficulty",
+    "writes",
+    "scenario",
+    "options",
+    "prompt",
+    "answer_tags",
+    "gold_plan",
+    "check",
+    "required_resources",
+    "required_tools",
+    "prohibited_tools",
+    "min_tool_calls",
+    "extra_check",
+}
+
+
+class Suite(Mapping[str, Task]):
+    """Tasks by id, in family then file order."""
+
+    def __init__(self, tasks: list[Task]):
+        self._tasks: dict[str, Task] = {}
+        for task in tasks:
+            if task.id in self._tasks:
+                raise TaskError(f"task id {task.id!r} is defined twice ({task.source})")
+            self._tasks[task.id] = task
+
+    def __getitem__(self, task_id: str) -> Task:
+        try:
+            return self._tasks[task_id]
+        except KeyError:
+            raise TaskError(f"no task {task_id!r}; `fae tasks list` shows the ids") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tasks)
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def family(self, name: str) -> list[Task]:
+        """The tasks of one family."""
+        return [t for t in self._tasks.values() if t.family == name]
+
+
+def _tools(raw: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(raw, list) or any(t not in TOOLS for t in raw):
+        raise TaskError(f"{where}: expected a list of tool names from {TOOLS}, got {raw!r}")
+    return tuple(raw)
+
+
+def task_from_dict(raw: Mapping[str, Any], family: str, *, source: str = "") -> Task:
+    """Build a Task from one parsed YAML file, checking its shape."""
+    where = source or str(raw.get("id", "?"))
+    if not isinstance(raw, Mapping):
+        raise TaskError(f"{where}: a task file holds a mapping")
+    unknown = set(raw) - _FIELDS
+    missing = {
+        "id",
+        "title",
+        "difficulty",
+        "writes",
+        "scenario",
+        "prompt",
+        "gold_plan",
+        "check",
+    } - set(raw)
+    if unknown or missing:
+        raise TaskError(
+            f"{where}: unknown fields {sorted(unknown)}, missing fields {sorted(missing)}"
+        )
+    module = importlib.import_module(f"fae.tasks.{family}")
+    scenario = getattr(module, "SCENARIOS", {}).get(raw["scenario"])
+    if scenario is None:
+        raise TaskError(f"{where}: family {family} has no scenario {raw['scenario']!r}")
+    extra = None
+    if raw.get("extra_check"):
+        extra = getattr(module, "EXTRA_CHECKS", {}).get(raw["extra_check"])
+        if extra is None:
+            raise TaskError(f"{where}: family {family} has no extra check {raw['extra_check']!r}")
+    difficulty = raw["difficulty"]
+    if difficulty not in (1, 2, 3):
+        raise TaskError(f"{where}: difficulty is 1, 2 or 3")
+    templates = raw.get("required_tools") or []
+    tags = tuple(raw.get("answer_tags") or ())
+    if not tags:
+        raise TaskError(f"{where}: a task needs at least one answer tag")
+    return Task(
+        id=str(raw["id"]),
+        family=family,
+        title=str(raw["title"]),
+        difficulty=difficulty,
+        writes=bool(raw["writes"]),
+        prompt=str(raw["prompt"]),
+        answer_tags=tags,
+        gold_plan=list(raw["gold_plan"]),
+        check=dict(raw["check"]),
+        options=tuple(raw.get("options") or ()),
+        scenario=scenario,
+        required_resources=tuple(raw.get("required_resources") or ()),
+        required_tools=tuple(_tools(t, where) for t in templates),
+        prohibited_tools=_tools(raw.get("prohibited_tools") or [], where),
+        min_tool_calls=int(raw.get("min_tool_calls", 1)),
+        extra_check=extra,
+        source=source,
+    )
+
+
+@lru_cache(maxsize=1)
+def _load(root: str) -> Suite:
+    tasks = []
+    for family in FAMILIES:
+        for path in sorted((Path(root) / family).glob("*.yaml")):
+            try:
+                raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+            except yaml.YAMLError as exc:
+                raise TaskError(f"{path}: not valid YAML: {exc}") from None
+            tasks.append(task_from_dict(raw, family, source=str(path.relative_to(root))))
+    return Suite(tasks)
+
+
+def load_suite(root: str | Path | None = None) -> Suite:
+    """Every task under ``root`` (the packaged data by default)."""
+    return _load(str(Path(root) if root else DATA))

@@ -1,0 +1,232 @@
+"""The suite's shape: coverage, metadata, seeds without ambiguity, constants the prompt or seed gives."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from task_harness import VARIATIONS
+
+from fae.agents.plan import AnswerStep, ToolStep
+from fae.errors import TaskError
+from fae.tasks import load_suite
+from fae.tasks.checks import demanded_constants, instant
+from fae.tasks.state import bundle_resources
+from fae.tasks.suite import TOOLS, task_from_dict
+
+TASK_IDS = list(load_suite())
+DOCS = Path(__file__).parents[2] / "docs" / "tasks.md"
+
+# The issue's coverage list, each item with the task that covers it.
+COVERAGE = {
+    "create a patient": "rec-create-patient",
+    "find a patient (present)": "rec-find-patient",
+    "find a patient (absent)": "rec-find-patient-absent",
+    "record a condition": "rec-record-condition",
+    "first condition of a patient": "rec-first-condition",
+    "empty history": "rec-empty-history",
+    "record a procedure plan": "ord-surgery-plan",
+    "find a plan within N days": "ord-find-plan-within",
+    "no plan": "ord-no-plan-within",
+    "coverage with a related person as subscriber": "ins-coverage-parent-subscriber",
+    "find coverage (present)": "ins-find-coverage",
+    "find coverage (absent)": "ins-find-coverage-absent",
+    "create a related person": "ins-create-related-person",
+    "create an account": "ins-create-account",
+    "add a guarantor": "ins-add-guarantor",
+    "account already exists": "ins-account-exists",
+    "find the guarantor (present)": "ins-find-guarantor",
+    "find the guarantor (absent)": "ins-find-guarantor-absent",
+    "earliest free slot": "sched-earliest-free-slot",
+    "slot by language, gender and city": "sched-slot-by-doctor-traits",
+    "count free slots for a specialty": "sched-count-specialty-slots",
+    "slots of a named provider": "sched-doctor-free-week",
+    "urgent slots in a window": "sched-urgent-today",
+    "free slots on the next given weekday": "sched-next-weekday-slots",
+    "follow-up window N days out": "sched-follow-up-day",
+    "weekday mornings within N days": "sched-weekday-mornings",
+    "patient who booked a slot": "sched-who-booked-slot",
+    "book and mark the slot busy": "sched-book-appointment",
+    "cancel the next appointment": "sched-cancel-next",
+    "cancel by provider": "sched-cancel-with-doctor",
+    "cancel by weekday": "sched-cancel-on-weekday",
+    "add to a waitlist": "sched-waitlist-add",
+    "book from a waitlist": "sched-waitlist-book",
+    "remove from a waitlist": "sched-waitlist-remove",
+    "reschedule, same provider next week": "sched-reschedule-next-week",
+    "reschedule, another provider same time": "sched-reschedule-other-doctor",
+    "order whole-genome sequencing": "ord-order-wgs",
+    "only the relevant genetic reports": "ord-relevant-reports",
+    "family history as supporting information": "ord-family-history-support",
+    "family member history with relationship and onset age": "rec-family-history",
+    "consent for genetic testing": "ord-genetic-consent",
+    "specimen": "ord-collect-specimen",
+    "results review": "ord-review-results",
+}
+
+
+def test_suite_size_and_families(suite):
+    families = Counter(task.family for task in suite.values())
+    assert len(suite) >= 43
+    assert set(families) == {"records", "insurance", "scheduling", "orders"}
+    assert all(count >= 8 for count in families.values())
+
+
+@pytest.mark.parametrize("item", list(COVERAGE))
+def test_coverage_item_has_a_task(suite, item):
+    assert COVERAGE[item] in suite
+
+
+def test_ids_are_stable_slugs_named_like_their_files(suite):
+    for task in suite.values():
+        assert re.fullmatch(r"(rec|ins|sched|ord)-[a-z0-9]+(-[a-z0-9]+)*", task.id)
+        assert Path(task.source).stem == task.id
+        assert Path(task.source).parent.name == task.family
+
+
+def _ordered_subsequence(template: tuple[str, ...], calls: list[str]) -> bool:
+    remaining = iter(calls)
+    return all(any(call == tool for call in remaining) for tool in template)
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_metadata_agrees_with_the_gold_plan(suite, task_id):
+    task = suite[task_id]
+    meta = task.render(0).meta
+    calls = [s.call for s in task.render(0).gold_plan.steps if isinstance(s, ToolStep)]
+    assert isinstance(task.render(0).gold_plan.steps[-1], AnswerStep)
+    assert meta.required_tools and all(t and set(t) <= set(TOOLS) for t in meta.required_tools)
+    assert any(_ordered_subsequence(t, calls) for t in meta.required_tools), calls
+    assert not set(calls) & set(meta.prohibited_tools)
+    assert meta.min_tool_calls <= len(calls)
+    writes = {"createResource", "updateResource", "deleteResource"}
+    assert meta.writes == bool(set(calls) & writes)
+    assert meta.required_resources and 1 <= meta.difficulty <= 3
+    if not meta.writes:
+        assert writes <= set(meta.prohibited_tools) | {"createResource", "updateResource"}
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_seed_is_a_valid_transaction_with_twenty_bystanders(suite, task_id):
+    task = suite[task_id]
+    for variation in VARIATIONS:
+        rendered = task.render(variation)
+        bundle = rendered.seed_bundle
+        assert bundle["resourceType"] == "Bundle" and bundle["type"] == "transaction"
+        refs = [f"{e['resource']['resourceType']}/{e['resource']['id']}" for e in bundle["entry"]]
+        assert len(refs) == len(set(refs))
+        assert all(
+            e["request"] == {"method": "PUT", "url": ref} for e, ref in zip(bundle["entry"], refs)
+        )
+        mentioned = json.dumps(rendered.params) + json.dumps(rendered.check_spec) + rendered.prompt
+        bystanders = [r for r in refs if r.split("/")[1] not in mentioned]
+        assert len(bystanders) >= 20
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_people_are_unambiguous(suite, task_id):
+    """No two patients share name and birth date; no two practitioners share a name."""
+    for variation in VARIATIONS:
+        resources = bundle_resources(suite[task_id].render(variation).seed_bundle)
+        patients = [
+            (r["name"][0]["family"], tuple(r["name"][0]["given"]), r["birthDate"])
+            for r in resources
+            if r["resourceType"] == "Patient"
+        ]
+        doctors = [
+            (r["name"][0]["family"], tuple(r["name"][0]["given"]))
+            for r in resources
+            if r["resourceType"] == "Practitioner"
+        ]
+        assert len(patients) == len(set(patients))
+        assert len(doctors) == len(set(doctors))
+
+
+def _strings(value, found):
+    if isinstance(value, str):
+        found.add(value)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        found.add(str(value))
+    elif isinstance(value, dict):
+        for v in value.values():
+            _strings(v, found)
+    elif isinstance(value, list):
+        for v in value:
+            _strings(v, found)
+    return found
+
+
+def _stated(value, prompt: str, seed_strings: set[str]) -> bool:
+    text = str(value)
+    return text.lower() in prompt.lower() or text in seed_strings
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_every_demanded_constant_is_in_the_prompt_or_the_seed(suite, task_id):
+    task = suite[task_id]
+    for variation in VARIATIONS:
+        rendered = task.render(variation)
+        seed = bundle_resources(rendered.seed_bundle)
+        seed_ids = {r["id"] for r in seed}
+        strings = _strings(seed, set())
+        seed_instants = {instant(s) for s in strings} - {None}
+        prompt = rendered.prompt
+        missing = []
+        for kind, value in demanded_constants(rendered.check_spec):
+            if kind == "count":
+                continue  # a count is derived by counting seed resources, not a constant to state
+            if kind in ("id", "ref"):
+                ok = str(value).split("/")[-1] in seed_ids
+            elif kind == "coding":
+                system, _, code = str(value).partition("|")
+                ok = _stated(system, prompt, strings) and _stated(code, prompt, strings)
+            elif kind == "instant":
+                ok = instant(value) in seed_instants or str(value) in prompt
+            elif kind == "words":
+                ok = all(
+                    _stated(w, prompt, strings) or any(w in s for s in strings)
+                    for w in str(value).split()
+                )
+            else:
+                ok = _stated(value, prompt, strings)
+            if not ok:
+                missing.append((kind, value))
+        assert not missing, f"variation {variation}: demanded but never given: {missing}"
+
+
+def test_docs_list_every_task_once(suite):
+    text = DOCS.read_text(encoding="utf-8")
+    for task_id in suite:
+        assert len(re.findall(rf"`{re.escape(task_id)}`", text)) == 1, task_id
+
+
+def test_malformed_task_files_are_task_errors():
+    good = {
+        "id": "x",
+        "title": "t",
+        "difficulty": 1,
+        "writes": False,
+        "scenario": "known_patient",
+        "prompt": "p",
+        "gold_plan": [{"answer": "a"}],
+        "check": {},
+        "answer_tags": ["A"],
+    }
+    task_from_dict(good, "records")
+    for broken in (
+        {**good, "difficulty": 5},
+        {**good, "scenario": "nope"},
+        {**good, "colour": 1},
+        {**good, "required_tools": [["fly"]]},
+        {**good, "answer_tags": []},
+        {k: v for k, v in good.items() if k != "prompt"},
+    ):
+        with pytest.raises(TaskError):
+            task_from_dict(broken, "records")
+    with pytest.raises(TaskError):
+        task_from_dict({**good, "prompt": "{nothing_here}"}, "records").render(0)
+    with pytest.raises(TaskError):
+        load_suite()["no-such-task"]
