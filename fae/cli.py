@@ -71,6 +71,7 @@ _mount("fae.fhir.cli", "fhir", "The embedded FHIR R4 server.")
 _mount("fae.mcp.cli", "mcp", "MCP servers: FHIR CRUD (and more).")
 _mount("fae.llm.cli", "llm", "The local scripted OpenAI-compatible server.")
 _mount("fae.tasks.cli", "tasks", "The task suite.")
+_mount("fae.memory.cli", "memory", "The Reflexion memory: serve, show, search.")
 
 
 def _split_ints(text: str) -> list[int]:
@@ -263,6 +264,21 @@ def demo(
     with _reader(log) as reader:
         columns, rows = reader.query("SELECT run_id, status, events, tool_calls, answer FROM run_summary ORDER BY run_id")
     _print_rows(columns, rows, title="runs")
+
+
+from fae.judge.cli import compare as _compare, rejudge as _rejudge  # noqa: E402
+from fae.replay.cli import replay as _replay  # noqa: E402
+
+app.command("rejudge")(user_errors(_rejudge))
+app.command("compare")(user_errors(_compare))
+app.command("replay")(user_errors(_replay))
+
+
+from fae.curate.cli import curate as _curate  # noqa: E402
+from fae.memory.train import train_memory as _train_memory  # noqa: E402
+
+app.command("train-memory")(user_errors(_train_memory))
+app.command("curate")(user_errors(_curate))
 
 
 def main() -> None:

@@ -28,6 +28,10 @@ class AgentContext:
     llm_base_url: str | None = None
     gold_plan: Plan | None = None
     extra_mcp: dict[str, str] = field(default_factory=dict)
+    # proxied FHIR bases for the other actors a scenario plays (other-user, fault, verifier),
+    # and the server's own base, which the proxy does not see; scripted scenarios only
+    fhir_bases: dict[str, str] = field(default_factory=dict)
+    fhir_direct: str | None = None
 
 
 @dataclass(frozen=True)
@@ -53,8 +57,15 @@ def agent_slug(spec: str) -> str:
     return "".join(out).strip("-")[:48] or "agent"
 
 
-def build_agent(spec: str) -> Agent:
-    """An agent from its command-line name: ``gold``, ``scripted:gold`` or ``plan:PATH``."""
+def build_agent(spec: str, **llm_options: Any) -> Agent:
+    """An agent from its command-line name.
+
+    ``gold``, ``scripted:gold`` or ``plan:PATH`` (scripted agents), or
+    ``langchain:CONFIG[@MODEL]`` with CONFIG one of baseline, specs,
+    memory-nospec, memory-spec, memory-spec+specs (see docs/agents.md).
+    ``llm_options`` (model, api_key, timeout_s, max_retries) go to LLM agents;
+    scripted agents ignore them.
+    """
     from fae.agents.scripted_agent import ScriptedAgent
 
     if spec in ("gold", "scripted:gold"):
@@ -62,4 +73,8 @@ def build_agent(spec: str) -> Agent:
     if spec.startswith("plan:"):
         path = Path(spec[5:])
         return ScriptedAgent(name=f"plan:{path.name}", plan=load_plan(path))
-    raise PlanError(f"unknown agent {spec!r}: use gold, scripted:gold or plan:PATH")
+    if spec.startswith("langchain:"):
+        from fae.agents.langchain_agent import build_langchain_agent
+
+        return build_langchain_agent(spec, **llm_options)
+    raise PlanError(f"unknown agent {spec!r}: use gold, scripted:gold, plan:PATH or langchain:CONFIG[@MODEL]")

@@ -9,6 +9,12 @@ A string that is exactly one reference takes the referenced value whole (a
 dict stays a dict); a reference inside a longer string is formatted into it.
 ``{"$merge": [base, patch]}`` deep-merges dicts, so an update can be written as
 "the resource I read, with status busy". See docs/plans.md.
+
+Two more steps play the world around the agent, for write-verification
+scenarios: an ``http`` step sends one FHIR request as another actor
+(``other-user``, ``fault``, ``verifier``) through the recording proxy, or with
+``via: direct`` straight to the server so the proxy never sees it; a ``wait``
+step sleeps a number of seconds.
 """
 
 from __future__ import annotations
@@ -41,7 +47,24 @@ class AnswerStep(msgspec.Struct, frozen=True, tag="answer", forbid_unknown_field
     answer: str
 
 
-Step = ToolStep | AnswerStep
+class HttpStep(msgspec.Struct, frozen=True, tag="http", forbid_unknown_fields=True):
+    """Send ``http`` (method, path below the FHIR base, optional body) as ``actor``; keep the reply under ``save``."""
+
+    http: dict[str, Any]
+    actor: str = "other-user"
+    via: str = "proxy"
+    save: str | None = None
+
+
+class WaitStep(msgspec.Struct, frozen=True, tag="wait", forbid_unknown_fields=True):
+    """Sleep ``wait`` seconds."""
+
+    wait: float
+
+
+HTTP_ACTORS = ("other-user", "fault", "verifier")
+
+Step = ToolStep | AnswerStep | HttpStep | WaitStep
 
 
 class Plan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -73,7 +96,26 @@ def _step_from_raw(index: int, raw: Any) -> Step:
         if save is not None and not re.fullmatch(r"[A-Za-z_][\w-]*", str(save)):
             raise PlanError(f"step {index + 1}: save name {save!r} is not an identifier")
         return ToolStep(call=raw["call"], args=args, save=save)
-    raise PlanError(f"step {index + 1}: needs either 'call' (a tool step) or 'answer'")
+    if "http" in raw:
+        extra = set(raw) - {"http", "actor", "via", "save"}
+        if extra:
+            raise PlanError(f"step {index + 1}: an http step has no field {sorted(extra)[0]!r}")
+        request = raw["http"]
+        if not isinstance(request, dict) or not isinstance(request.get("method"), str) or not isinstance(
+                request.get("path"), str) or set(request) - {"method", "path", "body"}:
+            raise PlanError(f"step {index + 1}: 'http' takes method, path and an optional body")
+        actor, via = raw.get("actor", "other-user"), raw.get("via", "proxy")
+        if actor not in HTTP_ACTORS or via not in ("proxy", "direct"):
+            raise PlanError(f"step {index + 1}: actor is one of {', '.join(HTTP_ACTORS)} and via is proxy or direct")
+        save = raw.get("save")
+        if save is not None and not re.fullmatch(r"[A-Za-z_][\w-]*", str(save)):
+            raise PlanError(f"step {index + 1}: save name {save!r} is not an identifier")
+        return HttpStep(http=request, actor=actor, via=via, save=save)
+    if "wait" in raw:
+        if set(raw) - {"wait"} or not isinstance(raw["wait"], (int, float)) or not 0 <= raw["wait"] <= 60:
+            raise PlanError(f"step {index + 1}: a wait step is {{wait: seconds}} with 0 to 60 seconds")
+        return WaitStep(wait=float(raw["wait"]))
+    raise PlanError(f"step {index + 1}: needs 'call' (a tool step), 'answer', 'http' or 'wait'")
 
 
 def plan_from_dict(raw: Any, *, default_name: str = "plan") -> Plan:
@@ -197,6 +239,13 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     for step in plan.steps:
         if isinstance(step, AnswerStep):
             steps.append({"answer": step.answer})
+        elif isinstance(step, HttpStep):
+            entry = {"http": step.http, "actor": step.actor, "via": step.via}
+            if step.save:
+                entry["save"] = step.save
+            steps.append(entry)
+        elif isinstance(step, WaitStep):
+            steps.append({"wait": step.wait})
         else:
             entry: dict[str, Any] = {"call": step.call, "args": step.args}
             if step.save:

@@ -7,10 +7,14 @@ from typing import Any
 
 import msgspec
 
-from fae.agents.plan import AnswerStep, Plan, ToolStep, resolve
+import anyio
+
+from fae.agents.plan import AnswerStep, HttpStep, Plan, ToolStep, WaitStep, resolve
 from fae.errors import PlanError
 
 CallTool = Callable[[str, dict[str, Any]], Awaitable["ToolOutcome"]]
+# (actor, via, method, path, body) -> parsed reply; how http steps reach the FHIR server
+CallHttp = Callable[[str, str, str, str, Any], Awaitable[Any]]
 
 
 class ToolOutcome(msgspec.Struct, frozen=True):
@@ -28,15 +32,32 @@ class PlanRun(msgspec.Struct, frozen=True):
 
 
 async def run_plan(
-    plan: Plan, call_tool: CallTool, variables: Mapping[str, Any] | None = None
+    plan: Plan, call_tool: CallTool, variables: Mapping[str, Any] | None = None,
+    call_http: CallHttp | None = None,
 ) -> PlanRun:
-    """Play ``plan`` against ``call_tool``; a tool error does not stop the plan, a bad reference does."""
+    """Play ``plan`` against ``call_tool``; a tool error does not stop the plan, a bad reference does.
+
+    ``http`` steps (other actors' requests) go through ``call_http``; they are not the agent's
+    tool calls and do not appear in ``calls``.
+    """
     scope: dict[str, Any] = dict(variables or {})
     calls: list[tuple[str, dict[str, Any], ToolOutcome]] = []
     for index, step in enumerate(plan.steps):
         try:
             if isinstance(step, AnswerStep):
                 return PlanRun(calls=tuple(calls), answer=resolve(step.answer, scope))
+            if isinstance(step, WaitStep):
+                await anyio.sleep(step.wait)
+                continue
+            if isinstance(step, HttpStep):
+                if call_http is None:
+                    raise PlanError("this agent cannot send other actors' http steps")
+                request = resolve(step.http, scope)
+                reply = await call_http(step.actor, step.via, request["method"], request["path"],
+                                        request.get("body"))
+                if step.save:
+                    scope[step.save] = reply
+                continue
             assert isinstance(step, ToolStep)
             args = resolve(step.args, scope)
         except PlanError as exc:

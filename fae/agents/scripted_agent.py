@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import httpx
 
 from fae.agents.base import AgentContext, AgentResult
 from fae.agents.mcp_client import McpToolbox, toolbox_call
@@ -25,8 +28,27 @@ class ScriptedAgent:
         plan = self.plan or ctx.gold_plan
         if plan is None:
             raise PlanError(f"task of run {ctx.run_id} has no gold plan to play")
-        async with McpToolbox(ctx.mcp_url) as box:
-            played = await run_plan(plan, toolbox_call(box))
+        async with McpToolbox(ctx.mcp_url) as box, httpx.AsyncClient(timeout=60) as client:
+            played = await run_plan(plan, toolbox_call(box), call_http=_http_caller(ctx, client))
         if played.answer is None:
             return AgentResult(answer=None, stop_reason="no_answer", details={"calls": len(played.calls)})
         return AgentResult(answer=played.answer, stop_reason="answered", details={"calls": len(played.calls)})
+
+
+def _http_caller(ctx: AgentContext, client: httpx.AsyncClient):
+    """How a plan's http steps reach FHIR: through the proxy as their actor, or straight to the server."""
+
+    async def call(actor: str, via: str, method: str, path: str, body: Any) -> Any:
+        base = ctx.fhir_direct if via == "direct" else ctx.fhir_bases.get(actor)
+        if not base:
+            raise PlanError(f"run {ctx.run_id} offers no FHIR base for {actor} ({via})")
+        content = json.dumps(body).encode() if body is not None else None
+        reply = await client.request(method.upper(), base.rstrip("/") + "/" + path.lstrip("/"), content=content,
+                                     headers={"content-type": "application/fhir+json",
+                                              "accept": "application/fhir+json"})
+        try:
+            return reply.json()
+        except ValueError:
+            return {"status": reply.status_code, "text": reply.text[:500]}
+
+    return call

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from fae.agents.base import Agent, AgentContext, AgentError, AgentResult
+from fae.agents.plan import HTTP_ACTORS
 from fae.errors import FaeError, PlanError
 from fae.harness.stack import Stack, sandbox_id
 from fae.store import events as ev
@@ -93,6 +94,32 @@ async def capture_state(stack: Stack, client: httpx.AsyncClient, run_id: str) ->
     return resources
 
 
+def _direct_base(stack: Stack, run_id: str) -> str | None:
+    """The sandbox's FHIR base on the server itself, bypassing the proxy (scenarios' unrecorded writes)."""
+    upstream = stack.proxy.upstreams.get("fhir")
+    if upstream is None:
+        return None
+    if stack.embedded:
+        return f"{upstream.base_url.rstrip('/')}/sandbox/{sandbox_id(run_id)}/fhir"
+    return upstream.base_url
+
+
+async def _judge_live(stack: Stack, run_id: str) -> None:
+    """Judge the run against its live capture with the default rules; same code as `fae rejudge`."""
+    import anyio.to_thread
+
+    from fae.judge.rejudge import live_verdicts
+
+    await stack.writer.flush()  # the judge reads the run back from DuckDB
+    try:
+        rows = await anyio.to_thread.run_sync(lambda: live_verdicts(stack.log, run_id, judged_at=_now()))
+    except FaeError:
+        raise
+    except Exception as exc:  # a judge bug must show on the run, not pass silently
+        raise FaeError(f"live judging failed: {_describe(exc)}", run_id=run_id) from None
+    await stack.writer.write(verdicts=rows)
+
+
 async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent) -> str:
     """Record one run from start to close; returns its final status."""
     writer = stack.writer
@@ -111,7 +138,10 @@ async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent) 
             await _seed(stack, client, spec, rendered.seed_bundle)
             ctx = AgentContext(run_id=spec.run_id, prompt=rendered.prompt, now=rendered.now,
                                mcp_url=stack.mcp_url(spec.run_id), llm_base_url=stack.llm_base(spec.run_id),
-                               gold_plan=getattr(rendered, "gold_plan", None))
+                               gold_plan=getattr(rendered, "gold_plan", None),
+                               extra_mcp=stack.extra_mcp(spec.run_id),
+                               fhir_bases={a: stack.fhir_base(spec.run_id, a) for a in HTTP_ACTORS},
+                               fhir_direct=_direct_base(stack, spec.run_id))
             try:
                 result = await agent.run(ctx)
             except AgentError as exc:
@@ -131,6 +161,7 @@ async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent) 
             digest = blob_hash(body)
             await writer.write(events=[Stamped(spec.run_id, ev.StateCaptured(
                 resource_count=len(resources), state_blob=digest), actor="harness")], blobs={digest: body})
+            await _judge_live(stack, spec.run_id)
             if stack.embedded:
                 await client.delete(stack.fhir_root(spec.run_id, "harness") + f"sandbox/{sandbox_id(spec.run_id)}")
         except FaeError as exc:

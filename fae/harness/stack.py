@@ -1,19 +1,22 @@
 """The services one recording needs, started in process and torn down together.
 
 log writer → live-query endpoint → FHIR server (embedded, or an external base)
-→ FHIR MCP server → recording proxy in front of all of them. Every client
+→ FHIR MCP server, FHIR specs MCP server and any Reflexion memory MCP servers
+→ recording proxy in front of all of them. Every client
 reaches an upstream through the proxy, at ``/run/{run}/{actor}/{upstream}/``.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Mapping
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from fae.errors import RecordError
+from fae.errors import FaeError, RecordError
 from fae.proxy.routes import Upstream
 from fae.proxy.server import ProxyHandle, run_proxy
 from fae.recorder.recorder import Recorder
@@ -22,6 +25,8 @@ from fae.store.live import LiveQueryServer
 from fae.store.log import EventLog
 from fae.store.writer import LogWriter, open_writer
 from fae.util.serve import serve_asgi
+
+_STORE_NAME = re.compile(r"[a-z][a-z0-9-]{0,19}")
 
 
 def sandbox_id(run_id: str) -> str:
@@ -36,6 +41,8 @@ class Stack:
     proxy: ProxyHandle
     embedded: bool
     llm_upstream: bool
+    extra_mcp_upstreams: dict[str, str] = field(default_factory=dict)
+    """Extra MCP servers behind the proxy: the name an agent knows them by → proxy upstream name."""
 
     def fhir_base(self, run_id: str, actor: str) -> str:
         """The proxied FHIR base a client uses in ``run_id`` as ``actor``."""
@@ -52,11 +59,66 @@ class Stack:
     def llm_base(self, run_id: str, actor: str = "agent") -> str | None:
         return self.proxy.url(run_id, actor, "llm", "v1").rstrip("/") if self.llm_upstream else None
 
+    def extra_mcp(self, run_id: str, actor: str = "agent") -> dict[str, str]:
+        """Proxied URLs of the extra MCP servers (``specs``, ``memory:NAME``) for ``AgentContext.extra_mcp``."""
+        return {name: self.proxy.url(run_id, actor, upstream, "mcp")
+                for name, upstream in self.extra_mcp_upstreams.items()}
+
+
+def memory_app_factory() -> Callable[[Path], Any]:
+    """``fae.memory.server.memory_mcp_http_app``, or a FaeError saying it is not installed."""
+    try:
+        from fae.memory.server import memory_mcp_http_app
+    except ImportError as exc:
+        raise FaeError(
+            "the Reflexion memory MCP server is missing: fae.memory.server.memory_mcp_http_app "
+            f"cannot be imported ({exc}); the memory agent configurations need it") from None
+    return memory_mcp_http_app
+
+
+def _memory_apps(stores: Mapping[str, Path]) -> dict[str, Any]:
+    """One memory MCP app per named store directory, checked before anything starts."""
+    if not stores:
+        return {}
+    factory = memory_app_factory()
+    apps = {}
+    for store_name, store_dir in stores.items():
+        if not _STORE_NAME.fullmatch(store_name):
+            raise FaeError(f"memory store name {store_name!r}: use lower-case letters, digits and -")
+        if not Path(store_dir).is_dir():
+            raise FaeError(f"memory store {store_name!r}: {store_dir} is not a directory")
+        apps[store_name] = factory(Path(store_dir))
+    return apps
+
+
+def parse_memory_stores(values: list[str]) -> dict[str, Path]:
+    """``--memory NAME=DIR`` options as ``{NAME: DIR}``."""
+    stores: dict[str, Path] = {}
+    for value in values:
+        name, _, directory = value.partition("=")
+        if name in stores:
+            raise FaeError(f"--memory {value!r}: the store {name!r} is given twice")
+        if not _STORE_NAME.fullmatch(name) or not directory:
+            raise FaeError(f"--memory {value!r}: expected NAME=DIR, NAME in lower-case letters, digits and -")
+        stores[name] = Path(directory)
+    return stores
+
+
+def memory_upstream_name(store: str) -> str:
+    """The proxy upstream that serves the memory store called ``store``."""
+    return f"mcp-memory-{store}"
+
 
 @asynccontextmanager
 async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_url: str | None = None,
-                     redactor: Redactor | None = None) -> AsyncIterator[Stack]:
-    """Start everything a recording needs; yields when all of it is listening."""
+                     redactor: Redactor | None = None,
+                     memory_stores: Mapping[str, Path] | None = None) -> AsyncIterator[Stack]:
+    """Start everything a recording needs; yields when all of it is listening.
+
+    ``memory_stores`` names Reflexion memory store directories (e.g. ``{"spec": Path(...)}``);
+    each is served by its own memory MCP server, reached by agents as ``extra_mcp["memory:NAME"]``.
+    """
+    memory_apps = _memory_apps(memory_stores or {})
     async with AsyncExitStack() as stack:
         log = stack.enter_context(EventLog(log_path))
         stack.enter_context(LiveQueryServer(log))
@@ -89,6 +151,16 @@ async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_u
 
         mcp_port = await stack.enter_async_context(serve_asgi(fhir_mcp_http_app(base_for)))
         upstreams["mcp-fhir"] = Upstream("mcp-fhir", f"http://127.0.0.1:{mcp_port}", "mcp")
+        from fae.mcp.specs_server import specs_mcp_http_app
+
+        specs_port = await stack.enter_async_context(serve_asgi(specs_mcp_http_app()))
+        upstreams["mcp-specs"] = Upstream("mcp-specs", f"http://127.0.0.1:{specs_port}", "mcp")
+        extra = {"specs": "mcp-specs"}
+        for store_name, memory_app in memory_apps.items():
+            memory_port = await stack.enter_async_context(serve_asgi(memory_app))
+            upstream_name = memory_upstream_name(store_name)
+            upstreams[upstream_name] = Upstream(upstream_name, f"http://127.0.0.1:{memory_port}", "mcp")
+            extra[f"memory:{store_name}"] = upstream_name
         if llm_url:
             upstreams["llm"] = Upstream("llm", llm_url.rstrip("/").removesuffix("/v1"), "llm")
         try:
@@ -96,4 +168,5 @@ async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_u
         except OSError as exc:
             raise RecordError(f"the recording proxy could not start: {exc}") from None
         proxy_ref["proxy"] = proxy
-        yield Stack(log=log, writer=writer, proxy=proxy, embedded=embedded, llm_upstream=bool(llm_url))
+        yield Stack(log=log, writer=writer, proxy=proxy, embedded=embedded, llm_upstream=bool(llm_url),
+                    extra_mcp_upstreams=extra)

@@ -52,3 +52,25 @@ def fhir(
 
     typer.echo(f"FHIR MCP server on http://{host}:{port}/mcp -> {fhir_base}", err=True)
     uvicorn.run(fhir_mcp_http_app(fhir_base), host=host, port=port, log_level="warning")
+
+
+@app.command()
+def specs(
+    transport: Annotated[
+        Transport, typer.Option(help="stdio, or streamable HTTP at /mcp.")
+    ] = Transport.stdio,
+    host: Annotated[str, typer.Option(help="Address to bind (http).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to bind (http).")] = 8766,
+) -> None:
+    """Serve the FHIR R4 specs lookups (listResources, getStructureDefinition, ...) over MCP."""
+    if transport is Transport.stdio:
+        from fae.mcp.specs_server import build_specs_mcp
+
+        build_specs_mcp().run("stdio")
+        return
+    import uvicorn
+
+    from fae.mcp.specs_server import specs_mcp_http_app
+
+    typer.echo(f"FHIR specs MCP server on http://{host}:{port}/mcp", err=True)
+    uvicorn.run(specs_mcp_http_app(), host=host, port=port, log_level="warning")

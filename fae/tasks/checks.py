@@ -160,8 +160,15 @@ def field_problems(
 # ---------------------------------------------------------------- diff
 
 
-def _content(resource: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in resource.items() if k not in ("meta", "text")}
+_IGNORED = ("meta", "text")
+
+
+def _same_content(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """Equal but for meta and narrative; the same object (an untouched fold entry) costs nothing."""
+    if before is after:
+        return True
+    keys = (set(before) | set(after)).difference(_IGNORED)
+    return all(before.get(k) == after.get(k) for k in keys)
 
 
 def diff(state: StateView) -> dict[str, list[str]]:
@@ -177,7 +184,7 @@ def diff(state: StateView) -> dict[str, list[str]]:
                 deleted.append(ref)
             elif rid not in before:
                 created.append(ref)
-            elif _content(before[rid]) != _content(after[rid]):
+            elif not _same_content(before[rid], after[rid]):
                 updated.append(ref)
     return {"created": created, "updated": updated, "deleted": deleted}
 

@@ -9,10 +9,14 @@ import subprocess
 import sys
 import time
 
+from typer.testing import CliRunner
+
+from fae.cli import app
 from fae.store.live import LogReader
 from fae.store.log import EventLog
 
 VARIATIONS = 24
+runner = CliRunner()
 
 
 def _record(log, *extra):
@@ -43,6 +47,14 @@ def test_sigkill_mid_suite_then_resume(tmp_path):
         time.sleep(0.1)
     assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
     assert seen_live >= 3
+    # the CLI's readers work while the recorder holds the file
+    listed = runner.invoke(app, ["runs", "--log", str(log), "--status", "finished"])
+    assert listed.exit_code == 0 and ".gold.r0" in listed.output, listed.output
+    first = next(line.split()[1] for line in listed.output.splitlines() if ".gold.r0" in line)
+    shown = runner.invoke(app, ["show", first, "--log", str(log)])
+    assert shown.exit_code == 0 and "run finished" in shown.output, shown.output
+    counted = runner.invoke(app, ["sql", "--json", "--log", str(log), "SELECT count(*) AS n FROM fhir_exchanges"])
+    assert counted.exit_code == 0 and json.loads(counted.output)["n"] > 0
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
 

@@ -28,7 +28,9 @@ async def test_an_unwritable_journal_turns_answers_into_errors(tmp_path):
                 async with httpx.AsyncClient() as client:
                     ok = await client.get(proxy.url("r1", "agent", "api", "first"))
                     assert ok.status_code == 200
-                    os.close(writer.journal._fd)  # the disk is gone, as far as the journal can tell
+                    # the disk fills up: /dev/full fails every write with ENOSPC, as a full disk does
+                    os.close(writer.journal._fd)
+                    writer.journal._fd = os.open("/dev/full", os.O_WRONLY)
                     lost = await client.get(proxy.url("r1", "agent", "api", "second"))
                     assert lost.status_code == 502
                     assert b"not recorded" in lost.content
@@ -36,7 +38,6 @@ async def test_an_unwritable_journal_turns_answers_into_errors(tmp_path):
                     refused = await client.get(proxy.url("r1", "agent", "api", "third"))
                     assert refused.status_code == 503
                     assert not writer.healthy
-                    writer.journal._fd = None
 
 
 async def test_a_broken_database_stops_traffic_and_loses_nothing_journaled(tmp_path):

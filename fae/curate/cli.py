@@ -1,0 +1,43 @@
+"""``fae curate``: label each run's deterministic verdict with the soft (LLM) judge."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
+
+
+def curate(
+    log: Annotated[Path, typer.Option("--log", "-l", help="The DuckDB event log.", envvar="FAE_LOG")] = Path("fae.duckdb"),
+    runs: Annotated[str | None, typer.Option(help="Only these runs (a run id, or a pattern with *).")] = None,
+    llm_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL of the judge; not needed "
+                                                     "when every run has a recorded soft verdict.",
+                                                envvar="OPENAI_BASE_URL")] = None,
+    model: Annotated[str, typer.Option(help="The judge model.")] = "scripted:judge",
+    api_key: Annotated[str | None, typer.Option(help="API key for the judge.", envvar="OPENAI_API_KEY")] = None,
+) -> None:
+    """Soft validator: label each run agreement, validator_too_strict or validator_too_loose."""
+    import anyio
+
+    from fae.curate.curate import curate_log
+
+    result = anyio.run(functools.partial(curate_log, log, runs=runs, llm_url=llm_url, model=model,
+                                         api_key=api_key))
+    table = Table(title=f"soft verdicts in {log}: {result.called} asked, {result.reused} reused from the log")
+    for column in ("run", "strict", "label", "reason"):
+        table.add_column(column, overflow="fold")
+    for row in result.rows:
+        strict = row.evidence.get("strict_passed")
+        table.add_row(row.run_id, "n/a" if strict is None else ("pass" if strict else "fail"), row.outcome,
+                      str(row.evidence.get("reason") or row.evidence.get("error") or ""))
+    out.print(table)
+    counts = Counter(row.outcome for row in result.rows)
+    out.print(", ".join(f"{label}: {count}" for label, count in sorted(counts.items())), markup=False)

@@ -1,0 +1,142 @@
+"""Old rules against new rules, run by run: outcome tables, flipped runs, and harms caught or missed.
+
+Verdicts come from the log where it holds them for this code version (the
+latest row per run, judge and rule-set hash); whatever is missing is judged in
+memory, the same way ``fae rejudge`` would, and not written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from fae.errors import JudgeError
+from fae.judge.registry import CODE_VERSION, get_judge, rule_set
+from fae.judge.rejudge import DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run
+from fae.replay.source import Queryable, load_runs, run_ids
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    outcome: str
+    passed: bool | None
+
+
+@dataclass
+class JudgeComparison:
+    """One judge under two rule sets."""
+
+    judge: str
+    old_rules: dict[str, Any]
+    new_rules: dict[str, Any]
+    old: dict[str, Judged]
+    new: dict[str, Judged]
+    transitions: Counter = field(default_factory=Counter)
+    flipped: list[tuple[str, str, str]] = field(default_factory=list)
+    harms: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)  # agent -> measure -> (old, new)
+
+
+@dataclass
+class Comparison:
+    runs: int
+    computed: int
+    judges: list[JudgeComparison]
+
+
+def judges_for(judge_name: str | None, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """The judges a comparison covers: the named one, or every default judge that takes all given rules."""
+    if judge_name:
+        get_judge(judge_name)
+        return [judge_name]
+    keys = set(old) | set(new)
+    names = []
+    for name, _ in DEFAULT_PLAN:
+        if name not in names and keys <= set(get_judge(name).rules) and (keys or get_judge(name).rules):
+            names.append(name)
+    if not names:
+        raise JudgeError(f"no judge takes all of the rules {sorted(keys)}; name one with --judge")
+    return names
+
+
+def _stored(log: Queryable, judge: str, digest: str, ids: Sequence[str]) -> dict[str, Judged]:
+    _, rows = log.query(
+        "SELECT run_id, arg_max(outcome, judged_at), arg_max(passed, judged_at) FROM verdicts"
+        " WHERE judge = ? AND rule_set_hash = ? AND code_version = ? AND run_id IN (SELECT unnest(?))"
+        " GROUP BY run_id", [judge, digest, CODE_VERSION, list(ids)])
+    return {run_id: Judged(outcome, passed) for run_id, outcome, passed in rows}
+
+
+def _verdicts(log: Queryable, plan: list[Judging], ids: Sequence[str]) -> tuple[dict[tuple[str, str], dict[str, Judged]], int]:
+    """(judge, hash) -> run -> verdict, from the log or judged now; and how many were judged now."""
+    found = {(j.name, j.rules_hash): _stored(log, j.name, j.rules_hash, ids) for j in plan}
+    missing = sorted({run_id for j in plan for run_id in ids if run_id not in found[(j.name, j.rules_hash)]})
+    computed = 0
+    now = datetime.now(UTC)
+    for run in load_runs(log, missing, lean=True):
+        needed = [j for j in plan if run.run_id not in found[(j.name, j.rules_hash)]]
+        for row in judge_run(run, needed, judged_at=now):
+            found[(row.judge, row.rule_set_hash)][row.run_id] = Judged(row.outcome, row.passed)
+            computed += 1
+    return found, computed
+
+
+def _stopped(judged: Judged | None) -> bool:
+    """A verdict that does not let the write through: failed, or could not verify."""
+    return judged is not None and judged.passed is not True and judged.outcome != "not_applicable"
+
+
+def compare(log: Queryable, old: Mapping[str, Any], new: Mapping[str, Any], *, judge_name: str | None = None,
+            runs: str | None = None) -> Comparison:
+    names = judges_for(judge_name, old, new)
+    ids = run_ids(log, runs, statuses=JUDGED_STATUSES)
+    if not ids:
+        raise JudgeError("no finished runs to compare" + (f" match {runs!r}" if runs else ""))
+    _, agent_rows = log.query("SELECT run_id, agent FROM runs WHERE run_id IN (SELECT unnest(?))", [ids])
+    agents = dict(agent_rows)
+    plan: list[Judging] = []
+    pairs = []
+    for name in names:
+        old_plan = build_plan(name, old)[0]
+        new_plan = build_plan(name, new)[0]
+        pairs.append((name, old_plan, new_plan))
+        plan.extend([old_plan, new_plan])
+    oracle = build_plan("oracle")[0]
+    plan.append(oracle)
+    unique = list({(j.name, j.rules_hash): j for j in plan}.values())
+    found, computed = _verdicts(log, unique, ids)
+    labels = found[(oracle.name, oracle.rules_hash)]
+    result = Comparison(runs=len(ids), computed=computed, judges=[])
+    for name, old_plan, new_plan in pairs:
+        before, after = found[(name, old_plan.rules_hash)], found[(name, new_plan.rules_hash)]
+        item = JudgeComparison(name, old_plan.rules, new_plan.rules, before, after)
+        for run_id in ids:
+            a, b = before.get(run_id), after.get(run_id)
+            item.transitions[(a.outcome if a else "-", b.outcome if b else "-")] += 1
+            if a and b and (a.outcome != b.outcome or a.passed != b.passed):
+                item.flipped.append((run_id, a.outcome, b.outcome))
+            label = labels.get(run_id)
+            if label is None or label.outcome not in ("harmful", "harmless"):
+                continue
+            row = item.harms.setdefault(agents.get(run_id, "?"), {"caught": (0, 0), "missed": (0, 0),
+                                                                  "false_stops": (0, 0)})
+            for index, judged in ((0, a), (1, b)):
+                measure = ("caught" if _stopped(judged) else "missed") if label.outcome == "harmful" else (
+                    "false_stops" if _stopped(judged) else None)
+                if measure:
+                    counts = list(row[measure])
+                    counts[index] += 1
+                    row[measure] = (counts[0], counts[1])
+        result.judges.append(item)
+    return result
+
+
+def rules_text(rules: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(rules.items())) or "(defaults)"
+
+
+def validate_rules(name: str, rules: Mapping[str, Any]) -> dict[str, Any]:
+    return rule_set(name, rules)

@@ -1,0 +1,100 @@
+"""What judges read about one run, computed once and shared: fold, capture, transcript, task.
+
+The final state is the fold at the harness's state capture (rejudging), or the
+capture itself (the live verdict at the end of a recording). When fold and
+capture agree — the ``state_drift`` judge says whether they do — both give the
+same verdicts.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property, lru_cache
+from typing import Any
+
+from fae.errors import FaeError
+from fae.replay.drift import captured_resources
+from fae.replay.fold import Exchange, FoldedState, fhir_exchanges, fold_state
+from fae.replay.source import RunLog
+from fae.replay.transcript import Transcript, fold_transcript
+
+
+@lru_cache(maxsize=1024)
+def rendered_task(task_id: str, variation: int) -> tuple[Any, Any] | None:
+    """(task, rendered variation) from the task suite, or None when the suite has no such task."""
+    try:
+        from fae.tasks import load_suite
+
+        suite = load_suite()
+        if task_id not in suite:
+            return None
+        task = suite[task_id]
+        return task, task.render(variation)
+    except (ImportError, FaeError):
+        return None
+
+
+class _CapturedState:
+    """The harness's capture as a StateView over the fold's seed."""
+
+    def __init__(self, resources: list[dict[str, Any]], seed: Any):
+        from fae.replay.fold import _Snapshot
+
+        by_type: dict[str, dict[str, dict[str, Any]]] = {}
+        for resource in resources:
+            by_type.setdefault(resource["resourceType"], {})[resource["id"]] = resource
+        self._view = _Snapshot(by_type)
+        self.seed = seed
+
+    def resource_types(self) -> list[str]:
+        return self._view.resource_types()
+
+    def resources(self, resource_type: str) -> list[dict[str, Any]]:
+        return self._view.resources(resource_type)
+
+    def read(self, resource_type: str, resource_id: str) -> dict[str, Any] | None:
+        return self._view.read(resource_type, resource_id)
+
+
+class RunContext:
+    """One run, as judges see it. ``source`` is "fold" (offline) or "capture" (live)."""
+
+    def __init__(self, run: RunLog, source: str = "fold"):
+        if source not in ("fold", "capture"):
+            raise ValueError(f"unknown state source {source!r}")
+        self.run = run
+        self.source = source
+        self.memo: dict[Any, Any] = {}  # judges keep per-run results here (e.g. a validator's check)
+
+    @cached_property
+    def exchanges(self) -> list[Exchange]:
+        return fhir_exchanges(self.run)
+
+    @cached_property
+    def captured(self) -> tuple[int, list[dict[str, Any]]] | None:
+        return captured_resources(self.run)
+
+    @cached_property
+    def fold(self) -> FoldedState:
+        """The fold at the state capture (or after the last event when there is none)."""
+        upto = self.captured[0] if self.captured else None
+        return fold_state(self.run, upto, exchanges=self.exchanges)
+
+    @cached_property
+    def full_fold(self) -> FoldedState:
+        """The fold after the last event, writes after the capture included."""
+        return fold_state(self.run, None, exchanges=self.exchanges)
+
+    @cached_property
+    def state(self) -> Any:
+        """The final state judges validate: the fold, or in live judging the capture."""
+        if self.source == "capture" and self.captured is not None:
+            return _CapturedState(self.captured[1], self.fold.seed)
+        return self.fold
+
+    @cached_property
+    def transcript(self) -> Transcript:
+        return fold_transcript(self.run)
+
+    @cached_property
+    def task(self) -> tuple[Any, Any] | None:
+        return rendered_task(self.run.task_id, self.run.variation)

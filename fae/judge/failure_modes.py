@@ -1,0 +1,102 @@
+"""The failure-mode classifier: why a run went wrong, read from its tool calls.
+
+Modes, in the order the outcome reports the first that applies:
+incorrect_tool_selection (no required template's tool multiset is covered by
+the calls made), incorrect_order (no template is an ordered subsequence of
+them), incorrect_resource_type (checked only when selection passes: a required
+resource type appears in no tool input or output), prohibited_tool (a
+prohibited tool was called), tool_error (a call returned an error), and other
+(the run failed its strict check and none of these applies).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from fae.judge.context import RunContext
+from fae.judge.registry import JudgeFn, Verdict, judge
+from fae.judge.task_checks import task_check
+
+MODES = ("incorrect_tool_selection", "incorrect_order", "incorrect_resource_type", "prohibited_tool",
+         "tool_error")
+
+
+def covers(called: Sequence[str], template: Sequence[str]) -> bool:
+    """The template's tools, counted, are all among the calls."""
+    have = Counter(called)
+    return all(have[tool] >= count for tool, count in Counter(template).items())
+
+
+def in_order(called: Sequence[str], template: Sequence[str]) -> bool:
+    """The template is an ordered (not necessarily contiguous) subsequence of the calls."""
+    remaining = iter(called)
+    return all(any(tool == made for made in remaining) for tool in template)
+
+
+def _types(value: Any, found: set[str], depth: int = 0) -> None:
+    if depth > 6:
+        return
+    if isinstance(value, dict):
+        kind = value.get("resourceType")
+        if isinstance(kind, str):
+            found.add(kind)
+        for item in value.values():
+            _types(item, found, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _types(item, found, depth + 1)
+    elif isinstance(value, str) and depth == 0 and value[:1] in "{[":
+        import json
+
+        try:
+            _types(json.loads(value), found, depth + 1)
+        except ValueError:
+            pass
+
+
+def classify(called: Sequence[str], touched_types: set[str], errors: int, templates: Sequence[Sequence[str]],
+             prohibited: Sequence[str], required_types: Sequence[str]) -> list[str]:
+    """Every failure mode that applies to a run's calls."""
+    modes: list[str] = []
+    selection_ok = not templates or any(covers(called, t) for t in templates)
+    if not selection_ok:
+        modes.append("incorrect_tool_selection")
+    if templates and not any(in_order(called, t) for t in templates):
+        modes.append("incorrect_order")
+    if selection_ok and any(kind not in touched_types for kind in required_types):
+        modes.append("incorrect_resource_type")
+    if any(tool in prohibited for tool in called):
+        modes.append("prohibited_tool")
+    if errors:
+        modes.append("tool_error")
+    return modes
+
+
+@judge("failure_mode")
+def failure_mode_judge(rules: dict) -> JudgeFn:
+    """Classify a run's failure mode from its tool calls and the task's metadata."""
+
+    def run(ctx: RunContext) -> Verdict:
+        found = ctx.task
+        if found is None:
+            return Verdict("not_applicable", None, {"reason": f"no task {ctx.run.task_id!r} in the suite"})
+        _, rendered = found
+        meta = rendered.meta
+        calls = ctx.transcript.tool_calls
+        called = [c.tool for c in calls]
+        touched: set[str] = set()
+        for call in calls:
+            _types(call.arguments, touched)
+            _types(call.result, touched)
+        modes = classify(called, touched, sum(1 for c in calls if c.is_error), meta.required_tools,
+                         meta.prohibited_tools, meta.required_resources)
+        check = task_check(ctx, "strict")
+        passed = bool(check and check.passed)
+        outcome = modes[0] if modes else ("none" if passed else "other")
+        missing = sorted(set(meta.required_resources) - touched)
+        return Verdict(outcome, passed, {"modes": modes, "tools": called, "resource_types": sorted(touched),
+                                         "missing_resource_types": missing, "strict_passed": passed})
+
+    return run

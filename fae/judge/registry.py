@@ -1,0 +1,144 @@
+"""Judges by name: each is a factory that takes a rule set and returns ``(run context) -> Verdict``.
+
+A rule set is a flat mapping of rule names to JSON values. It is filled with
+the judge's defaults and checked before use, and hashed over its canonical
+JSON (sorted keys, no spaces), so the same rules always give the same hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fae.errors import JudgeError
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a judge decided about one run, and the evidence it decided on."""
+
+    outcome: str
+    passed: bool | None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One rule a judge takes: its default and what it means."""
+
+    default: Any
+    help: str
+
+
+JudgeFn = Callable[[Any], Verdict]
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeDef:
+    name: str
+    rules: dict[str, Rule]
+    factory: Callable[[dict[str, Any]], JudgeFn]
+    doc: str
+
+
+_JUDGES: dict[str, JudgeDef] = {}
+
+
+def judge(name: str, **rules: Rule) -> Callable[[Callable[[dict[str, Any]], JudgeFn]], Callable[[dict[str, Any]], JudgeFn]]:
+    """Register a judge factory under ``name`` with the rules it takes."""
+
+    def register(factory: Callable[[dict[str, Any]], JudgeFn]) -> Callable[[dict[str, Any]], JudgeFn]:
+        if name in _JUDGES:
+            raise ValueError(f"judge {name!r} registered twice")
+        _JUDGES[name] = JudgeDef(name, dict(rules), factory, (factory.__doc__ or "").strip().splitlines()[0])
+        return factory
+
+    return register
+
+
+def judges() -> dict[str, JudgeDef]:
+    """Every registered judge, by name (importing the built-in ones)."""
+    import fae.judge.builtin  # noqa: F401  (registers the built-in judges)
+
+    return dict(_JUDGES)
+
+
+def get_judge(name: str) -> JudgeDef:
+    known = judges()
+    if name not in known:
+        raise JudgeError(f"unknown judge {name!r}; judges: {', '.join(sorted(known))}")
+    return known[name]
+
+
+def parse_value(text: str) -> Any:
+    """A rule value from the command line: JSON where it parses (true, 1, "x", [..]), else the text."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "yes", "on"):
+        return True
+    if lowered in ("false", "no", "off"):
+        return False
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_rules(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``["k=v", ...]`` (or one ``k=v,k=v`` item) as a mapping."""
+    found: dict[str, Any] = {}
+    for item in items:
+        pieces = [p for p in item.split(",") if p.strip()]
+        for part in pieces if len(pieces) > 1 and all("=" in p for p in pieces) else [item]:
+            key, sep, value = part.partition("=")
+            if not sep or not key.strip():
+                raise JudgeError(f"rule {part!r} is not key=value")
+            found[key.strip()] = parse_value(value)
+    return found
+
+
+def rule_set(name: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A judge's full rule set: its defaults with ``overrides`` checked and applied."""
+    definition = get_judge(name)
+    rules = {key: rule.default for key, rule in definition.rules.items()}
+    for key, value in (overrides or {}).items():
+        if key not in definition.rules:
+            known = ", ".join(sorted(definition.rules)) or "none"
+            raise JudgeError(f"judge {name!r} has no rule {key!r} (its rules: {known})")
+        default = definition.rules[key].default
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise JudgeError(f"rule {key} of judge {name!r} is true or false, got {value!r}")
+        if isinstance(default, (int, float)) and not isinstance(default, bool) and (
+                isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise JudgeError(f"rule {key} of judge {name!r} is a number, got {value!r}")
+        if isinstance(default, str) and not isinstance(value, str):
+            raise JudgeError(f"rule {key} of judge {name!r} is text, got {value!r}")
+        rules[key] = value
+    return rules
+
+
+def canonical(rules: Mapping[str, Any]) -> str:
+    return json.dumps(rules, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def rule_set_hash(rules: Mapping[str, Any]) -> str:
+    """The hash of a rule set's canonical JSON."""
+    return hashlib.sha256(canonical(rules).encode()).hexdigest()[:16]
+
+
+def _code_version() -> str:
+    """A digest of the code verdicts depend on: the judges, the fold and the task validators."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for folder in ("judge", "replay", "tasks"):
+        for path in sorted((root / folder).rglob("*")):
+            if path.is_file() and path.suffix in (".py", ".yaml", ".yml", ".json") and "__pycache__" not in path.parts:
+                digest.update(path.relative_to(root).as_posix().encode())
+                digest.update(path.read_bytes())
+    return "src-" + digest.hexdigest()[:12]
+
+
+CODE_VERSION = _code_version()

@@ -1,0 +1,102 @@
+"""The access trail of a run: every read and write of every resource, by actor, with its time.
+
+Two sources. The proxy log sees every exchange of every actor that went through
+the proxy, reads by search included (a resource in a search bundle was read).
+A server's AuditEvent trail (Medplum-like servers) sees what the server chose
+to audit: on the embedded server, reads and writes but no searches, and only
+the identity the caller presented. docs/judging.md compares the two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from fae.replay.fold import Exchange, FoldedState
+
+READS = ("read", "vread", "search-type", "search-system", "search-compartment", "history-instance",
+         "history-type", "history-system")
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """One actor touching one resource: a read (how: read, search, history) or a write (create, update, delete)."""
+
+    seq: int
+    at: float | None
+    actor: str
+    kind: str  # "read" or "write"
+    how: str
+    ref: str
+    version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Trail:
+    """Accesses in order, whether the source records reads at all, and exchanges it could not time."""
+
+    source: str
+    accesses: tuple[Access, ...]
+    reads_recorded: bool
+    untimed: tuple[int, ...] = ()
+
+
+def proxy_trail(exchanges: Iterable[Exchange], fold: FoldedState) -> Trail:
+    """The trail the proxy log gives: reads from exchanges, writes from the fold's versions."""
+    accesses: list[Access] = []
+    untimed: list[int] = []
+    reads = False
+    for exchange in exchanges:
+        if exchange.started_at is None and exchange.interaction != "sandbox-admin":
+            untimed.append(exchange.seq)
+        if not exchange.ok or exchange.interaction not in READS:
+            continue
+        reads = True
+        actor = exchange.actor or "unknown"
+        if exchange.interaction in ("read", "vread") and exchange.resource_type and exchange.resource_id:
+            accesses.append(Access(exchange.seq, exchange.started_at, actor, "read", exchange.interaction,
+                                   f"{exchange.resource_type}/{exchange.resource_id}", exchange.version))
+        for ref in exchange.search_ids:
+            how = "history" if exchange.interaction.startswith("history") else "search"
+            accesses.append(Access(exchange.seq, exchange.started_at, actor, "read", how, ref))
+    for versions in fold.history.values():
+        for index, version in enumerate(versions):
+            if version.seq is None:
+                continue
+            had_before = index > 0 and versions[index - 1].resource is not None
+            how = "delete" if version.resource is None else ("update" if had_before else "create")
+            accesses.append(Access(version.seq, version.at, version.actor or "unknown", "write", how, version.ref,
+                                   version.version_id))
+    accesses.sort(key=lambda a: (a.seq, a.kind != "write"))
+    return Trail("proxy", tuple(accesses), reads, tuple(untimed))
+
+
+_AUDIT_HOW = {"create": "create", "update": "update", "patch": "update", "delete": "delete", "read": "read",
+              "vread": "read"}
+
+
+def audit_trail(audit_events: Iterable[dict[str, Any]], actors: dict[str, str] | None = None) -> Trail:
+    """The trail a server's AuditEvents give; ``actors`` maps the identities they name to actors."""
+    rows: list[tuple[str, Access]] = []
+    for event in audit_events:
+        subtype = next((c.get("code") for c in event.get("subtype") or [] if isinstance(c, dict)), None)
+        how = _AUDIT_HOW.get(str(subtype))
+        entity = next((e.get("what", {}).get("reference") for e in event.get("entity") or []), None)
+        if how is None or not isinstance(entity, str):
+            continue
+        parts = entity.split("/")
+        ref, version = "/".join(parts[:2]), (parts[3] if len(parts) >= 4 and parts[2] == "_history" else None)
+        who = next((a.get("who", {}).get("display") for a in event.get("agent") or []), None) or "anonymous"
+        recorded = event.get("recorded")
+        try:
+            at = datetime.fromisoformat(str(recorded).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            at = None
+        rows.append((str(recorded), Access(0, at, (actors or {}).get(who, who), "read" if how == "read" else "write",
+                                           how, ref, version)))
+    rows.sort(key=lambda row: (row[1].at is None, row[1].at or 0.0))
+    accesses = tuple(Access(i + 1, a.at, a.actor, a.kind, a.how, a.ref, a.version) for i, (_, a) in enumerate(rows))
+    return Trail("audit", accesses, any(a.kind == "read" for a in accesses),
+                 tuple(a.seq for a in accesses if a.at is None))

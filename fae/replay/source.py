@@ -1,0 +1,208 @@
+"""A recorded run read back from the log: its row, its decoded events, and its bodies.
+
+Loading is batched: many runs' events come in one query and their bodies in
+another, so rejudging ten thousand runs costs a few queries per chunk, not a
+few per run. Seed bodies are shared by every repeat of a variation and are
+cached across chunks.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from fae.errors import ReplayDrift, StoreError
+from fae.store import events as ev
+
+CHUNK = 400
+
+
+class Queryable(Protocol):
+    """What a log reader offers: EventLog and LogReader both fit."""
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[tuple]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """One event as recorded: its seq, times and actor, and the decoded event."""
+
+    seq: int
+    wall_time: datetime
+    mono_ns: int
+    actor: str | None
+    upstream: str | None
+    event: ev.Event
+
+
+@dataclass(slots=True)
+class RunLog:
+    """Everything the log holds about one run, decoded; bodies fetched on demand."""
+
+    run_id: str
+    task_id: str
+    variation: int
+    agent: str
+    repeat: int
+    status: str
+    events: list[Recorded]
+    _bodies: BodyCache = field(repr=False)
+
+    def body(self, hash_: str | None) -> bytes | None:
+        """A body by its content hash (None for None)."""
+        return None if hash_ is None else self._bodies.get(hash_)
+
+    def of(self, kind: type[ev.Event]) -> list[Recorded]:
+        """The events of one type, in seq order."""
+        return [r for r in self.events if type(r.event) is kind]
+
+    def first(self, kind: type[ev.Event]) -> Recorded | None:
+        for recorded in self.events:
+            if type(recorded.event) is kind:
+                return recorded
+        return None
+
+    def last(self, kind: type[ev.Event]) -> Recorded | None:
+        for recorded in reversed(self.events):
+            if type(recorded.event) is kind:
+                return recorded
+        return None
+
+
+class BodyCache:
+    """Bodies by hash: a bounded shared cache in front of single and bulk lookups in the log."""
+
+    def __init__(self, log: Queryable, capacity: int = 4096):
+        self.log = log
+        self.capacity = capacity
+        self._cache: OrderedDict[str, bytes] = OrderedDict()
+
+    def _keep(self, hash_: str, data: bytes) -> None:
+        self._cache[hash_] = data
+        self._cache.move_to_end(hash_)
+        while len(self._cache) > self.capacity:
+            self._cache.popitem(last=False)
+
+    def prefetch(self, hashes: Iterable[str]) -> None:
+        wanted = sorted({h for h in hashes if h and h not in self._cache})
+        for start in range(0, len(wanted), 2000):
+            part = wanted[start:start + 2000]
+            _, rows = self.log.query("SELECT hash, any_value(data) FROM blobs WHERE hash IN (SELECT unnest(?))"
+                                     " GROUP BY hash", [part])
+            for hash_, data in rows:
+                self._keep(hash_, bytes(data))
+
+    def get(self, hash_: str) -> bytes | None:
+        found = self._cache.get(hash_)
+        if found is not None:
+            return found
+        _, rows = self.log.query("SELECT data FROM blobs WHERE hash = ? LIMIT 1", [hash_])
+        if not rows:
+            return None
+        data = bytes(rows[0][0])
+        self._keep(hash_, data)
+        return data
+
+
+_WRITE_HINTS = ("POST", "PUT", "PATCH", "DELETE")
+
+
+def _needed_hashes(events: Iterable[Recorded]) -> Iterator[str]:
+    """The bodies every judge reads: seed, capture, and FHIR write responses."""
+    for recorded in events:
+        event = recorded.event
+        if isinstance(event, ev.SandboxSeeded) and event.seed_blob:
+            yield event.seed_blob
+        elif isinstance(event, ev.StateCaptured):
+            yield event.state_blob
+        elif isinstance(event, ev.HttpExchanged) and recorded.upstream == "fhir" and event.method in _WRITE_HINTS:
+            if event.decoded_blob or event.response_blob:
+                yield event.decoded_blob or event.response_blob  # type: ignore[misc]
+            if event.request_blob:
+                yield event.request_blob
+
+
+def run_ids(log: Queryable, pattern: str | None = None, *, statuses: Sequence[str] | None = None) -> list[str]:
+    """Run ids in a stable order, optionally filtered (see ``runs_filter``)."""
+    where, params = runs_filter(pattern)
+    if statuses:
+        where.append("status IN (SELECT unnest(?))")
+        params.append(list(statuses))
+    sql = "SELECT run_id FROM runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY run_id"
+    _, rows = log.query(sql, params)
+    return [r for (r,) in rows]
+
+
+_FILTER_KEYS = {"task": "task_id", "agent": "agent", "status": "status", "suite": "suite",
+                "variation": "variation", "run": "run_id"}
+
+
+def runs_filter(pattern: str | None) -> tuple[list[str], list[Any]]:
+    """SQL conditions for a --runs filter: a run-id glob (``rec-*``), or ``key=value[,key=value]``."""
+    if not pattern:
+        return [], []
+    where: list[str] = []
+    params: list[Any] = []
+    if "=" not in pattern:
+        where.append("run_id GLOB ?")
+        params.append(pattern)
+        return where, params
+    for part in pattern.split(","):
+        key, _, value = part.partition("=")
+        column = _FILTER_KEYS.get(key.strip())
+        if column is None or not value.strip():
+            raise StoreError(f"--runs {pattern!r}: use a run-id glob or key=value with key one of "
+                             f"{', '.join(sorted(_FILTER_KEYS))}")
+        if column == "variation":
+            try:
+                params.append(int(value))
+            except ValueError:
+                raise StoreError(f"--runs {pattern!r}: variation must be a number") from None
+            where.append("variation = ?")
+        else:
+            where.append(f"{column} GLOB ?")
+            params.append(value.strip())
+    return where, params
+
+
+def load_runs(log: Queryable, ids: Sequence[str], *, chunk: int = CHUNK,
+              bodies: BodyCache | None = None, lean: bool = False) -> Iterator[RunLog]:
+    """The runs with these ids, in the given order, loaded a chunk at a time.
+
+    ``lean`` leaves out what judges never read: the HTTP envelopes of MCP and LLM
+    exchanges (their ToolCalled and LlmCalled events stay) and streamed chunks.
+    """
+    skip = (" AND NOT (kind = 'ChunkReceived' OR (kind = 'HttpExchanged' AND upstream IS DISTINCT FROM 'fhir'))"
+            if lean else "")
+    cache = bodies or BodyCache(log)
+    for start in range(0, len(ids), chunk):
+        part = list(ids[start:start + chunk])
+        _, run_rows = log.query(
+            "SELECT run_id, task_id, variation, agent, repeat, status FROM runs"
+            " WHERE run_id IN (SELECT unnest(?))", [part])
+        rows_by_id = {row[0]: row for row in run_rows}
+        _, event_rows = log.query(
+            "SELECT run_id, seq, wall_time, mono_ns, actor, upstream, payload FROM events"
+            " WHERE run_id IN (SELECT unnest(?))" + skip + " ORDER BY run_id, seq", [part])
+        by_run: dict[str, list[Recorded]] = {}
+        for run_id, seq, wall_time, mono_ns, actor, upstream, payload in event_rows:
+            try:
+                event = ev.decode(payload)
+            except Exception as exc:  # a payload this code cannot read is the user's to know about
+                raise ReplayDrift(f"event payload cannot be decoded: {exc}", run_id=run_id, seq=seq) from None
+            by_run.setdefault(run_id, []).append(Recorded(seq, wall_time, mono_ns, actor, upstream, event))
+        cache.prefetch(h for events in by_run.values() for h in _needed_hashes(events))
+        for run_id in part:
+            row = rows_by_id.get(run_id)
+            if row is None:
+                raise StoreError(f"no run {run_id!r} in the log")
+            yield RunLog(run_id=row[0], task_id=row[1], variation=int(row[2]), agent=row[3], repeat=int(row[4]),
+                         status=row[5], events=by_run.get(run_id, []), _bodies=cache)
+
+
+def load_run(log: Queryable, run_id: str) -> RunLog:
+    """One run."""
+    return next(load_runs(log, [run_id]))

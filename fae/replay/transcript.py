@@ -1,0 +1,54 @@
+"""Fold a run's conversation: the LLM messages, the tool calls in order, and the final answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fae.replay.source import RunLog
+from fae.store import events as ev
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUse:
+    """One tool call the agent made, with what came back."""
+
+    seq: int
+    tool: str
+    arguments: Any
+    result: Any
+    is_error: bool
+    actor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    messages: tuple[Any, ...]
+    tool_calls: tuple[ToolUse, ...]
+    llm_calls: int
+    answer: str | None
+    stop_reason: str | None
+
+
+def fold_transcript(run: RunLog) -> Transcript:
+    """The agent's side of a run: last LLM context plus reply, every agent tool call, the answer."""
+    messages: tuple[Any, ...] = ()
+    calls: list[ToolUse] = []
+    llm_calls = 0
+    answer: str | None = None
+    stop_reason: str | None = None
+    for recorded in run.events:
+        event = recorded.event
+        if isinstance(event, ev.ToolCalled) and recorded.actor in (None, "agent"):
+            calls.append(ToolUse(recorded.seq, event.tool, event.arguments, event.result,
+                                 event.is_error or event.error is not None, recorded.actor))
+        elif isinstance(event, ev.LlmCalled) and recorded.actor in (None, "agent"):
+            llm_calls += 1
+            reply: dict[str, Any] = {"role": "assistant", "content": event.content}
+            if event.tool_calls:
+                reply["tool_calls"] = [{"id": c.call_id, "name": c.name, "arguments": c.arguments}
+                                       for c in event.tool_calls]
+            messages = (*event.messages, reply)
+        elif isinstance(event, ev.AnswerGiven):
+            answer, stop_reason = event.text, event.stop_reason
+    return Transcript(messages, tuple(calls), llm_calls, answer, stop_reason)

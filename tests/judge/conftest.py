@@ -1,0 +1,34 @@
+"""Logs recorded once per session through the real stack: the task suite and the write scenarios."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from recording import record_runs, scenario_runs, suite_runs  # noqa: E402
+
+from fae.judge.scenarios import SCENARIOS  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def suite_log(tmp_path_factory):
+    """Every task's gold run plus one recorded mutation agent per task, judged live."""
+    log = tmp_path_factory.mktemp("suite") / "suite.duckdb"
+    runs, kinds = suite_runs()
+    statuses = anyio.run(record_runs, log, runs)
+    assert set(statuses.values()) <= {"finished", "errored"}, statuses
+    return log, kinds
+
+
+@pytest.fixture(scope="session")
+def scenario_log(tmp_path_factory):
+    """One run of each write-verification scenario agent, judged live."""
+    log = tmp_path_factory.mktemp("scenarios") / "scenarios.duckdb"
+    statuses = anyio.run(record_runs, log, scenario_runs(SCENARIOS))
+    assert set(statuses.values()) == {"finished"}, statuses
+    return log

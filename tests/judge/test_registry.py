@@ -1,0 +1,42 @@
+"""Judges by name, rule sets filled and checked, and a hash over canonical JSON."""
+
+from __future__ import annotations
+
+import pytest
+
+from fae.errors import JudgeError
+from fae.judge.registry import judges, parse_rules, rule_set, rule_set_hash
+
+
+def test_the_built_in_judges_are_registered_with_their_rules():
+    found = judges()
+    assert {"task", "failure_mode", "state_drift", "ensure_record", "oracle"} <= set(found)
+    assert set(found["ensure_record"].rules) == {"accept_corrections", "settle_s"}
+
+
+def test_rule_sets_get_defaults_and_refuse_unknown_or_mistyped_rules():
+    assert rule_set("ensure_record") == {"accept_corrections": True, "settle_s": 1.0}
+    assert rule_set("ensure_record", {"settle_s": 2}) == {"accept_corrections": True, "settle_s": 2}
+    with pytest.raises(JudgeError, match="has no rule 'settle'"):
+        rule_set("ensure_record", {"settle": 1})
+    with pytest.raises(JudgeError, match="true or false"):
+        rule_set("ensure_record", {"accept_corrections": "yes please"})
+    with pytest.raises(JudgeError, match="is a number"):
+        rule_set("ensure_record", {"settle_s": True})
+    with pytest.raises(JudgeError, match="unknown judge"):
+        rule_set("nope")
+
+
+def test_the_hash_is_over_canonical_json():
+    a = rule_set_hash({"accept_corrections": False, "settle_s": 1.0})
+    b = rule_set_hash({"settle_s": 1.0, "accept_corrections": False})
+    assert a == b and len(a) == 16
+    assert rule_set_hash({"accept_corrections": True, "settle_s": 1.0}) != a
+
+
+def test_rules_from_the_command_line():
+    assert parse_rules(["accept_corrections=false", "settle_s=2.5"]) == {"accept_corrections": False, "settle_s": 2.5}
+    assert parse_rules(["accept_corrections=no,settle_s=0"]) == {"accept_corrections": False, "settle_s": 0}
+    assert parse_rules(["mode=light"]) == {"mode": "light"}
+    with pytest.raises(JudgeError, match="not key=value"):
+        parse_rules(["mode"])

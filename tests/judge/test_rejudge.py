@@ -1,0 +1,136 @@
+"""fae rejudge over logs recorded live: it reproduces the live verdicts, is deterministic, appends, and
+needs no server and no network."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+
+from typer.testing import CliRunner
+
+from fae.cli import app
+from fae.judge.rejudge import DEFAULT_PLAN, rejudge
+from fae.store.log import EventLog
+
+runner = CliRunner()
+KEY = "run_id, judge, rule_set_hash"
+
+
+def _verdicts(log_path, where: str, params=()) -> dict[tuple, tuple]:
+    with EventLog(log_path, read_only=True) as log:
+        _, rows = log.query(f"SELECT {KEY}, rule_set, code_version, outcome, passed, evidence FROM verdicts"
+                            f" WHERE {where}", list(params))
+    return {row[:3]: (json.loads(row[3]), row[4], row[5], row[6], json.loads(row[7])) for row in rows}
+
+
+def test_rejudging_reproduces_the_live_verdicts_of_every_task(suite_log, tmp_path):
+    source, kinds = suite_log
+    log = tmp_path / "suite.duckdb"
+    shutil.copy(source, log)
+    with EventLog(log, read_only=True) as opened:
+        _, runs = opened.query("SELECT run_id, agent FROM runs")
+    live = _verdicts(log, "batch = 'live'")
+    assert len(live) == len(runs) * len(DEFAULT_PLAN)
+    result = rejudge(log)
+    again = _verdicts(log, "batch = ?", [result.batch])
+    assert again == live
+    # the comparison has teeth: gold passes strict everywhere, and mutants are caught
+    strict = {run_id: outcome for (run_id, judge, _), (rules, _, outcome, _, _) in live.items()
+              if judge == "task" and rules == {"mode": "strict"}}
+    agents = dict(runs)
+    assert all(strict[r] == "pass" for r, a in agents.items() if a == "scripted:gold")
+    mutated = [r for r, a in agents.items() if a.startswith("mutant:")]
+    assert len(mutated) >= 40 and len(kinds) >= 3
+    assert sum(strict[r] == "fail" for r in mutated) >= 0.8 * len(mutated)
+    drift = {run_id: outcome for (run_id, judge, _), (_, _, outcome, _, _) in live.items() if judge == "state_drift"}
+    assert set(drift.values()) == {"agree"}
+
+
+def test_rejudge_is_deterministic_and_appends(scenario_log, tmp_path):
+    log = tmp_path / "scenarios.duckdb"
+    shutil.copy(scenario_log, log)
+    with EventLog(log, read_only=True) as opened:
+        _, [(before,)] = opened.query("SELECT count(*) FROM verdicts")
+    first = rejudge(log, judge_name="ensure_record", overrides={"accept_corrections": False})
+    second = rejudge(log, judge_name="ensure_record", overrides={"accept_corrections": False})
+    assert first.batch != second.batch
+    one, two = _verdicts(log, "batch = ?", [first.batch]), _verdicts(log, "batch = ?", [second.batch])
+    assert one == two and len(one) == first.runs
+    assert {v[2] for v in one.values()} == {"created_verified", "needs_review"}
+    with EventLog(log, read_only=True) as opened:
+        _, [(after,)] = opened.query("SELECT count(*) FROM verdicts")
+    assert after == before + 2 * first.runs
+    assert _verdicts(log, "batch = 'live'") == _verdicts(scenario_log, "batch = 'live'")
+
+
+OFFLINE = textwrap.dedent("""
+    import socket, sys
+    def refuse(*args, **kwargs):
+        raise OSError("network is off in this test")
+    socket.socket.connect = refuse
+    socket.socket.connect_ex = refuse
+    socket.create_connection = refuse
+    from fae.judge.rejudge import rejudge
+    result = rejudge(sys.argv[1])
+    print(result.batch)
+""")
+
+
+def test_rejudge_needs_no_server_and_no_network(scenario_log, tmp_path):
+    log = tmp_path / "offline.duckdb"
+    shutil.copy(scenario_log, log)
+    done = subprocess.run([sys.executable, "-c", OFFLINE, str(log)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    batch = done.stdout.strip().splitlines()[-1]
+    assert _verdicts(log, "batch = ?", [batch]) == _verdicts(log, "batch = 'live'")
+
+
+def test_cli_rejudge_and_user_mistakes(scenario_log, tmp_path):
+    log = tmp_path / "cli.duckdb"
+    shutil.copy(scenario_log, log)
+    done = runner.invoke(app, ["rejudge", "--log", str(log), "--judge", "oracle", "--runs", "*scripted-fix"])
+    assert done.exit_code == 0, done.output
+    assert "rejudged 1 runs" in done.output and "harmless" in done.output
+    for args, message in (
+        (["--judge", "nope"], "unknown judge 'nope'"),
+        (["--judge", "ensure_record", "--rule", "accept_corrections=maybe"], "true or false"),
+        (["--rule", "bogus=1"], "no judge takes rule 'bogus'"),
+        (["--runs", "no-such-run"], "no finished runs"),
+        (["--runs", "color=red"], "--runs 'color=red'"),
+    ):
+        failed = runner.invoke(app, ["rejudge", "--log", str(log), *args])
+        assert failed.exit_code == 1, (args, failed.output)
+        flat = " ".join(failed.output.split())  # the error console folds long lines
+        assert flat.startswith("error:") and message in flat and "Traceback" not in flat
+    missing = runner.invoke(app, ["rejudge", "--log", str(tmp_path / "none.duckdb")])
+    assert missing.exit_code == 1 and "no log" in missing.output
+
+
+def test_cli_compare_prints_the_old_new_table_against_the_oracle(scenario_log):
+    done = runner.invoke(app, ["compare", "--log", str(scenario_log), "--old", "accept_corrections=false",
+                               "--new", "accept_corrections=true"])
+    assert done.exit_code == 0, done.output
+    assert "runs flipped" in done.output
+    assert "wv-register-patient.v0.scripted-fix" in done.output
+    lines = [line for line in done.output.splitlines() if "│ all" in line]
+    # harms caught stay, none missed, false stops drop when corrections are accepted
+    cells = [c.strip() for c in lines[-1].split("│") if c.strip()]
+    assert cells[0] == "all"
+    caught, missed, stops = cells[1:4]
+    assert caught.split(" → ")[0] == caught.split(" → ")[1] and missed == "0 → 0"
+    old_stops, new_stops = (int(x) for x in stops.split(" → "))
+    assert new_stops < old_stops
+
+
+def test_failure_modes_of_recorded_mutants(suite_log):
+    """Gold runs classify as none; a mutant that wrote something else fails strict and is classified."""
+    source, _ = suite_log
+    live = _verdicts(source, "batch = 'live' AND judge = 'failure_mode'")
+    by_run = {run_id: (outcome, evidence) for (run_id, _, _), (_, _, outcome, _, evidence) in live.items()}
+    assert all(outcome == "none" for run_id, (outcome, _) in by_run.items() if run_id.endswith(".gold"))
+    failed = [(run_id, outcome) for run_id, (outcome, evidence) in by_run.items()
+              if not run_id.endswith(".gold") and not evidence["strict_passed"]]
+    assert failed and all(outcome != "none" for _, outcome in failed)

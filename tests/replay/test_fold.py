@@ -1,0 +1,100 @@
+"""Folding recorded runs into FHIR state: at any event, searchable offline, and checked against the capture."""
+
+from __future__ import annotations
+
+import shutil
+
+import duckdb
+
+from fae.replay import captured_resources, fold_state, fold_transcript, load_run, state_drift
+from fae.replay.fold import fhir_exchanges
+from fae.store.log import EventLog
+
+BOOK = "sched-book-appointment.v1.gold"
+
+
+def _run(log_path, run_id):
+    with EventLog(log_path, read_only=True) as log:
+        return load_run(log, run_id)
+
+
+def test_fold_matches_the_capture_of_every_recorded_run(replay_log):
+    with EventLog(replay_log, read_only=True) as log:
+        _, rows = log.query("SELECT run_id FROM runs WHERE run_id NOT LIKE '%unrecorded%'")
+        for (run_id,) in rows:
+            run = load_run(log, run_id)
+            seq, captured = captured_resources(run)
+            state = fold_state(run, seq)
+            assert state_drift(state, captured) == [], run_id
+            assert not state.problems
+            assert len(state.all()) == len(captured)
+
+
+def test_fold_at_any_event_and_version_history(replay_log):
+    run = _run(replay_log, BOOK)
+    writes = [x for x in fhir_exchanges(run) if x.interaction in ("create", "update") and x.actor == "agent"]
+    create, update = writes
+    before = fold_state(run, create.seq - 1)
+    after = fold_state(run, create.seq)
+    assert before.read("Appointment", create.resource_id) is None
+    assert after.read("Appointment", create.resource_id)["status"] == "booked"
+    slot = update.resource_id
+    assert after.read("Slot", slot)["status"] == "free"
+    final = fold_state(run)
+    assert final.read("Slot", slot)["status"] == "busy"
+    history = final.versions("Slot", slot)
+    assert [(v.version_id, v.actor, v.seq) for v in history] == [("1", None, None), ("2", "agent", update.seq)]
+    # the seed view stays the seed
+    assert final.seed.read("Slot", slot)["status"] == "free"
+
+
+def test_folded_state_searches_with_the_server_semantics(replay_log):
+    run = _run(replay_log, BOOK)
+    create = next(x for x in fhir_exchanges(run) if x.interaction == "create")
+    final = fold_state(run)
+    booked = final.search("Appointment", "status=booked")
+    assert create.resource_id in [r["id"] for r in booked]
+    assert create.resource_id not in [r["id"] for r in fold_state(run, create.seq - 1).search("Appointment")]
+    busy = final.search("Slot", "status=busy")
+    assert len(busy) == len([r for r in final.resources("Slot") if r["status"] == "busy"]) >= 1
+
+
+def test_a_delete_and_a_recreate_fold_into_versions(replay_log):
+    run = _run(replay_log, "wv-register-patient.v0.delete-then-recreate")
+    final = fold_state(run)
+    created = next(x for x in fhir_exchanges(run) if x.interaction == "create")
+    versions = final.versions("Patient", created.resource_id)
+    assert [v.version_id for v in versions] == ["1", "2", "3"]
+    assert versions[1].resource is None and versions[2].resource is not None
+    assert final.read("Patient", created.resource_id) is not None
+
+
+def test_a_write_that_bypassed_the_proxy_shows_as_drift(replay_log):
+    run = _run(replay_log, "wv-register-patient.v0.unrecorded-write-behind-fix")
+    seq, captured = captured_resources(run)
+    drift = state_drift(fold_state(run, seq), captured)
+    created = next(x for x in fhir_exchanges(run) if x.interaction == "create")
+    assert drift == [{"ref": f"Patient/{created.resource_id}", "difference": "content", "elements": ["active"],
+                      "fold_version": "2", "capture_version": "3"}]
+
+
+def test_a_write_missing_from_the_log_shows_as_drift(replay_log, tmp_path):
+    copy = tmp_path / "cut.duckdb"
+    shutil.copy(replay_log, copy)
+    run = _run(replay_log, BOOK)
+    update = next(x for x in fhir_exchanges(run) if x.interaction == "update")
+    con = duckdb.connect(str(copy))
+    con.execute("DELETE FROM events WHERE run_id = ? AND seq = ?", [BOOK, update.seq])
+    con.close()
+    cut = _run(copy, BOOK)
+    seq, captured = captured_resources(cut)
+    drift = state_drift(fold_state(cut, seq), captured)
+    assert [d["ref"] for d in drift] == [f"Slot/{update.resource_id}"]
+    assert drift[0]["elements"] == ["status"]
+
+
+def test_the_transcript_folds_tool_calls_and_answer(replay_log):
+    transcript = fold_transcript(_run(replay_log, "wv-register-patient.v0.scripted-fix"))
+    assert [c.tool for c in transcript.tool_calls] == ["createResource", "getResourceById", "updateResource"]
+    assert transcript.answer.startswith("<PATIENT>") and transcript.stop_reason == "answered"
+    assert not any(c.is_error for c in transcript.tool_calls)
