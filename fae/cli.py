@@ -106,7 +106,9 @@ def record(
     log: LogOption = DEFAULT_LOG,
     task: Annotated[list[str], typer.Option("--task", "-t", help="Task id (repeatable), or 'all'.")] = [],
     variations: Annotated[str, typer.Option(help="Variations, e.g. 0,1 or 0-2.")] = "0",
-    agent: Annotated[list[str], typer.Option("--agent", "-a", help="gold, scripted:gold or plan:PATH.")] = [],
+    agent: Annotated[list[str], typer.Option(
+        "--agent", "-a",
+        help="gold, plan:PATH, scenario:NAME or langchain:CONFIG[@MODEL] (repeatable; docs/agents.md).")] = [],
     repeats: Annotated[int, typer.Option(min=1, help="Repeats of each (task, variation, agent).")] = 1,
     concurrency: Annotated[int, typer.Option(min=1, help="Runs at once.")] = 4,
     resume: Annotated[bool, typer.Option(help="Finish an interrupted suite; done runs are kept.")] = False,
@@ -115,14 +117,22 @@ def record(
     redact_header: Annotated[list[str], typer.Option(help="Another header to redact.")] = [],
     redact_param: Annotated[list[str], typer.Option(help="Another query parameter to redact.")] = [],
     suite: Annotated[str | None, typer.Option(help="A name for this suite.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model for LLM agents (else @MODEL or FAE_MODEL).",
+                                              envvar="FAE_MODEL")] = None,
+    api_key: Annotated[str | None, typer.Option(help="API key for the LLM endpoint.", envvar="OPENAI_API_KEY",
+                                                show_default=False)] = None,
+    memory: Annotated[list[str], typer.Option(help="A Reflexion memory store NAME=DIR (repeatable).")] = [],
 ) -> None:
     """Record a suite of (task, variation, agent, repeat) runs through the proxy into the log."""
     import anyio
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    from fae.harness.stack import parse_memory_stores
     from fae.harness.suite import plan_suite, record_suite
     from fae.recorder.redact import Redactor
 
+    llm_options = {k: v for k, v in (("model", model), ("api_key", api_key)) if v}
+    memory_stores = parse_memory_stores(memory)
     try:
         variation_list = _split_ints(variations)
     except ValueError:
@@ -139,7 +149,8 @@ def record(
 
         result = anyio.run(functools.partial(
             record_suite, log, specs, resume=resume, concurrency=concurrency, fhir_url=fhir_url,
-            llm_url=llm_url, redactor=redactor, on_progress=advance))
+            llm_url=llm_url, redactor=redactor, on_progress=advance, memory_stores=memory_stores,
+            llm_options=llm_options))
     table = Table(title=f"recorded into {log}")
     table.add_column("planned", justify="right")
     table.add_column("already done", justify="right")
@@ -250,21 +261,29 @@ def demo(
     log: LogOption = Path("fae-demo.duckdb"),
     fresh: Annotated[bool, typer.Option(help="Delete the demo log first.")] = True,
 ) -> None:
-    """Record a small suite on the embedded stack, with no key and no network, and show it."""
-    import anyio
+    """Record, judge, rejudge and compare a small suite on the embedded stack: no key, no network."""
+    from fae.harness.demo import record_demo
+    from fae.judge.cli import compare, rejudge
 
-    from fae.harness.builtin import BUILTIN_TASK
-    from fae.harness.suite import plan_suite, record_suite
-
-    if fresh and log.exists():
-        log.unlink()
-    specs = plan_suite([BUILTIN_TASK], [0, 1, 2], ["gold"], 1, "demo")
-    result = anyio.run(functools.partial(record_suite, log, specs, concurrency=3))
+    if fresh:
+        for stale in (log, log.with_name(log.name + ".wal")):
+            stale.unlink(missing_ok=True)
+    out.rule("1. record: scripted agents, the LangChain agent on a local LLM server, write-verification scenarios")
+    result = record_demo(log)
     out.print(f"recorded {sum(result.statuses.values())} runs into {log}: {dict(result.statuses)}")
     with _reader(log) as reader:
-        columns, rows = reader.query("SELECT run_id, status, events, tool_calls, answer FROM run_summary ORDER BY run_id")
-    _print_rows(columns, rows, title="runs")
-
+        columns, rows = reader.query(
+            "SELECT s.run_id, s.status, s.tool_calls, s.llm_calls, s.total_tokens,"
+            " max(CASE WHEN v.judge = 'task' AND v.rule_set->>'$.mode' = 'strict' THEN v.outcome END) AS strict,"
+            " max(CASE WHEN v.judge = 'ensure_record' THEN v.outcome END) AS ensure_record"
+            " FROM run_summary s LEFT JOIN verdicts v USING (run_id)"
+            " GROUP BY ALL ORDER BY s.run_id")
+    _print_rows(columns, rows, title="2. live verdicts")
+    out.rule("3. rejudge from the log alone with accept_corrections=false")
+    rejudge(log=log, judge="ensure_record", rule=["accept_corrections=false"], runs=None)
+    out.rule("4. compare the two rule sets run by run")
+    compare(old="", new="accept_corrections=false", log=log, judge="ensure_record", runs=None, show=20)
+    out.print(f"\nexplore: fae runs --log {log}; fae show RUN --log {log}; fae sql \"SELECT * FROM llm_calls\" --log {log}")
 
 from fae.judge.cli import compare as _compare, rejudge as _rejudge  # noqa: E402
 from fae.replay.cli import replay as _replay  # noqa: E402

@@ -32,6 +32,7 @@ class AgentContext:
     # and the server's own base, which the proxy does not see; scripted scenarios only
     fhir_bases: dict[str, str] = field(default_factory=dict)
     fhir_direct: str | None = None
+    variation: int = 0
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,16 @@ def build_agent(spec: str, **llm_options: Any) -> Agent:
     if spec.startswith("plan:"):
         path = Path(spec[5:])
         return ScriptedAgent(name=f"plan:{path.name}", plan=load_plan(path))
+    if spec.startswith("scenario:"):
+        from fae.judge.scenarios import SCENARIOS, scenario_plan
+
+        name = spec.split(":", 1)[1]
+        if name not in SCENARIOS:
+            raise PlanError(f"unknown scenario {name!r}; the scenarios are: {', '.join(SCENARIOS)}")
+        return ScriptedAgent(name=spec, plan=None, plan_for=lambda variation: scenario_plan(name, variation))
     if spec.startswith("langchain:"):
         from fae.agents.langchain_agent import build_langchain_agent
 
         return build_langchain_agent(spec, **llm_options)
-    raise PlanError(f"unknown agent {spec!r}: use gold, scripted:gold, plan:PATH or langchain:CONFIG[@MODEL]")
+    raise PlanError(f"unknown agent {spec!r}: use gold, scripted:gold, plan:PATH, scenario:NAME "
+                    f"or langchain:CONFIG[@MODEL]")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -15,17 +16,21 @@ from fae.errors import PlanError
 
 
 class ScriptedAgent:
-    """Plays ``plan`` (or, when None, the task variation's gold plan)."""
+    """Plays ``plan``, or the plan ``plan_for`` gives for the run's variation, or else the gold plan."""
 
-    def __init__(self, name: str, plan: Plan | None):
+    def __init__(self, name: str, plan: Plan | None,
+                 plan_for: Callable[[int], Plan] | None = None):
         self.name = name
         self.plan = plan
+        self.plan_for = plan_for
 
     def config(self) -> dict[str, Any]:
-        return {"kind": "scripted", "plan": plan_to_dict(self.plan) if self.plan else "gold"}
+        if self.plan is not None:
+            return {"kind": "scripted", "plan": plan_to_dict(self.plan)}
+        return {"kind": "scripted", "plan": self.name if self.plan_for else "gold"}
 
     async def run(self, ctx: AgentContext) -> AgentResult:
-        plan = self.plan or ctx.gold_plan
+        plan = self.plan or (self.plan_for(ctx.variation) if self.plan_for else None) or ctx.gold_plan
         if plan is None:
             raise PlanError(f"task of run {ctx.run_id} has no gold plan to play")
         async with McpToolbox(ctx.mcp_url) as box, httpx.AsyncClient(timeout=60) as client:

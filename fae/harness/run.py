@@ -141,7 +141,7 @@ async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent) 
                                gold_plan=getattr(rendered, "gold_plan", None),
                                extra_mcp=stack.extra_mcp(spec.run_id),
                                fhir_bases={a: stack.fhir_base(spec.run_id, a) for a in HTTP_ACTORS},
-                               fhir_direct=_direct_base(stack, spec.run_id))
+                               fhir_direct=_direct_base(stack, spec.run_id), variation=spec.variation)
             try:
                 result = await agent.run(ctx)
             except AgentError as exc:

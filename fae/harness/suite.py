@@ -28,6 +28,10 @@ def render_task(task_id: str, variation: int) -> Any:
     """A rendered variation of a task: the built-in fixture or one of the suite's tasks."""
     if task_id == BUILTIN_TASK:
         return render_builtin(variation)
+    from fae.judge.scenarios import TASK_ID as SCENARIO_TASK, render as render_scenario
+
+    if task_id == SCENARIO_TASK:
+        return render_scenario(variation)
     try:
         from fae.tasks import load_suite
     except ImportError:

@@ -1,0 +1,35 @@
+"""`fae demo`: a small suite on the embedded stack, judged, rejudged under a changed rule, compared.
+
+No key and no network: the LangChain agent talks to the local scripted LLM
+server over real HTTP, through the recording proxy, like any other upstream.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+
+from fae.agents.plan import plan_to_dict
+from fae.harness.suite import SuiteResult, plan_suite, record_suite, render_task
+from fae.judge.scenarios import TASK_ID as SCENARIO_TASK
+
+DEMO_TASKS = ("rec-create-patient", "sched-book-appointment", "ord-order-wgs")
+DEMO_AGENTS = ("gold", "langchain:baseline@scripted:gold", "langchain:specs@scripted:gold",
+               "langchain:baseline@scripted:wrong-answer")
+DEMO_SCENARIOS = ("scenario:writes-right", "scenario:scripted-fix", "scenario:duplicate-behind-fix",
+                  "scenario:other-user-reads-while-wrong", "scenario:fault-after-create")
+
+
+def record_demo(log: Path) -> SuiteResult:
+    """Record the demo suite into ``log`` with a local scripted LLM server serving the gold plans."""
+    from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
+
+    registry = PlanRegistry()
+    for task_id in DEMO_TASKS:
+        rendered = render_task(task_id, 0)
+        registry.add(entry_from_dict({"match": rendered.prompt, "plan": plan_to_dict(rendered.gold_plan)}))
+    specs = plan_suite(DEMO_TASKS, [0], DEMO_AGENTS, 1, "demo")
+    specs += plan_suite([SCENARIO_TASK], [0], DEMO_SCENARIOS, 1, "demo")
+    with LlmServer(create_app(registry)) as llm:
+        return anyio.run(lambda: record_suite(log, specs, llm_url=llm.base_url, concurrency=4))

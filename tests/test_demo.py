@@ -1,0 +1,29 @@
+"""`fae demo` runs the whole loop on the embedded stack with no key and no network."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from fae.cli import app
+from fae.store.log import EventLog
+
+
+def test_demo_records_judges_rejudges_and_compares(tmp_path):
+    log = tmp_path / "demo.duckdb"
+    result = CliRunner().invoke(app, ["demo", "--log", str(log)])
+    assert result.exit_code == 0, result.output
+    assert "recorded 17 runs" in result.output and "'finished': 17" in result.output
+    assert "1 runs flipped" in result.output
+    assert "wv-register-patient.v0.scenario-scripted-fix.r0" in result.output
+    with EventLog(log, read_only=True) as opened:
+        _, rows = opened.query(
+            "SELECT agent, count(*) FILTER (kind = 'LlmCalled') FROM events JOIN runs USING (run_id)"
+            " GROUP BY agent ORDER BY agent")
+        by_agent = dict(rows)
+        assert by_agent["gold"] == 0 and by_agent["langchain:baseline@scripted:gold"] > 0
+        _, strict = opened.query(
+            "SELECT r.agent, v.outcome FROM verdicts v JOIN runs r USING (run_id)"
+            " WHERE v.judge = 'task' AND v.rule_set->>'$.mode' = 'strict' AND r.task_id = 'sched-book-appointment'")
+        outcomes = dict(strict)
+        assert outcomes["langchain:baseline@scripted:gold"] == "pass"
+        assert outcomes["langchain:baseline@scripted:wrong-answer"] == "fail"
