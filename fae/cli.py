@@ -122,11 +122,15 @@ def record(
     api_key: Annotated[str | None, typer.Option(help="API key for the LLM endpoint.", envvar="OPENAI_API_KEY",
                                                 show_default=False)] = None,
     memory: Annotated[list[str], typer.Option(help="A Reflexion memory store NAME=DIR (repeatable).")] = [],
+    paraphrase_model: Annotated[str | None, typer.Option(
+        help="Reword each task prompt with this model first (through the proxy, so it is logged).")] = None,
+    paraphrase_seed: Annotated[int, typer.Option(help="Seed of the paraphrase requests.")] = 0,
 ) -> None:
     """Record a suite of (task, variation, agent, repeat) runs through the proxy into the log."""
     import anyio
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    from fae.harness.run import Paraphrase
     from fae.harness.stack import parse_memory_stores
     from fae.harness.suite import plan_suite, record_suite
     from fae.recorder.redact import Redactor
@@ -150,7 +154,8 @@ def record(
         result = anyio.run(functools.partial(
             record_suite, log, specs, resume=resume, concurrency=concurrency, fhir_url=fhir_url,
             llm_url=llm_url, redactor=redactor, on_progress=advance, memory_stores=memory_stores,
-            llm_options=llm_options))
+            llm_options=llm_options,
+            paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None))
     table = Table(title=f"recorded into {log}")
     table.add_column("planned", justify="right")
     table.add_column("already done", justify="right")

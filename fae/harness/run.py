@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -120,7 +121,41 @@ async def _judge_live(stack: Stack, run_id: str) -> None:
     await stack.writer.write(verdicts=rows)
 
 
-async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent) -> str:
+@dataclass(frozen=True)
+class Paraphrase:
+    """Ask ``model`` to reword each task prompt; ``seed`` makes the request repeatable."""
+
+    model: str
+    seed: int = 0
+
+
+async def _paraphrase(stack: Stack, client: httpx.AsyncClient, spec: RunSpec, rendered: Any,
+                      paraphrase: Paraphrase) -> Any:
+    """The variation the agent will see: reworded through the proxy (so it is logged), or as it was."""
+    from fae.tasks.paraphrase import accept_paraphrase, paraphrase_request, paraphrased
+
+    if not hasattr(rendered, "check_spec"):
+        raise FaeError(f"task {spec.task_id} cannot be paraphrased (only the suite's tasks can)", run_id=spec.run_id)
+    base = stack.llm_base(spec.run_id, "harness")
+    if base is None:
+        raise FaeError("--paraphrase-model needs an LLM endpoint (--llm-url)", run_id=spec.run_id)
+    seed = int(hashlib.sha256(f"{paraphrase.seed}/{spec.task_id}/{spec.variation}".encode()).hexdigest()[:8], 16)
+    request = paraphrase_request(rendered, seed=seed, model=paraphrase.model)
+    reply = await client.post(base + "/chat/completions", json=request)
+    try:
+        text = reply.json()["choices"][0]["message"]["content"] or ""
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise FaeError(f"the paraphrase model answered HTTP {reply.status_code} without a usable reply",
+                       run_id=spec.run_id) from None
+    prompt, problems = accept_paraphrase(rendered, text)
+    await stack.writer.write(events=[Stamped(spec.run_id, ev.PromptParaphrased(
+        model=paraphrase.model, accepted=prompt is not None, prompt=prompt or text,
+        problems=tuple(problems)), actor="harness")])
+    return paraphrased(rendered, text) if prompt is not None else rendered
+
+
+async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent,
+                      paraphrase: Paraphrase | None = None) -> str:
     """Record one run from start to close; returns its final status."""
     writer = stack.writer
     started = _now()
@@ -136,6 +171,8 @@ async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent) 
     async with httpx.AsyncClient(timeout=60) as client:
         try:
             await _seed(stack, client, spec, rendered.seed_bundle)
+            if paraphrase is not None:
+                rendered = await _paraphrase(stack, client, spec, rendered, paraphrase)
             ctx = AgentContext(run_id=spec.run_id, prompt=rendered.prompt, now=rendered.now,
                                mcp_url=stack.mcp_url(spec.run_id), llm_base_url=stack.llm_base(spec.run_id),
                                gold_plan=getattr(rendered, "gold_plan", None),

@@ -112,11 +112,14 @@ def memory_upstream_name(store: str) -> str:
 @asynccontextmanager
 async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_url: str | None = None,
                      redactor: Redactor | None = None,
-                     memory_stores: Mapping[str, Path] | None = None) -> AsyncIterator[Stack]:
+                     memory_stores: Mapping[str, Path] | None = None,
+                     fhir_engine: Any | None = None) -> AsyncIterator[Stack]:
     """Start everything a recording needs; yields when all of it is listening.
 
     ``memory_stores`` names Reflexion memory store directories (e.g. ``{"spec": Path(...)}``);
     each is served by its own memory MCP server, reached by agents as ``extra_mcp["memory:NAME"]``.
+    ``fhir_engine`` is the embedded server's engine when the caller needs its own (``fae replay``
+    passes one that hands out the recorded resource ids).
     """
     memory_apps = _memory_apps(memory_stores or {})
     async with AsyncExitStack() as stack:
@@ -129,7 +132,8 @@ async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_u
             from fae.fhir.app import create_app
             from fae.fhir.engine import FhirEngine
 
-            fhir_port = await stack.enter_async_context(serve_asgi(create_app(FhirEngine())))
+            engine = fhir_engine if fhir_engine is not None else FhirEngine()
+            fhir_port = await stack.enter_async_context(serve_asgi(create_app(engine)))
             upstreams["fhir"] = Upstream("fhir", f"http://127.0.0.1:{fhir_port}", "fhir")
         else:
             upstreams["fhir"] = Upstream("fhir", fhir_url.rstrip("/"), "fhir")

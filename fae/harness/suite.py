@@ -14,7 +14,7 @@ import anyio
 from fae.agents.base import Agent, agent_slug, build_agent
 from fae.errors import FaeError, RecordError, TaskError
 from fae.harness.builtin import BUILTIN_TASK, render_builtin
-from fae.harness.run import RunSpec, execute_run
+from fae.harness.run import Paraphrase, RunSpec, execute_run
 from fae.harness.stack import Stack, open_stack
 from fae.recorder.redact import Redactor
 from fae.store import events as ev
@@ -90,7 +90,8 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
                        redactor: Redactor | None = None,
                        on_progress: Callable[[RunSpec, str], None] | None = None,
                        memory_stores: Mapping[str, Path] | None = None,
-                       llm_options: Mapping[str, Any] | None = None) -> SuiteResult:
+                       llm_options: Mapping[str, Any] | None = None,
+                       paraphrase: Paraphrase | None = None) -> SuiteResult:
     """Record every planned run not already done; returns what happened.
 
     ``memory_stores`` names the Reflexion memory stores the memory agents use
@@ -131,7 +132,7 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
         async def one(spec: RunSpec) -> None:
             async with limiter:
                 status = await execute_run(stack, spec, rendered[(spec.task_id, spec.variation)],
-                                           agents[spec.agent])
+                                           agents[spec.agent], paraphrase=paraphrase)
             statuses[status] += 1
             runs.append((spec.run_id, status))
             if on_progress:

@@ -29,8 +29,18 @@ GIVE_UP = "scripted:give-up"
 EVALUATOR = "scripted:evaluator"
 REFLECTOR = "scripted:reflector"
 JUDGE = "scripted:judge"
+PARAPHRASE = "scripted:paraphrase"
 PLAN_MODELS = (GOLD, MISTAKE_RECOVER, WRONG_ANSWER)
-SCRIPTED_MODELS = (*PLAN_MODELS, GIVE_UP, EVALUATOR, REFLECTOR, JUDGE)
+SCRIPTED_MODELS = (*PLAN_MODELS, GIVE_UP, EVALUATOR, REFLECTOR, JUDGE, PARAPHRASE)
+
+# Lead-ins the scripted paraphraser puts before the request; the request's own words are kept whole,
+# so every id, code and date survives, as a careful human paraphrase would keep them.
+_PARAPHRASE_LEADS = (
+    "A colleague at the front desk passes this on:",
+    "Could you take care of the following for me?",
+    "Here is a request from the clinic team:",
+    "One more item for today's list:",
+)
 
 GIVE_UP_TEXT = "I cannot complete this task: I am giving up without making any calls."
 
@@ -89,6 +99,9 @@ def reply_for(
     prompt = first_user_text(messages)
     if model == GIVE_UP:
         return Reply(content=GIVE_UP_TEXT)
+    if model == PARAPHRASE:
+        lead = _PARAPHRASE_LEADS[int(hashlib.sha256(prompt.encode()).hexdigest(), 16) % len(_PARAPHRASE_LEADS)]
+        return Reply(content=f"{lead} {prompt.strip()}")
     if model in PLAN_MODELS:
         entry = registry.find(prompt, lambda e: e.plan is not None)
         if entry is None or entry.plan is None:

@@ -129,6 +129,16 @@ class ToolCalled(Event, tag="ToolCalled"):
     server: str | None = None
 
 
+class PromptParaphrased(Event, tag="PromptParaphrased"):
+    """The harness asked an LLM to reword the task; ``accepted`` says whether the agent got the rewording."""
+
+    model: str
+    accepted: bool
+    prompt: str
+    problems: tuple[str, ...] = ()
+    exchange_id: str | None = None
+
+
 class AnswerGiven(Event, tag="AnswerGiven"):
     text: str | None
     stop_reason: str = "answered"
@@ -161,6 +171,7 @@ AnyEvent = (
     | FhirInteracted
     | LlmCalled
     | ToolCalled
+    | PromptParaphrased
     | AnswerGiven
     | StateCaptured
     | RunFinished
