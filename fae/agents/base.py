@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -51,11 +52,11 @@ class Agent(Protocol):
 
 
 def agent_slug(spec: str) -> str:
-    """A run-id-safe form of an agent spec."""
-    out = []
-    for ch in spec:
-        out.append(ch if ch.isalnum() or ch in "-_" else "-")
-    return "".join(out).strip("-")[:48] or "agent"
+    """A run-id-safe form of an agent spec; a long one keeps a hash so two specs never share a slug."""
+    slug = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in spec).strip("-") or "agent"
+    if len(slug) <= 48:
+        return slug
+    return f"{slug[:39]}-{hashlib.sha256(spec.encode()).hexdigest()[:8]}"
 
 
 def build_agent(spec: str, **llm_options: Any) -> Agent:

@@ -72,3 +72,13 @@ async def test_run_plan_feeds_results_forward_and_keeps_going_after_a_tool_error
     assert played.answer == "<patient_id>p9</patient_id>"
     assert calls[1] == ("updateResource", {"resourceId": "p9"})
     assert played.calls[1][2].is_error
+
+
+def test_agent_slugs_are_safe_and_never_shared():
+    from fae.agents.base import agent_slug
+
+    long_a = "langchain:memory-spec+specs@provider/a-very-long-model-name-2025-01-01-preview"
+    long_b = long_a + "2"
+    assert agent_slug("plan:my plan.yaml") == "plan-my-plan-yaml"
+    assert agent_slug(long_a) != agent_slug(long_b)
+    assert len(agent_slug(long_a)) <= 48
