@@ -60,6 +60,7 @@ async def _seed(stack: Stack, client: httpx.AsyncClient, spec: RunSpec, bundle: 
             await client.delete(stack.fhir_root(spec.run_id, "setup") + f"sandbox/{sid}")
             reply = await client.post(url, content=body, headers={"content-type": "application/json"})
     else:
+        await reset_external(stack, client, spec.run_id)
         reply = await client.post(stack.fhir_base(spec.run_id, "setup"), content=body,
                                   headers={"content-type": "application/fhir+json"})
     if reply.status_code >= 300:
@@ -75,9 +76,36 @@ async def _seed(stack: Stack, client: httpx.AsyncClient, spec: RunSpec, bundle: 
         blobs={digest: body})
 
 
-async def capture_state(stack: Stack, client: httpx.AsyncClient, run_id: str) -> list[dict[str, Any]]:
-    """Every current resource in the run's sandbox, read through the proxy as the harness."""
-    base = stack.fhir_base(run_id, "harness")
+RESET_MAX_PASSES = 10
+
+
+async def reset_external(stack: Stack, client: httpx.AsyncClient, run_id: str) -> None:
+    """Empty an external server through the proxy, as the setup actor, before a run is seeded.
+
+    Runs on an external server are serialised (one sandbox). Deletes that a server refuses
+    because another resource still refers to the target succeed on a later pass.
+    """
+    base = stack.fhir_base(run_id, "setup").rstrip("/")
+    for _ in range(RESET_MAX_PASSES):
+        remaining = await capture_state(stack, client, run_id, actor="setup")
+        if not remaining:
+            return
+        deleted = 0
+        for resource in remaining:
+            reply = await client.delete(f"{base}/{resource['resourceType']}/{resource['id']}")
+            deleted += reply.status_code < 300
+        if not deleted:
+            break
+    left = await capture_state(stack, client, run_id, actor="setup")
+    if left:
+        raise FaeError(f"could not empty the external FHIR server: {len(left)} resources remain "
+                       f"(e.g. {left[0]['resourceType']}/{left[0]['id']})", run_id=run_id)
+
+
+async def capture_state(stack: Stack, client: httpx.AsyncClient, run_id: str,
+                        actor: str = "harness") -> list[dict[str, Any]]:
+    """Every current resource in the run's sandbox, read through the proxy (as the harness by default)."""
+    base = stack.fhir_base(run_id, actor)
     url: str | None = base.rstrip("/") + f"?_count={CAPTURE_PAGE}"
     resources: list[dict[str, Any]] = []
     for _ in range(CAPTURE_MAX_PAGES):

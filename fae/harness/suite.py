@@ -127,7 +127,8 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
             run_id = spec.run_id if not previous else f"{spec.run_id}.a{len(previous) + 1}"
             todo.append(RunSpec(run_id=run_id, task_id=spec.task_id, variation=spec.variation,
                                 agent=spec.agent, repeat=spec.repeat, suite=spec.suite))
-        limiter = anyio.CapacityLimiter(max(1, concurrency))
+        # an external server is one shared store: its runs go one at a time
+        limiter = anyio.CapacityLimiter(1 if fhir_url else max(1, concurrency))
 
         async def one(spec: RunSpec) -> None:
             async with limiter:
