@@ -19,7 +19,7 @@ app = typer.Typer(help="fae: record, replay and judge LLM agents that act on FHI
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 # piped output is not folded at 80 columns: it is read by scripts and greps
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 240)
 
 LogOption = Annotated[Path, typer.Option("--log", "-l", help="The DuckDB event log.", envvar="FAE_LOG")]
 DEFAULT_LOG = Path("fae.duckdb")
