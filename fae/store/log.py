@@ -250,7 +250,8 @@ class EventLog:
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[tuple]]:
         """Run one read query on its own cursor (a consistent snapshot while writes go on)."""
-        cursor = self.con.cursor()
+        with self._lock:  # a cursor is made from the shared connection; never while a batch is mid-write
+            cursor = self.con.cursor()
         try:
             result = cursor.execute(sql, params or [])
             columns = [d[0] for d in result.description or []]
