@@ -63,17 +63,21 @@ class Window:
 RecordVersion = tuple[str, "dict[str, Any] | None", int | None]  # (version id, resource or None, seq)
 
 
-def _values(resource: Mapping[str, Any], path: str) -> list[str]:
-    from fae.tasks.checks import values
-
-    return [str(v) for v in values(resource, path)]
-
-
 def matches(resource: Mapping[str, Any] | None, wanted: Mapping[str, Any]) -> bool:
-    """Every path selects the wanted value (case-sensitive text comparison)."""
+    """Every path selects the wanted value: a plain value compared as text (case-sensitive), a
+    matcher mapping (``{refs: [..]}``, ``{coding: "system|code"}``, ...) as a task's check applies it."""
+    from fae.tasks.checks import match, values
+
     if resource is None:
         return False
-    return all(str(value) in _values(resource, path) for path, value in wanted.items())
+    for path, value in wanted.items():
+        found = values(resource, path)
+        if isinstance(value, Mapping):
+            if match(found, value) is not None:
+                return False
+        elif str(value) not in [str(v) for v in found]:
+            return False
+    return True
 
 
 def verify(target: WriteTarget, trail: Trail, window: Window, versions: Callable[[str], list[RecordVersion]],
@@ -183,10 +187,22 @@ def verify(target: WriteTarget, trail: Trail, window: Window, versions: Callable
 
 
 def target_for(task_id: str, variation: int) -> WriteTarget | None:
-    """The write a task's variation asks for, where ensure_record knows it."""
+    """The write a task's variation asks for: a write-verification scenario's, or a suite write task's
+    single record (``fae.judge.write_targets``)."""
     from fae.judge.scenarios import scenario_target
+    from fae.judge.write_targets import suite_target
 
-    return scenario_target(task_id, variation)
+    return scenario_target(task_id, variation) or suite_target(task_id, variation)
+
+
+def _no_target_reason(ctx: RunContext) -> str:
+    from fae.judge.write_targets import not_covered
+
+    found = ctx.task
+    if found is None:
+        return f"task {ctx.run.task_id!r} names no record to verify"
+    task, rendered = found
+    return f"task {ctx.run.task_id!r} names no single record to verify: {not_covered(rendered.check_spec, task.writes)}"
 
 
 def proxy_window(ctx: RunContext, target: WriteTarget) -> Window | None:
@@ -217,7 +233,7 @@ def ensure_record_judge(rules: dict) -> JudgeFn:
     def run(ctx: RunContext) -> Verdict:
         target = target_for(ctx.run.task_id, ctx.run.variation)
         if target is None:
-            return Verdict("not_applicable", None, {"reason": f"task {ctx.run.task_id!r} names no record to verify"})
+            return Verdict("not_applicable", None, {"reason": _no_target_reason(ctx)})
         window = proxy_window(ctx, target)
         if window is None:
             return Verdict("unreadable", None, {"reason": "the run has no seed or no read-back to bound the window"})

@@ -11,6 +11,7 @@ prohibited tool was called), tool_error (a call returned an error), and other
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -35,25 +36,28 @@ def in_order(called: Sequence[str], template: Sequence[str]) -> bool:
     return all(any(tool == made for made in remaining) for tool in template)
 
 
-def _types(value: Any, found: set[str], depth: int = 0) -> None:
-    if depth > 6:
-        return
-    if isinstance(value, dict):
-        kind = value.get("resourceType")
-        if isinstance(kind, str):
-            found.add(kind)
-        for item in value.values():
-            _types(item, found, depth + 1)
-    elif isinstance(value, list):
-        for item in value:
-            _types(item, found, depth + 1)
-    elif isinstance(value, str) and depth == 0 and value[:1] in "{[":
-        import json
-
+def _types(value: Any, found: set[str]) -> None:
+    """Add every resourceType named in a tool input or output, down to six levels (a JSON text is parsed)."""
+    depth = 0
+    if isinstance(value, str):
+        if value[:1] not in "{[":
+            return
         try:
-            _types(json.loads(value), found, depth + 1)
+            value = json.loads(value)
         except ValueError:
-            pass
+            return
+        depth = 1
+    # only containers are walked; an element at depth d is looked at when d <= 6
+    pending = [(value, depth)] if isinstance(value, (dict, list)) else []
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if isinstance(item, dict):
+            kind = item.get("resourceType")
+            if isinstance(kind, str):
+                found.add(kind)
+        if depth < 6:
+            pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
 
 
 def classify(called: Sequence[str], touched_types: set[str], errors: int, templates: Sequence[Sequence[str]],

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from fae.judge.context import RunContext
-from fae.judge.ensure_record import OWN_ACTORS, matches, target_for
+from fae.judge.ensure_record import OWN_ACTORS, matches
 from fae.judge.registry import JudgeFn, Verdict, judge
 from fae.replay.fold import parse_json
 
@@ -26,7 +26,9 @@ def _content(resource: dict[str, Any]) -> dict[str, Any]:
 
 def harms(ctx: RunContext) -> list[str] | None:
     """What went wrong, or None when the run is not a write-verification run."""
-    target = target_for(ctx.run.task_id, ctx.run.variation)
+    from fae.judge.scenarios import scenario_target
+
+    target = scenario_target(ctx.run.task_id, ctx.run.variation)  # the oracle knows the scenarios' intent only
     if target is None or ctx.captured is None:
         return None
     fold = ctx.full_fold

@@ -17,6 +17,10 @@ def task_check(ctx: RunContext, mode: str):
             ctx.memo[key] = None
         else:
             task, rendered = found
+            if mode == "light" and not task.writes:
+                # a read-only task's light verdict is its strict one (Task.validate_light)
+                ctx.memo[key] = task_check(ctx, "strict")
+                return ctx.memo[key]
             validate = task.validate_strict if mode == "strict" else task.validate_light
             ctx.memo[key] = validate(rendered, ctx.transcript.answer, ctx.state)
     return ctx.memo[key]

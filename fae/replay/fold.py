@@ -148,6 +148,10 @@ class FoldedState(_Snapshot):
         super().__init__({t: dict(items) for t, items in seed_by_type.items()})
         self._engine: Any = None
 
+    def written_refs(self) -> list[tuple[str, str]]:
+        """(type, id) of every resource a write touched; all others are the seed's own objects, unchanged."""
+        return list(self.history)
+
     def versions(self, resource_type: str, resource_id: str) -> list[Version]:
         """Every version of one resource, oldest first, the seed version included."""
         return list(self.history.get((resource_type, resource_id), ()))

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
+
+import msgspec
 
 from fae.errors import ReplayDrift, StoreError
 from fae.store import events as ev
@@ -26,16 +28,24 @@ class Queryable(Protocol):
     def query(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[tuple]]: ...
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 @dataclass(frozen=True, slots=True)
 class Recorded:
     """One event as recorded: its seq, times and actor, and the decoded event."""
 
     seq: int
-    wall_time: datetime
+    wall_us: int  # wall-clock time in microseconds since the epoch (UTC)
     mono_ns: int
     actor: str | None
     upstream: str | None
     event: ev.Event
+
+    @property
+    def wall_time(self) -> datetime:
+        """The wall-clock time as an aware UTC datetime (made on demand: judging never needs it)."""
+        return _EPOCH + timedelta(microseconds=self.wall_us)
 
 
 @dataclass(slots=True)
@@ -73,12 +83,13 @@ class RunLog:
 
 
 class BodyCache:
-    """Bodies by hash: a bounded shared cache in front of single and bulk lookups in the log."""
+    """Bodies by hash: the current chunk's bodies, and a bounded cache of earlier ones (seeds are shared)."""
 
     def __init__(self, log: Queryable, capacity: int = 4096):
         self.log = log
         self.capacity = capacity
         self._cache: OrderedDict[str, bytes] = OrderedDict()
+        self._chunk: dict[str, bytes] = {}
 
     def _keep(self, hash_: str, data: bytes) -> None:
         self._cache[hash_] = data
@@ -87,15 +98,31 @@ class BodyCache:
             self._cache.popitem(last=False)
 
     def prefetch(self, hashes: Iterable[str]) -> None:
-        wanted = sorted({h for h in hashes if h and h not in self._cache})
+        """Fetch a chunk's bodies in bulk; they stay at hand until the next prefetch, whatever the capacity."""
+        chunk: dict[str, bytes] = {}
+        wanted = []
+        for hash_ in set(hashes):
+            if not hash_:
+                continue
+            found = self._cache.get(hash_)
+            if found is None:
+                wanted.append(hash_)
+            else:
+                chunk[hash_] = found
+        wanted.sort()
         for start in range(0, len(wanted), 2000):
             part = wanted[start:start + 2000]
             _, rows = self.log.query("SELECT hash, any_value(data) FROM blobs WHERE hash IN (SELECT unnest(?))"
                                      " GROUP BY hash", [part])
             for hash_, data in rows:
-                self._keep(hash_, bytes(data))
+                chunk[hash_] = body = bytes(data)
+                self._keep(hash_, body)
+        self._chunk = chunk
 
     def get(self, hash_: str) -> bytes | None:
+        found = self._chunk.get(hash_)
+        if found is not None:
+            return found
         found = self._cache.get(hash_)
         if found is not None:
             return found
@@ -110,19 +137,52 @@ class BodyCache:
 _WRITE_HINTS = ("POST", "PUT", "PATCH", "DELETE")
 
 
-def _needed_hashes(events: Iterable[Recorded]) -> Iterator[str]:
-    """The bodies every judge reads: seed, capture, and FHIR write responses."""
-    for recorded in events:
-        event = recorded.event
-        if isinstance(event, ev.SandboxSeeded) and event.seed_blob:
-            yield event.seed_blob
-        elif isinstance(event, ev.StateCaptured):
-            yield event.state_blob
-        elif isinstance(event, ev.HttpExchanged) and recorded.upstream == "fhir" and event.method in _WRITE_HINTS:
-            if event.decoded_blob or event.response_blob:
-                yield event.decoded_blob or event.response_blob  # type: ignore[misc]
-            if event.request_blob:
-                yield event.request_blob
+class _BodyRefs(msgspec.Struct):
+    """The body hashes an event names, read without decoding the rest of it."""
+
+    seed_blob: str | None = None
+    state_blob: str | None = None
+    method: str | None = None
+    request_blob: str | None = None
+    response_blob: str | None = None
+    decoded_blob: str | None = None
+
+
+_body_refs = msgspec.json.Decoder(_BodyRefs)
+
+
+def _needed_hashes(rows: Iterable[tuple]) -> Iterator[str]:
+    """The bodies every judge reads — seed, capture, FHIR write request and response — from raw event rows."""
+    for _, _, kind, _, _, _, upstream, payload in rows:
+        if kind not in ("SandboxSeeded", "StateCaptured") and not (kind == "HttpExchanged" and upstream == "fhir"):
+            continue
+        try:
+            refs = _body_refs.decode(payload)
+        except msgspec.DecodeError:
+            continue  # the full decode of this event reports it
+        if kind == "SandboxSeeded":
+            if refs.seed_blob:
+                yield refs.seed_blob
+        elif kind == "StateCaptured":
+            if refs.state_blob:
+                yield refs.state_blob
+        elif refs.method in _WRITE_HINTS:
+            if refs.decoded_blob or refs.response_blob:
+                yield refs.decoded_blob or refs.response_blob  # type: ignore[misc]
+            if refs.request_blob:
+                yield refs.request_blob
+
+
+def _decoded(rows: Sequence[tuple]) -> list[Recorded]:
+    """One run's raw event rows as decoded events."""
+    found = []
+    for run_id, seq, _, wall_us, mono_ns, actor, upstream, payload in rows:
+        try:
+            event = ev.decode(payload)
+        except Exception as exc:  # a payload this code cannot read is the user's to know about
+            raise ReplayDrift(f"event payload cannot be decoded: {exc}", run_id=run_id, seq=seq) from None
+        found.append(Recorded(seq, wall_us, mono_ns, actor, upstream, event))
+    return found
 
 
 def run_ids(log: Queryable, pattern: str | None = None, *, statuses: Sequence[str] | None = None) -> list[str]:
@@ -172,6 +232,11 @@ def load_runs(log: Queryable, ids: Sequence[str], *, chunk: int = CHUNK,
               bodies: BodyCache | None = None, lean: bool = False) -> Iterator[RunLog]:
     """The runs with these ids, in the given order, loaded a chunk at a time.
 
+    A chunk costs three queries: its runs, its events, and the bodies judges read
+    (found from the raw events without decoding them). Each run's events are
+    decoded only when the run is handed out, so a chunk's decoded events are never
+    all alive at once (which keeps the garbage collector's passes short).
+
     ``lean`` leaves out what judges never read: the HTTP envelopes of MCP and LLM
     exchanges (their ToolCalled and LlmCalled events stay) and streamed chunks.
     """
@@ -185,22 +250,22 @@ def load_runs(log: Queryable, ids: Sequence[str], *, chunk: int = CHUNK,
             " WHERE run_id IN (SELECT unnest(?))", [part])
         rows_by_id = {row[0]: row for row in run_rows}
         _, event_rows = log.query(
-            "SELECT run_id, seq, wall_time, mono_ns, actor, upstream, payload FROM events"
+            "SELECT run_id, seq, kind, epoch_us(wall_time), mono_ns, actor, upstream, payload FROM events"
             " WHERE run_id IN (SELECT unnest(?))" + skip + " ORDER BY run_id, seq", [part])
-        by_run: dict[str, list[Recorded]] = {}
-        for run_id, seq, wall_time, mono_ns, actor, upstream, payload in event_rows:
-            try:
-                event = ev.decode(payload)
-            except Exception as exc:  # a payload this code cannot read is the user's to know about
-                raise ReplayDrift(f"event payload cannot be decoded: {exc}", run_id=run_id, seq=seq) from None
-            by_run.setdefault(run_id, []).append(Recorded(seq, wall_time, mono_ns, actor, upstream, event))
-        cache.prefetch(h for events in by_run.values() for h in _needed_hashes(events))
+        cache.prefetch(_needed_hashes(event_rows))
+        by_run: dict[str, tuple[int, int]] = {}  # run id -> its rows' slice (rows come ordered by run id)
+        first = 0
+        for index in range(1, len(event_rows) + 1):
+            if index == len(event_rows) or event_rows[index][0] != event_rows[first][0]:
+                by_run[event_rows[first][0]] = (first, index)
+                first = index
         for run_id in part:
             row = rows_by_id.get(run_id)
             if row is None:
                 raise StoreError(f"no run {run_id!r} in the log")
+            low, high = by_run.get(run_id, (0, 0))
             yield RunLog(run_id=row[0], task_id=row[1], variation=int(row[2]), agent=row[3], repeat=int(row[4]),
-                         status=row[5], events=by_run.get(run_id, []), _bodies=cache)
+                         status=row[5], events=_decoded(event_rows[low:high]), _bodies=cache)
 
 
 def load_run(log: Queryable, run_id: str) -> RunLog:

@@ -26,6 +26,7 @@ import msgspec
 from fhirpathpy import compile as fhirpath_compile
 
 from fae.tasks import answers
+from fae.tasks.paths import Unsupported, compile_simple
 from fae.tasks.state import Snapshot, StateView
 
 
@@ -42,7 +43,19 @@ class Check(msgspec.Struct, frozen=True):
 
 @lru_cache(maxsize=512)
 def _compiled(path: str) -> Callable[[Any], list[Any]]:
-    return fhirpath_compile(path)
+    """A path compiled once: walked directly where it is a plain selection, else by fhirpathpy."""
+    general = fhirpath_compile(path)
+    simple = compile_simple(path)
+    if simple is None:
+        return general
+
+    def evaluate(resource: Any) -> list[Any]:
+        try:
+            return simple(resource)
+        except Unsupported:
+            return general(resource)
+
+    return evaluate
 
 
 def values(resource: Mapping[str, Any], path: str) -> list[Any]:
@@ -175,6 +188,18 @@ def diff(state: StateView) -> dict[str, list[str]]:
     """``Type/id`` lists of what was created, updated and deleted since the seed."""
     seed: Snapshot = state.seed
     created, updated, deleted = [], [], []
+    written = getattr(state, "written_refs", None)
+    if written is not None:
+        # A folded state names what writes touched; every other resource is the seed's own object.
+        for kind, rid in sorted(written()):
+            before, after = seed.read(kind, rid), state.read(kind, rid)
+            if after is None and before is not None:
+                deleted.append(f"{kind}/{rid}")
+            elif before is None and after is not None:
+                created.append(f"{kind}/{rid}")
+            elif before is not None and after is not None and not _same_content(before, after):
+                updated.append(f"{kind}/{rid}")
+        return {"created": created, "updated": updated, "deleted": deleted}
     for kind in sorted(set(seed.resource_types()) | set(state.resource_types())):
         before = {r["id"]: r for r in seed.resources(kind)}
         after = {r["id"]: r for r in state.resources(kind)}

@@ -1,0 +1,131 @@
+"""ensure_record on the task suite's write tasks: the record each check spec names, gold runs verified,
+runs that wrote too much, twice or for the wrong patient sent to review, multi-record tasks left out."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import anyio
+import pytest
+from recording import _mutants_module, record_runs
+
+from fae.agents.scripted_agent import ScriptedAgent
+from fae.harness.run import RunSpec
+from fae.judge.ensure_record import matches
+from fae.judge.rejudge import build_plan, judge_run
+from fae.judge.write_targets import not_covered, spec_target
+from fae.replay.source import load_runs, run_ids
+from fae.store.log import EventLog
+from fae.tasks import load_suite
+from fae.tasks.state import bundle_resources
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+# Tasks that write more than one record: one target cannot express them.
+MULTI_RECORD = {"ins-coverage-parent-subscriber", "ord-family-history-support", "sched-book-appointment",
+                "sched-cancel-next", "sched-cancel-on-weekday", "sched-cancel-with-doctor",
+                "sched-reschedule-next-week", "sched-reschedule-other-doctor", "sched-waitlist-book"}
+HARMFUL = ("collateral-write", "duplicate-create", "extra-create", "wrong-patient")
+
+
+def _write_tasks():
+    return {task_id: task for task_id, task in load_suite().items() if task.writes}
+
+
+def test_every_single_record_write_task_names_its_target():
+    covered = set()
+    for task_id, task in _write_tasks().items():
+        rendered = task.render(0)
+        spec = rendered.check_spec
+        why = not_covered(spec, task.writes)
+        if task_id in MULTI_RECORD:
+            assert why is not None and "records" in why, task_id
+            continue
+        assert why is None, (task_id, why)
+        target = spec_target(spec, bundle_resources(rendered.seed_bundle))
+        assert target.identity, task_id  # who or what the record is
+        assert target.action == ("create" if spec.get("creates") else "update")
+        covered.add(task_id)
+    assert len(covered) == 18
+    assert not_covered(load_suite()["rec-find-patient"].render(0).check_spec, False) == \
+        "a read-only task writes no record"
+
+
+def test_a_target_keeps_the_specs_matchers():
+    spec = {"creates": [{"type": "Condition", "fields": {
+        "subject": {"refs": ["Patient/p1"]}, "code.coding": {"coding": "http://snomed.info/sct|1"},
+        "clinicalStatus.coding": {"coding": "http://x|active"}}}]}
+    target = spec_target(spec)
+    assert set(target.identity) == {"subject", "code.coding"} and set(target.expected) == {"clinicalStatus.coding"}
+    right = {"resourceType": "Condition", "subject": {"reference": "http://server/fhir/Patient/p1"},
+             "code": {"coding": [{"system": "http://snomed.info/sct", "code": "1"}]}}
+    assert matches(right, target.identity)
+    assert not matches({**right, "subject": {"reference": "Patient/p2"}}, target.identity)
+    # an update takes who the record is from the seeded record where the spec does not say it
+    update = spec_target({"updates": [{"ref": "Patient/p1", "fields": {"telecom.value": "555"}}]},
+                         [{"resourceType": "Patient", "id": "p1", "name": [{"family": "Ode", "given": ["Ann"]}],
+                           "birthDate": "1990-01-02"}])
+    assert (update.action, update.record_id) == ("update", "p1")
+    assert update.identity == {"name.family": {"equals": "Ode"}, "name.given": {"equals": "Ann"},
+                               "birthDate": {"equals": "1990-01-02"}}
+
+
+@pytest.fixture(scope="module")
+def harmful_log(tmp_path_factory):
+    """Per covered write task, the mutants that wrote another record, wrote twice, or for the wrong patient."""
+    mutants = _mutants_module()
+    runs = []
+    for task_id, task in _write_tasks().items():
+        if task_id in MULTI_RECORD:
+            continue
+        rendered = task.render(0)
+        for mutant in mutants.mutants(rendered):
+            if mutant.name in HARMFUL and mutant.plan is not None:
+                agent = ScriptedAgent(name=f"mutant:{mutant.name}", plan=mutant.plan)
+                runs.append((RunSpec(f"{task_id}.v0.{mutant.name}", task_id, 0, agent.name, 0), rendered, agent))
+    log = tmp_path_factory.mktemp("harmful") / "harmful.duckdb"
+    anyio.run(record_runs, log, runs)
+    return log
+
+
+def _ensure_record(log_path) -> dict[str, tuple[str, list[str] | None, str | None]]:
+    plan = build_plan("ensure_record")
+    with EventLog(log_path, read_only=True) as log:
+        return {row.run_id: (row.outcome, row.evidence.get("problems"), row.evidence.get("reason"))
+                for run in load_runs(log, run_ids(log), lean=True)
+                for row in judge_run(run, plan, judged_at=NOW)}
+
+
+def test_gold_runs_of_every_covered_write_task_are_verified(suite_log):
+    verdicts = _ensure_record(suite_log[0])
+    writes = _write_tasks()
+    for task_id, task in writes.items():
+        outcome, problems, reason = verdicts[f"{task_id}.v0.gold"]
+        if task_id in MULTI_RECORD:
+            assert outcome == "not_applicable" and "records" in reason, task_id
+        else:
+            creates = bool(task.render(0).check_spec.get("creates"))
+            assert (outcome, problems) == ("created_verified" if creates else "updated_verified", []), task_id
+    read_only = [run_id for run_id in verdicts if run_id.split(".")[0] not in writes]
+    assert read_only and all(verdicts[r][0] == "not_applicable" for r in read_only)
+
+
+def test_runs_that_wrote_too_much_twice_or_for_another_patient_need_review(harmful_log):
+    verdicts = _ensure_record(harmful_log)
+    kinds = {run_id.rsplit(".", 1)[1] for run_id in verdicts}
+    assert kinds == set(HARMFUL)
+    assert len({run_id.split(".")[0] for run_id in verdicts}) == 18
+    for run_id, (outcome, problems, _) in verdicts.items():
+        assert outcome == "needs_review" and problems, run_id
+        kind = run_id.rsplit(".", 1)[1]
+        if kind in ("collateral-write", "extra-create"):
+            assert "other_record_written" in problems, (run_id, problems)
+        if kind == "duplicate-create":
+            assert {"other_record_written", "same_person_elsewhere"} <= set(problems), (run_id, problems)
+
+
+def test_the_oracle_stays_with_the_write_verification_scenarios(suite_log):
+    plan = build_plan("oracle")
+    with EventLog(suite_log[0], read_only=True) as log:
+        outcomes = {row.outcome for run in load_runs(log, run_ids(log), lean=True)
+                    for row in judge_run(run, plan, judged_at=NOW)}
+    assert outcomes == {"not_applicable"}
