@@ -65,7 +65,10 @@ def timeline_lines(reader: Any, run_id: str) -> Iterator[str]:
     start = rows[0][3] if rows else 0
     for seq, kind, actor, wall_ms, payload in rows:
         yield f"{seq:>5} {(wall_ms - start) / 1000:>8.3f}s {actor or '':<9} {describe(kind, json.loads(payload))}"
-    _, verdicts = reader.query("SELECT judge, rule_set_hash, outcome, passed FROM verdicts WHERE run_id = ?"
-                               " ORDER BY judged_at", [run_id])
-    for judge, rule_hash, outcome, passed in verdicts:
-        yield f"verdict {judge} [{rule_hash[:8]}]: {outcome}" + ("" if passed is None else f" (passed={passed})")
+    _, verdicts = reader.query("SELECT judge, rule_set, rule_set_hash, outcome, passed FROM verdicts"
+                               " WHERE run_id = ? ORDER BY judged_at", [run_id])
+    for judge, rule_set, rule_hash, outcome, passed in verdicts:
+        rules = json.loads(rule_set) if isinstance(rule_set, str) else (rule_set or {})
+        shown = ",".join(f"{k}={v}" for k, v in sorted(rules.items()))
+        yield (f"verdict {judge}" + (f" ({shown})" if shown else "") + f" [{rule_hash[:8]}]: {outcome}"
+               + ("" if passed is None else f" (passed={passed})"))
