@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -42,6 +43,27 @@ async def _read_body(request: Request) -> bytes | None:
     return b"".join(chunks)
 
 
+_FORWARDED_HOST = re.compile(r"[A-Za-z0-9.\-]+(:\d{1,5})?|\[[0-9A-Fa-f:]+\](:\d{1,5})?")
+_FORWARDED_PREFIX = re.compile(r"(/[A-Za-z0-9._\-]+)*")
+
+
+def public_base(request: Request) -> str:
+    """The server's root as its client sees it: behind a proxy that says so, the proxy's address.
+
+    Honours X-Forwarded-Proto, X-Forwarded-Host and X-Forwarded-Prefix (as fae's recording
+    proxy and most reverse proxies send them), so Location headers, fullUrls and paging links
+    lead back through the proxy; malformed values are ignored.
+    """
+    host = request.headers.get("x-forwarded-host", "")
+    if not host or not _FORWARDED_HOST.fullmatch(host):
+        return str(request.base_url).rstrip("/")
+    proto = request.headers.get("x-forwarded-proto", "http")
+    proto = proto if proto in ("http", "https") else "http"
+    prefix = request.headers.get("x-forwarded-prefix", "").rstrip("/")
+    prefix = prefix if _FORWARDED_PREFIX.fullmatch(prefix) else ""
+    return f"{proto}://{host}{prefix}"
+
+
 def create_app(engine: FhirEngine | None = None, *, audit_events: bool = False) -> Starlette:
     """The server as an ASGI app; a default sandbox backs /fhir."""
     engine = engine or FhirEngine(audit_events=audit_events)
@@ -60,7 +82,7 @@ def create_app(engine: FhirEngine | None = None, *, audit_events: bool = False) 
         return Response(resp.body, status_code=resp.status, headers=resp.headers)
 
     def base_of(request: Request, suffix: str) -> str:
-        return str(request.base_url).rstrip("/") + suffix
+        return public_base(request) + suffix
 
     async def default_fhir(request: Request) -> Response:
         return await serve(request, DEFAULT_SANDBOX, base_of(request, "/fhir"))

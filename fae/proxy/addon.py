@@ -17,6 +17,7 @@ from fae.proxy.exchange import Chunk, Exchange
 from fae.proxy.routes import Route, RouteError, Upstream, parse_route
 
 _ROUTE_KEY = "fae_route"
+_ADDED_HEADERS = ("x-fae-run", "x-fae-actor", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-prefix")
 _EXCHANGE_KEY = "fae_exchange"
 
 
@@ -68,6 +69,11 @@ class RecordingAddon:
             flow.response = _error_response(503, "fae proxy: the event log cannot be written; refusing traffic")
             return
         upstream = route.upstream
+        # tell the upstream where its clients really are, so the links it writes lead back through here
+        if not upstream.base_path:
+            flow.request.headers["x-forwarded-host"] = flow.request.host_header or ""
+            flow.request.headers["x-forwarded-proto"] = flow.request.scheme
+            flow.request.headers["x-forwarded-prefix"] = f"/run/{route.run_id}/{route.actor}/{upstream.name}"
         flow.request.scheme = upstream.scheme
         flow.request.host = upstream.host
         flow.request.port = upstream.port
@@ -82,7 +88,7 @@ class RecordingAddon:
         if route is None:
             return
         headers = [(k, v) for k, v in flow.request.headers.items(multi=True)
-                   if k.lower() not in ("x-fae-run", "x-fae-actor")]
+                   if k.lower() not in _ADDED_HEADERS]
         flow.metadata[_EXCHANGE_KEY] = Exchange(
             exchange_id=uuid.uuid4().hex,
             run_id=route.run_id,

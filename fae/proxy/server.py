@@ -57,6 +57,7 @@ async def run_proxy(upstreams: dict[str, Upstream], sink: ExchangeSink, *,
         mode=[f"reverse:http://127.0.0.1:9@{host}:{port}"],
         connection_strategy="lazy",
         http2=False,
+        keep_host_header=True,  # the addon sets Host itself and needs the client's for X-Forwarded-Host
     )
     async with anyio.create_task_group() as group:
         group.start_soon(master.run)

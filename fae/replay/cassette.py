@@ -16,8 +16,9 @@ changes between two plays of the same run, and nothing else:
   ``function_call_output``'s output, parsed when they are JSON text):
   ``lastUpdated`` and ``timestamp`` values become ``<time>`` (the server
   stamps them with the wall clock), and an absolute URL up to its ``/fhir``
-  segment becomes ``<fhir-base>`` (it names the server's port and the run's
-  sandbox, both new in every play).
+  segment becomes ``<fhir-base>`` (it names the server's or proxy's port, the
+  run and its sandbox, all new in every play; a proxied base has two ``/fhir``
+  segments and the last one counts).
 
 Server-assigned resource ids are *not* normalised: the replay's sandbox hands
 out the recorded ids in order, so they come back equal, and a different id
@@ -58,7 +59,8 @@ TIME = "<time>"
 FHIR_BASE = "<fhir-base>"
 _TIME_KEYS = frozenset({"lastUpdated", "timestamp"})
 # an absolute URL up to and including its first /fhir path segment
-_FHIR_URL = re.compile(r"https?://[^\s\"'<>]*?/fhir(?=[/?#]|$)")
+# greedy up to the last "/fhir" segment: a proxied base (/run/{run}/{actor}/fhir/sandbox/{id}/fhir) has two
+_FHIR_URL = re.compile(r"https?://[^\s\"'<>?#]*/fhir(?=[/?#\s\"'<>]|$)")
 
 
 class Policy(StrEnum):

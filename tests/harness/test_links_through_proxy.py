@@ -1,0 +1,56 @@
+"""Links a FHIR server writes (Location, fullUrl, paging) lead back through the recording proxy."""
+
+from __future__ import annotations
+
+import anyio
+import httpx
+
+from fae.harness.stack import open_stack
+from fae.store.log import EventLog
+
+SEED = {"resourceType": "Bundle", "type": "transaction", "entry": [
+    {"resource": {"resourceType": "Patient", "id": f"p{i}"}, "request": {"method": "PUT", "url": f"Patient/p{i}"}}
+    for i in range(5)]}
+
+
+def test_a_client_following_links_stays_recorded(tmp_path):
+    log = tmp_path / "links.duckdb"
+
+    async def main():
+        async with open_stack(log) as stack, httpx.AsyncClient() as client:
+            created = await client.post(stack.fhir_root("r1", "setup") + "sandbox?id=sb1", json=SEED)
+            assert created.json()["base"].startswith(stack.proxy.base_url + "/run/r1/setup/fhir/")
+            base = stack.proxy.url("r1", "agent", "fhir", "sandbox/sb1/fhir/")
+            page = (await client.get(base + "Patient?_count=2")).json()
+            assert all(e["fullUrl"].startswith(base) for e in page["entry"])
+            pages = 1
+            while nxt := [link["url"] for link in page["link"] if link["relation"] == "next"]:
+                assert nxt[0].startswith(stack.proxy.base_url + "/run/r1/agent/fhir/")
+                page = (await client.get(nxt[0])).json()
+                pages += 1
+            assert pages == 3
+            made = await client.post(base + "Patient", json={"resourceType": "Patient"})
+            assert made.headers["location"].startswith(base + "Patient/")
+            assert (await client.get(made.headers["location"])).status_code == 200
+
+    anyio.run(main)
+    with EventLog(log, read_only=True) as opened:
+        _, rows = opened.query("SELECT interaction FROM fhir_exchanges WHERE actor = 'agent' ORDER BY seq")
+    assert [r[0] for r in rows] == ["search-type"] * 3 + ["create", "vread"]
+
+
+def test_malformed_forwarded_headers_are_ignored():
+    from fae.fhir.app import create_app
+    from fae.fhir.engine import FhirEngine
+
+    async def main():
+        transport = httpx.ASGITransport(app=create_app(FhirEngine()))
+        async with httpx.AsyncClient(transport=transport, base_url="http://inner") as client:
+            bad = await client.post("/sandbox?id=s", json=SEED, headers={
+                "x-forwarded-host": "evil.example/<script>", "x-forwarded-prefix": "/a b"})
+            assert bad.json()["base"] == "http://inner/sandbox/s/fhir"
+            good = await client.post("/sandbox?id=t", json=SEED, headers={
+                "x-forwarded-host": "proxy:8080", "x-forwarded-proto": "https", "x-forwarded-prefix": "/run/r/agent/fhir"})
+            assert good.json()["base"] == "https://proxy:8080/run/r/agent/fhir/sandbox/t/fhir"
+
+    anyio.run(main)
