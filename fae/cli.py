@@ -125,6 +125,11 @@ def record(
     paraphrase_model: Annotated[str | None, typer.Option(
         help="Reword each task prompt with this model first (through the proxy, so it is logged).")] = None,
     paraphrase_seed: Annotated[int, typer.Option(help="Seed of the paraphrase requests.")] = 0,
+    audit_events: Annotated[bool, typer.Option(
+        "--audit-events",
+        help="The FHIR server keeps an AuditEvent trail (the embedded one is told to; with --fhir-url, "
+             "say so for a server that does); each run's trail is read into the log for "
+             "`ensure_record` evidence=trail.")] = False,
 ) -> None:
     """Record a suite of (task, variation, agent, repeat) runs through the proxy into the log."""
     import anyio
@@ -155,7 +160,8 @@ def record(
             record_suite, log, specs, resume=resume, concurrency=concurrency, fhir_url=fhir_url,
             llm_url=llm_url, redactor=redactor, on_progress=advance, memory_stores=memory_stores,
             llm_options=llm_options,
-            paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None))
+            paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
+            audit_events=audit_events))
     table = Table(title=f"recorded into {log}")
     table.add_column("planned", justify="right")
     table.add_column("already done", justify="right")

@@ -14,6 +14,7 @@ import httpx
 from fae.agents.base import Agent, AgentContext, AgentError, AgentResult
 from fae.agents.plan import HTTP_ACTORS
 from fae.errors import FaeError, PlanError
+from fae.fhir.audit import IDENTITY_HEADER
 from fae.harness.stack import Stack, sandbox_id
 from fae.store import events as ev
 from fae.store.log import RunRow, RunUpdate, blob_hash
@@ -21,6 +22,8 @@ from fae.store.writer import Stamped
 
 CAPTURE_PAGE = 500
 CAPTURE_MAX_PAGES = 200
+# Records the server makes about the run, not state anyone wrote: read apart (read_audit_trail).
+SERVER_RECORDS = ("AuditEvent",)
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ async def _seed(stack: Stack, client: httpx.AsyncClient, spec: RunSpec, bundle: 
     else:
         await reset_external(stack, client, spec.run_id)
         reply = await client.post(stack.fhir_base(spec.run_id, "setup"), content=body,
-                                  headers={"content-type": "application/fhir+json"})
+                                  headers={"content-type": "application/fhir+json", **_identity(stack, "setup")})
     if reply.status_code >= 300:
         raise FaeError(f"seeding the sandbox failed with HTTP {reply.status_code}: {reply.text[:300]}",
                        run_id=spec.run_id)
@@ -102,25 +105,55 @@ async def reset_external(stack: Stack, client: httpx.AsyncClient, run_id: str) -
                        f"(e.g. {left[0]['resourceType']}/{left[0]['id']})", run_id=run_id)
 
 
-async def capture_state(stack: Stack, client: httpx.AsyncClient, run_id: str,
-                        actor: str = "harness") -> list[dict[str, Any]]:
-    """Every current resource in the run's sandbox, read through the proxy (as the harness by default)."""
+def _identity(stack: Stack, actor: str) -> dict[str, str]:
+    """The identity header the harness and setup present where the server keeps a trail, so the
+    trail names them and the judge can leave their own reads out."""
+    return {IDENTITY_HEADER: actor} if stack.audit_events else {}
+
+
+async def _search_pages(stack: Stack, client: httpx.AsyncClient, run_id: str, actor: str, query: str,
+                        what: str) -> list[dict[str, Any]]:
+    """The resources of a search through the proxy, page by page, as ``actor``."""
     base = stack.fhir_base(run_id, actor)
-    url: str | None = base.rstrip("/") + f"?_count={CAPTURE_PAGE}"
+    url: str | None = base.rstrip("/") + query
+    headers = {"accept": "application/fhir+json", **_identity(stack, actor)}
     resources: list[dict[str, Any]] = []
     for _ in range(CAPTURE_MAX_PAGES):
         if url is None:
             break
-        reply = await client.get(url, headers={"accept": "application/fhir+json"})
+        reply = await client.get(url, headers=headers)
         if reply.status_code != 200:
-            raise FaeError(f"state capture failed with HTTP {reply.status_code}: {reply.text[:300]}",
-                           run_id=run_id)
+            raise FaeError(f"{what} failed with HTTP {reply.status_code}: {reply.text[:300]}", run_id=run_id)
         bundle = reply.json()
         resources.extend(e["resource"] for e in bundle.get("entry") or [] if isinstance(e.get("resource"), dict))
         nxt = [link.get("url") for link in bundle.get("link") or [] if link.get("relation") == "next"]
         url = _onto(base, nxt[0]) if nxt and nxt[0] else None
+    return resources
+
+
+async def capture_state(stack: Stack, client: httpx.AsyncClient, run_id: str,
+                        actor: str = "harness") -> list[dict[str, Any]]:
+    """Every current resource in the run's sandbox, read through the proxy (as the harness by default).
+
+    Where the server keeps an AuditEvent trail, its AuditEvents are left out: they are the
+    server's record of the run, read apart by ``read_audit_trail``, and no task writes them.
+    """
+    found = await _search_pages(stack, client, run_id, actor, f"?_count={CAPTURE_PAGE}", "state capture")
+    resources = [r for r in found if not (stack.audit_events and r.get("resourceType") in SERVER_RECORDS)]
     resources.sort(key=lambda r: (r.get("resourceType", ""), r.get("id", "")))
     return resources
+
+
+async def read_audit_trail(stack: Stack, client: httpx.AsyncClient, run_id: str, since: datetime) -> int:
+    """Read the server's AuditEvent trail through the proxy as the harness, so the log holds it.
+
+    The reads are the record (``fae.judge.trail.recorded_audit_events`` finds them). An external
+    server is shared by the runs one after another, so only events from the run's start are asked for.
+    """
+    query = f"AuditEvent?_count={CAPTURE_PAGE}"
+    if not stack.embedded:
+        query += "&date=ge" + since.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return len(await _search_pages(stack, client, run_id, "harness", "/" + query, "reading the AuditEvent trail"))
 
 
 def _direct_base(stack: Stack, run_id: str) -> str | None:
@@ -226,6 +259,8 @@ async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent,
             digest = blob_hash(body)
             await writer.write(events=[Stamped(spec.run_id, ev.StateCaptured(
                 resource_count=len(resources), state_blob=digest), actor="harness")], blobs={digest: body})
+            if stack.audit_events:
+                await read_audit_trail(stack, client, spec.run_id, started)
             await _judge_live(stack, spec.run_id)
             if stack.embedded:
                 await client.delete(stack.fhir_root(spec.run_id, "harness") + f"sandbox/{sandbox_id(spec.run_id)}")

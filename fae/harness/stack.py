@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fae.errors import FaeError, RecordError
+from fae.fhir.audit import IDENTITY_HEADER
 from fae.proxy.routes import Upstream
 from fae.proxy.server import ProxyHandle, run_proxy
 from fae.recorder.recorder import Recorder
@@ -43,6 +44,8 @@ class Stack:
     llm_upstream: bool
     extra_mcp_upstreams: dict[str, str] = field(default_factory=dict)
     """Extra MCP servers behind the proxy: the name an agent knows them by → proxy upstream name."""
+    audit_events: bool = False
+    """The FHIR server keeps an AuditEvent trail, which the harness reads back after each run."""
 
     def fhir_base(self, run_id: str, actor: str) -> str:
         """The proxied FHIR base a client uses in ``run_id`` as ``actor``."""
@@ -63,6 +66,26 @@ class Stack:
         """Proxied URLs of the extra MCP servers (``specs``, ``memory:NAME``) for ``AgentContext.extra_mcp``."""
         return {name: self.proxy.url(run_id, actor, upstream, "mcp")
                 for name, upstream in self.extra_mcp_upstreams.items()}
+
+
+def actor_identities(app: Any) -> Any:
+    """The embedded server behind the proxy, with each actor presenting its own identity.
+
+    A caller that presents none (no ``X-Fae-Identity``, no bearer token) is audited as the actor
+    the proxy routed it as, the way each actor would hold its own credential on a real server;
+    a call straight to the server, bypassing the proxy, stays anonymous.
+    """
+
+    async def with_identity(scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            headers = list(scope.get("headers") or [])
+            names = {name.lower() for name, _ in headers}
+            actor = next((value for name, value in headers if name.lower() == b"x-fae-actor"), None)
+            if actor and IDENTITY_HEADER.encode() not in names and b"authorization" not in names:
+                scope = {**scope, "headers": [*headers, (IDENTITY_HEADER.encode(), actor)]}
+        await app(scope, receive, send)
+
+    return with_identity
 
 
 def memory_app_factory() -> Callable[[Path], Any]:
@@ -113,13 +136,17 @@ def memory_upstream_name(store: str) -> str:
 async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_url: str | None = None,
                      redactor: Redactor | None = None,
                      memory_stores: Mapping[str, Path] | None = None,
-                     fhir_engine: Any | None = None) -> AsyncIterator[Stack]:
+                     fhir_engine: Any | None = None,
+                     audit_events: bool = False) -> AsyncIterator[Stack]:
     """Start everything a recording needs; yields when all of it is listening.
 
     ``memory_stores`` names Reflexion memory store directories (e.g. ``{"spec": Path(...)}``);
     each is served by its own memory MCP server, reached by agents as ``extra_mcp["memory:NAME"]``.
     ``fhir_engine`` is the embedded server's engine when the caller needs its own (``fae replay``
     passes one that hands out the recorded resource ids).
+    ``audit_events`` turns the embedded server's AuditEvent trail on (each actor audited under its
+    own name); with ``fhir_url`` it says that the external server keeps one. Either way the harness
+    reads the trail back through the proxy after each run.
     """
     memory_apps = _memory_apps(memory_stores or {})
     async with AsyncExitStack() as stack:
@@ -133,7 +160,12 @@ async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_u
             from fae.fhir.engine import FhirEngine
 
             engine = fhir_engine if fhir_engine is not None else FhirEngine()
-            fhir_port = await stack.enter_async_context(serve_asgi(create_app(engine)))
+            if audit_events:
+                engine.audit_events = True  # every sandbox created from now on keeps a trail
+            fhir_app: Any = create_app(engine)
+            if audit_events:
+                fhir_app = actor_identities(fhir_app)
+            fhir_port = await stack.enter_async_context(serve_asgi(fhir_app))
             upstreams["fhir"] = Upstream("fhir", f"http://127.0.0.1:{fhir_port}", "fhir")
         else:
             upstreams["fhir"] = Upstream("fhir", fhir_url.rstrip("/"), "fhir")
@@ -173,4 +205,4 @@ async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_u
             raise RecordError(f"the recording proxy could not start: {exc}") from None
         proxy_ref["proxy"] = proxy
         yield Stack(log=log, writer=writer, proxy=proxy, embedded=embedded, llm_upstream=bool(llm_url),
-                    extra_mcp_upstreams=extra)
+                    extra_mcp_upstreams=extra, audit_events=audit_events)

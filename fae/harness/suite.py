@@ -91,12 +91,13 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
                        on_progress: Callable[[RunSpec, str], None] | None = None,
                        memory_stores: Mapping[str, Path] | None = None,
                        llm_options: Mapping[str, Any] | None = None,
-                       paraphrase: Paraphrase | None = None) -> SuiteResult:
+                       paraphrase: Paraphrase | None = None, audit_events: bool = False) -> SuiteResult:
     """Record every planned run not already done; returns what happened.
 
     ``memory_stores`` names the Reflexion memory stores the memory agents use
     (``nospec``, ``spec``); ``llm_options`` (model, api_key, timeout_s,
-    max_retries) go to LLM agents.
+    max_retries) go to LLM agents. ``audit_events``: the FHIR server keeps an AuditEvent
+    trail (the embedded one is told to), and each run's trail is read into the log.
     """
     agents: dict[str, Agent] = {spec.agent: build_agent(spec.agent, **(llm_options or {})) for spec in specs}
     _check_servers(agents, memory_stores or {})
@@ -108,7 +109,7 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
     statuses: Counter = Counter()
     runs: list[tuple[str, str]] = []
     async with open_stack(log_path, fhir_url=fhir_url, llm_url=llm_url, redactor=redactor,
-                          memory_stores=memory_stores) as stack:
+                          memory_stores=memory_stores, audit_events=audit_events) as stack:
         marked = await _mark_interrupted(stack)
         attempts = _attempts(stack)
         todo: list[RunSpec] = []

@@ -22,6 +22,10 @@ each timed and by the agent; every version is the same person; no other actor
 read the record from the create to the read-back, and the trail records reads
 at all; ``settle_s >= 1`` and the read-back came at least ``settle_s`` after the
 last write.
+
+Rule ``evidence`` picks the trail: ``proxy`` (the proxy log) or ``trail`` (the
+server's AuditEvents the harness read into the log, ``fae record --audit-events``).
+The same conditions judge either; docs/judging.md says what each cannot see.
 """
 
 from __future__ import annotations
@@ -30,9 +34,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fae.errors import JudgeError
 from fae.judge.context import RunContext
 from fae.judge.registry import JudgeFn, Rule, Verdict, judge
-from fae.judge.trail import Trail, proxy_trail
+from fae.judge.trail import HARNESS_IDENTITIES, Trail, audit_trail, proxy_trail, recorded_audit_events
+from fae.replay.fold import Exchange
 from fae.store import events as ev
 
 # Actors that are the evaluation itself: their reads are the check, not an exposure.
@@ -216,24 +222,41 @@ def proxy_window(ctx: RunContext, target: WriteTarget) -> Window | None:
     if reads:
         chosen = reads[-1]
         return Window(seeded.seq, chosen.seq, chosen.started_at, chosen.version)
-    captures = [x for x in ctx.exchanges if x.actor == "harness" and x.seq < capture_seq
-                and x.interaction.startswith("search")]
-    if not captures:
+    capture = _capture_read(ctx)
+    if capture is None:
         return None
-    capture = captures[-1]
     return Window(seeded.seq, capture_seq, capture.started_at, None)
+
+
+def _capture_read(ctx: RunContext) -> Exchange | None:
+    """The harness's state capture read: its last search before ``StateCaptured``."""
+    if ctx.captured is None:
+        return None
+    captures = [x for x in ctx.exchanges if x.actor == "harness" and x.seq < ctx.captured[0]
+                and x.interaction.startswith("search")]
+    return captures[-1] if captures else None
+
+
+EVIDENCE = ("proxy", "trail")
 
 
 @judge("ensure_record",
        accept_corrections=Rule(True, "a create followed by the agent's own fixes may pass (see conditions)"),
-       settle_s=Rule(1.0, "seconds the read-back must wait after the last write; corrections need >= 1"))
+       settle_s=Rule(1.0, "seconds the read-back must wait after the last write; corrections need >= 1"),
+       evidence=Rule("proxy", "whose record of reads and writes: proxy (the proxy log) or trail (the "
+                              "server's AuditEvents, recorded with --audit-events)"))
 def ensure_record_judge(rules: dict) -> JudgeFn:
-    """Verify the one record the agent was to write, from the proxy log's trail and the fold."""
+    """Verify the one record the agent was to write, from the proxy log's or the server's trail and the fold."""
+    if rules["evidence"] not in EVIDENCE:
+        raise JudgeError(f"rule evidence of judge 'ensure_record' is one of {', '.join(EVIDENCE)}, "
+                         f"got {rules['evidence']!r}")
 
     def run(ctx: RunContext) -> Verdict:
         target = target_for(ctx.run.task_id, ctx.run.variation)
         if target is None:
             return Verdict("not_applicable", None, {"reason": _no_target_reason(ctx)})
+        if rules["evidence"] == "trail":
+            return trail_verdict(ctx, target, rules)
         window = proxy_window(ctx, target)
         if window is None:
             return Verdict("unreadable", None, {"reason": "the run has no seed or no read-back to bound the window"})
@@ -280,3 +303,73 @@ def _record_ref(trail: Trail, target: WriteTarget, window: Window) -> str | None
     return None
 
 
+
+
+def trail_verdict(ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any]) -> Verdict:
+    """The verdict from the server's AuditEvent trail as the harness read it into the log.
+
+    Who read and wrote what, and when, comes from the trail alone (the harness's and setup's
+    own entries left out); what each version said comes from the fold, matched by version id,
+    as a ``_history`` read would give it; the record at a capture read-back is the capture's.
+    """
+    recorded = recorded_audit_events(ctx.run)
+    if recorded is None:
+        return Verdict("unreadable", None, {
+            "source": "trail", "reason": "no trail recorded: the run holds no read of the server's "
+                                         "AuditEvents (record with --audit-events)"})
+    if recorded.unreadable:
+        return Verdict("unreadable", None, {"source": "trail", "reason": "AuditEvent pages that cannot be parsed",
+                                            "trail_reads": list(recorded.unreadable)})
+    fold = ctx.full_fold
+    if fold.problems:
+        return Verdict("unreadable", None, {"source": "trail", "reason": "write bodies the fold cannot read",
+                                            "fold_problems": fold.problems})
+    trail = audit_trail(recorded.audit_events, leave_out=HARNESS_IDENTITIES)
+    window = trail_window(ctx, trail, target)
+    if window is None:
+        return Verdict("unreadable", None, {"source": "trail",
+                                            "reason": "the run has no seed or no read-back to bound the window"})
+    captured = {(r.get("resourceType"), r.get("id")): r for r in ctx.captured[1]} if ctx.captured else {}
+    at_capture = window.readback_seq > len(trail.accesses)
+    seeded = ctx.run.first(ev.SandboxSeeded)
+    seed_seq = seeded.seq if seeded else 0
+
+    def versions(ref: str) -> list[RecordVersion]:
+        kind, rid = ref.split("/", 1)
+        folded = fold.versions(kind, rid)
+        bodies = {v.version_id: v.resource for v in folded}
+        before = [(v.version_id, v.resource, None) for v in folded if v.seq is None or v.seq <= seed_seq]
+        written = [(a.version or "?", bodies.get(a.version or ""), a.seq) for a in trail.accesses
+                   if a.kind == "write" and a.ref == ref]
+        return before + written
+
+    def final(kind: str, rid: str) -> dict[str, Any] | None:
+        if at_capture or window.readback_version is None:
+            return captured.get((kind, rid))
+        return next((v.resource for v in fold.versions(kind, rid) if v.version_id == window.readback_version), None)
+
+    same_type = [r for (kind, _), r in captured.items() if kind == target.resource_type]
+    verdict = verify(target, trail, window, versions, final, same_type, rules)
+    verdict.evidence["audit_events"] = len(recorded.audit_events)
+    verdict.evidence["trail_reads"] = list(recorded.seqs)
+    return verdict
+
+
+def trail_window(ctx: RunContext, trail: Trail, target: WriteTarget) -> Window | None:
+    """The window over the trail: from its start (seeding is not in it) to the verifier's last read of
+    the record's type, else to the harness's capture, after every audited access, at the capture's time."""
+    if ctx.run.first(ev.SandboxSeeded) is None or ctx.captured is None:
+        return None
+    reads = [a for a in trail.accesses if a.actor == "verifier" and a.kind == "read"
+             and a.ref.startswith(target.resource_type + "/")]
+    if reads:
+        chosen = reads[-1]
+        return Window(0, chosen.seq, chosen.at, chosen.version)
+    capture = _capture_read(ctx)
+    if capture is None:
+        return None
+    after_all = len(trail.accesses) + 1
+    record = _record_ref(trail, target, Window(0, after_all, capture.started_at, None))
+    found = next((r for r in ctx.captured[1] if record and f"{r.get('resourceType')}/{r.get('id')}" == record), None)
+    version = (found or {}).get("meta", {}).get("versionId")
+    return Window(0, after_all, capture.started_at, str(version) if version is not None else None)

@@ -4,7 +4,9 @@ Two sources. The proxy log sees every exchange of every actor that went through
 the proxy, reads by search included (a resource in a search bundle was read).
 A server's AuditEvent trail (Medplum-like servers) sees what the server chose
 to audit: on the embedded server, reads and writes but no searches, and only
-the identity the caller presented. docs/judging.md compares the two.
+the identity the caller presented. A run recorded with ``--audit-events`` holds
+that trail as the harness's reads of ``AuditEvent`` after the run
+(``recorded_audit_events``). docs/judging.md compares the two.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fae.replay.fold import Exchange, FoldedState
+from fae.replay.fold import Exchange, FoldedState, parse_json
+from fae.replay.source import RunLog
+from fae.store import events as ev
 
 READS = ("read", "vread", "search-type", "search-system", "search-compartment", "history-instance",
          "history-type", "history-system")
@@ -77,8 +81,15 @@ _AUDIT_HOW = {"create": "create", "update": "update", "patch": "update", "delete
               "vread": "read"}
 
 
-def audit_trail(audit_events: Iterable[dict[str, Any]], actors: dict[str, str] | None = None) -> Trail:
-    """The trail a server's AuditEvents give; ``actors`` maps the identities they name to actors."""
+# The evaluation's own plumbing: seeding and reading back are not accesses to judge.
+HARNESS_IDENTITIES = ("harness", "setup")
+
+
+def audit_trail(audit_events: Iterable[dict[str, Any]], actors: dict[str, str] | None = None,
+                leave_out: Iterable[str] = ()) -> Trail:
+    """The trail a server's AuditEvents give; ``actors`` maps the identities they name to actors,
+    and accesses by the actors in ``leave_out`` are dropped."""
+    dropped = set(leave_out)
     rows: list[tuple[str, Access]] = []
     for event in audit_events:
         subtype = next((c.get("code") for c in event.get("subtype") or [] if isinstance(c, dict)), None)
@@ -94,9 +105,54 @@ def audit_trail(audit_events: Iterable[dict[str, Any]], actors: dict[str, str] |
             at = datetime.fromisoformat(str(recorded).replace("Z", "+00:00")).timestamp()
         except ValueError:
             at = None
-        rows.append((str(recorded), Access(0, at, (actors or {}).get(who, who), "read" if how == "read" else "write",
-                                           how, ref, version)))
+        actor = (actors or {}).get(who, who)
+        if actor in dropped:
+            continue
+        rows.append((str(recorded), Access(0, at, actor, "read" if how == "read" else "write", how, ref, version)))
     rows.sort(key=lambda row: (row[1].at is None, row[1].at or 0.0))
     accesses = tuple(Access(i + 1, a.at, a.actor, a.kind, a.how, a.ref, a.version) for i, (_, a) in enumerate(rows))
-    return Trail("audit", accesses, any(a.kind == "read" for a in accesses),
+    return Trail("trail", accesses, any(a.kind == "read" for a in accesses),
                  tuple(a.seq for a in accesses if a.at is None))
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedTrail:
+    """A server's AuditEvents as the harness read them into the log, and the events that hold them."""
+
+    audit_events: tuple[dict[str, Any], ...]
+    seqs: tuple[int, ...]
+    unreadable: tuple[int, ...] = ()
+
+
+def recorded_audit_events(run: RunLog) -> RecordedTrail | None:
+    """The AuditEvents the harness read after the run (``fae record --audit-events``), page by page,
+    or None when the run holds no such read (recorded without a trail)."""
+    http: dict[str, tuple[str | None, ev.HttpExchanged]] = {}
+    found: list[dict[str, Any]] = []
+    seqs: list[int] = []
+    unreadable: list[int] = []
+    for recorded in run.events:
+        event = recorded.event
+        if isinstance(event, ev.HttpExchanged):
+            http[event.exchange_id] = (recorded.actor, event)
+            continue
+        if not (isinstance(event, ev.FhirInteracted) and event.interaction == "search-type"
+                and event.resource_type == "AuditEvent"):
+            continue
+        actor, exchange = http.get(event.exchange_id, (None, None))
+        if actor != "harness":
+            continue
+        status = event.status if event.status is not None else (exchange.status if exchange else None)
+        if exchange is None or status != 200:
+            continue
+        seqs.append(recorded.seq)
+        bundle = parse_json(run.body(exchange.decoded_blob or exchange.response_blob))
+        if not isinstance(bundle, dict):
+            unreadable.append(recorded.seq)
+            continue
+        found.extend(e["resource"] for e in bundle.get("entry") or []
+                     if isinstance(e, dict) and isinstance(e.get("resource"), dict)
+                     and e["resource"].get("resourceType") == "AuditEvent")
+    if not seqs:
+        return None
+    return RecordedTrail(tuple(found), tuple(seqs), tuple(unreadable))

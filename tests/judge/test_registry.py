@@ -11,12 +11,13 @@ from fae.judge.registry import judges, parse_rules, rule_set, rule_set_hash
 def test_the_built_in_judges_are_registered_with_their_rules():
     found = judges()
     assert {"task", "failure_mode", "state_drift", "ensure_record", "oracle"} <= set(found)
-    assert set(found["ensure_record"].rules) == {"accept_corrections", "settle_s"}
+    assert set(found["ensure_record"].rules) == {"accept_corrections", "settle_s", "evidence"}
 
 
 def test_rule_sets_get_defaults_and_refuse_unknown_or_mistyped_rules():
-    assert rule_set("ensure_record") == {"accept_corrections": True, "settle_s": 1.0}
-    assert rule_set("ensure_record", {"settle_s": 2}) == {"accept_corrections": True, "settle_s": 2}
+    assert rule_set("ensure_record") == {"accept_corrections": True, "settle_s": 1.0, "evidence": "proxy"}
+    assert rule_set("ensure_record", {"settle_s": 2}) == {"accept_corrections": True, "settle_s": 2,
+                                                          "evidence": "proxy"}
     with pytest.raises(JudgeError, match="has no rule 'settle'"):
         rule_set("ensure_record", {"settle": 1})
     with pytest.raises(JudgeError, match="true or false"):
