@@ -12,7 +12,7 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from fae.errors import FaeError
-from fae.replay.drift import captured_resources
+from fae.replay.drift import Capture, capture_seq, read_capture
 from fae.replay.fold import Exchange, FoldedState, fhir_exchanges, fold_state
 from fae.replay.source import RunLog
 from fae.replay.transcript import Transcript, fold_transcript
@@ -70,14 +70,30 @@ class RunContext:
         return fhir_exchanges(self.run)
 
     @cached_property
-    def captured(self) -> tuple[int, list[dict[str, Any]]] | None:
-        return captured_resources(self.run)
+    def captured(self) -> tuple[int, Capture] | None:
+        """(seq, resources) of the state capture; raises when its body is unreadable.
+
+        The capture is compared with the fold as bytes first and parsed only when they differ.
+        """
+        capture = read_capture(self.run)
+        if capture is None:
+            return None
+        try:
+            fold = self._fold_at_capture
+        except Exception:  # whoever asks for the fold is told why it cannot be made; here the capture is just parsed
+            fold = None
+        capture.check(fold)
+        return capture.seq, capture
+
+    @cached_property
+    def _fold_at_capture(self) -> FoldedState:
+        return fold_state(self.run, capture_seq(self.run), exchanges=self.exchanges)
 
     @cached_property
     def fold(self) -> FoldedState:
         """The fold at the state capture (or after the last event when there is none)."""
-        upto = self.captured[0] if self.captured else None
-        return fold_state(self.run, upto, exchanges=self.exchanges)
+        self.captured  # noqa: B018 - an unreadable capture stops the fold too
+        return self._fold_at_capture
 
     @cached_property
     def full_fold(self) -> FoldedState:

@@ -12,13 +12,18 @@ prohibited tool was called), tool_error (a call returned an error), and other
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
+
 from fae.judge.context import RunContext
 from fae.judge.registry import JudgeFn, Verdict, judge
 from fae.judge.task_checks import task_check
+
+_encode = msgspec.json.Encoder().encode
 
 MODES = ("incorrect_tool_selection", "incorrect_order", "incorrect_resource_type", "prohibited_tool",
          "tool_error")
@@ -36,6 +41,21 @@ def in_order(called: Sequence[str], template: Sequence[str]) -> bool:
     return all(any(tool == made for made in remaining) for tool in template)
 
 
+_TYPE_NAMED = re.compile(rb'"resourceType":"([^"\\]*)"')
+
+
+def _named_types(value: Any) -> set[str] | None:
+    """Every string resourceType anywhere in a decoded value, read off its JSON; None when one cannot be read so."""
+    try:
+        text = _encode(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    named = _TYPE_NAMED.findall(text)
+    if len(named) != text.count(b'"resourceType":"'):  # a type with an escaped character in it
+        return None
+    return {kind.decode() for kind in named}
+
+
 def _types(value: Any, found: set[str]) -> None:
     """Add every resourceType named in a tool input or output, down to six levels (a JSON text is parsed)."""
     depth = 0
@@ -47,17 +67,31 @@ def _types(value: Any, found: set[str]) -> None:
         except ValueError:
             return
         depth = 1
-    # only containers are walked; an element at depth d is looked at when d <= 6
-    pending = [(value, depth)] if isinstance(value, (dict, list)) else []
-    while pending:
-        item, depth = pending.pop()
-        children = item.values() if isinstance(item, dict) else item
-        if isinstance(item, dict):
-            kind = item.get("resourceType")
-            if isinstance(kind, str):
-                found.add(kind)
-        if depth < 6:
-            pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    if not isinstance(value, (dict, list)):
+        return
+    # level by level, so the walk can stop once every type the value names anywhere has been found near the top
+    named = _named_types(value)
+    if named is not None and not named:
+        return
+    level = [value]
+    mine: set[str] = set()
+    while level:
+        deeper: list[Any] = []
+        for item in level:
+            if isinstance(item, dict):
+                kind = item.get("resourceType")
+                if isinstance(kind, str):
+                    mine.add(kind)
+                children = item.values()
+            else:
+                children = item
+            if depth < 6:
+                deeper.extend([child for child in children if isinstance(child, (dict, list))])
+        if named is not None and mine >= named:
+            break
+        level = deeper
+        depth += 1
+    found |= mine
 
 
 def classify(called: Sequence[str], touched_types: set[str], errors: int, templates: Sequence[Sequence[str]],

@@ -3,11 +3,20 @@
 They must agree. A resource that differs means something changed the sandbox
 without passing through the proxy (or a write the fold could not read), so the
 run is marked ``state_drift`` with the differing resources, never ignored.
+
+The harness writes its capture as ``json.dumps(resources, sort_keys=True)``, so
+a capture that agrees with the fold is, byte for byte, the fold's resources in
+that canonical JSON with the server's ``meta`` spliced in. ``Capture.check``
+compares those bytes and parses the capture only when they differ.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+import msgspec
 
 from fae.errors import ReplayDrift
 from fae.replay.fold import FoldedState, parse_json
@@ -17,27 +26,164 @@ from fae.store import events as ev
 # Server-made side records are not writes anyone sent: they are not part of the comparison.
 IGNORED_TYPES = ("AuditEvent",)
 
+_canonical_encoder = json.JSONEncoder(sort_keys=True)  # what json.dumps(value, sort_keys=True) writes
+
+
+class _Head(msgspec.Struct, gc=False):
+    """A captured resource's type, id and raw meta; the rest of it is skipped, not decoded."""
+
+    resourceType: Any = None
+    id: Any = None
+    meta: msgspec.Raw = msgspec.Raw(b"")
+
+
+_heads = msgspec.json.Decoder(list[_Head])
+_NOT_READ = object()
+
+
+def _canonical(resource: dict[str, Any]) -> tuple[bytes, bytes, bytes]:
+    """(up to meta's value, after meta's value, without meta): the resource as the harness's json.dumps writes it."""
+    before, after = [], []
+    for key in sorted(resource):
+        if key != "meta":
+            item = f"{_canonical_encoder.encode(key)}: {_canonical_encoder.encode(resource[key])}"
+            (before if key < "meta" else after).append(item)
+    head = "{" + "".join(item + ", " for item in before) + '"meta": '
+    tail = "".join(", " + item for item in after) + "}"
+    return head.encode(), tail.encode(), ("{" + ", ".join(before + after) + "}").encode()
+
+
+class Capture(Sequence[dict[str, Any]]):
+    """The harness's last state capture of a run: a sequence of resources, parsed only when one is asked for."""
+
+    def __init__(self, run_id: str, seq: int, body: bytes):
+        self.run_id, self.seq, self.body = run_id, seq, body
+        self.matched: FoldedState | None = None  # the fold whose canonical JSON the body is
+        self._versions: list[tuple[tuple[str, str], Any]] = []  # per entry: (type, id), meta.versionId
+        self._resources: list[dict[str, Any]] | None = None
+        try:
+            self._head_list: list[_Head] | None = _heads.decode(body)
+        except msgspec.DecodeError:
+            self._head_list = None
+            self._parse()
+
+    def _parse(self) -> list[dict[str, Any]]:
+        if self._resources is None:
+            resources = parse_json(self.body)
+            if not isinstance(resources, list):
+                raise ReplayDrift("the state capture's body is missing or unreadable", run_id=self.run_id,
+                                  seq=self.seq)
+            self._resources = resources
+        return self._resources
+
+    def check(self, state: FoldedState | None) -> None:
+        """Compare with a fold: equal bytes make the fold the capture's content, else parse (raising if unreadable)."""
+        if self._resources is None and self.matched is None:
+            if state is not None and self._matches(state):
+                self.matched = state
+            else:
+                self._parse()
+
+    def _matches(self, state: FoldedState) -> bool:
+        assert self._head_list is not None
+        canonical = state.seed_cache.setdefault("canonical", {})  # (type, id) -> _canonical of a seed resource
+        history = state.history
+        metas: dict[bytes, Any] = {}
+        versions: list[tuple[tuple[str, str], Any]] = []
+        parts: list[bytes] = []
+        for head in self._head_list:
+            kind, rid = head.resourceType, head.id
+            if type(kind) is not str or type(rid) is not str:
+                return False
+            key = (kind, rid)
+            pieces = None if key in history else canonical.get(key)
+            if pieces is None:
+                resource = state.read(kind, rid)
+                if resource is None:
+                    return False
+                pieces = _canonical(resource)
+                if key not in history:  # the seed's own resource, unwritten: the same bytes for every run
+                    canonical[key] = pieces
+            meta = bytes(head.meta)
+            if meta:
+                version = metas.get(meta, _NOT_READ)
+                if version is _NOT_READ:
+                    version = metas[meta] = _meta_version(meta)
+                    if version is _NOT_READ:
+                        return False
+                parts.append(pieces[0] + meta + pieces[1])
+            else:
+                version = None
+                parts.append(pieces[2])
+            versions.append((key, version))
+        if b"[" + b", ".join(parts) + b"]" != self.body or len(set(key for key, _ in versions)) != len(versions):
+            return False
+        self._versions = versions
+        return True
+
+    def versions(self) -> list[tuple[tuple[str, str], Any]]:
+        """Each entry's (type, id) and meta.versionId, in capture order (read from the fold it matched)."""
+        return self._versions
+
+    def __len__(self) -> int:
+        return len(self._head_list) if self._resources is None and self._head_list is not None else len(self._parse())
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        return self._parse()[index]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self._parse())
+
+
+def _meta_version(meta: bytes) -> Any:
+    """meta.versionId from a captured meta's raw JSON (None when meta is empty); _NOT_READ when it is not an object."""
+    try:
+        value = msgspec.json.decode(meta)
+    except msgspec.DecodeError:
+        return _NOT_READ
+    if not value:
+        return None
+    return value.get("versionId") if isinstance(value, dict) else _NOT_READ
+
+
+def read_capture(run: RunLog) -> Capture | None:
+    """The run's last state capture, unparsed, or None when it has none (raises when its body is unreadable)."""
+    captured = run.last(ev.StateCaptured)
+    if captured is None:
+        return None
+    assert isinstance(captured.event, ev.StateCaptured)
+    body = run.body(captured.event.state_blob)
+    if not body:
+        raise ReplayDrift("the state capture's body is missing or unreadable", run_id=run.run_id, seq=captured.seq)
+    return Capture(run.run_id, captured.seq, body)
+
+
+def capture_seq(run: RunLog) -> int | None:
+    """The seq of the run's last state capture, or None when it has none."""
+    captured = run.last(ev.StateCaptured)
+    return None if captured is None else captured.seq
+
+
+def captured_resources(run: RunLog) -> tuple[int, list[dict[str, Any]]] | None:
+    """(seq, resources) of the run's last state capture, or None when it has none."""
+    capture = read_capture(run)
+    return None if capture is None else (capture.seq, list(capture))
+
 
 def _same_content(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Equal apart from meta (two shallow copies: the comparison then runs in C)."""
     return a is b or {**a, "meta": None} == {**b, "meta": None}
 
 
-def captured_resources(run: RunLog) -> tuple[int, list[dict[str, Any]]] | None:
-    """(seq, resources) of the run's last state capture, or None when it has none."""
-    captured = run.last(ev.StateCaptured)
-    if captured is None:
-        return None
-    assert isinstance(captured.event, ev.StateCaptured)
-    resources = parse_json(run.body(captured.event.state_blob))
-    if not isinstance(resources, list):
-        raise ReplayDrift("the state capture's body is missing or unreadable", run_id=run.run_id, seq=captured.seq)
-    return captured.seq, resources
-
-
-def state_drift(state: FoldedState, captured: list[dict[str, Any]],
+def state_drift(state: FoldedState, captured: Sequence[dict[str, Any]],
                 ignored_types: tuple[str, ...] = IGNORED_TYPES) -> list[dict[str, Any]]:
     """Every resource where fold and capture disagree, by reference, with what each side holds."""
+    if isinstance(captured, Capture) and captured.matched is state:
+        return _version_drift(state, captured, ignored_types)
     folded = {(r["resourceType"], r["id"]): r for t in state.resource_types() if t not in ignored_types
               for r in state.resources(t)}
     seen = {}
@@ -66,5 +212,31 @@ def state_drift(state: FoldedState, captured: list[dict[str, Any]],
     for key, mine in folded.items():  # what the capture lacks
         found.append((key, {"ref": f"{key[0]}/{key[1]}", "difference": "only_in_fold",
                             "fold_version": state._current_version(mine)}))
+    found.sort(key=lambda item: item[0])
+    return [difference for _, difference in found]
+
+
+def _version_drift(state: FoldedState, capture: Capture, ignored_types: tuple[str, ...]) -> list[dict[str, Any]]:
+    """state_drift for a capture whose content is the fold's: only versions and what the capture lacks can differ."""
+    found: list[tuple[tuple[str, str], dict[str, Any]]] = []
+    seen = set()
+    for key, capture_version in capture.versions():
+        if key[0] in ignored_types:
+            continue
+        seen.add(key)
+        if capture_version is not None:
+            versions = state.history.get(key)
+            fold_version = versions[-1].version_id if versions else "1"
+            if str(capture_version) != fold_version:
+                found.append((key, {"ref": f"{key[0]}/{key[1]}", "difference": "version",
+                                    "fold_version": fold_version, "capture_version": capture_version}))
+    if sum(state.count(t) for t in state.resource_types() if t not in ignored_types) != len(seen):
+        for kind in state.resource_types():
+            if kind not in ignored_types:
+                for mine in state.resources(kind):
+                    key = (kind, mine["id"])
+                    if key not in seen:
+                        found.append((key, {"ref": f"{kind}/{key[1]}", "difference": "only_in_fold",
+                                            "fold_version": state._current_version(mine)}))
     found.sort(key=lambda item: item[0])
     return [difference for _, difference in found]

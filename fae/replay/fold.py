@@ -127,6 +127,9 @@ class _Snapshot:
     def read(self, resource_type: str, resource_id: str) -> dict[str, Any] | None:
         return self._by_type.get(resource_type, {}).get(resource_id)
 
+    def count(self, resource_type: str) -> int:
+        return len(self._by_type.get(resource_type, ()))
+
     def all(self) -> list[dict[str, Any]]:
         return [r for t in self.resource_types() for r in self.resources(t)]
 
@@ -139,6 +142,8 @@ class FoldedState(_Snapshot):
     upto: int | None = None
     history: dict[tuple[str, str], list[Version]] = field(default_factory=dict)
     problems: list[dict[str, Any]] = field(default_factory=list)
+    # what readers derive from seed resources (their canonical JSON, say), shared by every fold of the same seed
+    seed_cache: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         seed_by_type: dict[str, dict[str, dict[str, Any]]] = {}
@@ -310,12 +315,12 @@ def _fold_bundle(state: FoldedState, exchange: Exchange, problem: Any) -> None:
         state.apply(Version(rtype, rid, str(vid), resource, exchange.seq, exchange.actor, exchange.started_at))
 
 
-_SEEDS: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+_SEEDS: OrderedDict[str, tuple[list[dict[str, Any]], dict[Any, Any]]] = OrderedDict()
 _SEEDS_KEPT = 256
 
 
-def _seed_of(run: RunLog, seeded: Recorded) -> list[dict[str, Any]]:
-    """A seed's resources, parsed once per seed body: repeats of a variation share it (read-only)."""
+def _seed_of(run: RunLog, seeded: Recorded) -> tuple[list[dict[str, Any]], dict[Any, Any]]:
+    """A seed's resources and its seed cache, made once per seed body: repeats of a variation share them."""
     assert isinstance(seeded.event, ev.SandboxSeeded) and seeded.event.seed_blob
     digest = seeded.event.seed_blob
     found = _SEEDS.get(digest)
@@ -325,11 +330,10 @@ def _seed_of(run: RunLog, seeded: Recorded) -> list[dict[str, Any]]:
     body = run.body(digest)
     if body is None:
         raise ReplayDrift("the seed body is missing from the log", run_id=run.run_id, seq=seeded.seq)
-    resources = seed_resources(parse_json(body), run_id=run.run_id)
-    _SEEDS[digest] = resources
+    found = _SEEDS[digest] = (seed_resources(parse_json(body), run_id=run.run_id), {})
     while len(_SEEDS) > _SEEDS_KEPT:
         _SEEDS.popitem(last=False)
-    return resources
+    return found
 
 
 def fold_state(run: RunLog, upto: int | None = None, *, exchanges: Iterable[Exchange] | None = None) -> FoldedState:
@@ -337,12 +341,13 @@ def fold_state(run: RunLog, upto: int | None = None, *, exchanges: Iterable[Exch
     seeded = run.first(ev.SandboxSeeded)
     if seeded is None or not isinstance(seeded.event, ev.SandboxSeeded) or not seeded.event.seed_blob:
         raise ReplayDrift("the run has no recorded seed; its state cannot be folded", run_id=run.run_id)
-    state = FoldedState(_seed_of(run, seeded), upto=upto)
+    resources, cache = _seed_of(run, seeded)
+    state = FoldedState(resources, upto=upto, seed_cache=cache)
     for exchange in exchanges if exchanges is not None else fhir_exchanges(run):
         if upto is not None and exchange.seq > upto:
             break
         if exchange.interaction == "sandbox-admin" and exchange.ok and exchange.path.rstrip("/").endswith("$reset"):
-            state = FoldedState(state.seed_resources, upto=upto, problems=state.problems)
+            state = FoldedState(state.seed_resources, upto=upto, problems=state.problems, seed_cache=state.seed_cache)
             continue
         if exchange.interaction not in WRITES:
             continue

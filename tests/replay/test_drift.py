@@ -1,0 +1,83 @@
+"""The capture compared as bytes: it agrees with the fold exactly when the parsed comparison does, and an
+unreadable capture is still refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fae.errors import ReplayDrift
+from fae.replay import fold_state, load_run, state_drift
+from fae.replay.drift import Capture, read_capture
+from fae.store.log import EventLog
+
+
+def _runs(log_path):
+    with EventLog(log_path, read_only=True) as log:
+        _, rows = log.query("SELECT run_id FROM runs ORDER BY run_id")
+        return [load_run(log, run_id) for (run_id,) in rows]
+
+
+def _checked(run, body: bytes):
+    capture = read_capture(run)
+    state = fold_state(run, capture.seq)
+    tampered = Capture(run.run_id, capture.seq, body)
+    tampered.check(state)
+    return state, tampered
+
+
+def test_a_capture_that_agrees_is_never_parsed_and_gives_the_parsed_verdict(replay_log):
+    kinds = set()
+    for run in _runs(replay_log):
+        capture = read_capture(run)
+        state = fold_state(run, capture.seq)
+        capture.check(state)
+        drifted = "unrecorded" in run.run_id
+        assert (capture.matched is None) == drifted, run.run_id
+        assert (capture._resources is None) == (not drifted)  # the bytes alone settled it
+        assert state_drift(state, capture) == state_drift(state, json.loads(capture.body)), run.run_id
+        assert len(capture) == len(json.loads(capture.body))
+        kinds.add(bool(state_drift(state, capture)))
+    assert kinds == {True, False}
+
+
+def test_a_changed_version_is_read_from_the_bytes(replay_log):
+    run = next(r for r in _runs(replay_log) if r.run_id.startswith("rec-create-patient"))
+    resources = json.loads(read_capture(run).body)
+    resources[0]["meta"]["versionId"] = "7"
+    state, capture = _checked(run, json.dumps(resources, sort_keys=True).encode())
+    assert capture.matched is state
+    drift = state_drift(state, capture)
+    assert drift == state_drift(state, resources) and [d["difference"] for d in drift] == ["version"]
+
+
+@pytest.mark.parametrize("change", ["value", "equal_value", "unsorted", "missing_entry", "duplicate_entry"])
+def test_bytes_that_differ_fall_back_to_the_parsed_comparison(replay_log, change):
+    run = next(r for r in _runs(replay_log) if r.run_id.startswith("rec-create-patient"))
+    resources = json.loads(read_capture(run).body)
+    sort_keys = True
+    if change == "value":
+        resources[0]["zz"] = "x"
+    elif change == "equal_value":  # 1 == True to Python: the same content, other bytes
+        next(r for r in resources if r.get("active") is True)["active"] = 1
+    elif change == "unsorted":
+        resources[0] = dict(reversed(resources[0].items()))
+        sort_keys = False
+    elif change == "missing_entry":
+        resources.pop()
+    else:
+        resources.append(resources[0])
+    state, capture = _checked(run, json.dumps(resources, sort_keys=sort_keys).encode())
+    assert (capture.matched is state) == (change == "missing_entry")  # a lacking capture still agrees entry by entry
+    assert state_drift(state, capture) == state_drift(state, resources)
+    assert bool(state_drift(state, capture)) == (change in ("value", "missing_entry"))
+
+
+@pytest.mark.parametrize("body", [b'[{"resourceType": "Patient", "id": "p", "x": "\xff"}]',
+                                  b'[{"resourceType": "Patient", "id": "p", "x": 1e999}]',
+                                  b'{"resourceType": "Patient"}', b"[1, 2"])
+def test_an_unreadable_capture_is_refused_even_where_a_partial_read_would_pass(replay_log, body):
+    run = _runs(replay_log)[0]
+    with pytest.raises(ReplayDrift, match="unreadable"):
+        Capture(run.run_id, 1, body).check(fold_state(run))
