@@ -7,9 +7,11 @@ batches. Old verdicts are never touched: a rescore is new rows.
 
 from __future__ import annotations
 
+import gc
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -104,6 +106,25 @@ class RejudgeResult:
     outcomes: Counter = field(default_factory=Counter)
 
 
+@contextmanager
+def relaxed_gc(young: int = 50_000) -> Iterator[None]:
+    """Fewer garbage-collector passes while many short-lived runs are judged.
+
+    Judging allocates many small containers per run that die with the run; the default
+    young-generation threshold (700) makes the collector walk them over and over. Objects
+    alive on entry (the task suite, the spec data) are frozen out of those walks. Verdicts
+    cannot depend on this: it only changes when memory is reclaimed.
+    """
+    before = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(young, before[1], before[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
+
+
 def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: Mapping[str, Any] | None = None,
             runs: str | None = None, clock: Callable[[], datetime] | None = None,
             chunk: int = 500) -> RejudgeResult:
@@ -121,15 +142,16 @@ def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: M
         result = RejudgeResult(batch=batch, runs=0, verdicts=0)
         pending: list[VerdictRow] = []
         bodies = BodyCache(log)
-        for run in load_runs(log, ids, bodies=bodies, lean=True):
-            rows = judge_run(run, plan, judged_at=now, batch=batch)
-            pending.extend(rows)
-            result.runs += 1
-            result.outcomes.update((r.judge, r.rule_set_hash, r.outcome) for r in rows)
-            if len(pending) >= chunk * len(plan):
-                log.write_batch(Batch(verdicts=pending))
-                result.verdicts += len(pending)
-                pending = []
+        with relaxed_gc():
+            for run in load_runs(log, ids, bodies=bodies, lean=True):
+                rows = judge_run(run, plan, judged_at=now, batch=batch)
+                pending.extend(rows)
+                result.runs += 1
+                result.outcomes.update((r.judge, r.rule_set_hash, r.outcome) for r in rows)
+                if len(pending) >= chunk * len(plan):
+                    log.write_batch(Batch(verdicts=pending))
+                    result.verdicts += len(pending)
+                    pending = []
         if pending:
             log.write_batch(Batch(verdicts=pending))
             result.verdicts += len(pending)
