@@ -40,13 +40,6 @@ class Stamped:
         self.mono_ns = time.monotonic_ns() if mono_ns is None else mono_ns
 
 
-class _Pending:
-    __slots__ = ("batch",)
-
-    def __init__(self, batch: Batch):
-        self.batch = batch
-
-
 class LogWriter:
     """Owns the log's writes; use through ``open_writer``."""
 
@@ -55,7 +48,7 @@ class LogWriter:
         self.journal = Journal(log.path)
         self.linger_s = linger_s
         self._seqs: dict[str, int] = log.last_seqs()
-        self._queue: list[_Pending] = []
+        self._queue: list[Batch] = []
         self._wake = anyio.Event()
         self._flushed = anyio.Event()
         self._failed: StoreError | None = None
@@ -97,7 +90,7 @@ class LogWriter:
             self._seqs = seqs_before
             self._failed = exc
             raise
-        self._queue.append(_Pending(batch))
+        self._queue.append(batch)
         self._wake.set()
         return [row.seq for row in batch.events]
 
@@ -124,8 +117,8 @@ class LogWriter:
                 self._in_flight = True
                 segment = self.journal.seal()
                 merged = Batch()
-                for pending in taken:
-                    merged.extend(pending.batch)
+                for batch in taken:
+                    merged.extend(batch)
                 try:
                     await anyio.to_thread.run_sync(
                         lambda: self.log.write_batch(merged, segment=segment.name if segment else None))
