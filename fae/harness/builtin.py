@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fae.agents.plan import Plan, plan_from_dict
+from fae.agents.plan import plan_from_dict
+from fae.tasks.model import FixtureVariation
 
 BUILTIN_TASK = "builtin-create-patient"
 _GIVEN = ("Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "John")
 _FAMILY = ("Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen", "Backus")
 
 
-@dataclass(frozen=True)
-class BuiltinRendered:
-    task_id: str
-    variation: int
-    prompt: str
-    now: datetime
-    seed_bundle: dict[str, Any]
-    gold_plan: Plan
-    params: dict[str, Any] = field(default_factory=dict)
-
-
-def render_builtin(variation: int) -> BuiltinRendered:
+def render_builtin(variation: int) -> FixtureVariation:
     """Variation ``n`` asks to register a different person, at a fixed "now"."""
     given = _GIVEN[variation % len(_GIVEN)]
     family = _FAMILY[(variation * 3 + 1) % len(_FAMILY)]
@@ -46,6 +35,6 @@ def render_builtin(variation: int) -> BuiltinRendered:
                           "birthDate": birth}}},
         {"answer": "<patient_id>${created.id}</patient_id>"},
     ]})
-    return BuiltinRendered(task_id=BUILTIN_TASK, variation=variation, prompt=prompt, now=now,
+    return FixtureVariation(task_id=BUILTIN_TASK, variation=variation, prompt=prompt, now=now,
                            seed_bundle=seed, gold_plan=plan,
                            params={"given": given, "family": family, "birth": birth})

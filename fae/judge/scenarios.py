@@ -9,12 +9,13 @@ happened, with knowledge of the intended record that no verifier rule uses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fae.agents.plan import Plan, plan_from_dict
 from fae.judge.ensure_record import WriteTarget
+from fae.tasks.model import FixtureVariation
 
 TASK_ID = "wv-register-patient"
 _GIVEN = ("Maria", "Kofi", "Ingrid", "Tomasz", "Aiko", "Rafael")
@@ -22,16 +23,9 @@ _FAMILY = ("Okafor", "Lindqvist", "Moreau", "Tanaka", "Petrov", "Silva")
 
 
 @dataclass(frozen=True)
-class ScenarioTask:
-    """A rendered variation of the write-verification task (what the harness needs to record it)."""
+class ScenarioTask(FixtureVariation):
+    """A rendered variation of the write-verification task, with the record it is to write."""
 
-    task_id: str
-    variation: int
-    prompt: str
-    now: datetime
-    seed_bundle: dict[str, Any]
-    gold_plan: Plan
-    params: dict[str, Any] = field(default_factory=dict)
     target: WriteTarget | None = None
 
 

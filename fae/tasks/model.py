@@ -42,6 +42,20 @@ class Meta(msgspec.Struct, frozen=True):
 
 
 @dataclass(frozen=True)
+class FixtureVariation:
+    """A rendered variation of a task kept outside the suite (the built-in fixture, the write-verification
+    scenarios): what the harness needs to record it, without the suite's validators."""
+
+    task_id: str
+    variation: int
+    prompt: str
+    now: datetime
+    seed_bundle: dict[str, Any]
+    gold_plan: Plan
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Rendered:
     """One variation of a task, fully determined by (task, variation)."""
 
