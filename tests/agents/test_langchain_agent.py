@@ -343,3 +343,17 @@ def test_memory_store_options():
     for bad in (["Bad=x"], ["spec=a", "spec=b"], ["spec="], ["only-a-dir"]):
         with pytest.raises(FaeError, match="--memory"):
             parse_memory_stores(bad)
+
+
+def test_judges_give_verdicts_for_every_configuration(recorded, db):
+    rows = query(db, "SELECT r.agent, v.judge, v.rule_set->>'$.mode', v.outcome FROM verdicts v JOIN runs r"
+                     " USING (run_id)")
+    by_agent: dict[str, dict[tuple[str, str | None], set[str]]] = {}
+    for agent, judge, mode, outcome in rows:
+        by_agent.setdefault(agent, {}).setdefault((judge, mode), set()).add(outcome)
+    assert len(by_agent) == len(recorded["configs"])
+    for agent, verdicts in by_agent.items():
+        assert verdicts[("task", "strict")] == {"pass"}, agent
+        assert verdicts[("task", "light")] == {"pass"}, agent
+        assert verdicts[("state_drift", None)] == {"agree"}, agent
+        assert ("failure_mode", None) in verdicts, agent
