@@ -7,7 +7,6 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -16,6 +15,7 @@ from fae.agents.plan import HTTP_ACTORS
 from fae.errors import FaeError, PlanError
 from fae.fhir.audit import IDENTITY_HEADER
 from fae.harness.stack import Stack, sandbox_id
+from fae.mcp.fhir_links import link_url, rebase_link, server_base_path
 from fae.store import events as ev
 from fae.store.log import RunRow, RunUpdate, blob_hash
 from fae.store.writer import Stamped
@@ -40,17 +40,6 @@ class RunSpec:
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _onto(base: str, link: str) -> str:
-    """Put a server's absolute paging link onto our proxied base (same path below the base)."""
-    parts = urlsplit(link)
-    base_parts = urlsplit(base)
-    marker = "/fhir"
-    path = parts.path
-    tail = path[path.index(marker) + len(marker):] if marker in path else path
-    return f"{base_parts.scheme}://{base_parts.netloc}{base_parts.path.rstrip('/')}{tail}" + (
-        f"?{parts.query}" if parts.query else "")
 
 
 async def _seed(stack: Stack, client: httpx.AsyncClient, spec: RunSpec, bundle: dict[str, Any]) -> None:
@@ -118,7 +107,9 @@ async def _search_pages(stack: Stack, client: httpx.AsyncClient, run_id: str, ac
     url: str | None = base.rstrip("/") + query
     headers = {"accept": "application/fhir+json", **_identity(stack, actor)}
     resources: list[dict[str, Any]] = []
-    for _ in range(CAPTURE_MAX_PAGES):
+    search_path = query.lstrip("/").partition("?")[0]  # a resource type, or "" for a system search
+    server_base: str | None = None
+    for page in range(CAPTURE_MAX_PAGES):
         if url is None:
             break
         reply = await client.get(url, headers=headers)
@@ -126,8 +117,16 @@ async def _search_pages(stack: Stack, client: httpx.AsyncClient, run_id: str, ac
             raise FaeError(f"{what} failed with HTTP {reply.status_code}: {reply.text[:300]}", run_id=run_id)
         bundle = reply.json()
         resources.extend(e["resource"] for e in bundle.get("entry") or [] if isinstance(e.get("resource"), dict))
-        nxt = [link.get("url") for link in bundle.get("link") or [] if link.get("relation") == "next"]
-        url = _onto(base, nxt[0]) if nxt and nxt[0] else None
+        if page == 0:
+            self_link = link_url(bundle, "self")
+            if search_path:
+                server_base = server_base_path(self_link, reply.url, search_path)
+            elif self_link:  # a system search's self link is the server's base itself
+                server_base = reply.url.join(self_link).path.rstrip("/")
+        nxt = link_url(bundle, "next")
+        url = str(rebase_link(nxt, client_base=httpx.URL(base), request_url=reply.url,
+                              # a system search has no type segment to find in a foreign link
+                              search_path=search_path or "_", server_base_path=server_base)) if nxt else None
     return resources
 
 

@@ -54,3 +54,24 @@ def test_malformed_forwarded_headers_are_ignored():
             assert good.json()["base"] == "https://proxy:8080/run/r/agent/fhir/sandbox/t/fhir"
 
     anyio.run(main)
+
+
+def test_state_capture_follows_every_page(tmp_path, monkeypatch):
+    """A capture longer than one page reads every page through the proxy."""
+    import fae.harness.run as run_module
+    from fae.harness.run import capture_state
+
+    monkeypatch.setattr(run_module, "CAPTURE_PAGE", 2)
+    log = tmp_path / "pages.duckdb"
+
+    async def main():
+        async with open_stack(log) as stack, httpx.AsyncClient() as client:
+            sid = __import__("fae.harness.stack", fromlist=["sandbox_id"]).sandbox_id("r1")
+            await client.post(stack.fhir_root("r1", "setup") + f"sandbox?id={sid}", json=SEED)
+            return await capture_state(stack, client, "r1")
+
+    resources = anyio.run(main)
+    assert sorted(r["id"] for r in resources) == [f"p{i}" for i in range(5)]
+    with EventLog(log, read_only=True) as opened:
+        _, rows = opened.query("SELECT count(*) FROM fhir_exchanges WHERE actor = 'harness'")
+    assert rows[0][0] == 3
