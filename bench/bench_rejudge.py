@@ -23,7 +23,7 @@ from pathlib import Path
 import anyio
 import duckdb
 
-from fae.harness.suite import plan_suite, record_suite
+from fae.harness.suite_runner import plan_suite, record_suite
 from fae.judge.rejudge import build_plan, judge_run, rejudge, relaxed_gc
 from fae.replay.source import BodyCache, load_runs, run_ids
 from fae.store.log import EventLog

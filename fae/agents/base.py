@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from fae.agents.plan import Plan, load_plan
+from fae.plan import Plan, load_plan
 from fae.errors import FaeError, PlanError
 
 STOP_REASONS = ("answered", "gave_up", "hit_cap", "errored", "no_answer")
@@ -76,7 +76,7 @@ def build_agent(spec: str, **llm_options: Any) -> Agent:
         path = Path(spec[5:])
         return ScriptedAgent(name=f"plan:{path.name}", plan=load_plan(path))
     if spec.startswith("scenario:"):
-        from fae.judge.scenarios import SCENARIOS, scenario_plan
+        from fae.tasks.scenarios import SCENARIOS, scenario_plan
 
         name = spec.split(":", 1)[1]
         if name not in SCENARIOS:

@@ -30,7 +30,7 @@ from fae.agents.base import AgentContext, AgentError, AgentResult
 from fae.agents.langchain_configs import Configuration, configuration
 from fae.agents.mcp_client import McpToolbox
 from fae.agents.mcp_langchain import langchain_tools
-from fae.agents.scripted import ToolOutcome
+from fae.agents.plan_runner import ToolOutcome
 from fae.errors import FaeError
 
 PREFIX = "langchain:"

@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 
-from fae.agents.scripted import CallTool, ToolOutcome
+from fae.agents.plan_runner import CallTool, ToolOutcome
 
 
 class ToolSpec(msgspec.Struct, frozen=True):
@@ -163,7 +163,7 @@ class McpToolbox:
 
 
 def toolbox_call(box: McpToolbox) -> CallTool:
-    """The ``CallTool`` that ``fae.agents.scripted.run_plan`` takes, calling through ``box``."""
+    """The ``CallTool`` that ``fae.agents.plan_runner.run_plan`` takes, calling through ``box``."""
 
     async def call(name: str, args: dict[str, Any]) -> ToolOutcome:
         return await box.call_tool(name, args)

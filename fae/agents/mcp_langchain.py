@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 
 from fae.agents.mcp_client import McpToolbox, ToolSpec
-from fae.agents.scripted import ToolOutcome
+from fae.agents.plan_runner import ToolOutcome
 from fae.errors import FaeError
 
 

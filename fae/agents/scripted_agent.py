@@ -10,8 +10,8 @@ import httpx
 
 from fae.agents.base import AgentContext, AgentResult
 from fae.agents.mcp_client import McpToolbox, toolbox_call
-from fae.agents.plan import Plan, plan_to_dict
-from fae.agents.scripted import run_plan
+from fae.plan import Plan, plan_to_dict
+from fae.agents.plan_runner import run_plan
 from fae.errors import PlanError
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import anyio
 
-from fae.agents.plan import plan_to_dict
-from fae.harness.suite import SuiteResult, plan_suite, record_suite, render_task
-from fae.judge.scenarios import TASK_ID as SCENARIO_TASK
+from fae.plan import plan_to_dict
+from fae.harness.suite_runner import SuiteResult, plan_suite, record_suite, render_task
+from fae.tasks.scenarios import TASK_ID as SCENARIO_TASK
 
 DEMO_TASKS = ("rec-create-patient", "sched-book-appointment", "ord-order-wgs")
 DEMO_AGENTS = ("gold", "langchain:baseline@scripted:gold", "langchain:specs@scripted:gold",

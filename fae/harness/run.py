@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from fae.agents.base import Agent, AgentContext, AgentError, AgentResult
-from fae.agents.plan import HTTP_ACTORS
+from fae.plan import HTTP_ACTORS
 from fae.errors import FaeError, PlanError
 from fae.fhir.audit import IDENTITY_HEADER
 from fae.harness.stack import Stack, sandbox_id

@@ -16,21 +16,7 @@ from fae.replay.drift import Capture, capture_seq, read_capture
 from fae.replay.fold import Exchange, FoldedState, fhir_exchanges, fold_state
 from fae.replay.source import RunLog
 from fae.replay.transcript import Transcript, fold_transcript
-
-
-@lru_cache(maxsize=1024)
-def rendered_task(task_id: str, variation: int) -> tuple[Any, Any] | None:
-    """(task, rendered variation) from the task suite, or None when the suite has no such task."""
-    try:
-        from fae.tasks import load_suite
-
-        suite = load_suite()
-        if task_id not in suite:
-            return None
-        task = suite[task_id]
-        return task, task.render(variation)
-    except (ImportError, FaeError):
-        return None
+from fae.tasks.suite import rendered_task
 
 
 class _CapturedState:

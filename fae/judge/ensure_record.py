@@ -39,21 +39,11 @@ from fae.judge.context import RunContext
 from fae.judge.registry import JudgeFn, Rule, Verdict, judge
 from fae.judge.trail import HARNESS_IDENTITIES, Trail, audit_trail, proxy_trail, recorded_audit_events
 from fae.replay.fold import Exchange
+from fae.tasks.write_targets import WriteTarget
 from fae.store import events as ev
 
 # Actors that are the evaluation itself: their reads are the check, not an exposure.
 OWN_ACTORS = ("agent", "harness", "verifier")
-
-
-@dataclass(frozen=True)
-class WriteTarget:
-    """The record the agent was to write: its type, who it is, what it must say."""
-
-    resource_type: str
-    identity: dict[str, Any]
-    expected: dict[str, Any] = field(default_factory=dict)
-    action: str = "create"  # or "update"
-    record_id: str | None = None  # the record to update
 
 
 @dataclass(frozen=True)
@@ -194,15 +184,15 @@ def verify(target: WriteTarget, trail: Trail, window: Window, versions: Callable
 
 def target_for(task_id: str, variation: int) -> WriteTarget | None:
     """The write a task's variation asks for: a write-verification scenario's, or a suite write task's
-    single record (``fae.judge.write_targets``)."""
-    from fae.judge.scenarios import scenario_target
-    from fae.judge.write_targets import suite_target
+    single record (``fae.tasks.write_targets``)."""
+    from fae.tasks.scenarios import scenario_target
+    from fae.tasks.write_targets import suite_target
 
     return scenario_target(task_id, variation) or suite_target(task_id, variation)
 
 
 def _no_target_reason(ctx: RunContext) -> str:
-    from fae.judge.write_targets import not_covered
+    from fae.tasks.write_targets import not_covered
 
     found = ctx.task
     if found is None:

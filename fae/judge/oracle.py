@@ -26,7 +26,7 @@ def _content(resource: dict[str, Any]) -> dict[str, Any]:
 
 def harms(ctx: RunContext) -> list[str] | None:
     """What went wrong, or None when the run is not a write-verification run."""
-    from fae.judge.scenarios import scenario_target
+    from fae.tasks.scenarios import scenario_target
 
     target = scenario_target(ctx.run.task_id, ctx.run.variation)  # the oracle knows the scenarios' intent only
     if target is None or ctx.captured is None:

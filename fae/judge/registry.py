@@ -62,7 +62,7 @@ def judge(name: str, **rules: Rule) -> Callable[[Callable[[dict[str, Any]], Judg
 
 def judges() -> dict[str, JudgeDef]:
     """Every registered judge, by name (importing the built-in ones)."""
-    import fae.judge.builtin  # noqa: F401  (registers the built-in judges)
+    import fae.judge.builtin_judges  # noqa: F401  (registers the built-in judges)
 
     return dict(_JUDGES)
 

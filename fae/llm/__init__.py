@@ -7,7 +7,7 @@ this server; a real endpoint is used by changing the base URL. See docs/llm.md.
 
 from fae.llm.app import FAULT_MODELS, MODELS, create_app
 from fae.llm.behaviours import SCRIPTED_MODELS
-from fae.llm.registry import PlanEntry, PlanRegistry, entry_from_dict, load_plans_dir
+from fae.llm.plan_registry import PlanEntry, PlanRegistry, entry_from_dict, load_plans_dir
 from fae.llm.server import LlmServer
 
 __all__ = [

@@ -28,7 +28,7 @@ from fae.llm import behaviours, wire
 from fae.llm.behaviours import Reply
 from fae.llm.conversation import count_tokens, prompt_tokens
 from fae.llm.embeddings import DEFAULT_DIMENSIONS, embed, to_base64
-from fae.llm.registry import PlanRegistry, entry_from_dict, entry_to_dict
+from fae.llm.plan_registry import PlanRegistry, entry_from_dict, entry_to_dict
 from fae.llm.responses import messages_from_input, response_body
 
 FAULT_429 = "fault:429"

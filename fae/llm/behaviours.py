@@ -17,10 +17,10 @@ from typing import Any
 
 import msgspec
 
-from fae.agents.plan import AnswerStep, Plan, ToolStep, lookup, resolve
+from fae.plan import AnswerStep, Plan, ToolStep, lookup, resolve
 from fae.errors import PlanError
 from fae.llm.conversation import answered_calls, conversation_text, first_user_text
-from fae.llm.registry import PlanEntry, PlanRegistry
+from fae.llm.plan_registry import PlanEntry, PlanRegistry
 
 GOLD = "scripted:gold"
 MISTAKE_RECOVER = "scripted:mistake-recover"

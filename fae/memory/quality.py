@@ -18,7 +18,7 @@ import yaml
 
 from fae.memory.embeddings import Embedder
 from fae.memory.errors import MemoryStoreError
-from fae.memory.store import MacroReflection, MemoryStore
+from fae.memory.reflection_store import MacroReflection, MemoryStore
 
 SET_CLOCK = "2025-03-03T08:00:00Z"
 

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from fae.memory.errors import MemoryStoreError
-from fae.memory.store import MacroReflection, MicroReflection
+from fae.memory.reflection_store import MacroReflection, MicroReflection
 
 EVALUATOR_SYSTEM = (
     "You evaluate one attempt of an agent at a FHIR task. Read the task, the tool calls with "

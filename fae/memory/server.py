@@ -21,7 +21,7 @@ from starlette.applications import Starlette
 
 from fae.errors import FaeError
 from fae.memory.embeddings import Embedder
-from fae.memory.store import MemoryStore
+from fae.memory.reflection_store import MemoryStore
 
 SERVER_NAME = "memory"
 MAX_K = 20

@@ -26,7 +26,7 @@ import msgspec
 from fhirpathpy import compile as fhirpath_compile
 
 from fae.tasks import answers
-from fae.tasks.paths import Unsupported, compile_simple
+from fae.tasks.fhirpath_walk import Unsupported, compile_simple
 from fae.tasks.state import Snapshot, StateView
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from fae.agents.plan import Plan, plan_from_dict
+from fae.plan import Plan, plan_from_dict
 from fae.errors import PlanError, TaskError
 from fae.tasks import checks
 from fae.tasks.checks import Check

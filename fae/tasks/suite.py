@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from fae.errors import TaskError
+from fae.errors import FaeError, TaskError
 from fae.tasks.model import Task
 
 DATA = Path(__file__).parent / "data"
@@ -142,3 +142,16 @@ def _load(root: str) -> Suite:
 def load_suite(root: str | Path | None = None) -> Suite:
     """Every task under ``root`` (the packaged data by default)."""
     return _load(str(Path(root) if root else DATA))
+
+
+@lru_cache(maxsize=1024)
+def rendered_task(task_id: str, variation: int) -> tuple[Any, Any] | None:
+    """(task, rendered variation) from the task suite, or None when the suite has no such task."""
+    try:
+        suite = load_suite()
+        if task_id not in suite:
+            return None
+        task = suite[task_id]
+        return task, task.render(variation)
+    except FaeError:
+        return None

@@ -21,9 +21,9 @@ import pytest
 from fae.agents.base import build_agent
 from fae.agents.langchain_agent import LangChainAgent, memory_server_available
 from fae.agents.langchain_configs import CONFIGURATIONS
-from fae.agents.plan import ToolStep, plan_to_dict
+from fae.plan import ToolStep, plan_to_dict
 from fae.errors import FaeError, RecordError
-from fae.harness.suite import plan_suite, record_suite, render_task
+from fae.harness.suite_runner import plan_suite, record_suite, render_task
 from fae.llm import LlmServer, create_app
 from fae.store.log import EventLog
 from fae.tasks import load_suite
@@ -68,7 +68,7 @@ def plan_for(config: str, rendered: Any) -> dict[str, Any]:
 def make_store(path: Path, label: str, pairs: set[tuple[str, str]]) -> Path:
     """A memory store holding one macro reflection and one tip per (resource, operation), marked ``label``."""
     from fae.memory.embeddings import HashedEmbedder
-    from fae.memory.store import MacroReflection, MemoryStore, MicroReflection
+    from fae.memory.reflection_store import MacroReflection, MemoryStore, MicroReflection
 
     store = MemoryStore.create(path, HashedEmbedder(), created_at="2025-01-01T00:00:00Z")
     store.add_micro([MicroReflection(resource=r, operation=o, tip=f"{label} tip for {o} on {r}", success=True,

@@ -11,8 +11,8 @@ import pytest
 from mcp.types import CallToolResult, ImageContent, TextContent
 
 from fae.agents.mcp_client import McpToolbox, outcome_of, toolbox_call
-from fae.agents.plan import plan_from_dict
-from fae.agents.scripted import run_plan
+from fae.plan import plan_from_dict
+from fae.agents.plan_runner import run_plan
 from fae.mcp.fhir_server import fhir_mcp_http_app
 
 pytestmark = pytest.mark.anyio

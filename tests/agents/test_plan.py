@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fae.agents.plan import load_plan, plan_from_dict, plan_to_dict, resolve
-from fae.agents.scripted import ToolOutcome, run_plan
+from fae.plan import load_plan, plan_from_dict, plan_to_dict, resolve
+from fae.agents.plan_runner import ToolOutcome, run_plan
 from fae.errors import PlanError
 
 pytestmark = pytest.mark.anyio

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fae.cli import app
-from fae.curate.curate import JUDGE_NAME, curate_log
+from fae.harness.curate import JUDGE_NAME, curate_log
 from fae.errors import JudgeError
 from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
 from fae.store.log import EventLog
@@ -23,7 +23,7 @@ MATCH = "to the medical history of patient"
 @pytest.fixture
 def recorded(tmp_path):
     """A log with two runs of one task: the gold agent (passes) and a wrong answer (fails)."""
-    from fae.harness.suite import plan_suite, record_suite
+    from fae.harness.suite_runner import plan_suite, record_suite
 
     wrong = tmp_path / "wrong.yaml"
     wrong.write_text(json.dumps({"name": "wrong", "steps": [{"answer": "<CONDITION>none</CONDITION>"}]}))

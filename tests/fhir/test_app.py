@@ -7,7 +7,7 @@ import json
 import httpx
 from typer.testing import CliRunner
 
-from fae.fhir.cli import app as cli_app
+from fae.cli.fhir import app as cli_app
 
 SEED = {"resourceType": "Bundle", "type": "collection", "entry": [
     {"resource": {"resourceType": "Patient", "id": f"p{i}", "name": [{"family": "Seeded"}]}} for i in range(3)]}

@@ -7,9 +7,9 @@ import json
 import anyio
 import pytest
 
-from fae.agents.plan import plan_to_dict
+from fae.plan import plan_to_dict
 from fae.harness.run import Paraphrase
-from fae.harness.suite import plan_suite, record_suite, render_task
+from fae.harness.suite_runner import plan_suite, record_suite, render_task
 from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
 from fae.store.log import EventLog
 

@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from recording import record_runs, scenario_runs, suite_runs  # noqa: E402
 
-from fae.judge.scenarios import SCENARIOS  # noqa: E402
+from fae.tasks.scenarios import SCENARIOS  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import anyio
 from fae.agents.scripted_agent import ScriptedAgent
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
-from fae.judge.scenarios import TASK_ID, render, scenario_plan
+from fae.tasks.scenarios import TASK_ID, render, scenario_plan
 
 
 async def record_runs(log: Path, runs: Sequence[tuple[RunSpec, Any, Any]], concurrency: int = 8) -> dict[str, str]:

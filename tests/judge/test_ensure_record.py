@@ -12,7 +12,7 @@ import pytest
 from fae.fhir.engine import FhirEngine
 from fae.judge.ensure_record import Window, WriteTarget, verify
 from fae.judge.rejudge import build_plan, judge_run
-from fae.judge.scenarios import TASK_ID
+from fae.tasks.scenarios import TASK_ID
 from fae.judge.trail import audit_trail
 from fae.replay.source import load_run
 from fae.store.log import EventLog

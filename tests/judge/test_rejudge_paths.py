@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fhirpathpy import compile as fhirpath_compile
 
-import fae.judge.drift
+import fae.judge.drift_judge
 import fae.judge.failure_modes
 import fae.tasks.checks
 from fae.judge.context import RunContext
@@ -19,7 +19,7 @@ from fae.judge.rejudge import build_plan, judge_run
 from fae.replay.source import load_run, load_runs, run_ids
 from fae.store.log import EventLog
 from fae.tasks import load_suite
-from fae.tasks.paths import Unsupported, compile_simple
+from fae.tasks.fhirpath_walk import Unsupported, compile_simple
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -125,7 +125,7 @@ def test_bulk_judging_gives_the_verdicts_of_the_reference_path(which, suite_log,
     fast = _fast_rows(log_path, plan)
     monkeypatch.setattr(fae.tasks.checks, "_compiled", fhirpath_compile)
     monkeypatch.setattr(fae.judge.failure_modes, "_types", _reference_types)
-    monkeypatch.setattr(fae.judge.drift, "state_drift", _reference_drift)
+    monkeypatch.setattr(fae.judge.drift_judge, "state_drift", _reference_drift)
     reference = _reference_rows(log_path, plan)
     assert fast == reference
     # the comparison covers passing and failing strict checks, and a run that drifted

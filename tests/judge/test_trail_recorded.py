@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from fae.cli import app
 from fae.judge.rejudge import build_plan, judge_run
-from fae.judge.scenarios import TASK_ID
+from fae.tasks.scenarios import TASK_ID
 from fae.judge.trail import audit_trail, recorded_audit_events
 from fae.replay.drift import captured_resources
 from fae.replay.source import load_run

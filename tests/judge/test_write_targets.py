@@ -13,7 +13,7 @@ from fae.agents.scripted_agent import ScriptedAgent
 from fae.harness.run import RunSpec
 from fae.judge.ensure_record import matches
 from fae.judge.rejudge import build_plan, judge_run
-from fae.judge.write_targets import not_covered, spec_target
+from fae.tasks.write_targets import not_covered, spec_target
 from fae.replay.source import load_runs, run_ids
 from fae.store.log import EventLog
 from fae.tasks import load_suite

@@ -6,7 +6,7 @@ import json
 
 from fae.llm.behaviours import MISTAKE_RECOVER, evaluate, reflect, reply_for
 from fae.llm.conversation import answered_calls, parse_tool_content
-from fae.llm.registry import PlanRegistry, entry_from_dict
+from fae.llm.plan_registry import PlanRegistry, entry_from_dict
 
 
 def test_only_answered_tool_calls_count() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 from typer.testing import CliRunner
 
-from fae.llm.cli import app
+from fae.cli.llm import app
 
 runner = CliRunner()
 
@@ -54,7 +54,7 @@ def test_serve_answers_with_the_plans_of_its_directory(tmp_path: Path) -> None:
     command = [
         sys.executable,
         "-c",
-        "from fae.llm.cli import app; app()",
+        "from fae.cli.llm import app; app()",
         "serve",
         "--port",
         str(port),

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fae.errors import PlanError
-from fae.llm.registry import PlanRegistry, entry_from_dict, entry_to_dict, load_plans_dir
+from fae.llm.plan_registry import PlanRegistry, entry_from_dict, entry_to_dict, load_plans_dir
 
 STEPS = "steps:\n  - call: searchResources\n    args: {resourceType: Patient}\n  - answer: done\n"
 

@@ -3,7 +3,7 @@ import json
 from typer.testing import CliRunner
 
 from fae.cli import app
-from fae.memory.store import MacroReflection, MemoryStore, MicroReflection
+from fae.memory.reflection_store import MacroReflection, MemoryStore, MicroReflection
 from tests.memory.conftest import NOW
 
 runner = CliRunner()

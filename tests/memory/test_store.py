@@ -5,7 +5,7 @@ import pytest
 
 from fae.memory.embeddings import HashedEmbedder
 from fae.memory.errors import EmbedderMismatch, FormatTooNew, MemoryStoreError
-from fae.memory.store import FORMAT_VERSION, MacroReflection, MemoryStore, MicroReflection
+from fae.memory.reflection_store import FORMAT_VERSION, MacroReflection, MemoryStore, MicroReflection
 from tests.memory.conftest import NOW
 
 

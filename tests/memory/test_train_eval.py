@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from fae.agents.plan import plan_to_dict
+from fae.plan import plan_to_dict
 from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
-from fae.memory.store import MemoryStore
-from fae.memory.train import train
+from fae.memory.reflection_store import MemoryStore
+from fae.harness.training import train
 from fae.store.log import EventLog
 from fae.tasks import load_suite
 
@@ -34,7 +34,7 @@ def _events(log_path: Path, sql: str, params: list) -> list[tuple]:
 
 
 async def test_training_then_evaluation_with_memory(tmp_path):
-    from fae.harness.suite import plan_suite, record_suite
+    from fae.harness.suite_runner import plan_suite, record_suite
 
     rendered = load_suite()[TASK].render(0)
     wrong_plan = tmp_path / "wrong.yaml"

@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 
 from fae.cli import app
 from fae.errors import ReplayDrift
-from fae.judge.scenarios import scenario_plan
-from fae.replay.driver import call_key, replay_scripted
+from fae.tasks.scenarios import scenario_plan
+from fae.harness.redrive import call_key, replay_scripted
 from fae.replay.source import load_run
 from fae.store.log import EventLog
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import httpx
 
-from fae.agents.plan import Plan
-from fae.agents.scripted import PlanRun, ToolOutcome, run_plan
+from fae.plan import Plan
+from fae.agents.plan_runner import PlanRun, ToolOutcome, run_plan
 from fae.errors import PlanError
 from fae.tasks.model import Rendered
 from fae.tasks.state import MemoryState, final_state

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fae.agents.plan import AnswerStep, Plan, ToolStep
+from fae.plan import AnswerStep, Plan, ToolStep
 from fae.tasks.checks import expected_ids
 from fae.tasks.model import Rendered
 from fae.tasks.state import MemoryState, bundle_resources

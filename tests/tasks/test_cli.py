@@ -6,7 +6,7 @@ import json
 
 from typer.testing import CliRunner
 
-from fae.tasks.cli import app
+from fae.cli.tasks import app
 
 runner = CliRunner()
 

@@ -12,7 +12,7 @@ from datetime import datetime
 import pytest
 from task_harness import VARIATIONS
 
-from fae.agents.plan import plan_to_dict
+from fae.plan import plan_to_dict
 from fae.tasks import load_suite
 
 # Run in a fresh interpreter whose wall clock is ten years ahead before fae is imported.

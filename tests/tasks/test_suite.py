@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from task_harness import VARIATIONS
 
-from fae.agents.plan import AnswerStep, ToolStep
+from fae.plan import AnswerStep, ToolStep
 from fae.errors import TaskError
 from fae.tasks import load_suite
 from fae.tasks.checks import demanded_constants, instant

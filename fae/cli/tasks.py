@@ -8,7 +8,7 @@ from typing import Annotated
 import msgspec
 import typer
 
-from fae.agents.plan import plan_to_dict
+from fae.plan import plan_to_dict
 from fae.errors import FaeError
 from fae.tasks.suite import load_suite
 

@@ -9,7 +9,7 @@ import msgspec
 
 import anyio
 
-from fae.agents.plan import AnswerStep, HttpStep, Plan, ToolStep, WaitStep, resolve
+from fae.plan import AnswerStep, HttpStep, Plan, ToolStep, WaitStep, resolve
 from fae.errors import PlanError
 
 CallTool = Callable[[str, dict[str, Any]], Awaitable["ToolOutcome"]]

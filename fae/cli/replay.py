@@ -17,7 +17,7 @@ err = Console(stderr=True, highlight=False)
 
 def _plan_of(run: Any) -> Any:
     """The plan a recorded scripted run played: its own, or its task variation's gold plan."""
-    from fae.agents.plan import plan_from_dict
+    from fae.plan import plan_from_dict
     from fae.store import events as ev
 
     started = run.first(ev.RunStarted)
@@ -27,8 +27,8 @@ def _plan_of(run: Any) -> Any:
                           f"not a scripted one")
     if isinstance(config.get("plan"), dict):
         return plan_from_dict(config["plan"])
-    from fae.harness.suite import render_task
-    from fae.judge.scenarios import TASK_ID, render
+    from fae.harness.suite_runner import render_task
+    from fae.tasks.scenarios import TASK_ID, render
 
     rendered = render(run.variation) if run.task_id == TASK_ID else render_task(run.task_id, run.variation)
     return rendered.gold_plan
@@ -48,7 +48,7 @@ def replay(
     """Re-drive a recorded run against a fresh sandbox, its LLM answered from the log; stop at the first divergence."""
     import anyio
 
-    from fae.replay.driver import agent_kind, read_llm_recording, replay_llm, replay_scripted
+    from fae.harness.redrive import agent_kind, read_llm_recording, replay_llm, replay_scripted
     from fae.replay.source import load_run
     from fae.store.live import LogReader
 

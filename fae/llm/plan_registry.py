@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from fae.agents.plan import Plan, ToolStep, plan_from_dict, plan_to_dict
+from fae.plan import Plan, ToolStep, plan_from_dict, plan_to_dict
 from fae.errors import PlanError
 
 PLAN_SUFFIXES = (".yaml", ".yml", ".json")

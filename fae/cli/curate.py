@@ -27,7 +27,7 @@ def curate(
     """Soft validator: label each run agreement, validator_too_strict or validator_too_loose."""
     import anyio
 
-    from fae.curate.curate import curate_log
+    from fae.harness.curate import curate_log
 
     result = anyio.run(functools.partial(curate_log, log, runs=runs, llm_url=llm_url, model=model,
                                          api_key=api_key))

@@ -1,4 +1,4 @@
-"""``fae memory``: serve, show and search a Reflexion memory store (mounted by fae/cli.py)."""
+"""``fae memory``: serve, show and search a Reflexion memory store (mounted by fae/cli/main.py)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def _embedder(spec: str | None, url: str | None):
 
 
 def _open(store: Path, embedder: str | None = None, url: str | None = None):
-    from fae.memory.store import MemoryStore
+    from fae.memory.reflection_store import MemoryStore
 
     return MemoryStore.open(store, _embedder(embedder, url))
 
@@ -77,7 +77,7 @@ def serve(
     embeddings_url: Annotated[str | None, typer.Option(help="Base URL for an openai:MODEL embedder.")] = None,
 ) -> None:
     """Serve the store's read-only memory tools over MCP."""
-    from fae.memory.store import read_manifest
+    from fae.memory.reflection_store import read_manifest
 
     read_manifest(store)  # a missing or too-new store is reported now, not at the first call
     backend = _embedder(embedder, embeddings_url)

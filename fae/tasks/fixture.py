@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fae.agents.plan import plan_from_dict
+from fae.plan import plan_from_dict
 from fae.tasks.model import FixtureVariation
 
 BUILTIN_TASK = "builtin-create-patient"

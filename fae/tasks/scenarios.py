@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fae.agents.plan import Plan, plan_from_dict
-from fae.judge.ensure_record import WriteTarget
+from fae.plan import Plan, plan_from_dict
 from fae.tasks.model import FixtureVariation
+from fae.tasks.write_targets import WriteTarget
 
 TASK_ID = "wv-register-patient"
 _GIVEN = ("Maria", "Kofi", "Ingrid", "Tomasz", "Aiko", "Rafael")

@@ -24,7 +24,7 @@ from rich.table import Table
 from fae.errors import FaeError, RecordError
 from fae.memory.embeddings import DEFAULT_SPEC, Embedder, embedder_from_spec
 from fae.memory.reflexion import RunView, reflect_run, specs_grounding
-from fae.memory.store import MemoryStore
+from fae.memory.reflection_store import MemoryStore
 
 MAX_VARIATIONS = 2
 MAX_TRIALS = 2
@@ -86,7 +86,7 @@ async def train(log_path: str | Path, task_ids: list[str], *, store_dir: str | P
     from fae.agents.base import build_agent
     from fae.harness.run import RunSpec, execute_run
     from fae.harness.stack import open_stack
-    from fae.harness.suite import base_run_id, render_task
+    from fae.harness.suite_runner import base_run_id, render_task
 
     if not task_ids:
         raise FaeError("name at least one training task (--task)")

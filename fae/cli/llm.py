@@ -11,7 +11,7 @@ import uvicorn
 
 from fae.errors import FaeError
 from fae.llm.app import MAX_FAULT_DELAY_S, MODELS, create_app
-from fae.llm.registry import PlanRegistry, load_plans_dir
+from fae.llm.plan_registry import PlanRegistry, load_plans_dir
 
 app = typer.Typer(
     help="A local OpenAI-compatible server that plays scripted behaviours.", no_args_is_help=True

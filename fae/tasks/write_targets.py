@@ -17,10 +17,25 @@ target: ``not_covered`` says why, and ensure_record stays ``not_applicable``.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from collections.abc import Mapping
 from typing import Any
 
-from fae.judge.ensure_record import WriteTarget
+from fae.tasks.checks import values
+from fae.tasks.state import bundle_resources
+from fae.tasks.suite import rendered_task
+
+
+@dataclass(frozen=True)
+class WriteTarget:
+    """The record the agent was to write: its type, who it is, what it must say."""
+
+    resource_type: str
+    identity: dict[str, Any]
+    expected: dict[str, Any] = field(default_factory=dict)
+    action: str = "create"  # or "update"
+    record_id: str | None = None  # the record to update
+
 
 # Per resource type, the top-level elements that say who or what a record is.
 IDENTITY: dict[str, tuple[str, ...]] = {
@@ -72,7 +87,6 @@ def not_covered(spec: Mapping[str, Any], writes: bool = True) -> str | None:
 
 def spec_target(spec: Mapping[str, Any], seed_resources: list[dict[str, Any]] | None = None) -> WriteTarget:
     """The write target of a spec that names one (see ``not_covered``)."""
-    from fae.tasks.checks import values
 
     creates = spec.get("creates", [])
     entry = creates[0] if creates else spec["updates"][0]
@@ -96,9 +110,6 @@ def spec_target(spec: Mapping[str, Any], seed_resources: list[dict[str, Any]] | 
 
 def suite_target(task_id: str, variation: int) -> WriteTarget | None:
     """The record a suite task's variation asks the agent to write, where its spec names one."""
-    from fae.judge.context import rendered_task
-    from fae.tasks.state import bundle_resources
-
     found = rendered_task(task_id, variation)
     if found is None:
         return None

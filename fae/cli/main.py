@@ -67,11 +67,11 @@ def _mount(module: str, name: str, help_text: str) -> None:
     app.add_typer(sub, name=name, help=help_text)
 
 
-_mount("fae.fhir.cli", "fhir", "The embedded FHIR R4 server.")
-_mount("fae.mcp.cli", "mcp", "MCP servers: FHIR CRUD (and more).")
-_mount("fae.llm.cli", "llm", "The local scripted OpenAI-compatible server.")
-_mount("fae.tasks.cli", "tasks", "The task suite.")
-_mount("fae.memory.cli", "memory", "The Reflexion memory: serve, show, search.")
+_mount("fae.cli.fhir", "fhir", "The embedded FHIR R4 server.")
+_mount("fae.cli.mcp", "mcp", "MCP servers: FHIR CRUD (and more).")
+_mount("fae.cli.llm", "llm", "The local scripted OpenAI-compatible server.")
+_mount("fae.cli.tasks", "tasks", "The task suite.")
+_mount("fae.cli.memory", "memory", "The Reflexion memory: serve, show, search.")
 
 
 def _split_ints(text: str) -> list[int]:
@@ -89,7 +89,7 @@ def _split_ints(text: str) -> list[int]:
 
 
 def _task_ids(tasks: list[str]) -> list[str]:
-    from fae.harness.builtin import BUILTIN_TASK
+    from fae.tasks.fixture import BUILTIN_TASK
 
     if not tasks:
         return [BUILTIN_TASK]
@@ -137,7 +137,7 @@ def record(
 
     from fae.harness.run import Paraphrase
     from fae.harness.stack import parse_memory_stores
-    from fae.harness.suite import plan_suite, record_suite
+    from fae.harness.suite_runner import plan_suite, record_suite
     from fae.recorder.redact import Redactor
 
     llm_options = {k: v for k, v in (("model", model), ("api_key", api_key)) if v}
@@ -274,7 +274,7 @@ def demo(
 ) -> None:
     """Record, judge, rejudge and compare a small suite on the embedded stack: no key, no network."""
     from fae.harness.demo import record_demo
-    from fae.judge.cli import compare, rejudge
+    from fae.cli.judge import compare, rejudge
 
     if fresh:
         for stale in (log, log.with_name(log.name + ".wal")):
@@ -296,16 +296,16 @@ def demo(
     compare(old="", new="accept_corrections=false", log=log, judge="ensure_record", runs=None, show=20)
     out.print(f"\nexplore: fae runs --log {log}; fae show RUN --log {log}; fae sql \"SELECT * FROM llm_calls\" --log {log}")
 
-from fae.judge.cli import compare as _compare, rejudge as _rejudge  # noqa: E402
-from fae.replay.cli import replay as _replay  # noqa: E402
+from fae.cli.judge import compare as _compare, rejudge as _rejudge  # noqa: E402
+from fae.cli.replay import replay as _replay  # noqa: E402
 
 app.command("rejudge")(user_errors(_rejudge))
 app.command("compare")(user_errors(_compare))
 app.command("replay")(user_errors(_replay))
 
 
-from fae.curate.cli import curate as _curate  # noqa: E402
-from fae.memory.train import train_memory as _train_memory  # noqa: E402
+from fae.cli.curate import curate as _curate  # noqa: E402
+from fae.harness.training import train_memory as _train_memory  # noqa: E402
 
 app.command("train-memory")(user_errors(_train_memory))
 app.command("curate")(user_errors(_curate))

@@ -13,7 +13,7 @@ import anyio
 
 from fae.agents.base import Agent, agent_slug, build_agent
 from fae.errors import FaeError, RecordError, TaskError
-from fae.harness.builtin import BUILTIN_TASK, render_builtin
+from fae.tasks.fixture import BUILTIN_TASK, render_builtin
 from fae.harness.run import Paraphrase, RunSpec, execute_run
 from fae.harness.stack import Stack, open_stack
 from fae.recorder.redact import Redactor
@@ -28,7 +28,7 @@ def render_task(task_id: str, variation: int) -> Any:
     """A rendered variation of a task: the built-in fixture or one of the suite's tasks."""
     if task_id == BUILTIN_TASK:
         return render_builtin(variation)
-    from fae.judge.scenarios import TASK_ID as SCENARIO_TASK, render as render_scenario
+    from fae.tasks.scenarios import TASK_ID as SCENARIO_TASK, render as render_scenario
 
     if task_id == SCENARIO_TASK:
         return render_scenario(variation)

@@ -24,8 +24,8 @@ from typing import Any
 import httpx
 
 from fae.agents.base import Agent, AgentContext, AgentResult
-from fae.agents.plan import Plan
-from fae.agents.scripted import PlanRun, ToolOutcome, run_plan
+from fae.plan import Plan
+from fae.agents.plan_runner import PlanRun, ToolOutcome, run_plan
 from fae.errors import PlanError, ReplayDrift
 from fae.replay.cassette import Cassette, Miss, Policy, RecordedCall, recorded_calls
 from fae.replay.drift import captured_resources, state_drift
@@ -238,7 +238,7 @@ def read_llm_recording(run: RunLog, log: str) -> LlmRecording:
         if type(event).__name__ == "PromptParaphrased" and getattr(event, "accepted", False):
             prompt = event.prompt  # type: ignore[attr-defined]
     if prompt is None or started.event.task_now is None:
-        from fae.harness.suite import render_task
+        from fae.harness.suite_runner import render_task
 
         rendered = render_task(run.task_id, run.variation)
         prompt, now = prompt or rendered.prompt, rendered.now
