@@ -24,6 +24,8 @@ class RunStarted(Event, tag="RunStarted"):
     agent_config: dict[str, Any] = {}
     task_now: str | None = None
     prompt: str | None = None
+    experiment: str | None = None
+    phase: str | None = None
 
 
 class SandboxSeeded(Event, tag="SandboxSeeded"):
@@ -161,6 +163,8 @@ class RunFailed(Event, tag="RunFailed"):
 
     status: str
     reason: str
+    cause: str | None = None
+    """Who ended the run: ``agent`` (its own upstream fault), ``harness``, ``stack`` or ``signal``."""
 
 
 AnyEvent = (

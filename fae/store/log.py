@@ -54,6 +54,10 @@ class RunRow:
     agent_config: dict[str, Any] = field(default_factory=dict)
     status: str = "running"
     started_at: datetime | None = None
+    experiment: str | None = None
+    """The experiment the run belongs to (``fae experiment run``), if any."""
+    phase: str | None = None
+    """The experiment's phase: ``train`` or ``eval``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +67,8 @@ class RunUpdate:
     ended_at: datetime | None = None
     stop_reason: str | None = None
     error: str | None = None
+    cause: str | None = None
+    """Who ended a run that did not finish: ``agent``, ``harness``, ``stack`` or ``signal``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,10 +214,10 @@ class EventLog:
                 for run in batch.runs:
                     con.execute(
                         "INSERT INTO runs (run_id, suite, task_id, variation, agent, agent_config, repeat,"
-                        " status, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        " status, started_at, experiment, phase) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         [run.run_id, run.suite, run.task_id, run.variation, run.agent,
                          json.dumps(run.agent_config, sort_keys=True), run.repeat, run.status,
-                         run.started_at],
+                         run.started_at, run.experiment, run.phase],
                     )
                 if batch.events:
                     with con.appender("events") as appender:
@@ -223,9 +229,10 @@ class EventLog:
                 for update in batch.updates:
                     con.execute(
                         "UPDATE runs SET status = ?, ended_at = coalesce(?, ended_at),"
-                        " stop_reason = coalesce(?, stop_reason), error = coalesce(?, error)"
-                        " WHERE run_id = ?",
-                        [update.status, update.ended_at, update.stop_reason, update.error, update.run_id],
+                        " stop_reason = coalesce(?, stop_reason), error = coalesce(?, error),"
+                        " cause = coalesce(?, cause) WHERE run_id = ?",
+                        [update.status, update.ended_at, update.stop_reason, update.error, update.cause,
+                         update.run_id],
                     )
                 if batch.verdicts:
                     with con.appender("verdicts") as appender:

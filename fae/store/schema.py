@@ -61,6 +61,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE journal_applied (segment VARCHAR PRIMARY KEY, applied_at TIMESTAMPTZ);
     """,
+    # 4: the study's run metadata, and who ended a run that did not finish
+    """
+    ALTER TABLE runs ADD COLUMN experiment VARCHAR;
+    ALTER TABLE runs ADD COLUMN phase VARCHAR;
+    ALTER TABLE runs ADD COLUMN cause VARCHAR;
+    """,
 )
 
 LATEST_VERSION = len(MIGRATIONS)
