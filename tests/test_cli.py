@@ -16,13 +16,13 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     log = tmp_path_factory.mktemp("cli") / "rec.duckdb"
-    result = runner.invoke(app, ["record", "--log", str(log), "--variations", "0-1", "--concurrency", "2"])
+    result = runner.invoke(app, ["record", "--log", str(log), "--task", "builtin-create-patient", "--variations", "0-1", "--concurrency", "2"])
     assert result.exit_code == 0, result.output
     return log
 
 
 def test_record_refuses_to_duplicate_a_suite_without_resume(recorded):
-    again = runner.invoke(app, ["record", "--log", str(recorded), "--variations", "0-1"])
+    again = runner.invoke(app, ["record", "--log", str(recorded), "--task", "builtin-create-patient", "--variations", "0-1"])
     assert again.exit_code == 1
     assert "--resume" in again.output
     assert "Traceback" not in again.output
@@ -89,7 +89,16 @@ def test_unreadable_and_missing_logs(tmp_path):
 def test_malformed_plan_file_is_a_clear_error(tmp_path):
     plan = tmp_path / "bad.yaml"
     plan.write_text("steps:\n  - callx: createResource\n")
-    result = runner.invoke(app, ["record", "--log", str(tmp_path / "x.duckdb"), "--agent", f"plan:{plan}"])
+    result = runner.invoke(app, ["record", "--log", str(tmp_path / "x.duckdb"), "--task", "builtin-create-patient", "--agent", f"plan:{plan}"])
     assert result.exit_code == 1
     assert "step 1" in result.output
     assert "Traceback" not in result.output
+
+
+def test_record_needs_tasks_and_a_forward_variation_range(tmp_path):
+    log = tmp_path / "x.duckdb"
+    no_task = runner.invoke(app, ["record", "--log", str(log)])
+    assert no_task.exit_code == 1 and "--task" in no_task.output and "Traceback" not in no_task.output
+    backwards = runner.invoke(app, ["record", "--log", str(log), "--task", "rec-find-patient", "--variations", "2-0"])
+    assert backwards.exit_code == 1 and "runs backwards" in backwards.output
+    assert not log.exists(), "a refused recording must not leave an empty log behind"

@@ -17,7 +17,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agents", "llm", "mcp", "memory"),
     ("harness",),
     ("report",),
-    ("cli",),
+    ("cli", "api"),
 )
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 ROOT = Path(fae.__file__).parent

@@ -1,4 +1,4 @@
-"""What every agent gets and gives back, and how an agent is named on the command line."""
+"""What every agent gets and gives back."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from fae.plan import Plan, load_plan
-from fae.errors import FaeError, PlanError
+from fae.errors import FaeError
+from fae.plan import Plan
 
 STOP_REASONS = ("answered", "gave_up", "hit_cap", "errored", "no_answer")
 
@@ -57,34 +57,3 @@ def agent_slug(spec: str) -> str:
     if len(slug) <= 48:
         return slug
     return f"{slug[:39]}-{hashlib.sha256(spec.encode()).hexdigest()[:8]}"
-
-
-def build_agent(spec: str, **llm_options: Any) -> Agent:
-    """An agent from its command-line name.
-
-    ``gold``, ``scripted:gold`` or ``plan:PATH`` (scripted agents), or
-    ``langchain:CONFIG[@MODEL]`` with CONFIG one of baseline, specs,
-    memory-nospec, memory-spec, memory-spec+specs (see docs/agents.md).
-    ``llm_options`` (model, api_key, timeout_s, max_retries) go to LLM agents;
-    scripted agents ignore them.
-    """
-    from fae.agents.scripted_agent import ScriptedAgent
-
-    if spec in ("gold", "scripted:gold"):
-        return ScriptedAgent(name="scripted:gold", plan=None)
-    if spec.startswith("plan:"):
-        path = Path(spec[5:])
-        return ScriptedAgent(name=f"plan:{path.name}", plan=load_plan(path))
-    if spec.startswith("scenario:"):
-        from fae.tasks.scenarios import SCENARIOS, scenario_plan
-
-        name = spec.split(":", 1)[1]
-        if name not in SCENARIOS:
-            raise PlanError(f"unknown scenario {name!r}; the scenarios are: {', '.join(SCENARIOS)}")
-        return ScriptedAgent(name=spec, plan=None, plan_for=lambda variation: scenario_plan(name, variation))
-    if spec.startswith("langchain:"):
-        from fae.agents.langchain_agent import build_langchain_agent
-
-        return build_langchain_agent(spec, **llm_options)
-    raise PlanError(f"unknown agent {spec!r}: use gold, scripted:gold, plan:PATH, scenario:NAME "
-                    f"or langchain:CONFIG[@MODEL]")

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
-
-from fae.errors import StoreError
 
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
 
@@ -27,10 +25,13 @@ def rejudge(
     runs: RunsOption = None,
 ) -> None:
     """Judge recorded runs again from the log alone and append the verdicts (old ones are kept)."""
-    from fae.judge.registry import parse_rules
-    from fae.judge.rejudge import rejudge as run_rejudge
+    from fae import api
 
-    result = run_rejudge(log, judge_name=judge, overrides=parse_rules(rule), runs=runs)
+    print_rejudged(api.rejudge(log, judge_name=judge, rules=rule, runs=runs), log)
+
+
+def print_rejudged(result: Any, log: Path) -> None:
+    """The table ``fae rejudge`` prints: verdict counts per judge, rule set and outcome."""
     table = Table(title=f"rejudged {result.runs} runs into {log} (batch {result.batch})")
     for column in ("judge", "rule set", "outcome", "runs"):
         table.add_column(column)
@@ -48,16 +49,15 @@ def compare(
     show: Annotated[int, typer.Option(help="List at most this many flipped runs per judge.")] = 50,
 ) -> None:
     """Compare verdicts under old and new rules: outcome changes, flipped runs, harms caught and missed."""
-    from fae.judge.compare import compare as run_compare
-    from fae.judge.compare import rules_text
-    from fae.judge.registry import parse_rules
-    from fae.store.live import LogReader
+    from fae import api
 
-    with LogReader(log) as reader:
-        if reader.live:
-            raise StoreError(f"log {log} is being recorded; compare it when the recording ends")
-        result = run_compare(reader, parse_rules([old] if old else []), parse_rules([new] if new else []),
-                             judge_name=judge, runs=runs)
+    print_comparison(api.compare(log, old, new, judge_name=judge, runs=runs), show)
+
+
+def print_comparison(result: Any, show: int) -> None:
+    """The tables ``fae compare`` prints: transitions, flipped runs, harms against the oracle."""
+    from fae.judge.compare import rules_text
+
     out.print(f"{result.runs} runs; {result.computed} verdicts judged now (not in the log)")
     for item in result.judges:
         table = Table(title=f"{item.judge}: {rules_text(item.old_rules)} → {rules_text(item.new_rules)}")

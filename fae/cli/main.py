@@ -57,6 +57,20 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+@app.callback()
+@user_errors
+def _options(
+    tasks_dir: Annotated[list[Path], typer.Option(
+        "--tasks-dir", help="Load tasks from this directory too (repeatable; also FAE_TASKS_PATH).",
+        show_default=False)] = [],
+) -> None:
+    """fae: record, replay and judge LLM agents that act on FHIR servers."""
+    from fae.tasks.sources import add_task_dir
+
+    for directory in tasks_dir:
+        add_task_dir(directory)
+
+
 def _mount(module: str, name: str, help_text: str) -> None:
     try:
         sub = __import__(module, fromlist=["app"]).app
@@ -75,24 +89,27 @@ _mount("fae.cli.memory", "memory", "The Reflexion memory: serve, show, search.")
 
 
 def _split_ints(text: str) -> list[int]:
+    """``0,1`` or ``0-2`` as a list of variations; an empty or backward range is a mistake, not an empty suite."""
     values: list[int] = []
     for part in text.split(","):
         part = part.strip()
         if not part:
             continue
         if "-" in part:
-            lo, hi = part.split("-", 1)
-            values.extend(range(int(lo), int(hi) + 1))
+            lo, hi = (int(x) for x in part.split("-", 1))
+            if hi < lo:
+                raise ValueError(f"{part} runs backwards")
+            values.extend(range(lo, hi + 1))
         else:
             values.append(int(part))
+    if not values:
+        raise ValueError("no variations")
     return values
 
 
 def _task_ids(tasks: list[str]) -> list[str]:
-    from fae.tasks.fixture import BUILTIN_TASK
-
     if not tasks:
-        return [BUILTIN_TASK]
+        raise FaeError("name the tasks to record: --task ID (repeatable) or --task all; `fae tasks list` shows them")
     if tasks == ["all"]:
         from fae.tasks import load_suite
 
@@ -144,8 +161,8 @@ def record(
     memory_stores = parse_memory_stores(memory)
     try:
         variation_list = _split_ints(variations)
-    except ValueError:
-        raise FaeError(f"--variations {variations!r} is not a list like 0,1 or 0-2") from None
+    except ValueError as exc:
+        raise FaeError(f"--variations {variations!r} is not a list like 0,1 or 0-2 ({exc})") from None
     specs = plan_suite(_task_ids(task), variation_list, agent or ["gold"], repeats, suite)
     redactor = Redactor.with_extra(headers=redact_header, query_params=redact_param)
     progress = Progress(TextColumn("recording"), BarColumn(), MofNCompleteColumn(),
@@ -273,8 +290,9 @@ def demo(
     fresh: Annotated[bool, typer.Option(help="Delete the demo log first.")] = True,
 ) -> None:
     """Record, judge, rejudge and compare a small suite on the embedded stack: no key, no network."""
+    from fae import api
+    from fae.cli.judge import print_comparison, print_rejudged
     from fae.harness.demo import record_demo
-    from fae.cli.judge import compare, rejudge
 
     if fresh:
         for stale in (log, log.with_name(log.name + ".wal")):
@@ -291,9 +309,9 @@ def demo(
             " GROUP BY ALL ORDER BY s.run_id")
     _print_rows(columns, rows, title="2. live verdicts")
     out.rule("3. rejudge from the log alone with accept_corrections=false")
-    rejudge(log=log, judge="ensure_record", rule=["accept_corrections=false"], runs=None)
+    print_rejudged(api.rejudge(log, judge_name="ensure_record", rules="accept_corrections=false"), log)
     out.rule("4. compare the two rule sets run by run")
-    compare(old="", new="accept_corrections=false", log=log, judge="ensure_record", runs=None, show=20)
+    print_comparison(api.compare(log, "", "accept_corrections=false", judge_name="ensure_record"), show=20)
     out.print(f"\nexplore: fae runs --log {log}; fae show RUN --log {log}; fae sql \"SELECT * FROM llm_calls\" --log {log}")
 
 from fae.cli.judge import compare as _compare, rejudge as _rejudge  # noqa: E402

@@ -11,7 +11,8 @@ from typing import Any
 
 import anyio
 
-from fae.agents.base import Agent, agent_slug, build_agent
+from fae.agents.base import Agent, agent_slug
+from fae.agents.prefixes import build_agent
 from fae.errors import FaeError, RecordError, TaskError
 from fae.tasks.fixture import BUILTIN_TASK, render_builtin
 from fae.harness.run import Paraphrase, RunSpec, execute_run

@@ -83,7 +83,7 @@ async def train(log_path: str | Path, task_ids: list[str], *, store_dir: str | P
                 embedder: Embedder | None = None, use_specs: bool = False, api_key: str | None = None,
                 llm_options: dict[str, Any] | None = None, suite: str = "train-memory") -> TrainResult:
     """Train a memory store from runs of ``task_ids`` played by ``agent``; returns what happened."""
-    from fae.agents.base import build_agent
+    from fae.agents.prefixes import build_agent
     from fae.harness.run import RunSpec, execute_run
     from fae.harness.stack import open_stack
     from fae.harness.suite_runner import base_run_id, render_task

@@ -232,7 +232,8 @@ EVIDENCE = ("proxy", "trail")
 
 @judge("ensure_record",
        accept_corrections=Rule(True, "a create followed by the agent's own fixes may pass (see conditions)"),
-       settle_s=Rule(1.0, "seconds the read-back must wait after the last write; corrections need >= 1"),
+       settle_s=Rule(1.0, "seconds the read-back must wait after the last write; corrections need >= 1",
+                     minimum=0.0),
        evidence=Rule("proxy", "whose record of reads and writes: proxy (the proxy log) or trail (the "
                               "server's AuditEvents, recorded with --audit-events)"))
 def ensure_record_judge(rules: dict) -> JudgeFn:

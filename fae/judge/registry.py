@@ -11,6 +11,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,8 @@ class Rule:
 
     default: Any
     help: str
+    minimum: float | None = None
+    """The smallest value a number rule takes."""
 
 
 JudgeFn = Callable[[Any], Verdict]
@@ -60,10 +63,25 @@ def judge(name: str, **rules: Rule) -> Callable[[Callable[[dict[str, Any]], Judg
     return register
 
 
-def judges() -> dict[str, JudgeDef]:
-    """Every registered judge, by name (importing the built-in ones)."""
-    import fae.judge.builtin_judges  # noqa: F401  (registers the built-in judges)
+ENTRY_POINT_GROUP = "fae.judges"
 
+
+def _load_plugins() -> None:
+    """Import each installed plugin's judges (entry-point group ``fae.judges``); loading registers them."""
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        if point.name in _JUDGES:
+            continue
+        try:
+            point.load()
+        except Exception as exc:  # a broken plugin is named, never a traceback
+            raise JudgeError(f"judge plugin {point.name!r} ({point.value}) failed to load: {exc}") from None
+
+
+def judges() -> dict[str, JudgeDef]:
+    """Every registered judge by name: fae's own, registered in process, and installed plugins'."""
+    import fae.judge.builtin_judges  # noqa: F401  (the built-ins import this module to register)
+
+    _load_plugins()
     return dict(_JUDGES)
 
 
@@ -116,6 +134,11 @@ def rule_set(name: str, overrides: Mapping[str, Any] | None = None) -> dict[str,
             raise JudgeError(f"rule {key} of judge {name!r} is a number, got {value!r}")
         if isinstance(default, str) and not isinstance(value, str):
             raise JudgeError(f"rule {key} of judge {name!r} is text, got {value!r}")
+        if isinstance(default, float) and isinstance(value, int):
+            value = float(value)  # settle_s=1 and settle_s=1.0 are one rule set, with one hash
+        minimum = definition.rules[key].minimum
+        if minimum is not None and value < minimum:
+            raise JudgeError(f"rule {key} of judge {name!r} is at least {minimum:g}, got {value!r}")
         rules[key] = value
     return rules
 

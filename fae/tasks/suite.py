@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -12,9 +11,10 @@ import yaml
 
 from fae.errors import FaeError, TaskError
 from fae.tasks.model import Task
+from fae.tasks.sources import BUILTIN_FAMILIES, PACKAGED, families, family_module, task_dirs
 
-DATA = Path(__file__).parent / "data"
-FAMILIES = ("records", "insurance", "scheduling", "orders")
+DATA = PACKAGED
+FAMILIES = BUILTIN_FAMILIES
 TOOLS = ("createResource", "searchResources", "getResourceById", "updateResource", "deleteResource")
 
 _FIELDS = {
@@ -69,8 +69,8 @@ def _tools(raw: Any, where: str) -> tuple[str, ...]:
     return tuple(raw)
 
 
-def task_from_dict(raw: Mapping[str, Any], family: str, *, source: str = "") -> Task:
-    """Build a Task from one parsed YAML file, checking its shape."""
+def task_from_dict(raw: Mapping[str, Any], family: str, *, source: str = "", module: Any = None) -> Task:
+    """Build a Task from one parsed YAML file, checking its shape (``module``: the family's scenarios)."""
     where = source or str(raw.get("id", "?"))
     if not isinstance(raw, Mapping):
         raise TaskError(f"{where}: a task file holds a mapping")
@@ -89,7 +89,8 @@ def task_from_dict(raw: Mapping[str, Any], family: str, *, source: str = "") -> 
         raise TaskError(
             f"{where}: unknown fields {sorted(unknown)}, missing fields {sorted(missing)}"
         )
-    module = importlib.import_module(f"fae.tasks.{family}")
+    if module is None:
+        module = family_module(family, PACKAGED)
     scenario = getattr(module, "SCENARIOS", {}).get(raw["scenario"])
     if scenario is None:
         raise TaskError(f"{where}: family {family} has no scenario {raw['scenario']!r}")
@@ -126,22 +127,29 @@ def task_from_dict(raw: Mapping[str, Any], family: str, *, source: str = "") -> 
     )
 
 
-@lru_cache(maxsize=1)
-def _load(root: str) -> Suite:
+def _load_dir(root: Path) -> list[Task]:
     tasks = []
-    for family in FAMILIES:
-        for path in sorted((Path(root) / family).glob("*.yaml")):
+    for family in families(root):
+        paths = sorted((root / family).glob("*.yaml"))
+        module = family_module(family, root) if paths else None
+        for path in paths:
             try:
                 raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-            except yaml.YAMLError as exc:
+            except (yaml.YAMLError, UnicodeDecodeError) as exc:
                 raise TaskError(f"{path}: not valid YAML: {exc}") from None
-            tasks.append(task_from_dict(raw, family, source=str(path.relative_to(root))))
-    return Suite(tasks)
+            source = str(path.relative_to(root)) if root == PACKAGED else str(path)
+            tasks.append(task_from_dict(raw, family, source=source, module=module))
+    return tasks
+
+
+@lru_cache(maxsize=8)
+def _load(roots: tuple[Path, ...]) -> Suite:
+    return Suite([task for root in roots for task in _load_dir(root)])
 
 
 def load_suite(root: str | Path | None = None) -> Suite:
-    """Every task under ``root`` (the packaged data by default)."""
-    return _load(str(Path(root) if root else DATA))
+    """The tasks under ``root``; by default fae's suite and every registered task directory."""
+    return _load((Path(root).resolve(),) if root else task_dirs())
 
 
 @lru_cache(maxsize=1024)

@@ -18,7 +18,7 @@ import anyio
 import httpx
 import pytest
 
-from fae.agents.base import build_agent
+from fae.agents.prefixes import build_agent
 from fae.agents.langchain_agent import LangChainAgent, memory_server_available
 from fae.agents.langchain_configs import CONFIGURATIONS
 from fae.plan import ToolStep, plan_to_dict

@@ -41,3 +41,11 @@ def test_rules_from_the_command_line():
     assert parse_rules(["mode=light"]) == {"mode": "light"}
     with pytest.raises(JudgeError, match="not key=value"):
         parse_rules(["mode"])
+
+
+def test_equal_rules_written_differently_are_one_rule_set_and_bad_values_are_refused():
+    one = rule_set("ensure_record", parse_rules(["settle_s=1"]))
+    assert rule_set_hash(one) == rule_set_hash(rule_set("ensure_record", parse_rules(["settle_s=1.0"])))
+    assert rule_set_hash(one) != rule_set_hash(rule_set("ensure_record", parse_rules(["settle_s=2"])))
+    with pytest.raises(JudgeError, match="at least 0"):
+        rule_set("ensure_record", {"settle_s": -1})

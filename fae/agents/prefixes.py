@@ -1,0 +1,94 @@
+"""Agents by name: a prefix registry (``gold``, ``plan:``, ``scenario:``, ``langchain:``, plugins' own)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from fae.agents.base import Agent
+from fae.agents.langchain_agent import build_langchain_agent
+from fae.agents.scripted_agent import ScriptedAgent
+from fae.errors import PlanError
+from fae.plan import load_plan
+from fae.tasks.scenarios import SCENARIOS, scenario_plan
+
+AgentFactory = Callable[..., Agent]
+"""Builds an agent from its full command-line spec (``PREFIX:REST``) and the LLM options."""
+
+ENTRY_POINT_GROUP = "fae.agents"
+_FACTORIES: dict[str, AgentFactory] = {}
+
+
+def register_agent(prefix: str, factory: AgentFactory) -> None:
+    """Make ``--agent PREFIX`` and ``--agent PREFIX:REST`` build agents with ``factory(spec, **llm_options)``."""
+    if not prefix or ":" in prefix or prefix != prefix.strip():
+        raise ValueError(f"an agent prefix is a non-empty word without ':', got {prefix!r}")
+    if prefix in _FACTORIES and _FACTORIES[prefix] is not factory:
+        raise ValueError(f"agent prefix {prefix!r} is registered twice")
+    _FACTORIES[prefix] = factory
+
+
+def _gold(spec: str, **_: Any) -> Agent:
+    return ScriptedAgent(name="scripted:gold", plan=None)
+
+
+def _scripted(spec: str, **_: Any) -> Agent:
+    if spec != "scripted:gold":
+        raise PlanError(f"unknown agent {spec!r}: the scripted agent is scripted:gold (or plan:PATH)")
+    return _gold(spec)
+
+
+def _plan(spec: str, **_: Any) -> Agent:
+    path = Path(spec.partition(":")[2])
+    return ScriptedAgent(name=f"plan:{path.name}", plan=load_plan(path))
+
+
+def _scenario(spec: str, **_: Any) -> Agent:
+    name = spec.partition(":")[2]
+    if name not in SCENARIOS:
+        raise PlanError(f"unknown scenario {name!r}; the scenarios are: {', '.join(SCENARIOS)}")
+    return ScriptedAgent(name=spec, plan=None, plan_for=lambda variation: scenario_plan(name, variation))
+
+
+def _langchain(spec: str, **llm_options: Any) -> Agent:
+    return build_langchain_agent(spec, **llm_options)
+
+
+for _prefix, _factory in (("gold", _gold), ("scripted", _scripted), ("plan", _plan), ("scenario", _scenario),
+                          ("langchain", _langchain)):
+    register_agent(_prefix, _factory)
+
+
+def agent_factories() -> dict[str, AgentFactory]:
+    """Every agent prefix: fae's own, those registered in process, and installed plugins' (``fae.agents``)."""
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        if point.name in _FACTORIES:
+            continue
+        try:
+            register_agent(point.name, point.load())
+        except Exception as exc:  # a broken plugin is named, never a traceback
+            raise PlanError(f"agent plugin {point.name!r} ({point.value}) failed to load: {exc}") from None
+    return dict(_FACTORIES)
+
+
+def build_agent(spec: str, **llm_options: Any) -> Agent:
+    """An agent from its command-line name: ``PREFIX`` or ``PREFIX:REST``, built by the prefix's factory.
+
+    fae's prefixes: ``gold`` / ``scripted:gold`` and ``plan:PATH`` (scripted agents),
+    ``scenario:NAME`` (write-verification scenarios), ``langchain:CONFIG[@MODEL]``
+    with CONFIG one of baseline, specs, memory-nospec, memory-spec, memory-spec+specs
+    (see docs/agents.md). ``llm_options`` (model, api_key, timeout_s, max_retries)
+    go to every factory; scripted agents ignore them.
+    """
+    factories = agent_factories()
+    prefix = spec.partition(":")[0]
+    if prefix not in factories or (prefix == "gold" and spec != "gold"):
+        raise PlanError(f"unknown agent {spec!r}: use one of " + ", ".join(_usage(name) for name in factories))
+    return factories[prefix](spec, **llm_options)
+
+
+def _usage(prefix: str) -> str:
+    return {"gold": "gold", "scripted": "scripted:gold", "plan": "plan:PATH", "scenario": "scenario:NAME",
+            "langchain": "langchain:CONFIG[@MODEL]"}.get(prefix, f"{prefix}[:...]")

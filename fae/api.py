@@ -1,0 +1,132 @@
+"""The public Python API: what the ``fae`` command line does, as functions a script can call.
+
+Every function takes plain values and returns a plain result; a user mistake
+raises a ``FaeError`` subclass with a one-line message (the CLI prints it).
+``import fae`` exposes these names; docs/api.md walks through them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from fae.agents.base import Agent, AgentContext, AgentResult
+from fae.agents.prefixes import register_agent
+from fae.errors import FaeError, StoreError, TaskError
+from fae.harness.redrive import ReplayReport
+from fae.harness.replay_run import replay_run
+from fae.harness.run import Paraphrase, RunSpec
+from fae.harness.stack import parse_memory_stores
+from fae.harness.suite_runner import SuiteResult, plan_suite, record_suite
+from fae.judge.compare import Comparison
+from fae.judge.compare import compare as _compare
+from fae.judge.context import RunContext
+from fae.judge.registry import Rule, Verdict, parse_rules
+from fae.judge.registry import judge as register_judge
+from fae.judge.rejudge import RejudgeResult
+from fae.judge.rejudge import rejudge as _rejudge
+from fae.recorder.redact import Redactor
+from fae.store.live import LogReader
+from fae.store.log import EventLog
+from fae.tasks.fixture import BUILTIN_TASK
+from fae.tasks.sources import add_task_dir
+from fae.tasks.suite import Suite, load_suite
+
+__all__ = [
+    "Agent", "AgentContext", "AgentResult", "Comparison", "EventLog", "FaeError", "RejudgeResult",
+    "ReplayReport", "Rule", "RunContext", "SuiteResult", "Verdict", "add_task_dir", "compare",
+    "open_log", "plan_runs", "query", "record", "register_agent", "register_judge", "rejudge", "replay", "tasks",
+]
+
+
+def open_log(path: str | Path, *, read_only: bool = True) -> EventLog:
+    """Open a log; read-only by default (many readers), or for writing (one writer at a time)."""
+    path = Path(path)
+    if read_only and not path.exists():
+        raise StoreError(f"no log at {path}")
+    return EventLog(path, read_only=read_only)
+
+
+def query(log: str | Path, sql: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:
+    """Rows of a read-only SQL query over a log (also while it is being recorded), as dicts."""
+    with LogReader(log) as reader:
+        columns, rows = reader.query(sql, list(params) if params is not None else None)
+    return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+def tasks() -> Suite:
+    """Every task: fae's suite, ``FAE_TASKS_PATH``, directories given to ``add_task_dir``, and plugins'."""
+    return load_suite()
+
+
+def plan_runs(task_ids: Sequence[str], *, variations: Sequence[int] = (0,), agents: Sequence[str] = ("gold",),
+              repeats: int = 1, suite: str | None = None) -> list[RunSpec]:
+    """The runs ``record`` would make: every (task, variation, agent, repeat), in a stable order."""
+    if not task_ids:
+        raise TaskError("name at least one task (or 'all')")
+    if list(task_ids) == ["all"]:
+        task_ids = list(load_suite())
+    known = load_suite()
+    for task_id in task_ids:
+        if task_id != BUILTIN_TASK and task_id not in known:
+            known[task_id]  # raises the one-line TaskError naming `fae tasks list`
+    if repeats < 1:
+        raise TaskError("repeats must be at least 1")
+    return plan_suite(list(task_ids), list(variations), list(agents), repeats, suite)
+
+
+def record(log: str | Path, task_ids: Sequence[str], *, variations: Sequence[int] = (0,),
+           agents: Sequence[str] = ("gold",), repeats: int = 1, concurrency: int = 4, resume: bool = False,
+           suite: str | None = None, fhir_url: str | None = None, llm_url: str | None = None,
+           model: str | None = None, api_key: str | None = None, memory: Sequence[str] = (),
+           paraphrase_model: str | None = None, paraphrase_seed: int = 0, audit_events: bool = False,
+           redact_headers: Sequence[str] = (), redact_params: Sequence[str] = (),
+           on_progress: Callable[[RunSpec, str], None] | None = None) -> SuiteResult:
+    """Record runs through the proxy into ``log`` and judge each as it ends; returns the statuses.
+
+    ``agents`` are command-line agent names (``gold``, ``plan:PATH``,
+    ``langchain:CONFIG[@MODEL]``, a plugin's prefix); ``memory`` holds
+    ``NAME=DIR`` Reflexion stores for the memory configurations.
+    """
+    specs = plan_runs(task_ids, variations=variations, agents=agents, repeats=repeats, suite=suite)
+    llm_options = {key: value for key, value in (("model", model), ("api_key", api_key)) if value}
+    return anyio.run(lambda: record_suite(
+        log, specs, resume=resume, concurrency=concurrency, fhir_url=fhir_url, llm_url=llm_url,
+        redactor=Redactor.with_extra(headers=list(redact_headers), query_params=list(redact_params)),
+        on_progress=on_progress, memory_stores=parse_memory_stores(list(memory)), llm_options=llm_options,
+        paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
+        audit_events=audit_events))
+
+
+def _rules(rules: Mapping[str, Any] | str | Sequence[str] | None) -> dict[str, Any]:
+    if rules is None:
+        return {}
+    if isinstance(rules, str):
+        return parse_rules([rules] if rules else [])
+    if isinstance(rules, Mapping):
+        return dict(rules)
+    return parse_rules(list(rules))
+
+
+def rejudge(log: str | Path, *, judge_name: str | None = None,
+            rules: Mapping[str, Any] | str | Sequence[str] | None = None, runs: str | None = None) -> RejudgeResult:
+    """Judge recorded runs again from the log alone and append the verdicts as one batch."""
+    return _rejudge(log, judge_name=judge_name, overrides=_rules(rules), runs=runs)
+
+
+def compare(log: str | Path, old: Mapping[str, Any] | str | None, new: Mapping[str, Any] | str | None, *,
+            judge_name: str | None = None, runs: str | None = None) -> Comparison:
+    """Verdicts under ``old`` and ``new`` rules, run by run: outcome changes, flipped runs, harms."""
+    with LogReader(log) as reader:
+        if reader.live:
+            raise StoreError(f"log {log} is being recorded; compare it when the recording ends")
+        return _compare(reader, _rules(old), _rules(new), judge_name=judge_name, runs=runs)
+
+
+def replay(log: str | Path, run_id: str, *, lenient: bool = False, out: str | Path | None = None,
+           memory: Sequence[str] = ()) -> ReplayReport:
+    """Re-drive a recorded run against a fresh sandbox; its LLM (if any) is answered from the log."""
+    return replay_run(log, run_id, lenient=lenient, out=out, memory_stores=parse_memory_stores(list(memory)))
