@@ -329,8 +329,15 @@ app.command("train-memory")(user_errors(_train_memory))
 app.command("curate")(user_errors(_curate))
 
 
+def build_cli() -> Any:
+    """The Click command behind ``fae``, with conventional help placeholders."""
+    from fae.cli.help import conventional_help
+
+    return conventional_help(typer.main.get_command(app))
+
+
 def main() -> None:
-    app()
+    build_cli()(prog_name="fae")
 
 
 if __name__ == "__main__":

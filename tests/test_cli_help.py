@@ -1,0 +1,34 @@
+"""``--help`` reads like other tools': no Python type labels, upper-case placeholders, 100 columns."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+COMMANDS = [[], ["record"], ["show"], ["rejudge"], ["compare"], ["sql"], ["runs"], ["replay"], ["tasks", "list"],
+            ["fhir", "serve"], ["mcp", "fhir"], ["llm", "serve"], ["memory", "serve"]]
+
+
+def _help(words: list[str]) -> str:
+    done = subprocess.run([sys.executable, "-m", "fae.cli", *words, "--help"], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "100", "TERM": "dumb"}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("words", COMMANDS, ids=lambda w: " ".join(w) or "fae")
+def test_help_has_no_python_type_labels_and_fits_100_columns(words):
+    text = _help(words)
+    for label in ("<bool>", "<str>", "<int>", "<list[", "<path>", "{run_id}", "{log}"):
+        assert label not in text, f"`fae {' '.join(words)} --help` shows {label!r}:\n{text}"
+    too_wide = [line for line in text.splitlines() if len(line) > 100]
+    assert not too_wide, too_wide
+
+
+def test_arguments_and_values_get_conventional_placeholders():
+    assert "Usage: fae show [OPTIONS] RUN_ID" in _help(["show"])
+    record = _help(["record"])
+    assert "--log" in record and "PATH" in record and "TEXT (repeatable)" in record
