@@ -102,3 +102,14 @@ def test_record_needs_tasks_and_a_forward_variation_range(tmp_path):
     backwards = runner.invoke(app, ["record", "--log", str(log), "--task", "rec-find-patient", "--variations", "2-0"])
     assert backwards.exit_code == 1 and "runs backwards" in backwards.output
     assert not log.exists(), "a refused recording must not leave an empty log behind"
+
+
+def test_a_plan_calling_an_unknown_tool_is_refused_before_recording(tmp_path):
+    plan = tmp_path / "typo.yaml"
+    plan.write_text("steps:\n  - call: createResource\n    args: {resourceType: Patient, body_json: {resourceType: Patient}}\n"
+                    "  - call: serchResources\n    args: {resourceType: Patient}\n  - answer: done\n")
+    log = tmp_path / "x.duckdb"
+    result = runner.invoke(app, ["record", "--log", str(log), "--task", "builtin-create-patient", "--agent", f"plan:{plan}"])
+    assert result.exit_code == 1, result.output
+    assert "step 2 calls 'serchResources'" in result.output and "Traceback" not in result.output
+    assert not log.exists(), "nothing may be recorded for a plan that cannot run"

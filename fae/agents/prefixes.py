@@ -11,7 +11,7 @@ from fae.agents.base import Agent
 from fae.agents.langchain_agent import build_langchain_agent
 from fae.agents.scripted_agent import ScriptedAgent
 from fae.errors import PlanError
-from fae.plan import load_plan
+from fae.plan import ToolStep, load_plan
 from fae.tasks.scenarios import SCENARIOS, scenario_plan
 
 AgentFactory = Callable[..., Agent]
@@ -40,9 +40,19 @@ def _scripted(spec: str, **_: Any) -> Agent:
     return _gold(spec)
 
 
+FHIR_MCP_TOOLS = ("createResource", "searchResources", "getResourceById", "updateResource", "deleteResource",
+                  "listResourceTypes")
+"""The tools of fae's FHIR MCP server, the only server a plan agent talks to."""
+
+
 def _plan(spec: str, **_: Any) -> Agent:
     path = Path(spec.partition(":")[2])
-    return ScriptedAgent(name=f"plan:{path.name}", plan=load_plan(path))
+    plan = load_plan(path)
+    for index, step in enumerate(plan.steps):
+        if isinstance(step, ToolStep) and step.call not in FHIR_MCP_TOOLS:
+            raise PlanError(f"{path}: step {index + 1} calls {step.call!r}, which the FHIR MCP server does not "
+                            f"have (its tools: {', '.join(FHIR_MCP_TOOLS)})")
+    return ScriptedAgent(name=f"plan:{path.name}", plan=plan)
 
 
 def _scenario(spec: str, **_: Any) -> Agent:

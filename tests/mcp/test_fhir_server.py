@@ -12,17 +12,12 @@ from mcp import StdioServerParameters
 
 from fae.agents.mcp_client import McpToolbox
 from fae.mcp.fhir_server import BaseUnavailable, fhir_mcp_http_app, resolve_base
+from fae.agents.prefixes import FHIR_MCP_TOOLS
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = {
-    "createResource",
-    "searchResources",
-    "getResourceById",
-    "updateResource",
-    "deleteResource",
-    "listResourceTypes",
-}
+TOOLS = set(FHIR_MCP_TOOLS)
+"""What the server offers is what a plan agent's plan is checked against before recording."""
 
 
 @pytest.fixture(scope="module")
