@@ -35,6 +35,17 @@ def test_runs_lists_each_run(recorded):
     assert "builtin-create-patient.v1.gold.r0" in result.output
 
 
+def test_runs_takes_the_same_run_filter_as_rejudge_and_compare(recorded):
+    only_v1 = runner.invoke(app, ["runs", "--log", str(recorded), "--runs", "variation=1"])
+    assert only_v1.exit_code == 0, only_v1.output
+    assert "builtin-create-patient.v1.gold.r0" in only_v1.output
+    assert "builtin-create-patient.v0.gold.r0" not in only_v1.output
+    globbed = runner.invoke(app, ["runs", "--log", str(recorded), "--runs", "*.v0.*"])
+    assert "builtin-create-patient.v0.gold.r0" in globbed.output and ".v1." not in globbed.output
+    bad = runner.invoke(app, ["runs", "--log", str(recorded), "--runs", "colour=blue"])
+    assert bad.exit_code == 1 and "key=value with key one of" in bad.output
+
+
 def test_show_prints_the_timeline(recorded):
     result = runner.invoke(app, ["show", "builtin-create-patient.v1.gold.r0", "--log", str(recorded)])
     assert result.exit_code == 0, result.output

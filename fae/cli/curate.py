@@ -12,12 +12,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from fae.cli.options import DEFAULT_LOG, LogOption, RunsOption
+
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
 
 
 def curate(
-    log: Annotated[Path, typer.Option("--log", "-l", help="The DuckDB event log.", envvar="FAE_LOG")] = Path("fae.duckdb"),
-    runs: Annotated[str | None, typer.Option(help="Only these runs (a run id, or a pattern with *).")] = None,
+    log: LogOption = DEFAULT_LOG,
+    runs: RunsOption = None,
     llm_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL of the judge; not needed "
                                                      "when every run has a recorded soft verdict.",
                                                 envvar="OPENAI_BASE_URL")] = None,

@@ -10,12 +10,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from fae.cli.options import LogOption, RunsOption
+
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
 
-LogOption = Annotated[Path, typer.Option("--log", "-l", help="The DuckDB event log.", envvar="FAE_LOG")]
-RunsOption = Annotated[str | None, typer.Option(
-    "--runs", help="Only these runs: a run-id glob (rec-*) or key=value[,key=value] with key task, agent, "
-                   "status, suite, variation or run.")]
 
 
 def rejudge(

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from fae.cli.options import DEFAULT_LOG, LogOption, RunsOption
 from fae.errors import FaeError
 
 app = typer.Typer(help="fae: record, replay and judge LLM agents that act on FHIR servers.",
@@ -21,8 +22,6 @@ app = typer.Typer(help="fae: record, replay and judge LLM agents that act on FHI
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 240)
 
-LogOption = Annotated[Path, typer.Option("--log", "-l", help="The DuckDB event log.", envvar="FAE_LOG")]
-DEFAULT_LOG = Path("fae.duckdb")
 
 
 def _user_error(exc: BaseException) -> FaeError | None:
@@ -212,12 +211,16 @@ def _print_rows(columns: list[str], rows: list[tuple], title: str | None = None)
 @user_errors
 def runs(
     log: LogOption = DEFAULT_LOG,
-    status: Annotated[str | None, typer.Option(help="Only runs with this status.")] = None,
-    task: Annotated[str | None, typer.Option(help="Only runs of this task.")] = None,
+    runs: RunsOption = None,
+    status: Annotated[str | None, typer.Option(help="Only runs with this status (as --runs status=...).")] = None,
+    task: Annotated[str | None, typer.Option(help="Only runs of this task (as --runs task=...).")] = None,
     limit: Annotated[int, typer.Option(help="At most this many rows.")] = 200,
 ) -> None:
     """List the runs in a log (works while a recording is going on)."""
-    where, params = [], []
+    from fae.replay.source import runs_filter
+
+    where, params = runs_filter(runs)
+    where = [f"run_id IN (SELECT run_id FROM runs WHERE {' AND '.join(where)})"] if where else []
     if status:
         where.append("status = ?")
         params.append(status)

@@ -197,7 +197,7 @@ def run_ids(log: Queryable, pattern: str | None = None, *, statuses: Sequence[st
 
 
 _FILTER_KEYS = {"task": "task_id", "agent": "agent", "status": "status", "suite": "suite",
-                "variation": "variation", "run": "run_id"}
+                "experiment": "experiment", "phase": "phase", "variation": "variation", "run": "run_id"}
 
 
 def runs_filter(pattern: str | None) -> tuple[list[str], list[Any]]:

@@ -1,0 +1,15 @@
+"""Options every command spells the same way: the log, and the one run filter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+LogOption = Annotated[Path, typer.Option("--log", "-l", help="The DuckDB event log.", envvar="FAE_LOG")]
+DEFAULT_LOG = Path("fae.duckdb")
+
+RunsOption = Annotated[str | None, typer.Option(
+    "--runs", help="Only these runs: a run-id glob (rec-*) or key=value[,key=value] with key task, agent, "
+                   "status, suite, experiment, phase, variation or run.", show_default=False)]
