@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from http import HTTPStatus
 from email.utils import format_datetime
@@ -17,8 +18,11 @@ from fae.fhir.search import (
 from fae.fhir.search_values import date_range
 from fae.fhir.shaping import select_elements, summarise, summary_mode
 
+from fae.fhir.wire import FhirResponse, Request, error_response, parse_request, respond
+
 if TYPE_CHECKING:
-    from fae.fhir.engine import FhirEngine, FhirResponse, Request, Sandbox
+    from fae.fhir.interactions import Interactions
+    from fae.fhir.sandboxes import Sandbox
 
 MAX_ENTRIES = 1000
 # transaction processing order, from the FHIR R4 http page
@@ -29,12 +33,12 @@ def _full_url(base: str, rtype: str, rid: str) -> str:
     return f"{base}/{rtype}/{rid}" if base else f"{rtype}/{rid}"
 
 
-def search_bundle(engine: FhirEngine, sandbox: Sandbox, req: Request, rtype: str | None) -> dict:
-    ctx = SearchContext(engine.spec, sandbox.store, engine.clock().timestamp(), strict=req.strict)
+def search_bundle(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str | None) -> dict:
+    ctx = SearchContext(rest.spec, sandbox.store, rest.clock().timestamp(), strict=req.strict)
     filters = [(k, v) for k, v in req.pairs if k not in RESULT_PARAMS]
     if rtype is None:
         types = [t for k, v in req.pairs if k == "_type" for t in v.split(",") if t]
-        unknown = [t for t in types if t not in engine.spec.resource_types]
+        unknown = [t for t in types if t not in rest.spec.resource_types]
         if unknown:
             raise FhirProblem(400, f"Unknown resource type(s) in _type: {', '.join(unknown)[:200]}")
         types = types or sandbox.store.types()
@@ -73,7 +77,7 @@ def search_bundle(engine: FhirEngine, sandbox: Sandbox, req: Request, rtype: str
 
     def shape(resource: dict) -> dict:
         if mode and mode != "false":
-            resource = summarise(engine.spec, resource, mode)
+            resource = summarise(rest.spec, resource, mode)
         return select_elements(resource, elements) if elements else resource
 
     entries = [{"fullUrl": _full_url(req.base, v.resource_type, v.id), "resource": shape(v.resource),
@@ -103,7 +107,7 @@ def _http_date(instant_text: str) -> str:
     return format_datetime(moment.astimezone(UTC), usegmt=True)
 
 
-def history(engine: FhirEngine, sandbox: Sandbox, req: Request, rtype: str | None,
+def history(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str | None,
             rid: str | None) -> FhirResponse:
     store = sandbox.store
     if rid is not None:
@@ -142,7 +146,7 @@ def history(engine: FhirEngine, sandbox: Sandbox, req: Request, rtype: str | Non
         entries.append(entry)
     bundle = {"resourceType": "Bundle", "type": "history", "total": len(versions), "link": links,
               "entry": entries}
-    return engine.respond(200, bundle)
+    return respond(200, bundle)
 
 
 # ---- batch and transaction ------------------------------------------------------------------
@@ -192,10 +196,8 @@ def _response_entry(resp: FhirResponse) -> dict:
     return out
 
 
-def process_bundle(engine: FhirEngine, sandbox: Sandbox, req: Request) -> FhirResponse:
-    from fae.fhir.engine import Request as Req
-
-    bundle = engine.parse_body(req, "Bundle")
+def process_bundle(rest: Interactions, sandbox: Sandbox, req: Request) -> FhirResponse:
+    bundle = rest.parse_body(req, "Bundle")
     kind = bundle.get("type")
     if kind not in ("batch", "transaction"):
         raise FhirProblem(400, f"POST to the base needs a batch or transaction Bundle, not {kind!r}",
@@ -206,8 +208,8 @@ def process_bundle(engine: FhirEngine, sandbox: Sandbox, req: Request) -> FhirRe
                           expression="Bundle.entry")
     transaction = kind == "transaction"
     store = sandbox.store.copy() if transaction else sandbox.store
-    work = type(sandbox).__new__(type(sandbox))
-    work.id, work.store, work.seed, work.audit = sandbox.id, store, sandbox.seed, sandbox.audit
+    work = copy.copy(sandbox)
+    work.store = store
 
     parsed: list[tuple[str, str, str, dict] | FhirProblem] = []
     for i, entry in enumerate(entries):
@@ -227,12 +229,12 @@ def process_bundle(engine: FhirEngine, sandbox: Sandbox, req: Request) -> FhirRe
             resource = entries[i].get("resource")
             if method == "POST" and isinstance(full_url, str) and isinstance(resource, dict):
                 rtype = resource.get("resourceType") or path
-                assigned[i] = engine.id_factory()
+                assigned[i] = rest.id_factory()
                 mapping[full_url] = f"{rtype}/{assigned[i]}"
         for i, item in enumerate(parsed):
             condition = item[3].get("ifNoneExist") if item[0] == "POST" else None  # type: ignore[index]
             if condition and isinstance(condition, str):
-                found = engine._matches(work, item[1], condition.split("?", 1)[-1])  # type: ignore[index]
+                found = rest.matches(work, item[1], condition.split("?", 1)[-1])  # type: ignore[index]
                 if len(found) == 1 and entries[i].get("fullUrl"):
                     mapping[entries[i]["fullUrl"]] = found[0].key
         if mapping:
@@ -264,11 +266,10 @@ def process_bundle(engine: FhirEngine, sandbox: Sandbox, req: Request) -> FhirRe
         resource = entries[i].get("resource")
         body = json.dumps(resource).encode() if resource is not None else None
         try:
-            sub = engine._parse(method, path, query, headers, body, req.base)
-            sub = Req(sub.method, sub.segments, sub.pairs, sub.headers, sub.body, sub.base)
-            resp = engine.dispatch(work, sub, assigned_id=assigned.get(i))
+            sub = parse_request(method, path, query, headers, body, req.base)
+            resp = rest.dispatch(work, sub, assigned_id=assigned.get(i))
         except FhirProblem as problem:
-            resp = engine.error(problem)
+            resp = error_response(problem)
         if transaction and resp.status >= 400:
             body_json = resp.json()
             issues = body_json.get("issue", []) if isinstance(body_json, dict) else []
@@ -280,7 +281,7 @@ def process_bundle(engine: FhirEngine, sandbox: Sandbox, req: Request) -> FhirRe
         sandbox.store = store
     reply = {"resourceType": "Bundle", "type": f"{kind}-response",
              "entry": [results[i] for i in range(len(entries))]}
-    return engine.respond(200, reply)
+    return respond(200, reply)
 
 
 __all__ = ["history", "issue", "process_bundle", "rewrite_references", "search_bundle"]

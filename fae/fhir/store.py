@@ -80,3 +80,27 @@ class Store:
 
     def types(self) -> list[str]:
         return list(self.current)
+
+
+def next_version(store: Store, rtype: str, rid: str) -> str:
+    """The version id the next write of a resource gets: one past the last numeric one."""
+    history = store.instance_history(rtype, rid)
+    if not history:
+        return "1"
+    last = history[-1].version_id
+    return str(int(last) + 1) if last.isascii() and last.isdigit() else str(len(history) + 1)
+
+
+def put_resource(store: Store, resource: dict, method: str, now: str, keep_meta: bool = False) -> Version:
+    """Store a resource as its next version, stamping meta.versionId and meta.lastUpdated."""
+    rtype, rid = resource["resourceType"], resource["id"]
+    meta = dict(resource.get("meta") or {})
+    if not (keep_meta and meta.get("versionId")):
+        meta["versionId"] = next_version(store, rtype, rid)
+    if not (keep_meta and meta.get("lastUpdated")):
+        meta["lastUpdated"] = now
+    rest = {k: v for k, v in resource.items() if k not in ("resourceType", "id", "meta")}
+    resource = {"resourceType": rtype, "id": rid, "meta": meta, **rest}
+    version = Version(rtype, rid, str(meta["versionId"]), meta["lastUpdated"], resource, method)
+    store.put(version)
+    return version
