@@ -1,10 +1,12 @@
-"""Embedded FHIR server speed: seed and reset of a 30-resource sandbox (median ms), searches/s.
+"""Embedded FHIR server speed: seed/reset/clone (median ms), searches/s, p99 of random requests.
 
     uv run python bench/bench_fhir.py
 """
 
 from __future__ import annotations
 
+import json
+import random
 import statistics
 import time
 
@@ -38,6 +40,46 @@ def median_ms(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
+def random_json(rng: random.Random, depth: int = 0) -> object:
+    roll = rng.random()
+    if depth > 3 or roll < 0.4:
+        return rng.choice([None, True, 7, -2**31, 1.5, "", "x", "\u00a0a", "2020-01-01", "Patient/p1"])
+    keys = ["resourceType", "id", "name", "status", "code", "subject", "reference", "value", "url",
+            "extension", "meta", "entry", "request", "method", "resource", "type", "data"]
+    if roll < 0.7:
+        return {rng.choice(keys): random_json(rng, depth + 1) for _ in range(rng.randint(0, 5))}
+    return [random_json(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+
+
+def fuzz_p99(engine: FhirEngine, sid: str, n: int = 2000) -> tuple[float, float]:
+    """p99 and max latency (ms) of seeded random requests: bodies, queries, and known stallers."""
+    rng = random.Random(7)
+    bomb = json.dumps({"resourceType": "Binary", "contentType": "text/plain",
+                       "data": "\r\n".join(["QUJD" * 19] * 60) + "\r\nQUJ"}).encode()
+    params = ["name", "birthdate", "subject", "code", "_id", "_sort", "_count", "_include", "_revinclude",
+              "_has:Observation:patient:code", "name:exact", "gender:missing", "_elements", "x"]
+    times = []
+    for i in range(n):
+        kind = i % 4
+        start = time.perf_counter()
+        if kind == 0:
+            body = random_json(rng)
+            if isinstance(body, dict):
+                body.setdefault("resourceType", rng.choice(["Patient", "Observation", "Bundle"]))
+            engine.handle(sid, "POST", rng.choice(["Patient", "Observation", ""]), body=json.dumps(body).encode())
+        elif kind == 1:
+            query = "&".join(f"{rng.choice(params)}={rng.choice(['a', 'Patient/p1', '*', 'ge2020', '1'])}"
+                             for _ in range(rng.randint(0, 3)))
+            engine.handle(sid, "GET", rng.choice(["Patient", "Observation", "Appointment"]), query)
+        elif kind == 2:
+            engine.handle(sid, "POST", "Binary", body=bomb)
+        else:
+            engine.handle(sid, "GET", f"Patient/p{rng.randint(0, 12)}")
+        times.append((time.perf_counter() - start) * 1000)
+    times.sort()
+    return times[int(len(times) * 0.99)], times[-1]
+
+
 def main() -> None:
     engine = FhirEngine()
     bundle = seed_bundle()
@@ -61,6 +103,8 @@ def main() -> None:
     print(f"reset 30-resource sandbox:     median {reset:.4f} ms")
     print(f"clone 30-resource sandbox:     median {clone:.4f} ms")
     print(f"searches per second (30 resources, mixed queries): {rate:.0f}")
+    p99, worst = fuzz_p99(engine, engine.create_sandbox(bundle, "fuzz"))
+    print(f"fuzz p99 latency (2000 random requests): {p99:.2f} ms (max {worst:.1f} ms)")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,11 @@
 
 from __future__ import annotations
 
-import json
+import functools
 import re
+
+import anyio
+import anyio.to_thread
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -21,7 +24,8 @@ from starlette.routing import Route
 
 from fae.errors import FhirError
 from fae.fhir.engine import MAX_BODY, FhirEngine
-from fae.fhir.outcome import issue, outcome
+from fae.fhir.jsonbody import parse_json
+from fae.fhir.outcome import FhirProblem, issue, outcome
 
 DEFAULT_SANDBOX = "default"
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
@@ -75,8 +79,11 @@ def create_app(engine: FhirEngine | None = None, *, audit_events: bool = False) 
         if body is None:
             return _problem(413, f"Body larger than {MAX_BODY} bytes")
         path = request.path_params.get("path", "")
-        resp = engine.handle(sid, request.method, path, request.url.query,
-                             dict(request.headers), body or None, base_url=base)
+        # engine work runs in a worker thread: a slow request must not stall the event loop
+        # that may also carry the recording proxy and the log writer (`fae record`)
+        resp = await anyio.to_thread.run_sync(functools.partial(
+            engine.handle, sid, request.method, path, request.url.query, dict(request.headers),
+            body or None, base_url=base))
         if request.method == "HEAD":
             return Response(b"", status_code=resp.status, headers=resp.headers)
         return Response(resp.body, status_code=resp.status, headers=resp.headers)
@@ -98,11 +105,12 @@ def create_app(engine: FhirEngine | None = None, *, audit_events: bool = False) 
         seed = None
         if body.strip():
             try:
-                seed = json.loads(body)
-            except (ValueError, UnicodeDecodeError):
-                return _problem(400, "The seed must be a JSON FHIR Bundle")
+                seed = parse_json(body, "The seed")
+            except FhirProblem as problem:
+                return _problem(400, f"The seed must be a JSON FHIR Bundle: {problem}")
         try:
-            sid = engine.create_sandbox(seed, request.query_params.get("id"))
+            sid = await anyio.to_thread.run_sync(engine.create_sandbox, seed,
+                                                 request.query_params.get("id"))
         except FhirError as exc:
             return _problem(409 if "already exists" in str(exc) else 400, str(exc))
         return JSONResponse({"id": sid, "base": base_of(request, f"/sandbox/{sid}/fhir")},
@@ -115,10 +123,11 @@ def create_app(engine: FhirEngine | None = None, *, audit_events: bool = False) 
         sid, action = request.path_params["sid"], request.path_params["action"]
         try:
             if action == "$reset":
-                engine.reset_sandbox(sid)
+                await anyio.to_thread.run_sync(engine.reset_sandbox, sid)
                 return JSONResponse({"id": sid, "reset": True})
             if action == "$clone":
-                new = engine.clone_sandbox(sid, request.query_params.get("id"))
+                new = await anyio.to_thread.run_sync(engine.clone_sandbox, sid,
+                                                     request.query_params.get("id"))
                 return JSONResponse({"id": new, "base": base_of(request, f"/sandbox/{new}/fhir")},
                                     status_code=201)
         except FhirError as exc:

@@ -34,7 +34,8 @@ def _full_url(base: str, rtype: str, rid: str) -> str:
 
 
 def search_bundle(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str | None) -> dict:
-    ctx = SearchContext(rest.spec, sandbox.store, rest.clock().timestamp(), strict=req.strict)
+    ctx = SearchContext(rest.spec, sandbox.store, rest.clock().timestamp(), strict=req.strict,
+                        budget=req.budget)
     filters = [(k, v) for k, v in req.pairs if k not in RESULT_PARAMS]
     if rtype is None:
         types = [t for k, v in req.pairs if k == "_type" for t in v.split(",") if t]
@@ -234,7 +235,7 @@ def process_bundle(rest: Interactions, sandbox: Sandbox, req: Request) -> FhirRe
         for i, item in enumerate(parsed):
             condition = item[3].get("ifNoneExist") if item[0] == "POST" else None  # type: ignore[index]
             if condition and isinstance(condition, str):
-                found = rest.matches(work, item[1], condition.split("?", 1)[-1])  # type: ignore[index]
+                found = rest.matches(work, item[1], condition.split("?", 1)[-1], req.budget)  # type: ignore[index]
                 if len(found) == 1 and entries[i].get("fullUrl"):
                     mapping[entries[i]["fullUrl"]] = found[0].key
         if mapping:
@@ -265,8 +266,9 @@ def process_bundle(rest: Interactions, sandbox: Sandbox, req: Request) -> FhirRe
                 headers[header] = request[key]
         resource = entries[i].get("resource")
         body = json.dumps(resource).encode() if resource is not None else None
+        req.budget.check()
         try:
-            sub = parse_request(method, path, query, headers, body, req.base)
+            sub = parse_request(method, path, query, headers, body, req.base, req.budget)
             resp = rest.dispatch(work, sub, assigned_id=assigned.get(i))
         except FhirProblem as problem:
             resp = error_response(problem)

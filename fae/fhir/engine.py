@@ -11,10 +11,12 @@ different threads at once; each sandbox serves one request at a time.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from fae.fhir.budget import Budget
 from fae.fhir.interactions import Interactions
 from fae.fhir.outcome import FhirProblem
 from fae.fhir.routing import dispatch
@@ -24,6 +26,9 @@ from fae.fhir.wire import (
     JSON_TYPE, MAX_BODY, Clock, FhirResponse, Request, deep_copy, dumps, error_response, instant,
     parse_request,
 )
+
+# a request running longer than this answers 503 and changes nothing (see docs/fhir.md)
+DEFAULT_BUDGET_S = 30.0
 
 
 def _real_clock() -> datetime:
@@ -38,8 +43,12 @@ class FhirEngine:
     """Sandboxed FHIR R4 stores behind a REST-shaped `handle` call."""
 
     def __init__(self, *, clock: Clock | None = None, id_factory: Callable[[], str] | None = None,
-                 audit_events: bool = False, spec: Spec | None = None):
+                 audit_events: bool = False, spec: Spec | None = None,
+                 request_budget_s: float | None = DEFAULT_BUDGET_S,
+                 timer: Callable[[], float] = time.monotonic):
         self.spec = spec or load_spec()
+        self.request_budget_s = request_budget_s
+        self.timer = timer
         self.clock = clock or _real_clock
         self.id_factory = id_factory or _new_id
         self.audit_events = audit_events
@@ -98,7 +107,8 @@ class FhirEngine:
             sandbox = self.sandboxes.get(sid)
             if sandbox is None:
                 raise FhirProblem(404, f"No sandbox {sid!r}", code="not-found")
-            request = parse_request(method, path, query, lowered, body, base_url)
+            budget = Budget(self.request_budget_s, self.timer)
+            request = parse_request(method, path, query, lowered, body, base_url, budget)
             with sandbox.lock:
                 return dispatch(self.rest, sandbox, request)
         except FhirProblem as problem:

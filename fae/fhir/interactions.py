@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from email.utils import format_datetime
@@ -10,20 +9,19 @@ from urllib.parse import parse_qsl
 
 from fae.fhir import bundles
 from fae.fhir.audit import audit_event, identity
+from fae.fhir.budget import UNLIMITED, Budget
+from fae.fhir.conditional import conditional_matches
+from fae.fhir.jsonbody import parse_json
 from fae.fhir.outcome import FhirProblem, issue, outcome
 from fae.fhir.references import ID_RE
 from fae.fhir.routing import dispatch
 from fae.fhir.sandboxes import Sandbox
-from fae.fhir.search import SearchContext, filter_resources
+from fae.fhir.search import SearchContext
 from fae.fhir.shaping import select_elements, summarise, summary_mode
 from fae.fhir.spec import Spec
 from fae.fhir.store import Version, next_version, put_resource
 from fae.fhir.validate import validate_resource
 from fae.fhir.wire import Clock, FhirResponse, Request, error_response, instant, respond
-
-
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not valid JSON")
 
 
 class Interactions:
@@ -43,10 +41,7 @@ class Interactions:
     def parse_body(self, req: Request, rtype: str | None) -> dict:
         if not req.body:
             raise FhirProblem(400, "A request body (FHIR JSON resource) is required")
-        try:
-            resource = json.loads(req.body, parse_constant=_reject_constant)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise FhirProblem(400, f"Body is not valid JSON: {str(exc)[:200]}") from None
+        resource = parse_json(req.body)
         if not isinstance(resource, dict):
             raise FhirProblem(400, "Body must be a JSON object (a FHIR resource)")
         actual = resource.get("resourceType")
@@ -88,18 +83,19 @@ class Interactions:
         put_resource(sandbox.store, event, "POST", event["recorded"])
 
     def matches(self, sandbox: Sandbox, rtype: str, query: str | list[tuple[str, str]],
-                strict: bool = True) -> list[Version]:
+                budget: Budget = UNLIMITED) -> list[Version]:
         """Live resources of a type that a conditional query (`a=b&c=d`) selects."""
         pairs = parse_qsl(query, keep_blank_values=True) if isinstance(query, str) else query
-        ctx = SearchContext(self.spec, sandbox.store, self.clock().timestamp(), strict=strict)
-        return filter_resources(ctx, rtype, pairs)
+        ctx = SearchContext(self.spec, sandbox.store, self.clock().timestamp(), strict=True,
+                            budget=budget)
+        return conditional_matches(ctx, rtype, pairs)
 
     def create(self, sandbox: Sandbox, req: Request, rtype: str, assigned_id: str | None = None
                ) -> FhirResponse:
         resource = self.parse_body(req, rtype)
         condition = req.headers.get("if-none-exist")
         if condition:
-            found = self.matches(sandbox, rtype, condition.split("?", 1)[-1])
+            found = self.matches(sandbox, rtype, condition.split("?", 1)[-1], req.budget)
             if len(found) > 1:
                 raise FhirProblem(412, f"If-None-Exist matched {len(found)} resources", code="duplicate")
             if found:
@@ -182,7 +178,7 @@ class Interactions:
 
     def conditional_update(self, sandbox: Sandbox, req: Request, rtype: str) -> FhirResponse:
         resource = self.parse_body(req, rtype)
-        found = self.matches(sandbox, rtype, req.pairs)
+        found = self.matches(sandbox, rtype, req.pairs, req.budget)
         if len(found) > 1:
             raise FhirProblem(412, f"Conditional update matched {len(found)} resources", code="duplicate")
         if found:
@@ -209,7 +205,7 @@ class Interactions:
                        headers)
 
     def conditional_delete(self, sandbox: Sandbox, req: Request, rtype: str) -> FhirResponse:
-        found = self.matches(sandbox, rtype, req.pairs)
+        found = self.matches(sandbox, rtype, req.pairs, req.budget)
         if len(found) > 1:
             raise FhirProblem(412, f"Conditional delete matched {len(found)} resources", code="duplicate")
         if not found:
@@ -225,7 +221,7 @@ class Interactions:
             except (UnicodeDecodeError, ValueError):
                 raise FhirProblem(400, "POST _search needs an application/x-www-form-urlencoded body"
                                   ) from None
-        return Request("GET", req.segments, req.pairs + form, req.headers, None, req.base)
+        return Request("GET", req.segments, req.pairs + form, req.headers, None, req.base, req.budget)
 
     def search(self, sandbox: Sandbox, req: Request, rtype: str | None) -> FhirResponse:
         return respond(200, bundles.search_bundle(self, sandbox, req, rtype))

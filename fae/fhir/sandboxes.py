@@ -7,6 +7,8 @@ from collections.abc import Callable
 
 from fae.errors import FhirError
 from fae.fhir import bundles
+from fae.fhir.jsonbody import clean_copy
+from fae.fhir.outcome import FhirProblem
 from fae.fhir.references import ID_RE
 from fae.fhir.spec import Spec
 from fae.fhir.store import Store, Version, next_version, put_resource
@@ -58,6 +60,10 @@ class Sandboxes:
     def _seed_store(self, bundle: dict) -> Store:
         if not isinstance(bundle, dict) or bundle.get("resourceType") != "Bundle":
             raise FhirError("a seed must be a FHIR Bundle")
+        try:
+            bundle = clean_copy(bundle, "The seed")
+        except FhirProblem as problem:
+            raise FhirError(str(problem)) from None
         entries = bundle.get("entry") or []
         if not isinstance(entries, list):
             raise FhirError("seed Bundle.entry must be an array")
@@ -66,7 +72,6 @@ class Sandboxes:
             resource = entry.get("resource") if isinstance(entry, dict) else None
             if not isinstance(resource, dict):
                 raise FhirError(f"seed Bundle.entry[{i}] has no resource")
-            resource = deep_copy(resource)
             if not resource.get("id"):
                 resource["id"] = self.id_factory()
             full_url = entry.get("fullUrl")

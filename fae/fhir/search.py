@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
+from fae.fhir.budget import UNLIMITED, Budget
 from fae.fhir.fhirpath import evaluate, expression_for
 from fae.fhir.outcome import FhirProblem, issue
 from fae.fhir.references import ID_RE
@@ -56,6 +57,7 @@ class SearchContext:
     now: float
     strict: bool = False
     warnings: list[dict] = field(default_factory=list)
+    budget: Budget = UNLIMITED
 
     def unknown(self, message: str, name: str) -> None:
         if self.strict:
@@ -65,6 +67,11 @@ class SearchContext:
 
 def search_index(ctx: SearchContext, version: Version, param: SearchParam) -> object:
     """The typed index a resource version holds for a parameter, cached on the version."""
+    return version_index(version, param)
+
+
+def version_index(version: Version, param: SearchParam) -> object:
+    """`search_index` without a search: the values depend only on the version and the parameter."""
     key = (param.url, version.resource_type)
     cached = version.cache.get(key)
     if cached is not None:
@@ -237,7 +244,7 @@ def _chain_criterion(ctx: SearchContext, rtype: str, param: SearchParam, type_mo
         known = True
         inner = criterion(ctx, target, chained, value, depth + 1)
         if inner is not None:
-            matched.update(v.key for v in ctx.store.live(target) if inner(v))
+            matched.update(v.key for v in ctx.store.live(target) if not ctx.budget.step() and inner(v))
     if not known:
         ctx.unknown(f"Unknown chained parameter '{chained}' on {', '.join(targets)}", chained)
         return None
@@ -260,6 +267,7 @@ def _has_criterion(ctx: SearchContext, rtype: str, name: str, value: str, depth:
         return None
     referenced: set[str] = set()
     for v in ctx.store.live(source):
+        ctx.budget.step()
         if inner(v):
             referenced.update(search_index(ctx, v, ref_param)[0])
     return lambda v: v.key in referenced
@@ -268,7 +276,8 @@ def _has_criterion(ctx: SearchContext, rtype: str, name: str, value: str, depth:
 def filter_resources(ctx: SearchContext, rtype: str, pairs: list[tuple[str, str]]) -> list[Version]:
     predicates = [p for name, value in pairs
                   if (p := criterion(ctx, rtype, name, value)) is not None]
-    return [v for v in ctx.store.live(rtype) if all(p(v) for p in predicates)]
+    step = ctx.budget.step
+    return [v for v in ctx.store.live(rtype) if (step() or all(p(v) for p in predicates))]
 
 
 # ---- sorting, includes ----------------------------------------------------------------------
@@ -356,6 +365,7 @@ def includes(ctx: SearchContext, base: list[Version], include_specs: list[str],
                 continue
             wanted = {v.key for v in sources if not target or v.resource_type == target}
             for cand in ctx.store.live(stype):
+                ctx.budget.step()
                 if cand.key in exclude or cand.key in found:
                     continue
                 if any(not wanted.isdisjoint(search_index(ctx, cand, p)[0]) for p in params):

@@ -7,6 +7,7 @@ them: cloning or resetting a sandbox copies two small maps, not the resources.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 
 class Version:
@@ -37,12 +38,15 @@ class Version:
 class Store:
     """All versions of all resources in a sandbox, in the order they were written."""
 
-    __slots__ = ("current", "versions", "history")
+    __slots__ = ("current", "versions", "history", "indexes")
 
     def __init__(self) -> None:
         self.current: dict[str, dict[str, Version]] = {}
         self.versions: dict[tuple[str, str], tuple[Version, ...]] = {}
         self.history: list[Version] = []
+        # lookup indexes by type, then name; each has `update(version)`, called on every write.
+        # Copies start without them: they are rebuilt on first use (see fhir/conditional.py)
+        self.indexes: dict[str, dict[str, Any]] = {}
 
     def copy(self) -> Store:
         other = Store()
@@ -68,6 +72,8 @@ class Store:
         key = (version.resource_type, version.id)
         self.versions[key] = self.versions.get(key, ()) + (version,)
         self.history.append(version)
+        for index in self.indexes.get(version.resource_type, {}).values():
+            index.update(version)
 
     def live(self, resource_type: str) -> list[Version]:
         return [v for v in self.current.get(resource_type, {}).values() if v.resource is not None]

@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl
 
 import msgspec
 
+from fae.fhir.budget import UNLIMITED, Budget
 from fae.fhir.outcome import FhirProblem
 
 JSON_TYPE = "application/fhir+json; charset=utf-8"
@@ -57,6 +58,7 @@ class Request:
     headers: dict[str, str]
     body: bytes | None
     base: str
+    budget: Budget = UNLIMITED
 
     def prefer(self, key: str) -> str | None:
         for part in self.headers.get("prefer", "").split(","):
@@ -71,7 +73,7 @@ class Request:
 
 
 def parse_request(method: str, path: str, query: str, headers: dict[str, str],
-                  body: bytes | None, base_url: str) -> Request:
+                  body: bytes | None, base_url: str, budget: Budget = UNLIMITED) -> Request:
     """A `Request` from raw HTTP parts (headers lower-cased); a FhirProblem for what cannot be served."""
     if body is not None and len(body) > MAX_BODY:
         raise FhirProblem(413, f"Body larger than {MAX_BODY} bytes", code="too-costly")
@@ -94,7 +96,7 @@ def parse_request(method: str, path: str, query: str, headers: dict[str, str],
     verb = method.upper()
     # HEAD is answered as GET; the HTTP layer drops the body
     return Request("GET" if verb == "HEAD" else verb, segments, pairs, headers, body,
-                   base_url.rstrip("/"))
+                   base_url.rstrip("/"), budget)
 
 
 def respond(status: int, payload: object | None, headers: dict[str, str] | None = None) -> FhirResponse:
