@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from fae.errors import FhirError
-from fae.fhir.engine import MAX_BODY, FhirEngine
+from fae.fhir.engine import FhirEngine
 from fae.fhir.jsonbody import parse_json
 from fae.fhir.outcome import FhirProblem, issue, outcome
 
@@ -37,11 +37,11 @@ def _problem(status: int, message: str) -> JSONResponse:
                         status_code=status, media_type=FHIR_JSON)
 
 
-async def _read_body(request: Request) -> bytes | None:
+async def _read_body(request: Request, limit: int) -> bytes | None:
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_BODY:
+        if size > limit:
             return None
         chunks.append(chunk)
     return b"".join(chunks)
@@ -75,9 +75,9 @@ def create_app(engine: FhirEngine | None = None, *, audit_events: bool = False) 
         engine.create_sandbox(sandbox_id=DEFAULT_SANDBOX)
 
     async def serve(request: Request, sid: str, base: str) -> Response:
-        body = await _read_body(request)
+        body = await _read_body(request, engine.max_body)
         if body is None:
-            return _problem(413, f"Body larger than {MAX_BODY} bytes")
+            return _problem(413, f"Body larger than {engine.max_body} bytes")
         path = request.path_params.get("path", "")
         # engine work runs in a worker thread: a slow request must not stall the event loop
         # that may also carry the recording proxy and the log writer (`fae record`)
@@ -99,9 +99,9 @@ def create_app(engine: FhirEngine | None = None, *, audit_events: bool = False) 
         return await serve(request, sid, base_of(request, f"/sandbox/{sid}/fhir"))
 
     async def create(request: Request) -> Response:
-        body = await _read_body(request)
+        body = await _read_body(request, engine.max_body)
         if body is None:
-            return _problem(413, f"Body larger than {MAX_BODY} bytes")
+            return _problem(413, f"Body larger than {engine.max_body} bytes")
         seed = None
         if body.strip():
             try:

@@ -22,6 +22,7 @@ from fae.fhir.outcome import FhirProblem
 from fae.fhir.routing import dispatch
 from fae.fhir.sandboxes import Sandbox, Sandboxes
 from fae.fhir.spec import Spec, load_spec
+from fae.fhir.transactions import DEFAULT_MAX_ENTRIES
 from fae.fhir.wire import (
     JSON_TYPE, MAX_BODY, Clock, FhirResponse, Request, deep_copy, dumps, error_response, instant,
     parse_request,
@@ -45,15 +46,17 @@ class FhirEngine:
     def __init__(self, *, clock: Clock | None = None, id_factory: Callable[[], str] | None = None,
                  audit_events: bool = False, spec: Spec | None = None,
                  request_budget_s: float | None = DEFAULT_BUDGET_S,
-                 timer: Callable[[], float] = time.monotonic):
+                 timer: Callable[[], float] = time.monotonic,
+                 max_entries: int = DEFAULT_MAX_ENTRIES, max_body: int = MAX_BODY):
         self.spec = spec or load_spec()
         self.request_budget_s = request_budget_s
         self.timer = timer
+        self.max_body = max_body
         self.clock = clock or _real_clock
         self.id_factory = id_factory or _new_id
         self.audit_events = audit_events
-        self.sandboxes = Sandboxes(self.spec, self.clock, self.id_factory, audit_events)
-        self.rest = Interactions(self.spec, self.clock, self.id_factory)
+        self.sandboxes = Sandboxes(self.spec, self.clock, self.id_factory, audit_events, max_entries)
+        self.rest = Interactions(self.spec, self.clock, self.id_factory, max_entries)
 
     # ---- sandboxes -------------------------------------------------------------------------
 
@@ -108,6 +111,8 @@ class FhirEngine:
             if sandbox is None:
                 raise FhirProblem(404, f"No sandbox {sid!r}", code="not-found")
             budget = Budget(self.request_budget_s, self.timer)
+            if body is not None and len(body) > self.max_body:
+                raise FhirProblem(413, f"Body larger than {self.max_body} bytes", code="too-costly")
             request = parse_request(method, path, query, lowered, body, base_url, budget)
             with sandbox.lock:
                 return dispatch(self.rest, sandbox, request)

@@ -20,6 +20,7 @@ from fae.fhir.search import SearchContext
 from fae.fhir.shaping import select_elements, summarise, summary_mode
 from fae.fhir.spec import Spec
 from fae.fhir.store import Version, next_version, put_resource
+from fae.fhir.transactions import DEFAULT_MAX_ENTRIES
 from fae.fhir.validate import validate_resource
 from fae.fhir.wire import Clock, FhirResponse, Request, error_response, instant, respond
 
@@ -27,8 +28,10 @@ from fae.fhir.wire import Clock, FhirResponse, Request, error_response, instant,
 class Interactions:
     """What each REST interaction does to a sandbox; `routing.dispatch` picks one per request."""
 
-    def __init__(self, spec: Spec, clock: Clock, id_factory: Callable[[], str]):
+    def __init__(self, spec: Spec, clock: Clock, id_factory: Callable[[], str],
+                 max_entries: int = DEFAULT_MAX_ENTRIES):
         self.spec = spec
+        self.max_entries = max_entries
         self.clock = clock
         self.id_factory = id_factory
 
@@ -128,7 +131,7 @@ class Interactions:
         if mode and mode != "count":
             resource = summarise(self.spec, resource, mode)
         names = [n.strip() for k, v in req.pairs if k == "_elements" for n in v.split(",") if n.strip()]
-        return select_elements(resource, names) if names else resource
+        return select_elements(self.spec, resource, names) if names else resource
 
     def vread(self, sandbox: Sandbox, req: Request, rtype: str, rid: str, vid: str) -> FhirResponse:
         version = sandbox.store.version(rtype, rid, vid)

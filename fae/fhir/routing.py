@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fae.fhir import bundles
+from fae.fhir import bundles, transactions
 from fae.fhir.capability import capability_statement
 from fae.fhir.outcome import FhirProblem
 from fae.fhir.references import ID_RE
@@ -21,7 +21,7 @@ def dispatch(rest: Interactions, sandbox: Sandbox, req: Request,
     seg, method = req.segments, req.method
     if not seg:
         if method == "POST":
-            return bundles.process_bundle(rest, sandbox, req)
+            return transactions.process_bundle(rest, sandbox, req)
         if method == "GET":
             return rest.search(sandbox, req, None)
         raise FhirProblem(405, f"{method} is not allowed on the base URL")

@@ -6,12 +6,12 @@ import threading
 from collections.abc import Callable
 
 from fae.errors import FhirError
-from fae.fhir import bundles
 from fae.fhir.jsonbody import clean_copy
 from fae.fhir.outcome import FhirProblem
 from fae.fhir.references import ID_RE
 from fae.fhir.spec import Spec
 from fae.fhir.store import Store, Version, next_version, put_resource
+from fae.fhir.transactions import DEFAULT_MAX_ENTRIES, rewrite_references
 from fae.fhir.validate import validate_resource
 from fae.fhir.wire import Clock, deep_copy, instant
 
@@ -32,8 +32,10 @@ class Sandbox:
 class Sandboxes:
     """The registry of sandboxes; its lock guards the registry, each sandbox's lock its state."""
 
-    def __init__(self, spec: Spec, clock: Clock, id_factory: Callable[[], str], audit_events: bool):
+    def __init__(self, spec: Spec, clock: Clock, id_factory: Callable[[], str], audit_events: bool,
+                 max_entries: int = DEFAULT_MAX_ENTRIES):
         self.spec = spec
+        self.max_entries = max_entries
         self.clock = clock
         self.id_factory = id_factory
         self.audit_events = audit_events
@@ -67,6 +69,9 @@ class Sandboxes:
         entries = bundle.get("entry") or []
         if not isinstance(entries, list):
             raise FhirError("seed Bundle.entry must be an array")
+        if len(entries) > self.max_entries:
+            raise FhirError(f"seed Bundle has {len(entries)} entries; this server takes at most "
+                            f"{self.max_entries} per Bundle")
         resources, urns = [], {}
         for i, entry in enumerate(entries):
             resource = entry.get("resource") if isinstance(entry, dict) else None
@@ -82,7 +87,7 @@ class Sandboxes:
         now = instant(self.clock())
         for i, resource in enumerate(resources):
             if urns:
-                bundles.rewrite_references(resource, urns)
+                rewrite_references(resource, urns)
             problems = validate_resource(self.spec, resource)
             if problems:
                 first = problems[0]

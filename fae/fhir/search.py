@@ -40,6 +40,14 @@ _COMMA = re.compile(r"(?<!\\),")
 _PIPE = re.compile(r"(?<!\\)\|")
 
 
+def is_result_param(name: str) -> bool:
+    """Whether a query parameter shapes the result (`_count`, `_revinclude:iterate`) rather than filters."""
+    return name in RESULT_PARAMS or name in ITERATING
+
+
+ITERATING = {"_include:iterate", "_include:recurse", "_revinclude:iterate", "_revinclude:recurse"}
+
+
 def unescape(text: str) -> str:
     return text.replace("\\,", ",").replace("\\|", "|").replace("\\$", "$").replace("\\\\", "\\")
 
@@ -326,7 +334,7 @@ def _parse_include(ctx: SearchContext, text: str, what: str) -> tuple[str, list[
     source = parts[0]
     target = parts[2] if len(parts) == 3 else None
     if parts[1] == "*":
-        params = [p for p in ctx.spec.search_params(source).values() if p.type == "reference" and p.expression]
+        params = _reference_params(ctx, source)
     else:
         param = ctx.spec.search_params(source).get(parts[1])
         if param is None or param.type != "reference":
@@ -334,6 +342,10 @@ def _parse_include(ctx: SearchContext, text: str, what: str) -> tuple[str, list[
                               code="invalid", expression=what)
         params = [param]
     return source, params, target
+
+
+def _reference_params(ctx: SearchContext, rtype: str) -> list[SearchParam]:
+    return [p for p in ctx.spec.search_params(rtype).values() if p.type == "reference" and p.expression]
 
 
 def includes(ctx: SearchContext, base: list[Version], include_specs: list[str],
@@ -348,8 +360,7 @@ def includes(ctx: SearchContext, base: list[Version], include_specs: list[str],
             for v in sources:
                 if stype != "*" and v.resource_type != stype:
                     continue
-                plist = params or [p for p in ctx.spec.search_params(v.resource_type).values()
-                                   if p.type == "reference" and p.expression]
+                plist = params or _reference_params(ctx, v.resource_type)
                 for param in plist:
                     for key in search_index(ctx, v, param)[0]:
                         rtype, _, rid = key.partition("/")
@@ -361,16 +372,16 @@ def includes(ctx: SearchContext, base: list[Version], include_specs: list[str],
                             new.append(hit)
         for text in rev:
             stype, params, target = _parse_include(ctx, text, "_revinclude")
-            if stype == "*":
-                continue
             wanted = {v.key for v in sources if not target or v.resource_type == target}
-            for cand in ctx.store.live(stype):
-                ctx.budget.step()
-                if cand.key in exclude or cand.key in found:
-                    continue
-                if any(not wanted.isdisjoint(search_index(ctx, cand, p)[0]) for p in params):
-                    found[cand.key] = cand
-                    new.append(cand)
+            for ctype in (ctx.store.types() if stype == "*" else [stype]):
+                plist = params or _reference_params(ctx, ctype)
+                for cand in ctx.store.live(ctype):
+                    ctx.budget.step()
+                    if cand.key in exclude or cand.key in found:
+                        continue
+                    if any(not wanted.isdisjoint(search_index(ctx, cand, p)[0]) for p in plist):
+                        found[cand.key] = cand
+                        new.append(cand)
         return new
 
     plain_inc = [t for t in include_specs if not t.endswith(":iterate")]
@@ -407,4 +418,5 @@ def valid_id(text: str) -> bool:
 
 
 __all__ = ["INF", "RESULT_PARAMS", "SearchContext", "criterion", "filter_resources", "includes",
+           "is_result_param",
            "sort_resources", "int_param", "link_query", "search_index", "valid_id"]

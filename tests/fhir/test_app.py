@@ -8,6 +8,7 @@ import httpx
 from typer.testing import CliRunner
 
 from fae.fhir.cli import app as cli_app
+from fae.fhir.wire import MAX_BODY
 
 SEED = {"resourceType": "Bundle", "type": "collection", "entry": [
     {"resource": {"resourceType": "Patient", "id": f"p{i}", "name": [{"family": "Seeded"}]}} for i in range(3)]}
@@ -48,7 +49,7 @@ def test_default_sandbox_and_links_are_absolute(live_server):
         assert bundle["link"][0]["url"].startswith(f"{live_server.url}/fhir/Patient?")
         head = http.head(f"{live_server.url}/fhir/metadata")
         assert head.status_code == 200 and head.content == b""
-        big = http.post(f"{live_server.url}/fhir/Patient", content=b"x" * (9 * 1024 * 1024))
+        big = http.post(f"{live_server.url}/fhir/Patient", content=b"x" * (MAX_BODY + 1))
         assert big.status_code == 413
         assert http.get(f"{live_server.url}/fhir/Patient/p0").status_code in (404, 410)
 
