@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fae.fhir import bundles, transactions
+from fae.fhir import bundles, patching, transactions
 from fae.fhir.capability import capability_statement
 from fae.fhir.outcome import FhirProblem
 from fae.fhir.references import ID_RE
@@ -72,6 +72,8 @@ def _type_level(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str,
         return rest.conditional_update(sandbox, req, rtype)
     if method == "DELETE" and req.pairs:
         return rest.conditional_delete(sandbox, req, rtype)
+    if method == "PATCH" and req.pairs:
+        return patching.conditional_patch(rest, sandbox, req, rtype)
     raise FhirProblem(405, f"{method} is not allowed on {rtype}")
 
 
@@ -84,4 +86,6 @@ def _instance_level(rest: Interactions, sandbox: Sandbox, req: Request, rtype: s
         return rest.update(sandbox, req, rtype, rid)
     if method == "DELETE":
         return rest.delete(sandbox, req, rtype, rid)
+    if method == "PATCH":
+        return patching.patch(rest, sandbox, req, rtype, rid)
     raise FhirProblem(405, f"{method} is not allowed on {rtype}/{rid}")

@@ -200,3 +200,21 @@ def validate_resource(spec: Spec, resource: object) -> list[dict]:
     validator = _Validator(spec)
     validator.resource(resource, "")
     return validator.issues
+
+
+def element_at(spec: Spec, resource_type: str, keys: list[str]) -> Element | None:
+    """The definition of the element a chain of JSON keys leads to (`["name", "given"]`), or None."""
+    validator = _Validator(spec)
+    struct, path, element = resource_type, resource_type, None
+    for key in keys:
+        found = validator.children(struct, path).get(key)
+        if found is None:
+            return None
+        element, type_code = found
+        if element.content_reference:
+            path = element.content_reference.lstrip("#")
+        elif type_code in ("BackboneElement", "Element") and validator.children(struct, element.path):
+            path = element.path
+        else:
+            struct, path = type_code, type_code
+    return element
