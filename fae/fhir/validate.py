@@ -218,3 +218,8 @@ def element_at(spec: Spec, resource_type: str, keys: list[str]) -> Element | Non
         else:
             struct, path = type_code, type_code
     return element
+
+
+def allowed_children(spec: Spec, struct: str, path: str) -> dict[str, tuple[Element, str]]:
+    """JSON keys allowed under `path` in `struct`, mapped to (element, concrete type)."""
+    return _Validator(spec).children(struct, path)
