@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from urllib.parse import parse_qsl
 
 from fae.errors import FhirError
+from fae.fhir.conditional import conditional_matches
 from fae.fhir.jsonbody import clean_copy
 from fae.fhir.outcome import FhirProblem
 from fae.fhir.references import ID_RE
+from fae.fhir.search import SearchContext
 from fae.fhir.spec import Spec
 from fae.fhir.store import Store, Version, next_version, put_resource
-from fae.fhir.transactions import DEFAULT_MAX_ENTRIES, rewrite_references
+from fae.fhir.transactions import (
+    DEFAULT_MAX_ENTRIES, has_conditional_references, resolve_conditional_references, rewrite_references,
+)
 from fae.fhir.validate import validate_resource
 from fae.fhir.wire import Clock, deep_copy, instant
 
@@ -83,11 +88,13 @@ class Sandboxes:
             if isinstance(full_url, str) and full_url.startswith("urn:"):
                 urns[full_url] = f"{resource.get('resourceType')}/{resource['id']}"
             resources.append(resource)
-        store = Store()
         now = instant(self.clock())
-        for i, resource in enumerate(resources):
-            if urns:
+        if urns:
+            for resource in resources:
                 rewrite_references(resource, urns)
+        self._resolve_conditional(resources, now)
+        store = Store()
+        for i, resource in enumerate(resources):
             problems = validate_resource(self.spec, resource)
             if problems:
                 first = problems[0]
@@ -95,6 +102,23 @@ class Sandboxes:
                 raise FhirError(f"seed Bundle.entry[{i}] is invalid: {first['diagnostics']} ({where})")
             put_resource(store, resource, "POST", now, keep_meta=True)
         return store
+
+    def _resolve_conditional(self, resources: list[dict], now: str) -> None:
+        """Resolve `Type?query` references (Synthea's) against the seed's own resources."""
+        if not any(has_conditional_references(r) for r in resources):
+            return
+        scratch = Store()
+        for resource in resources:
+            if isinstance(resource.get("resourceType"), str) and isinstance(resource.get("id"), str):
+                put_resource(scratch, resource, "POST", now, keep_meta=True)
+        ctx = SearchContext(self.spec, scratch, self.clock().timestamp(), strict=True)
+        for i, resource in enumerate(resources):
+            try:
+                resolve_conditional_references(
+                    resource, lambda rtype, query: conditional_matches(ctx, rtype, parse_qsl(query)),
+                    self.spec.resource_types)
+            except FhirProblem as problem:
+                raise FhirError(f"seed Bundle.entry[{i}]: {problem}") from None
 
     def get(self, sid: str) -> Sandbox | None:
         with self._lock:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 from http import HTTPStatus
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -22,6 +23,7 @@ from fae.fhir.wire import FhirResponse, Request, error_response, parse_request, 
 if TYPE_CHECKING:
     from fae.fhir.interactions import Interactions
     from fae.fhir.sandboxes import Sandbox
+    from fae.fhir.store import Version
 
 # the most entries one Bundle may carry, posted to a FHIR base or given as a seed (configurable)
 DEFAULT_MAX_ENTRIES = 10_000
@@ -55,17 +57,17 @@ def is_conditional_reference(ref: str) -> bool:
     return bool(question) and "/" not in head and bool(TYPE_RE.match(head))
 
 
-def resolve_conditional_references(rest: Interactions, sandbox: Sandbox, resource: object,
-                                   budget) -> None:
-    """Rewrite each `Type?query` reference in a resource to the one resource its query finds."""
+def resolve_conditional_references(resource: object, find: Callable[[str, str], list[Version]],
+                                   resource_types: frozenset[str]) -> None:
+    """Rewrite each `Type?query` reference in a resource to the one resource `find` answers for it."""
     for holder in _reference_holders(resource):
         ref = holder["reference"]
         if not is_conditional_reference(ref):
             continue
         rtype, _, query = ref.partition("?")
-        if rtype not in rest.spec.resource_types:
+        if rtype not in resource_types:
             raise FhirProblem(400, f"Conditional reference {ref[:120]!r} names unknown type {rtype!r}")
-        found = rest.matches(sandbox, rtype, query, budget)
+        found = find(rtype, query)
         if not found:
             raise FhirProblem(400, f"Conditional reference {ref[:120]!r} matches no resource",
                               code="not-found")
@@ -73,6 +75,10 @@ def resolve_conditional_references(rest: Interactions, sandbox: Sandbox, resourc
             raise FhirProblem(412, f"Conditional reference {ref[:120]!r} matches {len(found)} resources; "
                                    "it must match exactly one", code="multiple-matches")
         holder["reference"] = found[0].key
+
+
+def has_conditional_references(resource: object) -> bool:
+    return any(is_conditional_reference(h["reference"]) for h in _reference_holders(resource))
 
 
 def entry_request(entry: object, index: int, base: str) -> tuple[str, str, str, dict]:
@@ -205,7 +211,9 @@ def _run_entry(rest: Interactions, work: Sandbox, req: Request, entry: dict,
     resource = entry.get("resource")
     try:
         if transaction and resource is not None and method in ("POST", "PUT"):
-            resolve_conditional_references(rest, work, resource, req.budget)
+            resolve_conditional_references(
+                resource, lambda rtype, query: rest.matches(work, rtype, query, req.budget),
+                rest.spec.resource_types)
         body = json.dumps(resource).encode() if resource is not None else None
         sub = parse_request(method, path, query, headers, body, req.base, req.budget)
         return rest.dispatch(work, sub, assigned_id=assigned_id)

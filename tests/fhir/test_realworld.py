@@ -241,3 +241,18 @@ def test_invalid_values_are_still_refused(engine, resource, element):
     resp = post(engine, sid, resource["resourceType"], resource)
     assert resp.status == 422, resp.body
     assert any(element in " ".join(i.get("expression", [])) for i in resp.json()["issue"]), resp.body
+
+
+def test_seed_resolves_conditional_references_against_its_own_resources(engine):
+    from fae.errors import FhirError
+    doc = practitioner("480")
+    doc["id"] = "doc"
+    seed = {"resourceType": "Bundle", "type": "transaction", "entry": [
+        {"fullUrl": "urn:uuid:p", "resource": {"resourceType": "Patient"}, "request": {"method": "POST", "url": "Patient"}},
+        {"resource": encounter("urn:uuid:p", "480"), "request": {"method": "POST", "url": "Encounter"}},
+        {"resource": doc, "request": {"method": "POST", "url": "Practitioner"}}]}
+    sid = engine.create_sandbox(seed)
+    assert engine.resources(sid, "Encounter")[0]["participant"][0]["individual"]["reference"] == "Practitioner/doc"
+    seed["entry"] = seed["entry"][:2]
+    with pytest.raises(FhirError, match=r"entry\[1\].*matches no resource"):
+        engine.create_sandbox(seed)
