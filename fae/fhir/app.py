@@ -16,7 +16,6 @@ import re
 
 import anyio
 import anyio.to_thread
-
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response

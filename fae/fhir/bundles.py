@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
-from email.utils import format_datetime
 from datetime import UTC, datetime
+from email.utils import format_datetime
 from typing import TYPE_CHECKING
 
-from fae.fhir.outcome import FhirProblem, issue, outcome
-from fae.fhir.search import (
-    DEFAULT_COUNT, MAX_COUNT, SearchContext, filter_resources, includes, int_param, is_result_param,
-    link_query, sort_resources,
+from fae.fhir.outcome import FhirProblem, outcome
+from fae.fhir.search import SearchContext, filter_resources, is_result_param
+from fae.fhir.search_results import (
+    DEFAULT_COUNT,
+    MAX_COUNT,
+    includes,
+    int_param,
+    link_query,
+    sort_resources,
 )
 from fae.fhir.search_values import date_range
 from fae.fhir.shaping import select_elements, summarise, summary_mode
-
 from fae.fhir.wire import FhirResponse, Request, respond
 
 if TYPE_CHECKING:
     from fae.fhir.interactions import Interactions
     from fae.fhir.sandboxes import Sandbox
-
 
 
 def _full_url(base: str, rtype: str, rid: str) -> str:

@@ -11,7 +11,14 @@ answer is the same as a scan's.
 
 from __future__ import annotations
 
-from fae.fhir.search import SearchContext, criterion, filter_resources, split_or, unescape, version_index
+from fae.fhir.search import (
+    SearchContext,
+    criterion,
+    filter_resources,
+    split_or,
+    unescape,
+    version_index,
+)
 from fae.fhir.spec import SearchParam
 from fae.fhir.store import Store, Version
 

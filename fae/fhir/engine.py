@@ -24,7 +24,15 @@ from fae.fhir.sandboxes import Sandbox, Sandboxes
 from fae.fhir.spec import Spec, load_spec
 from fae.fhir.transactions import DEFAULT_MAX_ENTRIES
 from fae.fhir.wire import (
-    JSON_TYPE, MAX_BODY, Clock, FhirResponse, Request, deep_copy, dumps, error_response, instant,
+    JSON_TYPE,
+    MAX_BODY,
+    Clock,
+    FhirResponse,
+    Request,
+    deep_copy,
+    dumps,
+    error_response,
+    instant,
     parse_request,
 )
 

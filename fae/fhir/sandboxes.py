@@ -15,7 +15,10 @@ from fae.fhir.search import SearchContext
 from fae.fhir.spec import Spec
 from fae.fhir.store import Store, Version, next_version, put_resource
 from fae.fhir.transactions import (
-    DEFAULT_MAX_ENTRIES, has_conditional_references, resolve_conditional_references, rewrite_references,
+    DEFAULT_MAX_ENTRIES,
+    has_conditional_references,
+    resolve_conditional_references,
+    rewrite_references,
 )
 from fae.fhir.validate import validate_resource
 from fae.fhir.wire import Clock, deep_copy, instant

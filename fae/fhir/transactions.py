@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import copy
 import json
-from http import HTTPStatus
 from collections.abc import Callable
+from http import HTTPStatus
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 

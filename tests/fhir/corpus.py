@@ -25,7 +25,7 @@ def _primitive(spec: Spec, element: Element, type_code: str) -> object:
     if type_code == "code" and element.binding_strength == "required" and element.value_set:
         codes = spec.value_set_codes(element.value_set)
         if codes:
-            return sorted(codes)[0]
+            return min(codes)
     return PRIMITIVES[type_code]
 
 
