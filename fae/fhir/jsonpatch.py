@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from fae.fhir.outcome import FhirProblem
-from fae.fhir.wire import deep_copy
+from fae.fhir.wire import deep_copy, dumps
 
 OPS = {"add", "remove", "replace", "move", "copy", "test"}
+# `copy` can double a document per operation; past this many copied bytes the patch is refused
+MAX_COPIED = 8 * 1024 * 1024
 
 
 def _bad(message: str) -> FhirProblem:
@@ -103,6 +105,7 @@ def apply_json_patch(resource: dict, operations: object) -> object:
     if not isinstance(operations, list):
         raise _bad("the body must be a JSON array of operations")
     doc: object = deep_copy(resource)
+    copied = 0
     for n, op in enumerate(operations):
         if not isinstance(op, dict) or op.get("op") not in OPS:
             raise _bad(f"operation {n} needs an 'op' of {', '.join(sorted(OPS))}")
@@ -122,6 +125,11 @@ def apply_json_patch(resource: dict, operations: object) -> object:
                 raise _failed(f"test at {op['path'][:80]!r} failed")
         else:
             source = pointer(op.get("from"))
+            encoded = dumps({"v": _get(doc, source)})
+            if kind == "copy":
+                copied += len(encoded)
+                if copied > MAX_COPIED:
+                    raise _failed(f"the patch copies more than {MAX_COPIED} bytes")
             value = deep_copy({"v": _get(doc, source)})["v"]
             if kind == "move":
                 if tokens[:len(source)] == source and len(tokens) > len(source):

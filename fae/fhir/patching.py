@@ -7,7 +7,7 @@ import binascii
 from typing import TYPE_CHECKING
 
 from fae.fhir.fhirpatch import apply_fhirpath_patch
-from fae.fhir.jsonbody import parse_json
+from fae.fhir.jsonbody import MAX_NESTING, nesting_depth_over, parse_json
 from fae.fhir.jsonpatch import apply_json_patch
 from fae.fhir.outcome import FhirProblem
 from fae.fhir.store import put_resource
@@ -54,6 +54,9 @@ def patch(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str, rid: s
     result = _patched(rest, req, current.resource)
     if not isinstance(result, dict) or result.get("resourceType") != rtype or result.get("id") != rid:
         raise FhirProblem(400, "A patch may not change the resource's type or id", code="invalid")
+    if nesting_depth_over(result):
+        raise FhirProblem(422, f"The patched resource nests more than {MAX_NESTING} levels deep",
+                          code="processing")
     meta = result.get("meta")
     if isinstance(meta, dict):
         meta.pop("versionId", None)

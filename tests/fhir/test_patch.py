@@ -208,3 +208,13 @@ def test_patch_over_http_and_in_the_capability_statement(live_server):
         caps = http.get(f"{base}/metadata").json()
         patient = next(r for r in caps["rest"][0]["resource"] if r["type"] == "Patient")
         assert {"code": "patch"} in patient["interaction"]
+
+
+def test_copy_bombs_and_deepening_patches_are_refused(engine, sid):
+    doubling = [{"op": "copy", "from": "/name", "path": "/name/-"} for _ in range(40)]
+    resp = patch(engine, sid, doubling, JSON_PATCH)
+    assert resp.status == 422 and "copies more than" in resp.body.decode(), resp.body[:300]
+    deepening = [{"op": "copy", "from": "/name/0", "path": "/name/0/x"} for _ in range(12)]
+    resp = patch(engine, sid, deepening, JSON_PATCH)
+    assert resp.status == 422, resp.body[:300]
+    assert current(engine, sid)["meta"]["versionId"] == "1"
