@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import socket
 from pathlib import Path
 
 import typer
@@ -16,12 +18,33 @@ def _group() -> None:
     """The embedded FHIR R4 server."""
 
 
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port, or one clear error line and exit 1."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            reason = "the port is already in use (pick another with --port, or 0 for a free one)"
+        else:
+            reason = exc.strerror or str(exc)
+        typer.echo(f"error: cannot serve on {host}:{port}: {reason}", err=True)
+        raise typer.Exit(1) from None
+    return sock
+
+
 @app.command()
 def serve(
     host: str = typer.Option("127.0.0.1", help="Interface to bind."),
     port: int = typer.Option(8080, min=0, max=65535, help="TCP port (0 picks a free one)."),
     audit_events: bool = typer.Option(False, "--audit-events", help="Keep an AuditEvent per interaction."),
     seed: Path | None = typer.Option(None, help="Seed Bundle (JSON) for the default sandbox."),
+    request_budget: float = typer.Option(30.0, min=0.0, help="Seconds a request may run before it "
+                                         "answers 503 and changes nothing (0: no limit)."),
+    max_entries: int = typer.Option(10_000, min=1, help="Most entries in one Bundle (posted or seed)."),
 ) -> None:
     """Serve FHIR at http://HOST:PORT/fhir and sandboxes at /sandbox/{id}/fhir."""
     import uvicorn
@@ -30,7 +53,8 @@ def serve(
     from fae.fhir.app import DEFAULT_SANDBOX, create_app
     from fae.fhir.engine import FhirEngine
 
-    engine = FhirEngine(audit_events=audit_events)
+    engine = FhirEngine(audit_events=audit_events, request_budget_s=request_budget or None,
+                        max_entries=max_entries)
     if seed is not None:
         try:
             bundle = json.loads(seed.read_text())
@@ -38,14 +62,18 @@ def serve(
         except OSError as exc:
             typer.echo(f"error: cannot read seed {seed}: {exc.strerror}", err=True)
             raise typer.Exit(1) from None
-        except ValueError as exc:
-            typer.echo(f"error: seed {seed} is not JSON: {exc}", err=True)
+        except (ValueError, RecursionError) as exc:
+            typer.echo(f"error: seed {seed} is not JSON: {str(exc)[:200]}", err=True)
             raise typer.Exit(1) from None
         except FhirError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
+    sock = _bind(host, port)
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    typer.echo(f"fae fhir: serving FHIR R4 at http://{shown}:{bound}/fhir (sandboxes at /sandbox)")
+    server = uvicorn.Server(uvicorn.Config(create_app(engine), log_level="warning", lifespan="off"))
     try:
-        uvicorn.run(create_app(engine), host=host, port=port, log_level="warning")
-    except OSError as exc:
-        typer.echo(f"error: cannot serve on {host}:{port}: {exc.strerror or exc}", err=True)
-        raise typer.Exit(1) from None
+        server.run(sockets=[sock])
+    finally:
+        sock.close()

@@ -11,17 +11,20 @@
 
 from __future__ import annotations
 
-import json
+import functools
 import re
 
+import anyio
+import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from fae.errors import FhirError
-from fae.fhir.engine import MAX_BODY, FhirEngine
-from fae.fhir.outcome import issue, outcome
+from fae.fhir.engine import FhirEngine
+from fae.fhir.jsonbody import parse_json
+from fae.fhir.outcome import FhirProblem, issue, outcome
 
 DEFAULT_SANDBOX = "default"
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
@@ -33,11 +36,11 @@ def _problem(status: int, message: str) -> JSONResponse:
                         status_code=status, media_type=FHIR_JSON)
 
 
-async def _read_body(request: Request) -> bytes | None:
+async def _read_body(request: Request, limit: int) -> bytes | None:
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_BODY:
+        if size > limit:
             return None
         chunks.append(chunk)
     return b"".join(chunks)
@@ -71,12 +74,15 @@ def create_app(engine: FhirEngine | None = None, *, audit_events: bool = False) 
         engine.create_sandbox(sandbox_id=DEFAULT_SANDBOX)
 
     async def serve(request: Request, sid: str, base: str) -> Response:
-        body = await _read_body(request)
+        body = await _read_body(request, engine.max_body)
         if body is None:
-            return _problem(413, f"Body larger than {MAX_BODY} bytes")
+            return _problem(413, f"Body larger than {engine.max_body} bytes")
         path = request.path_params.get("path", "")
-        resp = engine.handle(sid, request.method, path, request.url.query,
-                             dict(request.headers), body or None, base_url=base)
+        # engine work runs in a worker thread: a slow request must not stall the event loop
+        # that may also carry the recording proxy and the log writer (`fae record`)
+        resp = await anyio.to_thread.run_sync(functools.partial(
+            engine.handle, sid, request.method, path, request.url.query, dict(request.headers),
+            body or None, base_url=base))
         if request.method == "HEAD":
             return Response(b"", status_code=resp.status, headers=resp.headers)
         return Response(resp.body, status_code=resp.status, headers=resp.headers)
@@ -92,17 +98,18 @@ def create_app(engine: FhirEngine | None = None, *, audit_events: bool = False) 
         return await serve(request, sid, base_of(request, f"/sandbox/{sid}/fhir"))
 
     async def create(request: Request) -> Response:
-        body = await _read_body(request)
+        body = await _read_body(request, engine.max_body)
         if body is None:
-            return _problem(413, f"Body larger than {MAX_BODY} bytes")
+            return _problem(413, f"Body larger than {engine.max_body} bytes")
         seed = None
         if body.strip():
             try:
-                seed = json.loads(body)
-            except (ValueError, UnicodeDecodeError):
-                return _problem(400, "The seed must be a JSON FHIR Bundle")
+                seed = parse_json(body, "The seed")
+            except FhirProblem as problem:
+                return _problem(400, f"The seed must be a JSON FHIR Bundle: {problem}")
         try:
-            sid = engine.create_sandbox(seed, request.query_params.get("id"))
+            sid = await anyio.to_thread.run_sync(engine.create_sandbox, seed,
+                                                 request.query_params.get("id"))
         except FhirError as exc:
             return _problem(409 if "already exists" in str(exc) else 400, str(exc))
         return JSONResponse({"id": sid, "base": base_of(request, f"/sandbox/{sid}/fhir")},
@@ -115,10 +122,11 @@ def create_app(engine: FhirEngine | None = None, *, audit_events: bool = False) 
         sid, action = request.path_params["sid"], request.path_params["action"]
         try:
             if action == "$reset":
-                engine.reset_sandbox(sid)
+                await anyio.to_thread.run_sync(engine.reset_sandbox, sid)
                 return JSONResponse({"id": sid, "reset": True})
             if action == "$clone":
-                new = engine.clone_sandbox(sid, request.query_params.get("id"))
+                new = await anyio.to_thread.run_sync(engine.clone_sandbox, sid,
+                                                     request.query_params.get("id"))
                 return JSONResponse({"id": new, "base": base_of(request, f"/sandbox/{new}/fhir")},
                                     status_code=201)
         except FhirError as exc:

@@ -6,8 +6,8 @@ import functools
 
 from fae.fhir.spec import Spec
 
-INTERACTIONS = ["read", "vread", "update", "delete", "history-instance", "history-type", "create",
-                "search-type"]
+INTERACTIONS = ["read", "vread", "update", "patch", "delete", "history-instance", "history-type",
+                "create", "search-type"]
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,8 +1,8 @@
 """Search over one sandbox, driven by the official SearchParameters.
 
 Parses a query into criteria (modifiers, OR by comma, AND by repetition,
-chaining, `_has`), filters the live resources, then sorts, pages and adds
-`_include` / `_revinclude` resources. Unknown parameters become warnings, or a
+chaining, `_has`) and filters the live resources; `search_results` sorts, pages
+and adds `_include` / `_revinclude` resources. Unknown parameters become warnings, or a
 400 under `Prefer: handling=strict`.
 """
 
@@ -11,22 +11,26 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import urlencode
 
+from fae.fhir.budget import UNLIMITED, Budget
 from fae.fhir.fhirpath import evaluate, expression_for
 from fae.fhir.outcome import FhirProblem, issue
 from fae.fhir.references import ID_RE
 from fae.fhir.search_values import (
-    INF, build_index, compare_ranges, index_is_empty, match_numeric, normalise,
-    parse_date_value, parse_number_value,
+    INF,
+    build_index,
+    compare_ranges,
+    index_is_empty,
+    match_numeric,
+    normalise,
+    parse_date_value,
+    parse_number_value,
 )
 from fae.fhir.spec import SearchParam, Spec
 from fae.fhir.store import Store, Version
 
 RESULT_PARAMS = {"_count", "_offset", "_sort", "_include", "_revinclude", "_summary", "_elements",
                  "_total", "_format", "_pretty", "_contained", "_containedType", "_type"}
-DEFAULT_COUNT = 20
-MAX_COUNT = 1000
 MODIFIERS = {
     "string": {"exact", "contains", "missing"},
     "token": {"not", "text", "missing"},
@@ -37,6 +41,14 @@ MODIFIERS = {
 Predicate = Callable[[Version], bool]
 _COMMA = re.compile(r"(?<!\\),")
 _PIPE = re.compile(r"(?<!\\)\|")
+
+
+def is_result_param(name: str) -> bool:
+    """Whether a query parameter shapes the result (`_count`, `_revinclude:iterate`) rather than filters."""
+    return name in RESULT_PARAMS or name in ITERATING
+
+
+ITERATING = {"_include:iterate", "_include:recurse", "_revinclude:iterate", "_revinclude:recurse"}
 
 
 def unescape(text: str) -> str:
@@ -56,6 +68,7 @@ class SearchContext:
     now: float
     strict: bool = False
     warnings: list[dict] = field(default_factory=list)
+    budget: Budget = UNLIMITED
 
     def unknown(self, message: str, name: str) -> None:
         if self.strict:
@@ -65,6 +78,11 @@ class SearchContext:
 
 def search_index(ctx: SearchContext, version: Version, param: SearchParam) -> object:
     """The typed index a resource version holds for a parameter, cached on the version."""
+    return version_index(version, param)
+
+
+def version_index(version: Version, param: SearchParam) -> object:
+    """`search_index` without a search: the values depend only on the version and the parameter."""
     key = (param.url, version.resource_type)
     cached = version.cache.get(key)
     if cached is not None:
@@ -237,7 +255,7 @@ def _chain_criterion(ctx: SearchContext, rtype: str, param: SearchParam, type_mo
         known = True
         inner = criterion(ctx, target, chained, value, depth + 1)
         if inner is not None:
-            matched.update(v.key for v in ctx.store.live(target) if inner(v))
+            matched.update(v.key for v in ctx.store.live(target) if not ctx.budget.step() and inner(v))
     if not known:
         ctx.unknown(f"Unknown chained parameter '{chained}' on {', '.join(targets)}", chained)
         return None
@@ -260,6 +278,7 @@ def _has_criterion(ctx: SearchContext, rtype: str, name: str, value: str, depth:
         return None
     referenced: set[str] = set()
     for v in ctx.store.live(source):
+        ctx.budget.step()
         if inner(v):
             referenced.update(search_index(ctx, v, ref_param)[0])
     return lambda v: v.key in referenced
@@ -268,133 +287,13 @@ def _has_criterion(ctx: SearchContext, rtype: str, name: str, value: str, depth:
 def filter_resources(ctx: SearchContext, rtype: str, pairs: list[tuple[str, str]]) -> list[Version]:
     predicates = [p for name, value in pairs
                   if (p := criterion(ctx, rtype, name, value)) is not None]
-    return [v for v in ctx.store.live(rtype) if all(p(v) for p in predicates)]
-
-
-# ---- sorting, includes ----------------------------------------------------------------------
-
-
-def _sort_value(ctx: SearchContext, v: Version, param: SearchParam, descending: bool):
-    index = search_index(ctx, v, param)
-    if param.type == "string":
-        return min(index[1]) if index[1] else None
-    if param.type == "token":
-        codes = [c for _, c in index[0]]
-        return min(codes) if codes else None
-    if param.type == "reference":
-        return min(index[0]) if index[0] else None
-    if param.type in ("date", "number", "quantity"):
-        if not index:
-            return None
-        return max(float(i[1]) for i in index) if descending else min(float(i[0]) for i in index)
-    return min(index) if index else None
-
-
-def sort_resources(ctx: SearchContext, rtype: str, versions: list[Version], spec_text: str) -> list[Version]:
-    keys = [k.strip() for k in spec_text.split(",") if k.strip()]
-    out = list(versions)
-    for key in reversed(keys):
-        descending = key.startswith("-")
-        code = key.lstrip("-")
-        param = ctx.spec.search_params(rtype).get(code)
-        if param is None or not param.expression:
-            raise FhirProblem(400, f"Unknown sort parameter '{code}' for {rtype}", code="invalid",
-                              expression="_sort")
-        present = [(val, v) for v in out if (val := _sort_value(ctx, v, param, descending)) is not None]
-        missing = [v for v in out if _sort_value(ctx, v, param, descending) is None]
-        present.sort(key=lambda pair: pair[0], reverse=descending)
-        out = [v for _, v in present] + missing
-    return out
-
-
-def _parse_include(ctx: SearchContext, text: str, what: str) -> tuple[str, list[SearchParam], str | None]:
-    if text == "*":
-        return "*", [], None
-    parts = text.split(":")
-    if len(parts) not in (2, 3) or parts[0] not in ctx.spec.resource_types:
-        raise FhirProblem(400, f"Malformed {what} {text!r}: use Type:param[:TargetType]",
-                          code="invalid", expression=what)
-    source = parts[0]
-    target = parts[2] if len(parts) == 3 else None
-    if parts[1] == "*":
-        params = [p for p in ctx.spec.search_params(source).values() if p.type == "reference" and p.expression]
-    else:
-        param = ctx.spec.search_params(source).get(parts[1])
-        if param is None or param.type != "reference":
-            raise FhirProblem(400, f"'{parts[1]}' is not a reference parameter of {source}",
-                              code="invalid", expression=what)
-        params = [param]
-    return source, params, target
-
-
-def includes(ctx: SearchContext, base: list[Version], include_specs: list[str],
-             revinclude_specs: list[str], exclude: set[str]) -> list[Version]:
-    """Resources named by `_include` / `_revinclude` (with `:iterate` one level further)."""
-    found: dict[str, Version] = {}
-
-    def run(sources: list[Version], inc: list[str], rev: list[str]) -> list[Version]:
-        new: list[Version] = []
-        for text in inc:
-            stype, params, target = _parse_include(ctx, text, "_include")
-            for v in sources:
-                if stype != "*" and v.resource_type != stype:
-                    continue
-                plist = params or [p for p in ctx.spec.search_params(v.resource_type).values()
-                                   if p.type == "reference" and p.expression]
-                for param in plist:
-                    for key in search_index(ctx, v, param)[0]:
-                        rtype, _, rid = key.partition("/")
-                        if "/" in rid or (target and rtype != target):
-                            continue
-                        hit = ctx.store.get(rtype, rid)
-                        if hit and not hit.deleted and hit.key not in exclude and hit.key not in found:
-                            found[hit.key] = hit
-                            new.append(hit)
-        for text in rev:
-            stype, params, target = _parse_include(ctx, text, "_revinclude")
-            if stype == "*":
-                continue
-            wanted = {v.key for v in sources if not target or v.resource_type == target}
-            for cand in ctx.store.live(stype):
-                if cand.key in exclude or cand.key in found:
-                    continue
-                if any(not wanted.isdisjoint(search_index(ctx, cand, p)[0]) for p in params):
-                    found[cand.key] = cand
-                    new.append(cand)
-        return new
-
-    plain_inc = [t for t in include_specs if not t.endswith(":iterate")]
-    plain_rev = [t for t in revinclude_specs if not t.endswith(":iterate")]
-    iter_inc = [t.removesuffix(":iterate") for t in include_specs if t.endswith(":iterate")]
-    iter_rev = [t.removesuffix(":iterate") for t in revinclude_specs if t.endswith(":iterate")]
-    first = run(base, plain_inc + iter_inc, plain_rev + iter_rev)
-    if iter_inc or iter_rev:
-        run(first, iter_inc, iter_rev)
-    return list(found.values())
-
-
-# ---- paging parameters ---------------------------------------------------------------------
-
-
-def int_param(pairs: list[tuple[str, str]], name: str, default: int, maximum: int) -> int:
-    values = [v for k, v in pairs if k == name]
-    if not values:
-        return default
-    text = values[-1]
-    if not (text.isascii() and text.isdigit()):
-        raise FhirProblem(400, f"{name} must be a non-negative integer, not {text!r}", code="value",
-                          expression=name)
-    return min(int(text), maximum)
-
-
-def link_query(pairs: list[tuple[str, str]], offset: int, count: int) -> str:
-    kept = [(k, v) for k, v in pairs if k not in ("_offset", "_count")]
-    return urlencode(kept + [("_count", str(count)), ("_offset", str(offset))], safe=":|,/")
+    step = ctx.budget.step
+    return [v for v in ctx.store.live(rtype) if (step() or all(p(v) for p in predicates))]
 
 
 def valid_id(text: str) -> bool:
     return bool(ID_RE.match(text))
 
 
-__all__ = ["INF", "RESULT_PARAMS", "SearchContext", "criterion", "filter_resources", "includes",
-           "sort_resources", "int_param", "link_query", "search_index", "valid_id"]
+__all__ = ["INF", "RESULT_PARAMS", "SearchContext", "criterion", "filter_resources", "is_result_param",
+           "search_index", "valid_id", "version_index"]

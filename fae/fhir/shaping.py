@@ -44,8 +44,10 @@ def summarise(spec: Spec, resource: dict, mode: str) -> dict:
     return _mark_subsetted({k: v for k, v in resource.items() if k in keep})
 
 
-def select_elements(resource: dict, names: list[str]) -> dict:
-    keep = {"resourceType", "id", "meta"} | {n.split(".", 1)[-1] if "." in n else n for n in names}
+def select_elements(spec: Spec, resource: dict, names: list[str]) -> dict:
+    """`_elements`: the named top-level elements plus id, meta and the mandatory ones, marked SUBSETTED."""
+    mandatory = {k for k, (_, required) in _top_level(spec, resource["resourceType"]).items() if required}
+    keep = {"resourceType", "id", "meta"} | mandatory | {n.split(".", 1)[-1] for n in names}
     return _mark_subsetted({k: v for k, v in resource.items() if k in keep})
 
 

@@ -7,6 +7,7 @@ them: cloning or resetting a sandbox copies two small maps, not the resources.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 
 class Version:
@@ -37,12 +38,15 @@ class Version:
 class Store:
     """All versions of all resources in a sandbox, in the order they were written."""
 
-    __slots__ = ("current", "versions", "history")
+    __slots__ = ("current", "versions", "history", "indexes")
 
     def __init__(self) -> None:
         self.current: dict[str, dict[str, Version]] = {}
         self.versions: dict[tuple[str, str], tuple[Version, ...]] = {}
         self.history: list[Version] = []
+        # lookup indexes by type, then name; each has `update(version)`, called on every write.
+        # Copies start without them: they are rebuilt on first use (see fhir/conditional.py)
+        self.indexes: dict[str, dict[str, Any]] = {}
 
     def copy(self) -> Store:
         other = Store()
@@ -68,6 +72,8 @@ class Store:
         key = (version.resource_type, version.id)
         self.versions[key] = self.versions.get(key, ()) + (version,)
         self.history.append(version)
+        for index in self.indexes.get(version.resource_type, {}).values():
+            index.update(version)
 
     def live(self, resource_type: str) -> list[Version]:
         return [v for v in self.current.get(resource_type, {}).values() if v.resource is not None]
@@ -80,3 +86,27 @@ class Store:
 
     def types(self) -> list[str]:
         return list(self.current)
+
+
+def next_version(store: Store, rtype: str, rid: str) -> str:
+    """The version id the next write of a resource gets: one past the last numeric one."""
+    history = store.instance_history(rtype, rid)
+    if not history:
+        return "1"
+    last = history[-1].version_id
+    return str(int(last) + 1) if last.isascii() and last.isdigit() else str(len(history) + 1)
+
+
+def put_resource(store: Store, resource: dict, method: str, now: str, keep_meta: bool = False) -> Version:
+    """Store a resource as its next version, stamping meta.versionId and meta.lastUpdated."""
+    rtype, rid = resource["resourceType"], resource["id"]
+    meta = dict(resource.get("meta") or {})
+    if not (keep_meta and meta.get("versionId")):
+        meta["versionId"] = next_version(store, rtype, rid)
+    if not (keep_meta and meta.get("lastUpdated")):
+        meta["lastUpdated"] = now
+    rest = {k: v for k, v in resource.items() if k not in ("resourceType", "id", "meta")}
+    resource = {"resourceType": rtype, "id": rid, "meta": meta, **rest}
+    version = Version(rtype, rid, str(meta["versionId"]), meta["lastUpdated"], resource, method)
+    store.put(version)
+    return version

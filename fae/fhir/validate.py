@@ -1,6 +1,6 @@
 """Validation of resources against the official StructureDefinitions.
 
-Checks unknown elements, JSON types of primitives (with the spec's regexes),
+Checks unknown elements, JSON types of primitives (lexical checks in `primitives`),
 cardinality, required bindings of `code` elements where the value set is
 enumerable, id format and reference format and target types. Every issue names
 the offending element in `expression`, FHIRPath style (`Patient.name[0].given`).
@@ -8,12 +8,11 @@ the offending element in `expression`, FHIRPath style (`Patient.name[0].given`).
 
 from __future__ import annotations
 
-import functools
-import re
 from decimal import Decimal
 
 from fae.fhir.outcome import issue
-from fae.fhir.references import ID_RE, is_well_formed, parse_reference
+from fae.fhir.primitives import valid_text
+from fae.fhir.references import ID_RE, is_absolute, is_well_formed, parse_reference
 from fae.fhir.spec import Element, Spec
 
 MAX_ISSUES = 25
@@ -21,11 +20,7 @@ MAX_DEPTH = 40
 INTEGER_TYPES = {"integer", "positiveInt", "unsignedInt"}
 STRING_JSON_TYPES = {"string", "code", "id", "markdown", "uri", "url", "canonical", "oid", "uuid",
                      "base64Binary", "date", "dateTime", "instant", "time", "xhtml"}
-
-
-@functools.lru_cache(maxsize=64)
-def _regex(pattern: str) -> re.Pattern:
-    return re.compile(pattern)
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 
 
 def _capitalise(type_code: str) -> str:
@@ -136,7 +131,8 @@ class _Validator:
             else:
                 self.add(expr, "Expected a JSON object")
             return
-        if type_code == "Resource":
+        if type_code == "Resource" or type_code in self.spec.resource_types:
+            # R4 types Bundle.entry.response.outcome and contained as Resource: any resource will do
             self.resource(item, expr, depth + 1)
             return
         if self.spec.is_primitive(type_code):
@@ -156,7 +152,7 @@ class _Validator:
         if type_code == "boolean":
             ok = isinstance(item, bool)
         elif type_code in INTEGER_TYPES:
-            ok = isinstance(item, int) and not isinstance(item, bool) and abs(item) < 2**31
+            ok = isinstance(item, int) and not isinstance(item, bool) and INT_MIN <= item <= INT_MAX
             if ok and type_code == "positiveInt":
                 ok = item > 0
             elif ok and type_code == "unsignedInt":
@@ -166,14 +162,7 @@ class _Validator:
             if ok and isinstance(item, float):
                 ok = Decimal(repr(item)).is_finite()
         else:
-            ok = isinstance(item, str)
-            if ok:
-                pattern = self.spec.primitive_regex(type_code)
-                if type_code != "xhtml" and pattern and not _regex(pattern).fullmatch(item):
-                    self.add(expr, f"Invalid {type_code} value {item[:60]!r}", "value")
-                    return
-                if not item.strip() and type_code != "xhtml":
-                    ok = False
+            ok = isinstance(item, str) and (type_code == "xhtml" or valid_text(type_code, item))
         if not ok:
             self.add(expr, f"Invalid {type_code} value {str(item)[:60]!r}", "value")
             return
@@ -196,6 +185,8 @@ class _Validator:
         if parsed is None:
             return
         if parsed[0] not in self.spec.resource_types:
+            if is_absolute(ref):
+                return  # an absolute URL may name another server's types (e.g. .../Network/x)
             self.add(f"{expr}.reference", f"Reference to unknown resource type {parsed[0]!r}", "value")
             return
         targets = element.targets
@@ -209,3 +200,26 @@ def validate_resource(spec: Spec, resource: object) -> list[dict]:
     validator = _Validator(spec)
     validator.resource(resource, "")
     return validator.issues
+
+
+def element_at(spec: Spec, resource_type: str, keys: list[str]) -> Element | None:
+    """The definition of the element a chain of JSON keys leads to (`["name", "given"]`), or None."""
+    validator = _Validator(spec)
+    struct, path, element = resource_type, resource_type, None
+    for key in keys:
+        found = validator.children(struct, path).get(key)
+        if found is None:
+            return None
+        element, type_code = found
+        if element.content_reference:
+            path = element.content_reference.lstrip("#")
+        elif type_code in ("BackboneElement", "Element") and validator.children(struct, element.path):
+            path = element.path
+        else:
+            struct, path = type_code, type_code
+    return element
+
+
+def allowed_children(spec: Spec, struct: str, path: str) -> dict[str, tuple[Element, str]]:
+    """JSON keys allowed under `path` in `struct`, mapped to (element, concrete type)."""
+    return _Validator(spec).children(struct, path)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 
 import httpx
 from typer.testing import CliRunner
 
 from fae.cli.fhir import app as cli_app
+from fae.fhir.wire import MAX_BODY
 
 SEED = {"resourceType": "Bundle", "type": "collection", "entry": [
     {"resource": {"resourceType": "Patient", "id": f"p{i}", "name": [{"family": "Seeded"}]}} for i in range(3)]}
@@ -48,7 +52,7 @@ def test_default_sandbox_and_links_are_absolute(live_server):
         assert bundle["link"][0]["url"].startswith(f"{live_server.url}/fhir/Patient?")
         head = http.head(f"{live_server.url}/fhir/metadata")
         assert head.status_code == 200 and head.content == b""
-        big = http.post(f"{live_server.url}/fhir/Patient", content=b"x" * (9 * 1024 * 1024))
+        big = http.post(f"{live_server.url}/fhir/Patient", content=b"x" * (MAX_BODY + 1))
         assert big.status_code == 413
         assert http.get(f"{live_server.url}/fhir/Patient/p0").status_code in (404, 410)
 
@@ -66,3 +70,33 @@ def test_cli_refuses_bad_seed_in_one_line(tmp_path):
     assert len(invalid.output.strip().splitlines()) == 1
     helped = runner.invoke(cli_app, ["serve", "--help"])
     assert helped.exit_code == 0 and "--audit-events" in helped.output
+
+
+def test_serve_refuses_a_taken_port_in_one_line():
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    try:
+        result = CliRunner().invoke(cli_app, ["serve", "--port", str(port)])
+    finally:
+        taken.close()
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "already in use" in lines[0], result.output
+    assert "Traceback" not in result.output and "Errno" not in result.output
+
+
+def test_serve_prints_its_base_url_and_serves_there():
+    proc = subprocess.Popen([sys.executable, "-m", "fae.cli", "fhir", "serve", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert "http://127.0.0.1:" in line, f"first line {line!r}; stderr: {proc.stderr.read() if proc.poll() is not None else ''}"
+        base = line.split()[line.split().index("at") + 1]
+        assert base.endswith("/fhir")
+        with httpx.Client(timeout=30) as http:
+            assert http.get(f"{base}/metadata").json()["resourceType"] == "CapabilityStatement"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -1,16 +1,21 @@
-"""Property tests: whatever a client sends, the server answers 4xx/2xx, never 500, and keeps serving."""
+"""Property tests: whatever a client sends, the server answers 4xx/2xx (or a 503 past its time
+budget), never 500, keeps serving, and answers within its per-request budget at the 99th percentile."""
 
 from __future__ import annotations
 
 import json
+import time
 from urllib.parse import quote
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fae.fhir.engine import FhirEngine
+from fae.fhir.engine import MAX_BODY, FhirEngine
 
-ENGINE = FhirEngine()
+# the budget every request runs under; the latency bound below is derived from it, not tuned
+BUDGET_S = 5.0
+ENGINE = FhirEngine(request_budget_s=BUDGET_S)
+LATENCIES: list[float] = []
 SID = ENGINE.create_sandbox({"resourceType": "Bundle", "type": "collection", "entry": [
     {"resource": {"resourceType": "Patient", "id": "p", "name": [{"family": "Fuzz"}], "birthDate": "2000"}},
     {"resource": {"resourceType": "Observation", "id": "o", "status": "final", "code": {"text": "x"},
@@ -39,8 +44,22 @@ def healthy() -> None:
     assert ENGINE.handle(SID, "GET", "Patient/p").status == 200
 
 
+class Timed:
+    """ENGINE with each `handle` call's duration kept in LATENCIES."""
+
+    def handle(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return ENGINE.handle(*args, **kwargs)
+        finally:
+            LATENCIES.append(time.perf_counter() - start)
+
+
+TIMED = Timed()
+
+
 def check(resp) -> None:
-    assert resp.status < 500, resp.body
+    assert resp.status < 500 or resp.status == 503, resp.body
     if resp.body:
         json.loads(resp.body)
 
@@ -52,22 +71,22 @@ def test_random_bodies(rtype, body, method, typed):
     if isinstance(body, dict) and rtype and typed:
         body.setdefault("resourceType", rtype)
     path = rtype if method == "POST" else f"{rtype}/p"
-    check(ENGINE.handle(SID, method, path, body=json.dumps(body).encode()))
-    check(ENGINE.handle(SID, "POST", "", body=json.dumps(body).encode()))
+    check(TIMED.handle(SID, method, path, body=json.dumps(body).encode()))
+    check(TIMED.handle(SID, "POST", "", body=json.dumps(body).encode()))
 
 
 @SETTINGS
 @given(raw=st.binary(max_size=200))
 def test_random_bytes(raw):
-    check(ENGINE.handle(SID, "POST", "Patient", body=raw))
+    check(TIMED.handle(SID, "POST", "Patient", body=raw))
 
 
 @SETTINGS
 @given(rtype=resource_types, pairs=st.lists(st.tuples(param_names, st.text(max_size=24)), max_size=4))
 def test_random_searches(rtype, pairs):
     query = "&".join(f"{quote(k)}={quote(v)}" for k, v in pairs)
-    check(ENGINE.handle(SID, "GET", rtype, query))
-    check(ENGINE.handle(SID, "GET", rtype, query.replace("%", "%%")))
+    check(TIMED.handle(SID, "GET", rtype, query))
+    check(TIMED.handle(SID, "GET", rtype, query.replace("%", "%%")))
 
 
 @SETTINGS
@@ -76,21 +95,39 @@ def test_random_searches(rtype, pairs):
                      max_size=6),
        method=st.sampled_from(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]))
 def test_path_traversal_and_odd_paths(path, method):
-    check(ENGINE.handle(SID, method, "/".join(path), body=b"{}"))
+    check(TIMED.handle(SID, method, "/".join(path), body=b"{}"))
 
 
 def test_oversized_and_deep_payloads():
-    big = b'{"resourceType":"Patient","name":[{"family":"' + b"x" * (9 * 1024 * 1024) + b'"}]}'
+    big = b'{"resourceType":"Patient","name":[{"family":"' + b"x" * MAX_BODY + b'"}]}'
     assert ENGINE.handle(SID, "POST", "Patient", body=big).status == 413
     deep = b'{"resourceType":"Patient","extension":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-    check(ENGINE.handle(SID, "POST", "Patient", body=deep))
+    check(TIMED.handle(SID, "POST", "Patient", body=deep))
     nested: dict = {"url": "http://x"}
     for _ in range(300):
         nested = {"url": "http://x", "extension": [nested]}
-    check(ENGINE.handle(SID, "POST", "Patient", body=json.dumps(
+    check(TIMED.handle(SID, "POST", "Patient", body=json.dumps(
         {"resourceType": "Patient", "extension": [nested]}).encode()))
-    check(ENGINE.handle(SID, "POST", "Patient", body=b'{"resourceType":"Patient","x":NaN}'))
+    check(TIMED.handle(SID, "POST", "Patient", body=b'{"resourceType":"Patient","x":NaN}'))
     healthy()
+
+
+def test_p99_latency_within_the_request_budget():
+    """Hostile requests that used to stall (regex backtracking, per-entry scans) stay under budget."""
+    bomb = "\r\n".join(["QUJD" * 19] * 60) + "\r\nQUJ"
+    check(TIMED.handle(SID, "POST", "Binary", body=json.dumps(
+        {"resourceType": "Binary", "contentType": "text/plain", "data": bomb}).encode()))
+    entries = [{"resource": {"resourceType": "Patient", "identifier": [{"system": "s", "value": str(i)}]},
+                "request": {"method": "POST", "url": "Patient", "ifNoneExist": f"identifier=s|{i}"}}
+               for i in range(300)]
+    check(TIMED.handle(SID, "POST", "", body=json.dumps(
+        {"resourceType": "Bundle", "type": "batch", "entry": entries}).encode()))
+    ordered = sorted(LATENCIES)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    print(f"fuzz: {len(ordered)} requests, p99 {p99 * 1000:.1f} ms, max {ordered[-1] * 1000:.1f} ms")
+    assert p99 < BUDGET_S, f"p99 {p99:.2f} s is over the {BUDGET_S} s request budget"
+    # the budget is checked every few hundred steps, so even the slowest overshoots it only a little
+    assert ordered[-1] < 2 * BUDGET_S, f"slowest request took {ordered[-1]:.2f} s"
 
 
 def teardown_module() -> None:
