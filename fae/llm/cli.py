@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Annotated
 
 import typer
-import uvicorn
 
 from fae.errors import FaeError
 from fae.llm.app import MAX_FAULT_DELAY_S, MODELS, create_app
 from fae.llm.registry import PlanRegistry, load_plans_dir
+from fae.util.listen import listen, serve_forever
 
 app = typer.Typer(
     help="A local OpenAI-compatible server that plays scripted behaviours.", no_args_is_help=True
@@ -47,9 +46,9 @@ def serve(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     try:
-        listener = socket.create_server((host, port))
-    except OSError as exc:
-        typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
+        listener = listen(host, port)
+    except FaeError as exc:
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     server_app = create_app(registry, fault_delay_s=fault_delay)
     typer.echo(
@@ -57,6 +56,4 @@ def serve(
         f"models: {', '.join(MODELS)}",
         err=True,
     )
-    config = uvicorn.Config(server_app, log_level="warning", lifespan="off")
-    with listener:
-        uvicorn.Server(config).run(sockets=[listener])
+    serve_forever(server_app, listener, lifespan="off")
