@@ -19,8 +19,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from fae.proxy.exchange import Exchange
-from fae.recorder.mcp import is_reply, tool_event
 from fae.recorder.jsonbody import parse_json
+from fae.recorder.mcp import is_reply, tool_event
 from fae.store.events import ToolCalled
 
 _MAX_EARLY_REPLIES = 1024  # replies per session seen before their POST's exchange closed

@@ -47,7 +47,7 @@ def test_a_reworded_prompt_that_keeps_every_value_finds_its_plan():
 
 def test_prompts_that_are_not_that_variation_find_nothing():
     rendered = SUITE["rec-record-condition"].render(1)
-    clock, body = rendered.prompt.split("\n\n", 1)
+    body = body_of(rendered.prompt)
     patient = re.search(r"pat-\w+", body).group(0)
     assert PLANS.find(body) is None  # no clock block: no variation
     assert PLANS.find(rendered.prompt.replace(patient, "pat-000000")) is None  # a value lost

@@ -111,10 +111,10 @@ async def test_sse_tool_calls_through_the_recording_proxy_are_tool_called(tmp_pa
     log = EventLog(path)
     async with serve_asgi(specs_mcp_http_app()) as port:
         upstreams = {"mcp-specs": Upstream("mcp-specs", f"http://127.0.0.1:{port}", "mcp")}
-        async with open_writer(log) as writer, run_proxy(upstreams, Recorder(writer)) as proxy:
-            async with Client(sse_client(proxy.url("r1", "agent", "mcp-specs", "sse"))) as client:
-                found = await client.call_tool("getStructureDefinition", {"resourceType": "patient"})
-                missing = await client.call_tool("getStructureDefinition", {"resourceType": "nope"})
+        async with (open_writer(log) as writer, run_proxy(upstreams, Recorder(writer)) as proxy,
+                    Client(sse_client(proxy.url("r1", "agent", "mcp-specs", "sse"))) as client):
+            found = await client.call_tool("getStructureDefinition", {"resourceType": "patient"})
+            missing = await client.call_tool("getStructureDefinition", {"resourceType": "nope"})
     log.close()
     assert not found.is_error and missing.is_error
     with EventLog(path, read_only=True) as opened:
