@@ -7,7 +7,10 @@ that variation and a task matches when its clock block is in the prompt and
 so is its body, or, for a reworded prompt, every string a paraphrase must
 keep verbatim (``fae.tasks.paraphrase.must_keep``: ids, codes, dates, names,
 answer tags). The harness accepts a paraphrase only when it keeps them all, so
-an accepted paraphrase still finds its plan.
+an accepted paraphrase still finds its plan. Tasks that share a world (the
+same day and values) are told apart by the most kept strings found, then by the
+share of each body's words the rewording still uses; a tie is refused, never
+guessed.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from fae.tasks.paraphrase import must_keep
 from fae.tasks.suite import Suite, load_suite
 from fae.tasks.world import clock_block
 
+_WORD = re.compile(r"[a-z]{3,}")
 _INSTANT = re.compile(r"\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z)\)")
 _VARIATION_DAYS = 9  # Task.now_for puts variation n on days 9n..9n+4 after EPOCH
 _CACHED_VARIATIONS = 64
@@ -36,6 +40,7 @@ class _Candidate:
     clock: str
     body: str
     keep: tuple[str, ...]
+    words: frozenset[str]
 
 
 def prompt_instant(prompt: str) -> datetime | None:
@@ -66,11 +71,12 @@ class SuitePlans:
         for task in self.suite.values():
             rendered = task.render(variation)
             clock, _, body = rendered.prompt.partition("\n\n")
-            found.append(_Candidate(rendered, clock, body.strip(), tuple(must_keep(rendered))))
+            found.append(_Candidate(rendered, clock, body.strip(), tuple(must_keep(rendered)),
+                                    frozenset(_WORD.findall(body.lower()))))
         return tuple(found)
 
     def matches(self, prompt: str) -> list[Rendered]:
-        """The suite variations whose prompt this is, as rendered or reworded; best (verbatim) first."""
+        """The suite variations that fit the prompt best: the one asked for, or several that tie."""
         now = prompt_instant(prompt)
         if now is None or now < EPOCH:
             return []
@@ -82,8 +88,14 @@ class SuitePlans:
             if candidate.body in prompt:
                 verbatim.append(candidate.rendered)
             elif candidate.keep and all(token in prompt for token in candidate.keep):
-                reworded.append(candidate.rendered)
-        return verbatim or reworded
+                reworded.append(candidate)
+        if verbatim or len(reworded) < 2:
+            return verbatim or [c.rendered for c in reworded]
+        used = frozenset(_WORD.findall(prompt.lower()))
+        scores = {c.rendered.task_id: (len(c.keep), len(c.words & used) / max(len(c.words), 1))
+                  for c in reworded}
+        best = max(scores.values())
+        return [c.rendered for c in reworded if scores[c.rendered.task_id] == best]
 
     def find(self, prompt: str) -> PlanEntry | None:
         """The gold plan of the one variation the prompt asks for; PlanError if it could be several."""

@@ -110,3 +110,25 @@ def test_a_paraphrased_prompt_still_plays_its_gold_plan(tmp_path):
             "SELECT count(*) FROM events WHERE kind = 'PromptParaphrased' AND payload->>'$.accepted' = 'true'")
     assert paraphrases == [(1,)]
     assert set(strict_outcomes(log).values()) == {"finished/pass"}
+
+
+def test_every_suite_variation_finds_exactly_its_own_plan_as_rendered_and_reworded():
+    for variation in range(4):
+        for task_id, task in SUITE.items():
+            rendered = task.render(variation)
+            clock = rendered.prompt.partition("\n\n")[0]
+            words = " ".join(reversed(body_of(rendered.prompt).split()))  # its vocabulary, not its sentences
+            reworded = f"{clock}\n\nIn other words: {' / '.join(must_keep(rendered))}. {words}\n"
+            for prompt in (rendered.prompt, reworded):
+                found = PLANS.matches(prompt)
+                assert [(r.task_id, r.variation) for r in found] == [(task_id, variation)], prompt
+
+
+def test_tasks_sharing_a_world_are_told_apart_by_what_the_rewording_keeps():
+    booking, earliest = SUITE["sched-book-appointment"].render(0), SUITE["sched-earliest-free-slot"].render(0)
+    assert booking.now == earliest.now and set(must_keep(earliest)) < set(must_keep(booking))  # one world
+    clock = booking.prompt.partition("\n\n")[0]
+    values_only = f"{clock}\n\nPlease: {' / '.join(must_keep(booking))}.\n"
+    assert [r.task_id for r in PLANS.matches(values_only)] == ["sched-book-appointment"]  # the most kept
+    words = " ".join(reversed(body_of(earliest.prompt).split()))
+    assert [r.task_id for r in PLANS.matches(f"{clock}\n\n{words}\n")] == ["sched-earliest-free-slot"]

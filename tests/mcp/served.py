@@ -18,12 +18,15 @@ def served(*args: str) -> Iterator[str]:
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stderr is not None
-        line = process.stderr.readline()  # the start-up line, written once the port is bound
-        found = _ANNOUNCED.search(line)
-        if found is None:
-            process.kill()
-            rest = process.stderr.read()
-            raise AssertionError(f"server {args} did not announce an address: {line}{rest}")
+        seen = []
+        found = None
+        while found is None:  # the start-up line is written once the port is bound; warnings may come first
+            line = process.stderr.readline()
+            if not line:  # the process ended without announcing itself
+                process.wait()
+                raise AssertionError(f"server {args} exited {process.returncode} without an address: {''.join(seen)}")
+            seen.append(line)
+            found = _ANNOUNCED.search(line)
         yield found.group(1)
     finally:
         process.terminate()
