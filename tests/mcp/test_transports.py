@@ -24,10 +24,17 @@ from fae.agents.mcp_client import McpToolbox
 from fae.cli import app as fae_app
 from fae.mcp import cli as mcp_cli
 from fae.mcp.endpoints import FHIR_PORT, MEMORY_PORT, SPECS_PORT
+from fae.mcp.fhir_server import fhir_mcp_http_app
 from fae.mcp.specs_server import specs_mcp_http_app
 from fae.memory import cli as memory_cli
 from fae.memory.embeddings import HashedEmbedder
 from fae.memory.store import MemoryStore
+from fae.proxy.routes import Upstream
+from fae.proxy.server import run_proxy
+from fae.recorder.recorder import Recorder
+from fae.store.log import EventLog
+from fae.store.writer import open_writer
+from fae.util.serve import serve_asgi
 from tests.memory.conftest import NOW
 
 LEGACY_CLIENT = Path(__file__).with_name("legacy_sse_client.py")
@@ -181,3 +188,32 @@ def test_a_bad_or_busy_port_is_one_line_and_exit_1(command, port, busy_port, tmp
     assert result.exit_code == 1, (result.exit_code, output, result.exception)
     assert "Traceback" not in output and len(output.splitlines()) == 1, output
     assert f"cannot listen on 127.0.0.1:{wanted}" in output, output
+
+
+@pytest.mark.anyio
+async def test_over_sse_through_the_proxy_each_call_reaches_its_runs_fhir_base(standin, tmp_path):
+    origin_fhir, fhir = standin
+    proxied: dict[str, Any] = {}
+
+    def base_for(headers) -> str:  # as the harness does: the run's own FHIR base, through the proxy
+        run, actor = headers["x-fae-run"], headers["x-fae-actor"]
+        return proxied["proxy"].url(run, actor, "fhir", f"{run}/fhir")
+
+    log = EventLog(tmp_path / "log.duckdb")
+    async with serve_asgi(fhir_mcp_http_app(base_for)) as mcp_port:
+        upstreams = {"fhir": Upstream("fhir", origin_fhir, "fhir"),
+                     "mcp-fhir": Upstream("mcp-fhir", f"http://127.0.0.1:{mcp_port}", "mcp")}
+        async with open_writer(log) as writer, run_proxy(upstreams, Recorder(writer)) as proxy:
+            proxied["proxy"] = proxy
+            for run in ("run-a", "run-b"):
+                _, [(is_error, created)] = await sse_session(proxy.url(run, "agent", "mcp-fhir", "sse"), [
+                    ("createResource", {"resourceType": "Patient", "body_json": {"name": [{"family": run}]}})])
+                assert not is_error, created
+                assert fhir.stores[f"/{run}/fhir"][("Patient", created["id"])]["name"] == [{"family": run}]
+    log.close()
+    with EventLog(tmp_path / "log.duckdb", read_only=True) as opened:
+        _, rows = opened.query("SELECT run_id, upstream FROM events WHERE kind = 'ToolCalled' ORDER BY run_id")
+        _, writes = opened.query("SELECT run_id FROM events WHERE kind = 'HttpExchanged' AND upstream = 'fhir'"
+                                 " ORDER BY run_id")
+    assert rows == [("run-a", "mcp-fhir"), ("run-b", "mcp-fhir")]
+    assert writes == [("run-a",), ("run-b",)]
