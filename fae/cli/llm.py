@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Annotated
 
 import typer
-import uvicorn
 
 from fae.errors import FaeError
 from fae.llm.app import MAX_FAULT_DELAY_S, MODELS, create_app
 from fae.llm.plan_registry import PlanRegistry, load_plans_dir
+from fae.llm.suite_plans import SuitePlans
+from fae.util.listen import listen, serve_forever
 
 app = typer.Typer(
     help="A local OpenAI-compatible server that plays scripted behaviours.", no_args_is_help=True
@@ -31,6 +31,10 @@ def serve(
         Path | None,
         typer.Option(help="Directory of plan files (.yaml/.yml/.json) to register at start."),
     ] = None,
+    suite: Annotated[
+        bool,
+        typer.Option(help="Play the task suite's gold plans for suite prompts no registered plan matches."),
+    ] = True,
     fault_delay: Annotated[
         float,
         typer.Option(
@@ -40,23 +44,23 @@ def serve(
 ) -> None:
     """Serve /v1/chat/completions, /v1/responses, /v1/embeddings and /v1/models on HOST:PORT."""
     try:
-        registry = load_plans_dir(plans) if plans is not None else PlanRegistry()
+        fallback = SuitePlans().find if suite else None
+        registry = load_plans_dir(plans, fallback=fallback) if plans is not None else PlanRegistry(fallback=fallback)
         if not 0 <= fault_delay <= MAX_FAULT_DELAY_S:
             raise FaeError(f"--fault-delay must be between 0 and {MAX_FAULT_DELAY_S:g} seconds")
     except FaeError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     try:
-        listener = socket.create_server((host, port))
-    except OSError as exc:
-        typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
+        listener = listen(host, port)
+    except FaeError as exc:
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     server_app = create_app(registry, fault_delay_s=fault_delay)
     typer.echo(
-        f"fae llm: OpenAI base URL http://{host}:{port}/v1, {len(registry.entries())} plans, "
+        f"fae llm: OpenAI base URL http://{host}:{listener.getsockname()[1]}/v1, "
+        f"{len(registry.entries())} plans{' + the suite' if suite else ''}, "
         f"models: {', '.join(MODELS)}",
         err=True,
     )
-    config = uvicorn.Config(server_app, log_level="warning", lifespan="off")
-    with listener:
-        uvicorn.Server(config).run(sockets=[listener])
+    serve_forever(server_app, listener, lifespan="off")

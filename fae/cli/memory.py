@@ -12,20 +12,17 @@ from typing import Annotated, Any
 import msgspec
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from fae.errors import FaeError
+from fae.mcp.endpoints import MEMORY_PORT, TRANSPORT_HELP, Transport
 
 app = typer.Typer(help="The Reflexion memory: serve it over MCP, show and search it.", no_args_is_help=True)
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, emoji=False)
 
 StoreOption = Annotated[Path, typer.Option("--store", "-s", help="Memory store directory.", envvar="FAE_MEMORY")]
-
-
-class Transport(StrEnum):
-    stdio = "stdio"
-    http = "http"
 
 
 class Kind(StrEnum):
@@ -42,7 +39,7 @@ def _errors(fn):
         try:
             return fn(*args, **kwargs)
         except FaeError as exc:
-            err.print(f"[red]error:[/red] {exc}", markup=True, soft_wrap=True)
+            err.print(f"[red]error:[/red] {escape(str(exc))}", markup=True, soft_wrap=True)
             raise typer.Exit(1) from None
 
     return wrapper
@@ -70,28 +67,22 @@ def _print_json(value: Any) -> None:
 @_errors
 def serve(
     store: StoreOption,
-    transport: Annotated[Transport, typer.Option(help="stdio, or streamable HTTP at /mcp.")] = Transport.stdio,
-    host: Annotated[str, typer.Option(help="Address to bind (http).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to bind (http).")] = 8766,
+    transport: Annotated[Transport, typer.Option(help=TRANSPORT_HELP)] = Transport.stdio,
+    host: Annotated[str, typer.Option(help="Address to bind (http, sse).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help=f"Port to bind (http, sse); default {MEMORY_PORT}.")] = MEMORY_PORT,
     embedder: Annotated[str | None, typer.Option(help="Query embedder; default: the store's own backend.")] = None,
     embeddings_url: Annotated[str | None, typer.Option(help="Base URL for an openai:MODEL embedder.")] = None,
 ) -> None:
     """Serve the store's read-only memory tools over MCP."""
+    from fae.mcp.transports import serve as serve_mcp
     from fae.memory.reflection_store import read_manifest
+    from fae.memory.server import build_memory_mcp
 
     read_manifest(store)  # a missing or too-new store is reported now, not at the first call
     backend = _embedder(embedder, embeddings_url)
-    if transport is Transport.stdio:
-        from fae.memory.server import build_memory_mcp
-
-        build_memory_mcp(store, embedder=backend).run("stdio")
-        return
-    import uvicorn
-
-    from fae.memory.server import memory_mcp_http_app
-
-    err.print(f"memory MCP server on http://{host}:{port}/mcp over {store}")
-    uvicorn.run(memory_mcp_http_app(store, embedder=backend), host=host, port=port, log_level="warning")
+    server = build_memory_mcp(store, embedder=backend)
+    serve_mcp(server, transport, host=host, port=port,
+          announce=lambda where: err.print(f"memory MCP server on {where} over {store}", markup=False))
 
 
 @app.command()

@@ -30,6 +30,7 @@ from fae.llm.conversation import count_tokens, prompt_tokens
 from fae.llm.embeddings import DEFAULT_DIMENSIONS, embed, to_base64
 from fae.llm.plan_registry import PlanRegistry, entry_from_dict, entry_to_dict
 from fae.llm.responses import messages_from_input, response_body
+from fae.llm.tool_choice import RequestRefused, choice_count, shaped, tool_policy
 
 FAULT_429 = "fault:429"
 FAULT_500 = "fault:500"
@@ -66,8 +67,8 @@ def _error(status: int, message: str, type_: str, code: str | None = None) -> JS
     return JSONResponse(wire.error_body(message, type_=type_, code=code), status_code=status)
 
 
-def _bad_request(message: str) -> JSONResponse:
-    return _error(400, message, "invalid_request_error")
+def _bad_request(message: str, param: str | None = None) -> JSONResponse:
+    return JSONResponse(wire.error_body(message, type_="invalid_request_error", param=param), status_code=400)
 
 
 async def _json_object(request: Request) -> dict[str, Any] | JSONResponse:
@@ -111,7 +112,11 @@ def create_app(
     ) -> Reply | Response:
         model = body.get("model")
         if not isinstance(model, str):
-            return _bad_request("'model' must be a model name")
+            return _bad_request("'model' must be a model name", "model")
+        try:
+            policy = tool_policy(body)
+        except RequestRefused as exc:
+            return _bad_request(str(exc), exc.param)
         if model == FAULT_429 or (
             model == FAULT_429_THEN_OK and refusals.first_time(_fingerprint(model, messages))
         ):
@@ -139,9 +144,12 @@ def create_app(
             )
         scripted = behaviours.GOLD if model == FAULT_429_THEN_OK else model
         try:
-            return behaviours.reply_for(scripted, messages, plans, forced_tool=_forced_tool(body))
+            reply = behaviours.reply_for(scripted, messages, plans, forced_tool=policy.forced)
+            return shaped(reply, policy, model)
         except PlanError as exc:
             return _bad_request(f"scripted model {model}: {exc}")
+        except RequestRefused as exc:
+            return _bad_request(str(exc), exc.param)
 
     async def chat_completions(request: Request) -> Response:
         body = await _json_object(request)
@@ -150,12 +158,16 @@ def create_app(
         messages = body.get("messages")
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             return _bad_request("'messages' must be a list of message objects")
+        try:
+            n = choice_count(body)
+        except RequestRefused as exc:
+            return _bad_request(str(exc), exc.param)
         outcome = await fault_or_reply(request, body, messages)
         if isinstance(outcome, Response):
             return outcome
         model = str(body["model"])
         token_usage = wire.usage(
-            prompt_tokens(messages, body.get("tools")), count_tokens(wire.completion_text(outcome))
+            prompt_tokens(messages, body.get("tools")), n * count_tokens(wire.completion_text(outcome))
         )
         completion_id = "chatcmpl-" + _fingerprint(model, messages)[:24]
         created = int(clock())
@@ -167,6 +179,7 @@ def create_app(
                     model=model,
                     created=created,
                     token_usage=token_usage,
+                    n=n,
                 )
             )
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -176,6 +189,7 @@ def create_app(
             model=model,
             created=created,
             token_usage=token_usage if include_usage else None,
+            n=n,
         )
 
         async def stream() -> AsyncIterator[bytes]:
@@ -291,12 +305,3 @@ def _fingerprint(model: str, messages: list[dict[str, Any]]) -> str:
     text = json.dumps([model, messages], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
-
-def _forced_tool(body: dict[str, Any]) -> str | None:
-    """The function name a ``tool_choice`` forces, if it names one."""
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict):
-        function = choice.get("function") or {}
-        name = function.get("name") or choice.get("name")
-        return name if isinstance(name, str) else None
-    return None

@@ -103,9 +103,10 @@ def reply_for(
         lead = _PARAPHRASE_LEADS[int(hashlib.sha256(prompt.encode()).hexdigest(), 16) % len(_PARAPHRASE_LEADS)]
         return Reply(content=f"{lead} {prompt.strip()}")
     if model in PLAN_MODELS:
-        entry = registry.find(prompt, lambda e: e.plan is not None)
+        entry = registry.find_plan(prompt)
         if entry is None or entry.plan is None:
-            raise PlanError(f"no registered plan matches the first user message {prompt[:80]!r}")
+            suite = " or suite task variation" if registry.fallback is not None else ""
+            raise PlanError(f"no registered plan{suite} matches the first user message {prompt[:80]!r}")
         return _plan_reply(model, entry, entry.plan, messages)
     if model == EVALUATOR:
         entry = registry.find(prompt, lambda e: e.verdict is not None)

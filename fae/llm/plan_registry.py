@@ -134,11 +134,16 @@ def entry_to_dict(entry: PlanEntry) -> dict[str, Any]:
 
 
 class PlanRegistry:
-    """Entries keyed by match text; thread-safe, as a harness may add them from another thread."""
+    """Entries keyed by match text; thread-safe, as a harness may add them from another thread.
 
-    def __init__(self, entries: list[PlanEntry] | None = None) -> None:
+    ``fallback`` finds a plan for a prompt no entry matches (``SuitePlans.find``: the suite's gold plans).
+    """
+
+    def __init__(self, entries: list[PlanEntry] | None = None, *,
+                 fallback: Callable[[str], PlanEntry | None] | None = None) -> None:
         self._lock = threading.Lock()
         self._entries: dict[str, PlanEntry] = {}
+        self.fallback = fallback
         for entry in entries or []:
             self.add(entry)
 
@@ -169,13 +174,21 @@ class PlanRegistry:
                 best = entry
         return best
 
+    def find_plan(self, prompt: str) -> PlanEntry | None:
+        """The registered entry with a plan for ``prompt``, else the fallback's."""
+        entry = self.find(prompt, lambda e: e.plan is not None)
+        if entry is None and self.fallback is not None:
+            entry = self.fallback(prompt)
+        return entry
 
-def load_plans_dir(directory: str | Path) -> PlanRegistry:
+
+def load_plans_dir(directory: str | Path, *,
+                   fallback: Callable[[str], PlanEntry | None] | None = None) -> PlanRegistry:
     """A registry of every plan file (.yaml, .yml, .json) directly inside ``directory``."""
     directory = Path(directory)
     if not directory.is_dir():
         raise PlanError(f"plans directory {directory} does not exist or is not a directory")
-    registry = PlanRegistry()
+    registry = PlanRegistry(fallback=fallback)
     sources: dict[str, Path] = {}
     for path in sorted(directory.iterdir()):
         if path.suffix not in PLAN_SUFFIXES or not path.is_file():

@@ -41,9 +41,9 @@ def completion_text(reply: Reply) -> str:
 
 
 def completion(
-    reply: Reply, *, completion_id: str, model: str, created: int, token_usage: dict[str, int]
+    reply: Reply, *, completion_id: str, model: str, created: int, token_usage: dict[str, int], n: int = 1
 ) -> dict[str, Any]:
-    """A non-streamed ``chat.completion`` body."""
+    """A non-streamed ``chat.completion`` body with ``n`` choices (a scripted model's choices are alike)."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
     if reply.tool_call is not None:
         message["tool_calls"] = [
@@ -60,7 +60,8 @@ def completion(
         "model": model,
         "system_fingerprint": "fae-scripted",
         "choices": [
-            {"index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish_reason}
+            {"index": index, "message": message, "logprobs": None, "finish_reason": reply.finish_reason}
+            for index in range(n)
         ],
         "usage": token_usage,
     }
@@ -73,14 +74,35 @@ def chunks(
     model: str,
     created: int,
     token_usage: dict[str, int] | None,
+    n: int = 1,
 ) -> Iterator[dict[str, Any]]:
-    """The ``chat.completion.chunk`` objects of a streamed answer, in order.
+    """The ``chat.completion.chunk`` objects of a streamed answer, in order, choice after choice.
 
     Content comes word by word; a tool call comes as one delta with its id and
     name, then its arguments in pieces. With ``token_usage`` (include_usage),
     every chunk carries ``usage: null`` and a last chunk with no choices
     carries the usage.
     """
+
+    for choice in range(n):
+        yield from _choice_chunks(reply, choice, completion_id=completion_id, model=model, created=created,
+                                  with_usage=token_usage is not None)
+    if token_usage is not None:
+        yield {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "system_fingerprint": "fae-scripted",
+            "choices": [],
+            "usage": token_usage,
+        }
+
+
+def _choice_chunks(
+    reply: Reply, choice: int, *, completion_id: str, model: str, created: int, with_usage: bool
+) -> Iterator[dict[str, Any]]:
+    """The chunks of one choice."""
 
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -90,10 +112,10 @@ def chunks(
             "model": model,
             "system_fingerprint": "fae-scripted",
             "choices": [
-                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+                {"index": choice, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
             ],
         }
-        if token_usage is not None:
+        if with_usage:
             body["usage"] = None
         return body
 
@@ -124,16 +146,6 @@ def chunks(
             if piece:
                 yield chunk({"content": piece})
     yield chunk({}, reply.finish_reason)
-    if token_usage is not None:
-        yield {
-            "id": completion_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "system_fingerprint": "fae-scripted",
-            "choices": [],
-            "usage": token_usage,
-        }
 
 
 def sse(event: dict[str, Any] | str) -> bytes:

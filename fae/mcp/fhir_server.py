@@ -26,6 +26,7 @@ from starlette.applications import Starlette
 
 from fae.mcp import fhir_tools
 from fae.mcp.fhir_tools import Result, is_error_result
+from fae.mcp.transports import http_app
 
 RUN_HEADER = "X-Fae-Run"
 ACTOR_HEADER = "X-Fae-Actor"
@@ -172,20 +173,5 @@ def build_fhir_mcp(fhir_base: BaseSource, *, timeout_s: float = DEFAULT_TIMEOUT_
 def fhir_mcp_http_app(
     fhir_base: BaseSource, *, path: str = "/mcp", timeout_s: float = DEFAULT_TIMEOUT_S
 ) -> Starlette:
-    """An ASGI app serving the FHIR MCP server over streamable HTTP at ``path``.
-
-    Stateless with plain JSON answers: every MCP message is one POST answered
-    by one JSON body, with no session to pin and no SSE stream to hold open, so
-    a recording proxy sees each tool call as one complete exchange. Host-header
-    checks against DNS rebinding are off: the server sits behind our own proxy,
-    which may present any Host; bind it to 127.0.0.1.
-    """
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    server = build_fhir_mcp(fhir_base, timeout_s=timeout_s)
-    return server.streamable_http_app(
-        streamable_http_path=path,
-        stateless_http=True,
-        json_response=True,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
+    """The FHIR MCP server over stateless streamable HTTP at ``path`` and legacy SSE at /sse (see transports)."""
+    return http_app(build_fhir_mcp(fhir_base, timeout_s=timeout_s), path=path)

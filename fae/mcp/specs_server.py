@@ -23,6 +23,7 @@ from mcp.types import CallToolResult, TextContent
 from starlette.applications import Starlette
 
 from fae.fhir.spec import Spec, load_spec
+from fae.mcp.transports import http_app
 
 SERVER_NAME = "fhir-specs"
 SEARCH_TYPES = ("composite", "date", "number", "quantity", "reference", "special", "string", "token", "uri")
@@ -255,17 +256,5 @@ def build_specs_mcp(spec: Spec | None = None) -> MCPServer:
 
 
 def specs_mcp_http_app(spec: Spec | None = None, *, path: str = "/mcp") -> Starlette:
-    """The specs server over streamable HTTP at ``path``: stateless, plain JSON answers.
-
-    As with the FHIR MCP server, each tool call is one POST answered by one
-    JSON body, so the recording proxy sees it whole; DNS-rebinding checks are
-    off because it sits behind our own proxy on 127.0.0.1.
-    """
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    return build_specs_mcp(spec).streamable_http_app(
-        streamable_http_path=path,
-        stateless_http=True,
-        json_response=True,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
+    """The specs server over stateless streamable HTTP at ``path`` and legacy SSE at /sse (see transports)."""
+    return http_app(build_specs_mcp(spec), path=path)

@@ -4,8 +4,8 @@ Tools: ``search_memory`` (macro search when given a query, else micro tips for
 a resource and operation), ``search_macro_reflections``, ``search_micro_tips``
 and ``memory_stats``. Each call first picks up whatever a trainer appended
 since the last call, so a server can run while ``fae train-memory`` writes.
-Served over stdio or over stateless streamable HTTP with plain JSON answers,
-like the FHIR MCP server, so the recording proxy sees one exchange per call.
+Served over stdio, stateless streamable HTTP with plain JSON answers (so the
+recording proxy sees one exchange per call) or legacy SSE, like the FHIR MCP server.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from mcp.types import ToolAnnotations
 from starlette.applications import Starlette
 
 from fae.errors import FaeError
+from fae.mcp.transports import http_app
 from fae.memory.embeddings import Embedder
 from fae.memory.reflection_store import MemoryStore
 
@@ -115,16 +116,5 @@ def build_memory_mcp(store_dir: str | Path, *, embedder: Embedder | None = None)
 
 def memory_mcp_http_app(store_dir: str | Path, *, embedder: Embedder | None = None,
                         path: str = "/mcp") -> Starlette:
-    """An ASGI app serving the memory tools over stateless streamable HTTP at ``path``.
-
-    DNS-rebinding checks are off for the same reason as the FHIR MCP server's:
-    it sits behind the recording proxy, which may present any Host; bind it to 127.0.0.1.
-    """
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    return build_memory_mcp(store_dir, embedder=embedder).streamable_http_app(
-        streamable_http_path=path,
-        stateless_http=True,
-        json_response=True,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
+    """The memory tools over stateless streamable HTTP at ``path`` and legacy SSE at /sse (see fae.mcp.transports)."""
+    return http_app(build_memory_mcp(store_dir, embedder=embedder), path=path)

@@ -6,6 +6,7 @@ from fae.proxy.exchange import Exchange
 from fae.recorder.fhir import fhir_event
 from fae.recorder.llm import llm_event
 from fae.recorder.mcp import mcp_events
+from fae.recorder.mcp_sse import posted_session
 from fae.recorder.redact import Redactor
 from fae.store.events import Event, Header, HttpExchanged
 from fae.store.log import blob_hash
@@ -59,7 +60,7 @@ def exchange_events(exchange: Exchange, redactor: Redactor) -> tuple[list[Event]
     elif exchange.kind == "llm":
         events.append(llm_event(exchange.exchange_id, exchange.path, exchange.request_body,
                                 exchange.status, response_body, exchange.streamed, exchange.error))
-    elif exchange.kind == "mcp":
+    elif exchange.kind == "mcp" and posted_session(exchange) is None:  # a legacy-SSE POST: see mcp_sse
         events.extend(mcp_events(exchange.exchange_id, exchange.request_body, response_body,
                                  _header(response_headers, "content-type"), exchange.upstream,
                                  exchange.error))

@@ -37,37 +37,49 @@ def tool_result_value(result: dict[str, Any]) -> Any:
     return texts or None
 
 
-def mcp_events(exchange_id: str, request_body: bytes | None, response_body: bytes | None,
-               content_type: str, upstream: str, error: str | None) -> list[ToolCalled]:
+def tool_calls(request_body: bytes | None) -> list[dict[str, Any]]:
+    """The JSON-RPC ``tools/call`` requests in a request body (one message or a batch)."""
     request = parse_json(request_body)
     calls = request if isinstance(request, list) else [request]
-    calls = [c for c in calls if isinstance(c, dict) and c.get("method") == "tools/call"]
+    return [c for c in calls if isinstance(c, dict) and c.get("method") == "tools/call"]
+
+
+def is_reply(message: Any) -> bool:
+    """Whether a JSON-RPC message answers a request (has an id and a result or an error)."""
+    return isinstance(message, dict) and "id" in message and ("result" in message or "error" in message)
+
+
+def tool_event(exchange_id: str, call: dict[str, Any], reply: dict[str, Any] | None, upstream: str,
+               error: str | None, missing: str = "no JSON-RPC reply recorded for this call") -> ToolCalled:
+    """The ToolCalled of one ``tools/call`` and its JSON-RPC reply (``None``: none was seen, ``missing`` says why)."""
+    params = call.get("params") if isinstance(call.get("params"), dict) else {}
+    result: Any = None
+    is_error = False
+    message = error
+    if reply is None:
+        message = message or missing
+        is_error = True
+    elif "error" in reply:
+        detail = reply["error"] if isinstance(reply["error"], dict) else {}
+        message = str(detail.get("message") or reply["error"])
+        is_error = True
+    else:
+        raw = reply["result"] if isinstance(reply["result"], dict) else {}
+        result = tool_result_value(raw)
+        is_error = bool(raw.get("isError"))
+        if is_error and message is None:
+            message = result if isinstance(result, str) else json.dumps(result)[:500]
+    return ToolCalled(
+        exchange_id=exchange_id, tool=str(params.get("name", "")), arguments=params.get("arguments"),
+        result=result, is_error=is_error, error=message, server=upstream,
+    )
+
+
+def mcp_events(exchange_id: str, request_body: bytes | None, response_body: bytes | None,
+               content_type: str, upstream: str, error: str | None) -> list[ToolCalled]:
+    """The tool calls of an exchange that carries its own replies (streamable HTTP: JSON or an SSE body)."""
+    calls = tool_calls(request_body)
     if not calls:
         return []
-    replies = {m.get("id"): m for m in _messages(response_body, content_type)
-               if isinstance(m, dict) and "id" in m and ("result" in m or "error" in m)}
-    events = []
-    for call in calls:
-        params = call.get("params") if isinstance(call.get("params"), dict) else {}
-        reply = replies.get(call.get("id"))
-        result: Any = None
-        is_error = False
-        message = error
-        if reply is None:
-            message = message or "no JSON-RPC reply recorded for this call"
-            is_error = True
-        elif "error" in reply:
-            detail = reply["error"] if isinstance(reply["error"], dict) else {}
-            message = str(detail.get("message") or reply["error"])
-            is_error = True
-        else:
-            raw = reply["result"] if isinstance(reply["result"], dict) else {}
-            result = tool_result_value(raw)
-            is_error = bool(raw.get("isError"))
-            if is_error and message is None:
-                message = result if isinstance(result, str) else json.dumps(result)[:500]
-        events.append(ToolCalled(
-            exchange_id=exchange_id, tool=str(params.get("name", "")), arguments=params.get("arguments"),
-            result=result, is_error=is_error, error=message, server=upstream,
-        ))
-    return events
+    replies = {m.get("id"): m for m in _messages(response_body, content_type) if is_reply(m)}
+    return [tool_event(exchange_id, call, replies.get(call.get("id")), upstream, error) for call in calls]

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from fae.proxy.exchange import Chunk, Exchange
 from fae.recorder.convert import exchange_events
+from fae.recorder.mcp_sse import SsePairing
 from fae.recorder.redact import Redactor
 from fae.store.events import ChunkReceived
 from fae.store.log import blob_hash
@@ -18,6 +19,7 @@ class Recorder:
     def __init__(self, writer: LogWriter, redactor: Redactor | None = None):
         self.writer = writer
         self.redactor = redactor or Redactor()
+        self.sse = SsePairing()
 
     @property
     def healthy(self) -> bool:
@@ -29,6 +31,8 @@ class Recorder:
         mono = exchange.ended_mono_ns or exchange.started_mono_ns
         stamped = [Stamped(exchange.run_id, event, actor=exchange.actor, upstream=exchange.upstream,
                            wall_time=wall, mono_ns=mono) for event in events]
+        stamped += [Stamped(owner.run_id, event, actor=owner.actor, upstream=owner.upstream, wall_time=wall,
+                            mono_ns=mono) for owner, event in self.sse.finished(exchange)]
         await self.writer.write(events=stamped, blobs=blobs)
 
     def chunk(self, exchange: Exchange, index: int, chunk: Chunk) -> None:
@@ -38,3 +42,7 @@ class Recorder:
         self.writer.submit(events=[Stamped(exchange.run_id, event, actor=exchange.actor,
                                            upstream=exchange.upstream)],
                            blobs={digest: chunk.data})
+        paired = self.sse.chunk(exchange, chunk.data)
+        if paired:
+            self.writer.submit(events=[Stamped(owner.run_id, called, actor=owner.actor, upstream=owner.upstream)
+                                       for owner, called in paired])

@@ -30,3 +30,7 @@ BOOKING_PLAN = {
         {"answer": "Booked appointment ${appointment.id} for patient ${patient.id}."},
     ],
 }
+
+
+# What a client offers so the scripted models may call the booking plan's tool (no tools: text only).
+OFFERED_TOOLS = [{"type": "function", "function": {"name": "createResource", "parameters": {"type": "object"}}}]

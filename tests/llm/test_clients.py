@@ -19,7 +19,7 @@ from langchain_openai import ChatOpenAI, OpenAIEmbeddings
 
 from fae.llm import LlmServer
 from fae.llm.embeddings import embed
-from tests.llm.booking import BOOKING_PROMPT
+from tests.llm.booking import BOOKING_PROMPT, OFFERED_TOOLS
 
 TOOLS = [
     {
@@ -110,7 +110,7 @@ def test_a_retrying_client_gets_past_429_then_ok(llm_server: LlmServer) -> None:
             messages=[{"role": "user", "content": "Retry: " + BOOKING_PROMPT}],
         )
     completion = client.chat.completions.create(
-        model="fault:429-then-ok", messages=[{"role": "user", "content": BOOKING_PROMPT}]
+        model="fault:429-then-ok", messages=[{"role": "user", "content": BOOKING_PROMPT}], tools=OFFERED_TOOLS
     )
     assert completion.choices[0].message.tool_calls[0].function.name == "createResource"
 

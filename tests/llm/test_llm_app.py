@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from fae.llm import MODELS, LlmServer
-from tests.llm.booking import BOOKING_PROMPT, CREATED
+from tests.llm.booking import BOOKING_PROMPT, CREATED, OFFERED_TOOLS
 
 PATIENT = {"resourceType": "Patient", "id": "p1"}
 APPOINTMENT = {"resourceType": "Appointment", "id": "a7"}
@@ -30,7 +30,7 @@ def drive(
     calls: list[tuple[str, dict[str, Any]]] = []
     bodies = []
     for result in [*results, None]:
-        response = post(server, {"model": model, "messages": messages, "tools": []})
+        response = post(server, {"model": model, "messages": messages, "tools": OFFERED_TOOLS})
         assert response.status_code == 200, response.text
         body = response.json()
         bodies.append(body)
@@ -132,6 +132,7 @@ def test_streamed_tool_call_is_assembled_from_deltas(llm_server: LlmServer) -> N
     body = {
         "model": "scripted:gold",
         "messages": messages,
+        "tools": OFFERED_TOOLS,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -181,7 +182,8 @@ def test_fault_429_and_500_answer_openai_errors(llm_server: LlmServer) -> None:
 
 
 def test_fault_429_then_ok_refuses_each_request_once(llm_server: LlmServer) -> None:
-    body = {"model": "fault:429-then-ok", "messages": [{"role": "user", "content": BOOKING_PROMPT}]}
+    body = {"model": "fault:429-then-ok", "messages": [{"role": "user", "content": BOOKING_PROMPT}],
+            "tools": OFFERED_TOOLS}
     assert post(llm_server, body).status_code == 429
     retried = post(llm_server, body)
     assert retried.status_code == 200
