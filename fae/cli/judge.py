@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from fae.cli.console import out, rules_label, table
 from fae.cli.options import LogOption, RunsOption
 
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
 
 
 
@@ -25,17 +22,25 @@ def rejudge(
     """Judge recorded runs again from the log alone and append the verdicts (old ones are kept)."""
     from fae import api
 
-    print_rejudged(api.rejudge(log, judge_name=judge, rules=rule, runs=runs), log)
+    print_rejudged(api.rejudge(log, judge_name=judge, rules=rule, runs=runs), log, judge_name=judge, rules=rule)
 
 
-def print_rejudged(result: Any, log: Path) -> None:
-    """The table ``fae rejudge`` prints: verdict counts per judge, rule set and outcome."""
-    table = Table(title=f"rejudged {result.runs} runs into {log} (batch {result.batch})")
-    for column in ("judge", "rule set", "outcome", "runs"):
-        table.add_column(column)
+def print_rejudged(result: Any, log: Path, *, judge_name: str | None = None, rules: Any = None) -> None:
+    """The table ``fae rejudge`` prints: verdict counts per judge, rule set (by its rules) and outcome."""
+    from fae.judge.registry import get_judge, parse_rules
+    from fae.judge.rejudge import build_plan
+
+    overrides = parse_rules([rules] if isinstance(rules, str) else list(rules or []))
+    named = {}
+    for judging in build_plan(judge_name, overrides):
+        defaults = {key: rule.default for key, rule in get_judge(judging.name).rules.items()}
+        changed = {key: value for key, value in judging.rules.items() if defaults.get(key) != value}
+        named[(judging.name, judging.rules_hash)] = f"{rules_label(changed)} ({judging.rules_hash[:8]})"
+    shown = table(["judge", "rule set", "outcome", "runs"], title=f"rejudged {result.runs} runs into {log} "
+                                                                  f"(batch {result.batch})")
     for (name, digest, outcome), count in sorted(result.outcomes.items()):
-        table.add_row(name, digest, outcome, str(count))
-    out.print(table)
+        shown.add_row(name, named.get((name, digest), digest), outcome, str(count))
+    out.print(shown)
 
 
 def compare(
@@ -58,25 +63,21 @@ def print_comparison(result: Any, show: int) -> None:
 
     out.print(f"{result.runs} runs; {result.computed} verdicts judged now (not in the log)")
     for item in result.judges:
-        table = Table(title=f"{item.judge}: {rules_text(item.old_rules)} → {rules_text(item.new_rules)}")
-        for column in ("old outcome", "new outcome", "runs"):
-            table.add_column(column)
+        transitions = table(["old outcome", "new outcome", "runs"],
+                            title=f"{item.judge}: {rules_text(item.old_rules)} → {rules_text(item.new_rules)}")
         for (before, after), count in sorted(item.transitions.items()):
-            table.add_row(before, after, str(count))
-        out.print(table)
+            transitions.add_row(before, after, str(count))
+        out.print(transitions)
         if item.flipped:
-            flips = Table(title=f"{len(item.flipped)} runs flipped")
-            for column in ("run", "old", "new"):
-                flips.add_column(column, overflow="fold")
+            flips = table(["run", "old", "new"], title=f"{len(item.flipped)} runs flipped")
             for run_id, before, after in item.flipped[:show]:
                 flips.add_row(run_id, before, after)
             out.print(flips)
         else:
             out.print("no run flipped")
         if item.harms:
-            harms = Table(title="against the oracle (old → new)")
-            for column in ("agent", "harms caught", "harms missed", "false stops"):
-                harms.add_column(column)
+            harms = table(["agent", "harms caught", "harms missed", "false stops"],
+                          title="against the oracle (old → new)")
             totals = {"caught": [0, 0], "missed": [0, 0], "false_stops": [0, 0]}
             for agent, row in sorted(item.harms.items()):
                 harms.add_row(agent, *(f"{row[m][0]} → {row[m][1]}" for m in ("caught", "missed", "false_stops")))

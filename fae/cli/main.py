@@ -13,14 +13,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from fae.cli.console import err, out, print_rows
 from fae.cli.options import DEFAULT_LOG, LogOption, RunsOption
 from fae.errors import FaeError
 
 app = typer.Typer(help="fae: record, replay and judge LLM agents that act on FHIR servers.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 # piped output is not folded at 80 columns: it is read by scripts and greps
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
-err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 240)
 
 
 
@@ -198,15 +197,6 @@ def _reader(log: Path):
     return LogReader(log)
 
 
-def _print_rows(columns: list[str], rows: list[tuple], title: str | None = None) -> None:
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
-    out.print(table)
-
-
 @app.command()
 @user_errors
 def runs(
@@ -232,7 +222,7 @@ def runs(
            + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY started_at, run_id LIMIT ?")
     with _reader(log) as reader:
         columns, rows = reader.query(sql, [*params, limit])
-    _print_rows(columns, rows, title=f"{len(rows)} runs")
+    print_rows(columns, rows, title=f"{len(rows)} runs")
 
 
 @app.command()
@@ -269,7 +259,7 @@ def sql(
         for row in rows:
             out.print(json.dumps(dict(zip(columns, row)), default=str), markup=False, soft_wrap=True)
     else:
-        _print_rows(columns, rows)
+        print_rows(columns, rows)
 
 
 @app.command()
@@ -310,7 +300,7 @@ def demo(
             " max(CASE WHEN v.judge = 'ensure_record' THEN v.outcome END) AS ensure_record"
             " FROM run_summary s LEFT JOIN verdicts v USING (run_id)"
             " GROUP BY ALL ORDER BY s.run_id")
-    _print_rows(columns, rows, title="2. live verdicts")
+    print_rows(columns, rows, title="2. live verdicts")
     out.rule("3. rejudge from the log alone with accept_corrections=false")
     print_rejudged(api.rejudge(log, judge_name="ensure_record", rules="accept_corrections=false"), log)
     out.rule("4. compare the two rule sets run by run")
@@ -326,7 +316,7 @@ app.command("replay")(user_errors(_replay))
 
 
 from fae.cli.curate import curate as _curate  # noqa: E402
-from fae.harness.training import train_memory as _train_memory  # noqa: E402
+from fae.cli.training import train_memory as _train_memory  # noqa: E402
 
 app.command("train-memory")(user_errors(_train_memory))
 app.command("curate")(user_errors(_curate))

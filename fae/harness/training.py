@@ -1,4 +1,4 @@
-"""Reflexion training, ``fae train-memory``: run training tasks, judge each run, reflect, store.
+"""Reflexion training (``fae train-memory``): run training tasks, judge each run, reflect, store.
 
 For each task and variation (at most two), an agent gets at most two trials
 and stops at the first that passes the task's strict validator. Every trial is
@@ -9,30 +9,23 @@ reflections go to a memory store stamped with the task's fixed "now".
 
 from __future__ import annotations
 
-import functools
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import httpx
-import typer
-from rich.console import Console
-from rich.table import Table
 
 from fae.errors import FaeError, RecordError
 from fae.memory.embeddings import DEFAULT_SPEC, Embedder, embedder_from_spec
-from fae.memory.reflexion import RunView, reflect_run, specs_grounding
 from fae.memory.reflection_store import MemoryStore
+from fae.memory.reflexion import RunView, reflect_run, specs_grounding
 
 MAX_VARIATIONS = 2
 MAX_TRIALS = 2
 RUN_PREFIX = "train."
 ACTOR = "verifier"
-
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
-err = Console(stderr=True, highlight=False)
 
 
 @dataclass
@@ -81,7 +74,8 @@ async def train(log_path: str | Path, task_ids: list[str], *, store_dir: str | P
                 agent: str = "gold", variations: list[int] | None = None, trials: int = MAX_TRIALS,
                 evaluator_model: str = "scripted:evaluator", reflector_model: str = "scripted:reflector",
                 embedder: Embedder | None = None, use_specs: bool = False, api_key: str | None = None,
-                llm_options: dict[str, Any] | None = None, suite: str = "train-memory") -> TrainResult:
+                llm_options: dict[str, Any] | None = None, suite: str = "train-memory",
+                warn: Callable[[str], None] | None = None) -> TrainResult:
     """Train a memory store from runs of ``task_ids`` played by ``agent``; returns what happened."""
     from fae.agents.prefixes import build_agent
     from fae.harness.run import RunSpec, execute_run
@@ -118,7 +112,8 @@ async def train(log_path: str | Path, task_ids: list[str], *, store_dir: str | P
                     if specs_url:
                         grounding = specs_grounding(specs_url)
                     else:
-                        err.print("warning: no specs MCP server in this stack; reflecting without spec grounding")
+                        (warn or print)("warning: no specs MCP server in this stack; reflecting without spec "
+                                        "grounding")
                 reflection = await reflect_run(
                     client, _view(run, task.prompt, passed, reasons), llm_base=stack.llm_base(run_id, ACTOR),
                     created_at=task.now.isoformat(), evaluator_model=evaluator_model,
@@ -130,57 +125,3 @@ async def train(log_path: str | Path, task_ids: list[str], *, store_dir: str | P
                 if passed:
                     break
     return TrainResult(store=Path(store_dir), runs=results, stats=store.stats())
-
-
-def _ints(text: str) -> list[int]:
-    values: list[int] = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        lo, _, hi = part.partition("-")
-        values.extend(range(int(lo), int(hi) + 1) if hi else [int(lo)])
-    return values
-
-
-def train_memory(
-    task: Annotated[list[str], typer.Option("--task", "-t", help="Training task id (repeatable).")],
-    store: Annotated[Path, typer.Option("--store", "-s", help="Memory store directory (made if new).")],
-    llm_url: Annotated[str, typer.Option(help="OpenAI-compatible base URL for the evaluator and reflector "
-                                              "(and an LLM agent).", envvar="OPENAI_BASE_URL")],
-    log: Annotated[Path, typer.Option("--log", "-l", help="The DuckDB event log the training runs go to.",
-                                      envvar="FAE_LOG")] = Path("fae.duckdb"),
-    agent: Annotated[str, typer.Option("--agent", "-a", help="The acting agent: gold, plan:PATH, "
-                                                              "langchain:CONFIG[@MODEL].")] = "gold",
-    variations: Annotated[str, typer.Option(help="Variations, at most two are used, e.g. 0,1.")] = "0,1",
-    trials: Annotated[int, typer.Option(min=1, max=MAX_TRIALS, help="Trials per variation; stops on a pass.")] = 2,
-    evaluator_model: Annotated[str, typer.Option(help="Evaluator model.")] = "scripted:evaluator",
-    reflector_model: Annotated[str, typer.Option(help="Reflector model.")] = "scripted:reflector",
-    embedder: Annotated[str, typer.Option(help="Embedding backend: static, hashed-bow or openai:MODEL.")] = DEFAULT_SPEC,
-    embeddings_url: Annotated[str | None, typer.Option(help="Base URL for an openai:MODEL embedder.")] = None,
-    specs: Annotated[bool, typer.Option(help="Ground the reflector in the FHIR R4 specs server.")] = False,
-    api_key: Annotated[str | None, typer.Option(help="API key for the LLM endpoint.", envvar="OPENAI_API_KEY")] = None,
-) -> None:
-    """Reflexion training: run tasks, judge each run, and store the reflections in a memory store."""
-    import anyio
-
-    try:
-        chosen = _ints(variations)
-    except ValueError:
-        raise FaeError(f"--variations {variations!r} is not a list like 0,1") from None
-    if len(chosen) > MAX_VARIATIONS:
-        err.print(f"note: training uses at most {MAX_VARIATIONS} variations per task: {chosen[:MAX_VARIATIONS]}")
-    backend = embedder_from_spec(embedder, base_url=embeddings_url, api_key=api_key)
-    options = {"api_key": api_key} if api_key and agent.startswith("langchain:") else {}
-    result = anyio.run(functools.partial(
-        train, log, task, store_dir=store, llm_url=llm_url, agent=agent, variations=chosen, trials=trials,
-        evaluator_model=evaluator_model, reflector_model=reflector_model, embedder=backend,
-        use_specs=specs, api_key=api_key, llm_options=options))
-    table = Table(title=f"trained {store} from {len(result.runs)} runs (log {log})")
-    for column in ("run", "status", "strict", "micro", "macro", "grounded"):
-        table.add_column(column)
-    for run in result.runs:
-        strict = "n/a" if run.passed is None else ("pass" if run.passed else "fail")
-        table.add_row(run.run_id, run.status, strict, str(run.micro), str(run.macro), "yes" if run.grounded else "no")
-    out.print(table)
-    stats = result.stats
-    out.print(f"store: {stats['micro']} micro, {stats['macro']} macro reflections; "
-              f"embedding {stats['embedding']['name']} ({stats['embedding']['dimension']}-d), index {stats['index']}",
-              markup=False)
