@@ -124,3 +124,16 @@ def test_a_plan_calling_an_unknown_tool_is_refused_before_recording(tmp_path):
     assert result.exit_code == 1, result.output
     assert "step 2 calls 'serchResources'" in result.output and "Traceback" not in result.output
     assert not log.exists(), "nothing may be recorded for a plan that cannot run"
+
+
+def test_long_commands_report_progress_on_stderr_when_not_on_a_terminal(tmp_path):
+    import subprocess
+    import sys
+
+    log = tmp_path / "p.duckdb"
+    done = subprocess.run([sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task",
+                           "builtin-create-patient", "--variations", "0-2"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert "recording: 0/3" in lines, done.stderr
+    assert any(line.startswith("recording: 3/3 (100%)") for line in lines), done.stderr

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fae.cli.options import DEFAULT_LOG, LogOption, RunsOption
+from fae.cli.progress import progress
 
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
 
@@ -31,8 +32,15 @@ def curate(
 
     from fae.harness.curate import curate_log
 
-    result = anyio.run(functools.partial(curate_log, log, runs=runs, llm_url=llm_url, model=model,
-                                         api_key=api_key))
+    with progress("curating", 0) as step:
+        seen = [0]
+
+        def report(done: int, total: int) -> None:
+            step(done - seen[0], total=total)
+            seen[0] = done
+
+        result = anyio.run(functools.partial(curate_log, log, runs=runs, llm_url=llm_url, model=model,
+                                             api_key=api_key, on_progress=report))
     table = Table(title=f"soft verdicts in {log}: {result.called} asked, {result.reused} reused from the log")
     for column in ("run", "strict", "label", "reason"):
         table.add_column(column, overflow="fold")

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fae.cli.console import err, out, print_rows
+from fae.cli.progress import progress
 from fae.cli.options import DEFAULT_LOG, LogOption, RunsOption
 from fae.errors import FaeError
 
@@ -148,7 +149,6 @@ def record(
 ) -> None:
     """Record a suite of (task, variation, agent, repeat) runs through the proxy into the log."""
     import anyio
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from fae.harness.run import Paraphrase
     from fae.harness.stack import parse_memory_stores
@@ -163,13 +163,10 @@ def record(
         raise FaeError(f"--variations {variations!r} is not a list like 0,1 or 0-2 ({exc})") from None
     specs = plan_suite(_task_ids(task), variation_list, agent or ["gold"], repeats, suite)
     redactor = Redactor.with_extra(headers=redact_header, query_params=redact_param)
-    progress = Progress(TextColumn("recording"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[last]}"), console=err, transient=not sys.stderr.isatty())
-    with progress:
-        bar = progress.add_task("runs", total=len(specs), last="")
+    with progress("recording", len(specs)) as step:
 
         def advance(spec: Any, status: str) -> None:
-            progress.update(bar, advance=1, last=f"{spec.run_id}: {status}")
+            step(1, f"{spec.run_id}: {status}")
 
         result = anyio.run(functools.partial(
             record_suite, log, specs, resume=resume, concurrency=concurrency, fhir_url=fhir_url,
@@ -291,7 +288,8 @@ def demo(
         for stale in (log, log.with_name(log.name + ".wal")):
             stale.unlink(missing_ok=True)
     out.rule("1. record: scripted agents, the LangChain agent on a local LLM server, write-verification scenarios")
-    result = record_demo(log)
+    with progress("recording the demo", 17) as step:
+        result = record_demo(log, on_progress=lambda spec, status: step(1, f"{spec.run_id}: {status}"))
     out.print(f"recorded {sum(result.statuses.values())} runs into {log}: {dict(result.statuses)}")
     with _reader(log) as reader:
         columns, rows = reader.query(

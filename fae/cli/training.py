@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from fae.cli.console import err, out, table
+from fae.cli.progress import progress
 from fae.errors import FaeError
 from fae.harness.training import MAX_TRIALS, MAX_VARIATIONS, train
 from fae.memory.embeddings import DEFAULT_SPEC, embedder_from_spec
@@ -52,10 +53,13 @@ def train_memory(
         err.print(f"note: training uses at most {MAX_VARIATIONS} variations per task: {chosen[:MAX_VARIATIONS]}")
     backend = embedder_from_spec(embedder, base_url=embeddings_url, api_key=api_key)
     options = {"api_key": api_key} if api_key and agent.startswith("langchain:") else {}
-    result = anyio.run(functools.partial(
-        train, log, task, store_dir=store, llm_url=llm_url, agent=agent, variations=chosen, trials=trials,
-        evaluator_model=evaluator_model, reflector_model=reflector_model, embedder=backend,
-        use_specs=specs, api_key=api_key, llm_options=options, warn=err.print))
+    most = len(task) * min(len(chosen), MAX_VARIATIONS) * trials
+    with progress("training (at most)", most) as step:
+        result = anyio.run(functools.partial(
+            train, log, task, store_dir=store, llm_url=llm_url, agent=agent, variations=chosen, trials=trials,
+            evaluator_model=evaluator_model, reflector_model=reflector_model, embedder=backend,
+            use_specs=specs, api_key=api_key, llm_options=options, warn=err.print,
+            on_progress=lambda run_id, status: step(1, f"{run_id}: {status}")))
     shown = table(["run", "status", "strict", "micro", "macro", "grounded"],
                   title=f"trained {store} from {len(result.runs)} runs (log {log})")
     for run in result.runs:

@@ -177,8 +177,12 @@ def label_row(item: Pending, model: str, exchange_id: str, content: str | None, 
 
 async def curate_log(log_path: str | Path, *, runs: str | None = None, llm_url: str | None = None,
                      model: str = "scripted:judge", api_key: str | None = None,
-                     clock: Callable[[], datetime] | None = None) -> CurateResult:
-    """Label every finished run of a log that matches ``runs``; returns the verdict rows written."""
+                     clock: Callable[[], datetime] | None = None,
+                     on_progress: Callable[[int, int], None] | None = None) -> CurateResult:
+    """Label every finished run of a log that matches ``runs``; returns the verdict rows written.
+
+    ``on_progress(done, total)`` is called as runs are labelled.
+    """
     from fae.replay.source import run_ids as find_runs
 
     path = Path(log_path)
@@ -196,18 +200,21 @@ async def curate_log(log_path: str | Path, *, runs: str | None = None, llm_url: 
                 result.rows.append(label_row(item, model, *item.recorded, reused=True, judged_at=now))
                 result.reused += 1
         fresh = [item for item in pending if item.recorded is None]
+        if on_progress is not None:
+            on_progress(result.reused, len(pending))
         if not fresh:
             log.write_batch(Batch(verdicts=result.rows))
             return result
         if not llm_url:
             raise JudgeError(f"{len(fresh)} runs have no recorded soft verdict: give --llm-url to ask the judge")
         log.write_batch(Batch(verdicts=result.rows))
-    await _ask(path, fresh, llm_url=llm_url, model=model, api_key=api_key, now=now, result=result)
+    await _ask(path, fresh, llm_url=llm_url, model=model, api_key=api_key, now=now, result=result,
+               on_progress=(lambda done: on_progress(result.reused + done, len(pending))) if on_progress else None)
     return result
 
 
 async def _ask(path: Path, fresh: list[Pending], *, llm_url: str, model: str, api_key: str | None,
-               now: datetime, result: CurateResult) -> None:
+               now: datetime, result: CurateResult, on_progress: Callable[[int], None] | None = None) -> None:
     """Ask the judge through the recording proxy, one run at a time, and write each label."""
     from fae.harness.stack import open_stack
 
@@ -224,6 +231,8 @@ async def _ask(path: Path, fresh: list[Pending], *, llm_url: str, model: str, ap
             await stack.writer.write(verdicts=[row])
             result.rows.append(row)
             result.called += 1
+            if on_progress is not None:
+                on_progress(result.called)
 
 
 def as_dict(row: VerdictRow) -> dict[str, Any]:

@@ -6,7 +6,9 @@ server over real HTTP, through the recording proxy, like any other upstream.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -21,7 +23,7 @@ DEMO_SCENARIOS = ("scenario:writes-right", "scenario:scripted-fix", "scenario:du
                   "scenario:other-user-reads-while-wrong", "scenario:fault-after-create")
 
 
-def record_demo(log: Path) -> SuiteResult:
+def record_demo(log: Path, on_progress: Callable[[Any, str], None] | None = None) -> SuiteResult:
     """Record the demo suite into ``log`` with a local scripted LLM server serving the gold plans."""
     from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
 
@@ -32,4 +34,5 @@ def record_demo(log: Path) -> SuiteResult:
     specs = plan_suite(DEMO_TASKS, [0], DEMO_AGENTS, 1, "demo")
     specs += plan_suite([SCENARIO_TASK], [0], DEMO_SCENARIOS, 1, "demo")
     with LlmServer(create_app(registry)) as llm:
-        return anyio.run(lambda: record_suite(log, specs, llm_url=llm.base_url, concurrency=4))
+        return anyio.run(lambda: record_suite(log, specs, llm_url=llm.base_url, concurrency=4,
+                                              on_progress=on_progress))

@@ -75,7 +75,8 @@ async def train(log_path: str | Path, task_ids: list[str], *, store_dir: str | P
                 evaluator_model: str = "scripted:evaluator", reflector_model: str = "scripted:reflector",
                 embedder: Embedder | None = None, use_specs: bool = False, api_key: str | None = None,
                 llm_options: dict[str, Any] | None = None, suite: str = "train-memory",
-                warn: Callable[[str], None] | None = None) -> TrainResult:
+                warn: Callable[[str], None] | None = None,
+                on_progress: Callable[[str, str], None] | None = None) -> TrainResult:
     """Train a memory store from runs of ``task_ids`` played by ``agent``; returns what happened."""
     from fae.agents.prefixes import build_agent
     from fae.harness.run import RunSpec, execute_run
@@ -120,6 +121,8 @@ async def train(log_path: str | Path, task_ids: list[str], *, store_dir: str | P
                     reflector_model=reflector_model, tags=tags, grounding=grounding, api_key=api_key)
                 store.add_micro(reflection.micro)
                 store.add_macro([reflection.macro])
+                if on_progress is not None:
+                    on_progress(run_id, status)
                 results.append(TrainedRun(run_id, task_id, variation, trial, status, passed,
                                           len(reflection.micro), 1, reflection.grounded, reflection.evaluation))
                 if passed:
