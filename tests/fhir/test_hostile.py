@@ -262,8 +262,9 @@ def test_a_slow_request_does_not_stall_other_sandboxes():
         done: list[int] = []
 
         def slow_write() -> None:
-            done.append(http.post(f"{server.url}/sandbox/slow/fhir/Patient",
-                                  json={"resourceType": "Patient"}).status_code)
+            with httpx.Client(timeout=90) as own:  # its own client: one client per thread
+                done.append(own.post(f"{server.url}/sandbox/slow/fhir/Patient",
+                                     json={"resourceType": "Patient"}).status_code)
 
         clock.armed.set()
         writer = threading.Thread(target=slow_write)
