@@ -7,6 +7,9 @@
     POST   /sandbox/{id}/$reset      put a sandbox back to its seed
     POST   /sandbox/{id}/$clone[?id=NEW]  copy a sandbox
     DELETE /sandbox/{id}             drop a sandbox
+
+Engine work (requests, seeding, reset, clone) runs in worker threads, so a slow
+request never holds up the event loop that may also carry the recording proxy.
 """
 
 from __future__ import annotations

@@ -26,14 +26,37 @@ _PIPE = "|"
 
 
 class TokenIndex:
-    """Ids of one type's live resources by the token values one parameter extracts from them."""
+    """Ids of one type's live resources by the token values one parameter extracts from them.
 
-    __slots__ = ("param", "ids", "keys_of")
+    A copy shares its buckets with the original and copies one only when a write changes it,
+    so copying a store for a transaction costs two dict copies, not a rebuild.
+    """
+
+    __slots__ = ("ids", "keys_of", "owned", "param")
 
     def __init__(self, param: SearchParam):
         self.param = param
         self.ids: dict[tuple[str | None, str | None], set[str]] = {}
         self.keys_of: dict[str, tuple] = {}
+        self.owned: set[tuple[str | None, str | None]] | None = None  # None: every bucket is ours
+
+    def copy(self) -> TokenIndex:
+        other = TokenIndex(self.param)
+        other.ids = dict(self.ids)
+        other.keys_of = dict(self.keys_of)
+        other.owned = set()
+        return other
+
+    def _bucket(self, key: tuple[str | None, str | None]) -> set[str]:
+        bucket = self.ids.get(key)
+        if bucket is None:
+            bucket = self.ids[key] = set()
+            if self.owned is not None:
+                self.owned.add(key)
+        elif self.owned is not None and key not in self.owned:
+            bucket = self.ids[key] = set(bucket)
+            self.owned.add(key)
+        return bucket
 
     def _keys(self, version: Version) -> tuple:
         pairs = version_index(version, self.param)[0]  # type: ignore[index]
@@ -41,15 +64,14 @@ class TokenIndex:
 
     def update(self, version: Version) -> None:
         for key in self.keys_of.pop(version.id, ()):
-            bucket = self.ids.get(key)
-            if bucket is not None:
-                bucket.discard(version.id)
+            if key in self.ids:
+                self._bucket(key).discard(version.id)
         if version.deleted:
             return
         keys = self._keys(version)
         self.keys_of[version.id] = keys
         for key in keys:
-            self.ids.setdefault(key, set()).add(version.id)
+            self._bucket(key).add(version.id)
 
 
 def _index(store: Store, rtype: str, param: SearchParam) -> TokenIndex:

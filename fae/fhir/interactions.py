@@ -22,7 +22,7 @@ from fae.fhir.spec import Spec
 from fae.fhir.store import Version, next_version, put_resource
 from fae.fhir.transactions import DEFAULT_MAX_ENTRIES
 from fae.fhir.validate import validate_resource
-from fae.fhir.wire import Clock, FhirResponse, Request, error_response, instant, respond
+from fae.fhir.wire import Clock, FhirResponse, Request, instant, respond
 
 
 class Interactions:
@@ -34,9 +34,6 @@ class Interactions:
         self.max_entries = max_entries
         self.clock = clock
         self.id_factory = id_factory
-
-    respond = staticmethod(respond)
-    error = staticmethod(error_response)
 
     def dispatch(self, sandbox: Sandbox, req: Request, assigned_id: str | None = None) -> FhirResponse:
         return dispatch(self, sandbox, req, assigned_id)

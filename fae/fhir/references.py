@@ -41,3 +41,9 @@ def is_well_formed(ref: str) -> bool:
     if len(parts) == 4 and parts[2] == "_history":
         return bool(TYPE_RE.match(parts[0]) and ID_RE.match(parts[1]) and ID_RE.match(parts[3]))
     return False
+
+
+def is_conditional_reference(ref: str) -> bool:
+    """`Type?query`: a reference by search, which only a transaction resolves."""
+    head, question, _ = ref.partition("?")
+    return bool(question) and "/" not in head and bool(TYPE_RE.match(head))

@@ -44,8 +44,8 @@ class Store:
         self.current: dict[str, dict[str, Version]] = {}
         self.versions: dict[tuple[str, str], tuple[Version, ...]] = {}
         self.history: list[Version] = []
-        # lookup indexes by type, then name; each has `update(version)`, called on every write.
-        # Copies start without them: they are rebuilt on first use (see fhir/conditional.py)
+        # lookup indexes by type, then name (see fhir/conditional.py); each has `update(version)`,
+        # called on every write, and a cheap copy-on-write `copy()`
         self.indexes: dict[str, dict[str, Any]] = {}
 
     def copy(self) -> Store:
@@ -53,6 +53,7 @@ class Store:
         other.current = {t: dict(m) for t, m in self.current.items()}
         other.versions = dict(self.versions)
         other.history = list(self.history)
+        other.indexes = {t: {name: index.copy() for name, index in m.items()} for t, m in self.indexes.items()}
         return other
 
     def get(self, resource_type: str, id: str) -> Version | None:

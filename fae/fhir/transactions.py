@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from fae.fhir.outcome import FhirProblem
-from fae.fhir.references import TYPE_RE
+from fae.fhir.references import is_conditional_reference
 from fae.fhir.wire import FhirResponse, Request, error_response, parse_request, respond
 
 if TYPE_CHECKING:
@@ -50,11 +50,6 @@ def _reference_holders(node: object) -> list[dict]:
         elif isinstance(item, list):
             stack.extend(v for v in item if isinstance(v, (dict, list)))
     return found
-
-
-def is_conditional_reference(ref: str) -> bool:
-    head, question, _ = ref.partition("?")
-    return bool(question) and "/" not in head and bool(TYPE_RE.match(head))
 
 
 def resolve_conditional_references(resource: object, find: Callable[[str, str], list[Version]],

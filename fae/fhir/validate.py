@@ -12,7 +12,13 @@ from decimal import Decimal
 
 from fae.fhir.outcome import issue
 from fae.fhir.primitives import valid_text
-from fae.fhir.references import ID_RE, is_absolute, is_well_formed, parse_reference
+from fae.fhir.references import (
+    ID_RE,
+    is_absolute,
+    is_conditional_reference,
+    is_well_formed,
+    parse_reference,
+)
 from fae.fhir.spec import Element, Spec
 
 MAX_ISSUES = 25
@@ -176,6 +182,10 @@ class _Validator:
     def reference(self, item: dict, element: Element, expr: str) -> None:
         ref = item.get("reference")
         if not isinstance(ref, str):
+            return
+        if is_conditional_reference(ref):
+            self.add(f"{expr}.reference", f"Malformed reference {ref[:80]!r}: a conditional reference "
+                                           "(Type?query) is resolved only inside a transaction Bundle", "value")
             return
         if not is_well_formed(ref):
             self.add(f"{expr}.reference", f"Malformed reference {ref[:80]!r}: expected Type/id, "

@@ -75,6 +75,30 @@ def test_random_bodies(rtype, body, method, typed):
     check(TIMED.handle(SID, "POST", "", body=json.dumps(body).encode()))
 
 
+patch_ops = st.lists(st.fixed_dictionaries(
+    {"op": st.sampled_from(["add", "remove", "replace", "move", "copy", "test", "x"])},
+    optional={"path": st.sampled_from(["", "/", "/name", "/name/0", "/name/-", "/name/0/family", "/id",
+                                       "/gender", "/meta", "/x~1y", "/name/01"]) | st.text(max_size=10),
+              "from": st.sampled_from(["/name", "/name/0", "/birthDate", ""]),
+              "value": json_values}), max_size=6)
+
+
+@SETTINGS
+@given(ops=patch_ops | json_values, fhirpath=st.booleans())
+def test_random_patches(ops, fhirpath):
+    if fhirpath:
+        body = {"resourceType": "Parameters", "parameter": [{"name": "operation", "part": [
+            {"name": "type", "valueCode": str(op.get("op"))}, {"name": "path", "valueString": str(op.get("path"))},
+            {"name": "value", "valueString": str(op.get("value"))}]} for op in ops if isinstance(op, dict)]
+            if isinstance(ops, list) else ops}
+        headers = None
+    else:
+        body, headers = ops, {"Content-Type": "application/json-patch+json"}
+    resp = TIMED.handle(SID, "PATCH", "Patient/p", headers=headers, body=json.dumps(body).encode())
+    check(resp)
+    assert resp.status != 200 or resp.json()["id"] == "p"
+
+
 @SETTINGS
 @given(raw=st.binary(max_size=200))
 def test_random_bytes(raw):

@@ -262,8 +262,9 @@ def test_a_slow_request_does_not_stall_other_sandboxes():
         done: list[int] = []
 
         def slow_write() -> None:
-            done.append(http.post(f"{server.url}/sandbox/slow/fhir/Patient",
-                                  json={"resourceType": "Patient"}).status_code)
+            with httpx.Client(timeout=90) as own:  # its own client: one client per thread
+                done.append(own.post(f"{server.url}/sandbox/slow/fhir/Patient",
+                                     json={"resourceType": "Patient"}).status_code)
 
         clock.armed.set()
         writer = threading.Thread(target=slow_write)
@@ -279,3 +280,24 @@ def test_a_slow_request_does_not_stall_other_sandboxes():
     assert listing.status_code == 200
     assert finished_before_release == [], "the slow request finished early: the gate did not hold it"
     assert done == [201], f"slow request answered {done}"
+
+
+def test_index_copies_are_isolated_from_failed_transactions_and_clones(engine):
+    sid = engine.create_sandbox(bundle({"resourceType": "Patient", "id": "a",
+                                        "identifier": [{"system": "urn:mrn", "value": "1"}]}))
+    cond = {"If-None-Exist": "identifier=urn:mrn|9"}
+    assert post(engine, sid, "Patient", {"resourceType": "Patient"}, {"If-None-Exist": "identifier=urn:mrn|1"}).status == 200
+    failing = {"resourceType": "Bundle", "type": "transaction", "entry": [
+        {"resource": {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": "9"}]},
+         "request": {"method": "POST", "url": "Patient"}},
+        {"resource": {"resourceType": "Patient", "id": "a", "gender": "sometimes"},
+         "request": {"method": "PUT", "url": "Patient/a"}}]}
+    assert post(engine, sid, "", failing).status == 422
+    # the failed transaction's copy saw identifier 9; the sandbox's own index must not
+    assert post(engine, sid, "Patient", {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": "9"}]},
+                cond).status == 201
+    clone = engine.clone_sandbox(sid)
+    assert engine.handle(clone, "DELETE", "Patient", "identifier=urn:mrn|9").status == 200
+    assert post(engine, clone, "Patient", {"resourceType": "Patient"}, cond).status == 201
+    assert post(engine, sid, "Patient", {"resourceType": "Patient"}, cond).status == 200, "clone's delete leaked"
+    assert post(engine, sid, "Patient", {"resourceType": "Patient"}, {"If-None-Exist": "identifier=urn:mrn|1"}).status == 200

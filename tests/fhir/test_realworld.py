@@ -106,7 +106,7 @@ def test_conditional_reference_with_unknown_parameter_is_refused(engine, with_pr
 
 def test_conditional_reference_outside_a_transaction_is_still_malformed(engine, with_practitioners):
     resp = post(engine, with_practitioners, "Encounter", encounter("Patient/x", "480"))
-    assert resp.status == 422 and "Malformed reference" in resp.body.decode()
+    assert resp.status == 422 and "only inside a transaction" in resp.body.decode(), resp.body
 
 
 # ---- one entry limit for seeds and posts ----------------------------------------------------
