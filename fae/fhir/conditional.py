@@ -20,7 +20,7 @@ from fae.fhir.search import (
     version_index,
 )
 from fae.fhir.spec import SearchParam
-from fae.fhir.store import Store, Version
+from fae.fhir.versions import Store, Version
 
 _PIPE = "|"
 

@@ -19,7 +19,7 @@ from fae.fhir.sandboxes import Sandbox
 from fae.fhir.search import SearchContext
 from fae.fhir.shaping import select_elements, summarise, summary_mode
 from fae.fhir.spec import Spec
-from fae.fhir.store import Version, next_version, put_resource
+from fae.fhir.versions import Version, next_version, put_resource
 from fae.fhir.transactions import DEFAULT_MAX_ENTRIES
 from fae.fhir.validate import validate_resource
 from fae.fhir.wire import Clock, FhirResponse, Request, instant, respond

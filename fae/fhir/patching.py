@@ -10,7 +10,7 @@ from fae.fhir.fhirpatch import apply_fhirpath_patch
 from fae.fhir.jsonbody import MAX_NESTING, nesting_depth_over, parse_json
 from fae.fhir.jsonpatch import apply_json_patch
 from fae.fhir.outcome import FhirProblem
-from fae.fhir.store import put_resource
+from fae.fhir.versions import put_resource
 from fae.fhir.wire import FhirResponse, Request, instant
 
 if TYPE_CHECKING:

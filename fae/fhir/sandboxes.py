@@ -13,7 +13,7 @@ from fae.fhir.outcome import FhirProblem
 from fae.fhir.references import ID_RE
 from fae.fhir.search import SearchContext
 from fae.fhir.spec import Spec
-from fae.fhir.store import Store, Version, next_version, put_resource
+from fae.fhir.versions import Store, Version, next_version, put_resource
 from fae.fhir.transactions import (
     DEFAULT_MAX_ENTRIES,
     has_conditional_references,

@@ -27,7 +27,7 @@ from fae.fhir.search_values import (
     parse_number_value,
 )
 from fae.fhir.spec import SearchParam, Spec
-from fae.fhir.store import Store, Version
+from fae.fhir.versions import Store, Version
 
 RESULT_PARAMS = {"_count", "_offset", "_sort", "_include", "_revinclude", "_summary", "_elements",
                  "_total", "_format", "_pretty", "_contained", "_containedType", "_type"}

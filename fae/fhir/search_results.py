@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 from fae.fhir.outcome import FhirProblem
 from fae.fhir.search import SearchContext, search_index
 from fae.fhir.spec import SearchParam
-from fae.fhir.store import Version
+from fae.fhir.versions import Version
 
 DEFAULT_COUNT = 20
 MAX_COUNT = 1000

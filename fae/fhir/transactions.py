@@ -23,7 +23,7 @@ from fae.fhir.wire import FhirResponse, Request, error_response, parse_request, 
 if TYPE_CHECKING:
     from fae.fhir.interactions import Interactions
     from fae.fhir.sandboxes import Sandbox
-    from fae.fhir.store import Version
+    from fae.fhir.versions import Version
 
 # the most entries one Bundle may carry, posted to a FHIR base or given as a seed (configurable)
 DEFAULT_MAX_ENTRIES = 10_000

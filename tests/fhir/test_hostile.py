@@ -13,7 +13,7 @@ import pytest
 from fae.fhir.app import create_app
 from fae.fhir.engine import FhirEngine
 from fae.fhir.primitives import is_base64, valid_text
-from fae.fhir.store import Store
+from fae.fhir.versions import Store
 from tests.fhir.conftest import LiveServer
 
 
