@@ -7,17 +7,10 @@ import random
 import pytest
 
 from fae.harness.suite_runner import plan_suite, record_suite
-from fae.store.log import EventLog
 from fae.tasks.fixture import BUILTIN_TASK
+from tests.run_report import why_not_finished
 
 RUNS = 48
-
-
-def unfinished(log_path) -> list[tuple]:
-    """Every run that did not finish, with why: the message a failing test prints."""
-    with EventLog(log_path, read_only=True) as log:
-        _, rows = log.query("SELECT run_id, status, cause, error FROM runs WHERE status <> 'finished' ORDER BY run_id")
-    return rows
 
 
 @pytest.mark.anyio
@@ -32,4 +25,4 @@ async def test_runs_idle_around_the_keep_alive_timeout_all_finish(tmp_path):
         agents.append(f"plan:{plan}")
     log_path = tmp_path / "idle.duckdb"
     result = await record_suite(log_path, plan_suite([BUILTIN_TASK], [0], agents, 1), concurrency=RUNS)
-    assert result.statuses["finished"] == RUNS, unfinished(log_path)
+    assert result.statuses["finished"] == RUNS, why_not_finished(log_path)

@@ -29,6 +29,7 @@ from fae.replay.cassette import Cassette, recorded_calls, request_key
 from fae.replay.source import load_run
 from fae.store.log import EventLog
 from fae.util.serve import serve_asgi
+from tests.run_report import why_not_finished
 
 runner = CliRunner()
 TASK = "sched-book-appointment"
@@ -69,7 +70,7 @@ def recorded(tmp_path_factory) -> dict[str, Any]:
                    timeout=10).raise_for_status()
         specs = plan_suite([TASK], [0], [AGENT], 1)
         result = anyio.run(lambda: record_suite(log, specs, llm_url=llm.base_url), backend="asyncio")
-        assert dict(result.statuses) == {"finished": 1}
+        assert dict(result.statuses) == {"finished": 1}, why_not_finished(log)
         assert anyio.run(lambda: _record_probe(log, rendered, llm.base_url), backend="asyncio") == "finished"
         root = llm.root_url
     with pytest.raises(httpx.ConnectError):  # nothing answers the model's URL any more
