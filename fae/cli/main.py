@@ -229,6 +229,18 @@ def runs(
 
 @app.command()
 @user_errors
+def migrate(log: LogOption = DEFAULT_LOG) -> None:
+    """Bring a log made by an older fae up to this fae's schema (while nothing records into it)."""
+    from fae.store.log import EventLog
+
+    if not log.exists():
+        raise FaeError(f"no log at {log}")
+    with EventLog(log) as opened:
+        out.print(f"{log}: schema version {opened.schema_version()}", markup=False)
+
+
+@app.command()
+@user_errors
 def show(
     run_id: Annotated[str, typer.Argument(help="The run to show.")],
     log: LogOption = DEFAULT_LOG,

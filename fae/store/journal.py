@@ -44,8 +44,8 @@ _PREFIX = ".journal-"
 
 
 def segments(log_path: Path) -> list[Path]:
-    """The journal segments of a log, oldest first."""
-    return sorted(log_path.parent.glob(log_path.name + _PREFIX + "*"))
+    """The journal segments of a log, oldest first; a link planted among them is never read."""
+    return sorted(p for p in log_path.parent.glob(log_path.name + _PREFIX + "*") if not p.is_symlink())
 
 
 def read_segment(path: Path) -> Iterator[Batch]:

@@ -20,6 +20,7 @@ import duckdb
 
 from fae.errors import SchemaTooNew, StoreError
 from fae.store import schema
+from fae.store.files import keep_private, make_private, refuse_link
 
 RUN_STATUSES = ("running", "finished", "failed", "errored", "interrupted")
 
@@ -120,6 +121,11 @@ class EventLog:
         self.read_only = read_only
         if read_only and not self.path.exists():
             raise StoreError(f"no log at {self.path}")
+        wal = self.path.with_name(self.path.name + ".wal")
+        if not read_only:
+            refuse_link(self.path, "log")
+            refuse_link(wal, "the log's WAL")
+            keep_private()  # DuckDB re-creates the WAL after each checkpoint
         try:
             self.con = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.Error as exc:
@@ -128,6 +134,9 @@ class EventLog:
             raise StoreError(f"cannot open log {self.path}: {exc}") from None
         self._lock = threading.Lock()
         try:
+            if not read_only:
+                make_private(self.path)
+                make_private(wal)
             self._migrate()
             self._known_blobs: set[str] = set()
             if not read_only:
@@ -145,8 +154,9 @@ class EventLog:
     def schema_version(self) -> int:
         tables = {t for (t,) in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         if "schema_version" not in tables:
-            if tables & {"runs", "events"}:
-                raise StoreError(f"{self.path} is a DuckDB file but not a fae log")
+            if tables:  # someone else's database: fae's tables never go in beside theirs
+                raise StoreError(f"{self.path} is a DuckDB file with other tables and no fae schema, not a fae "
+                                 f"log; record into a new file")
             return 0
         row = self.con.execute("SELECT max(version) FROM schema_version").fetchone()
         return int(row[0] or 0)
@@ -161,8 +171,8 @@ class EventLog:
         if self.read_only:
             if version < schema.LATEST_VERSION:
                 raise StoreError(
-                    f"log {self.path} has schema version {version}; open it once for writing "
-                    f"(e.g. `fae runs`) while nothing records to migrate it"
+                    f"log {self.path} has schema version {version}, older than this fae's "
+                    f"({schema.LATEST_VERSION}); run `fae migrate --log {self.path}` while nothing records"
                 )
             return
         if version == 0:
