@@ -13,6 +13,7 @@ from rich.table import Table
 from fae.errors import StoreError
 
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 240)
 
 LogOption = Annotated[Path, typer.Option("--log", "-l", help="The DuckDB event log.", envvar="FAE_LOG")]
 RunsOption = Annotated[str | None, typer.Option(
@@ -25,12 +26,17 @@ def rejudge(
     judge: Annotated[str | None, typer.Option("--judge", "-j", help="One judge (default: every default judge).")] = None,
     rule: Annotated[list[str], typer.Option("--rule", "-r", help="A rule as key=value (repeatable).")] = [],
     runs: RunsOption = None,
+    chunk: Annotated[int, typer.Option(min=1, help="Runs judged per transaction (progress shows after each).")] = 500,
 ) -> None:
     """Judge recorded runs again from the log alone and append the verdicts (old ones are kept)."""
     from fae.judge.registry import parse_rules
     from fae.judge.rejudge import rejudge as run_rejudge
 
-    result = run_rejudge(log, judge_name=judge, overrides=parse_rules(rule), runs=runs)
+    def progress(judged: int, planned: int) -> None:
+        err.print(f"judged {judged} of {planned} runs", markup=False)
+
+    result = run_rejudge(log, judge_name=judge, overrides=parse_rules(rule), runs=runs, chunk=chunk,
+                         on_progress=progress)
     table = Table(title=f"rejudged {result.runs} runs into {log} (batch {result.batch})")
     for column in ("judge", "rule set", "outcome", "runs"):
         table.add_column(column)
@@ -58,6 +64,10 @@ def compare(
             raise StoreError(f"log {log} is being recorded; compare it when the recording ends")
         result = run_compare(reader, parse_rules([old] if old else []), parse_rules([new] if new else []),
                              judge_name=judge, runs=runs)
+    for batch, judged, planned in result.incomplete_batches:
+        err.print(f"warning: verdict batch {batch} is incomplete ({judged} of {planned} runs judged; its "
+                  f"rejudge stopped before the end): its verdicts are left out and those runs judged now",
+                  markup=False)
     out.print(f"{result.runs} runs; {result.computed} verdicts judged now (not in the log)")
     for item in result.judges:
         table = Table(title=f"{item.judge}: {rules_text(item.old_rules)} → {rules_text(item.new_rules)}")

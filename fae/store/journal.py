@@ -27,7 +27,8 @@ from pathlib import Path
 import msgspec
 
 from fae.errors import StoreError
-from fae.store.log import Batch, EventRow, RunRow, RunUpdate, VerdictRow
+from fae.store.log import (Batch, EventRow, RunRow, RunUpdate, VerdictBatchCompleted, VerdictBatchStarted,
+                          VerdictRow)
 
 
 class _Record(msgspec.Struct, array_like=True):
@@ -36,6 +37,8 @@ class _Record(msgspec.Struct, array_like=True):
     events: list[EventRow]
     updates: list[RunUpdate]
     verdicts: list[VerdictRow]
+    verdict_batches: list[VerdictBatchStarted] = []
+    completed_batches: list[VerdictBatchCompleted] = []
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -62,7 +65,8 @@ def read_segment(path: Path) -> Iterator[Batch]:
             return
         offset += 4 + size
         yield Batch(blobs=record.blobs, runs=record.runs, events=record.events,
-                    updates=record.updates, verdicts=record.verdicts)
+                    updates=record.updates, verdicts=record.verdicts,
+                    verdict_batches=record.verdict_batches, completed_batches=record.completed_batches)
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -100,7 +104,9 @@ class Journal:
         if self._fd is None:
             self._open()
         payload = _encoder.encode(_Record(blobs=batch.blobs, runs=batch.runs, events=batch.events,
-                                          updates=batch.updates, verdicts=batch.verdicts))
+                                          updates=batch.updates, verdicts=batch.verdicts,
+                                          verdict_batches=batch.verdict_batches,
+                                          completed_batches=batch.completed_batches))
         record = len(payload).to_bytes(4, "big") + payload
         try:
             written = os.write(self._fd, record)  # type: ignore[arg-type]

@@ -86,6 +86,26 @@ class VerdictRow:
     batch: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class VerdictBatchStarted:
+    """A verdict batch (a ``fae rejudge``) began: until it is completed, its verdicts are partial."""
+
+    batch: str
+    kind: str
+    started_at: datetime
+    planned_runs: int
+    judges: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictBatchCompleted:
+    """A verdict batch wrote its last verdicts (in the same transaction as this row)."""
+
+    batch: str
+    completed_at: datetime
+    judged_runs: int
+
+
 @dataclass(slots=True)
 class Batch:
     """Everything one transaction writes."""
@@ -95,9 +115,12 @@ class Batch:
     events: list[EventRow] = field(default_factory=list)
     updates: list[RunUpdate] = field(default_factory=list)
     verdicts: list[VerdictRow] = field(default_factory=list)
+    verdict_batches: list[VerdictBatchStarted] = field(default_factory=list)
+    completed_batches: list[VerdictBatchCompleted] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.blobs or self.runs or self.events or self.updates or self.verdicts)
+        return bool(self.blobs or self.runs or self.events or self.updates or self.verdicts
+                    or self.verdict_batches or self.completed_batches)
 
     def extend(self, other: Batch) -> None:
         self.blobs.update(other.blobs)
@@ -105,6 +128,8 @@ class Batch:
         self.events.extend(other.events)
         self.updates.extend(other.updates)
         self.verdicts.extend(other.verdicts)
+        self.verdict_batches.extend(other.verdict_batches)
+        self.completed_batches.extend(other.completed_batches)
 
 
 def _is_lock_error(exc: Exception) -> bool:
@@ -244,6 +269,12 @@ class EventLog:
                         [update.status, update.ended_at, update.stop_reason, update.error, update.cause,
                          update.run_id],
                     )
+                for started in batch.verdict_batches:
+                    con.execute(
+                        "INSERT INTO verdict_batches (batch, kind, judges, planned_runs, started_at)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        [started.batch, started.kind, json.dumps(started.judges, sort_keys=True),
+                         started.planned_runs, started.started_at])
                 if batch.verdicts:
                     with con.appender("verdicts") as appender:
                         appender.append_rows(
@@ -252,6 +283,9 @@ class EventLog:
                              v.judged_at, v.batch)
                             for v in batch.verdicts
                         )
+                for completed in batch.completed_batches:
+                    con.execute("UPDATE verdict_batches SET completed_at = ?, judged_runs = ? WHERE batch = ?",
+                                [completed.completed_at, completed.judged_runs, completed.batch])
                 if segment is not None:
                     con.execute("INSERT INTO journal_applied VALUES (?, ?)", [segment, datetime.now(UTC)])
                 con.execute("COMMIT")
