@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -75,13 +76,21 @@ def _exit_now(signum: int) -> None:
 
 @contextmanager
 def catch_stop_signals() -> Iterator[StopRequest]:
-    """Turn SIGINT/SIGTERM into a ``StopRequest`` for the block (main thread only); restore after."""
+    """Turn SIGINT/SIGTERM into a ``StopRequest`` for the block; restore after.
+
+    Only the main thread may set signal handlers: elsewhere the request is never set.
+    """
     stop = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
 
     def handle(signum: int, _frame: object) -> None:
         if stop.requested:
             _exit_now(signum)
         stop.request(signum)
+        os.write(2, f"{signal.Signals(signum).name}: stopping; no new run starts and the runs in flight "
+                    f"are stored interrupted (a second signal exits at once)\n".encode())
 
     previous = {sig: signal.signal(sig, handle) for sig in STOP_SIGNALS}
     try:
