@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
 import signal
-import socket
 
 import anyio
 import pytest
@@ -34,9 +34,10 @@ def test_the_embedded_llm_server_keeps_idle_connections_past_the_proxy():
         assert server._server.config.timeout_keep_alive == KEEP_ALIVE_S
 
 
-def _get(sock: socket.socket) -> bytes:
-    sock.sendall(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
-    return sock.recv(4096)
+def _get(conn: http.client.HTTPConnection) -> tuple[int, bytes]:
+    conn.request("GET", "/")
+    reply = conn.getresponse()
+    return reply.status, reply.read()
 
 
 @pytest.mark.anyio
@@ -44,11 +45,15 @@ async def test_an_idle_connection_outlives_uvicorns_default_keep_alive():
     # uvicorn's default closes an idle connection after 5 s: a client (the proxy) that reuses one
     # at that moment gets "server closed connection". Idle 6 s, then reuse the same socket.
     async with serve_asgi(_app()) as port:
-        sock = socket.create_connection(("127.0.0.1", port))
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         try:
-            assert b"200 OK" in await anyio.to_thread.run_sync(_get, sock)
+            assert await anyio.to_thread.run_sync(_get, conn) == (200, b"ok")
+            first = conn.sock
             await anyio.sleep(6)
-            again = await anyio.to_thread.run_sync(_get, sock)
-            assert b"200 OK" in again, f"the server closed the idle connection: {again!r}"
+            try:
+                again = await anyio.to_thread.run_sync(_get, conn)
+            except (http.client.RemoteDisconnected, ConnectionError) as exc:
+                pytest.fail(f"the server closed the idle connection: {exc!r}")
+            assert again == (200, b"ok") and conn.sock is first
         finally:
-            sock.close()
+            conn.close()
