@@ -11,7 +11,7 @@ from fae.store.files import keep_private, remove_stale
 from fae.store.log import EventLog
 from fae.store.schema import VIEWS
 
-TABLES = ("runs", "events", "blobs", "verdicts")
+TABLES = ("runs", "events", "blobs", "verdicts", "verdict_batches")
 
 
 def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Path, int]]:
