@@ -112,9 +112,14 @@ def _rules(rules: Mapping[str, Any] | str | Sequence[str] | None) -> dict[str, A
 
 
 def rejudge(log: str | Path, *, judge_name: str | None = None,
-            rules: Mapping[str, Any] | str | Sequence[str] | None = None, runs: str | None = None) -> RejudgeResult:
-    """Judge recorded runs again from the log alone and append the verdicts as one batch."""
-    return _rejudge(log, judge_name=judge_name, overrides=_rules(rules), runs=runs)
+            rules: Mapping[str, Any] | str | Sequence[str] | None = None, runs: str | None = None,
+            chunk: int = 500, on_progress: Callable[[int, int], None] | None = None) -> RejudgeResult:
+    """Judge recorded runs again from the log alone and append the verdicts as one batch.
+
+    ``on_progress(judged, planned)`` is called after each chunk of ``chunk`` runs is written.
+    """
+    return _rejudge(log, judge_name=judge_name, overrides=_rules(rules), runs=runs, chunk=chunk,
+                    on_progress=on_progress)
 
 
 def compare(log: str | Path, old: Mapping[str, Any] | str | None, new: Mapping[str, Any] | str | None, *,

@@ -6,13 +6,14 @@ from typer.testing import CliRunner
 
 from fae.cli import app
 from fae.store.log import EventLog
+from tests.run_report import why_not_finished
 
 
 def test_demo_records_judges_rejudges_and_compares(tmp_path):
     log = tmp_path / "demo.duckdb"
     result = CliRunner().invoke(app, ["demo", "--log", str(log)])
     assert result.exit_code == 0, result.output
-    assert "recorded 17 runs" in result.output and "'finished': 17" in result.output
+    assert "recorded 17 runs" in result.output and "'finished': 17" in result.output, why_not_finished(log)
     assert "1 runs flipped" in result.output
     assert "wv-register-patient.v0.scenario-scripted-fix.r0" in result.output
     with EventLog(log, read_only=True) as opened:

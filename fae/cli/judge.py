@@ -7,8 +7,9 @@ from typing import Annotated, Any
 
 import typer
 
-from fae.cli.console import out, rules_label, table
+from fae.cli.console import err, out, rules_label, table
 from fae.cli.options import LogOption, RunsOption
+from fae.cli.progress import progress
 
 
 
@@ -18,11 +19,20 @@ def rejudge(
     judge: Annotated[str | None, typer.Option("--judge", "-j", help="One judge (default: every default judge).")] = None,
     rule: Annotated[list[str], typer.Option("--rule", "-r", help="A rule as key=value (repeatable).")] = [],
     runs: RunsOption = None,
+    chunk: Annotated[int, typer.Option(min=1, help="Runs judged per transaction (progress shows after each).")] = 500,
 ) -> None:
     """Judge recorded runs again from the log alone and append the verdicts (old ones are kept)."""
     from fae import api
 
-    print_rejudged(api.rejudge(log, judge_name=judge, rules=rule, runs=runs), log, judge_name=judge, rules=rule)
+    with progress("rejudging", 0) as step:
+        seen = [0]
+
+        def report(judged: int, planned: int) -> None:
+            step(judged - seen[0], total=planned)
+            seen[0] = judged
+
+        result = api.rejudge(log, judge_name=judge, rules=rule, runs=runs, chunk=chunk, on_progress=report)
+    print_rejudged(result, log, judge_name=judge, rules=rule)
 
 
 def print_rejudged(result: Any, log: Path, *, judge_name: str | None = None, rules: Any = None) -> None:
@@ -61,6 +71,10 @@ def print_comparison(result: Any, show: int) -> None:
     """The tables ``fae compare`` prints: transitions, flipped runs, harms against the oracle."""
     from fae.judge.compare import rules_text
 
+    for batch, judged, planned in result.incomplete_batches:
+        err.print(f"warning: verdict batch {batch} is incomplete ({judged} of {planned} runs judged; its "
+                  f"rejudge stopped before the end): its verdicts are left out and those runs judged now",
+                  markup=False)
     out.print(f"{result.runs} runs; {result.computed} verdicts judged now (not in the log)")
     for item in result.judges:
         transitions = table(["old outcome", "new outcome", "runs"],

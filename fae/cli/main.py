@@ -17,6 +17,7 @@ from fae.cli.console import err, out, print_rows
 from fae.cli.progress import progress
 from fae.cli.options import DEFAULT_LOG, LogOption, RunsOption
 from fae.errors import FaeError
+from fae.harness.interrupt import RESUME_HINT, catch_stop_signals
 
 app = typer.Typer(help="fae: record, replay and judge LLM agents that act on FHIR servers.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
@@ -50,7 +51,7 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             err.print(f"[red]error:[/red] {found}", markup=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
-            err.print("interrupted; `fae record --resume` finishes the suite")
+            err.print(f"interrupted; {RESUME_HINT}")
             raise typer.Exit(130) from None
 
     return wrapper
@@ -127,7 +128,13 @@ def record(
         help="gold, plan:PATH, scenario:NAME or langchain:CONFIG[@MODEL] (repeatable; docs/agents.md).")] = [],
     repeats: Annotated[int, typer.Option(min=1, help="Repeats of each (task, variation, agent).")] = 1,
     concurrency: Annotated[int, typer.Option(min=1, help="Runs at once.")] = 4,
-    resume: Annotated[bool, typer.Option(help="Finish an interrupted suite; done runs are kept.")] = False,
+    resume: Annotated[bool, typer.Option(
+        help="Finish an interrupted suite: finished runs and runs that errored on the agent's own fault "
+             "are kept; interrupted and failed runs are recorded again.")] = False,
+    retry_errored: Annotated[bool, typer.Option(
+        help="With --resume, record again runs that errored on the agent's own fault too.")] = False,
+    fsync: Annotated[bool, typer.Option(
+        help="fsync every journal append before answering (survives power loss; slower).")] = False,
     fhir_url: Annotated[str | None, typer.Option(help="External FHIR base instead of the embedded one.")] = None,
     llm_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.", envvar="OPENAI_BASE_URL")] = None,
     redact_header: Annotated[list[str], typer.Option(help="Another header to redact.")] = [],
@@ -148,44 +155,49 @@ def record(
              "`ensure_record` evidence=trail.")] = False,
 ) -> None:
     """Record a suite of (task, variation, agent, repeat) runs through the proxy into the log."""
-    import anyio
+    # caught before anything starts, so no embedded server or library sees them first
+    with catch_stop_signals() as stop:
+        import anyio
 
-    from fae.harness.run import Paraphrase
-    from fae.harness.stack import parse_memory_stores
-    from fae.harness.suite_runner import plan_suite, record_suite
-    from fae.recorder.redact import Redactor
+        from fae.harness.run import Paraphrase
+        from fae.harness.stack import parse_memory_stores
+        from fae.harness.suite_runner import plan_suite, record_suite
+        from fae.recorder.redact import Redactor
 
-    llm_options = {k: v for k, v in (("model", model), ("api_key", api_key)) if v}
-    memory_stores = parse_memory_stores(memory)
-    try:
-        variation_list = _split_ints(variations)
-    except ValueError as exc:
-        raise FaeError(f"--variations {variations!r} is not a list like 0,1 or 0-2 ({exc})") from None
-    specs = plan_suite(_task_ids(task), variation_list, agent or ["gold"], repeats, suite)
-    redactor = Redactor.with_extra(headers=redact_header, query_params=redact_param)
-    with progress("recording", len(specs)) as step:
+        llm_options = {k: v for k, v in (("model", model), ("api_key", api_key)) if v}
+        memory_stores = parse_memory_stores(memory)
+        try:
+            variation_list = _split_ints(variations)
+        except ValueError as exc:
+            raise FaeError(f"--variations {variations!r} is not a list like 0,1 or 0-2 ({exc})") from None
+        specs = plan_suite(_task_ids(task), variation_list, agent or ["gold"], repeats, suite)
+        redactor = Redactor.with_extra(headers=redact_header, query_params=redact_param)
+        with progress("recording", len(specs)) as step:
 
-        def advance(spec: Any, status: str) -> None:
-            step(1, f"{spec.run_id}: {status}")
+            def advance(spec: Any, status: str) -> None:
+                step(1, f"{spec.run_id}: {status}")
 
-        result = anyio.run(functools.partial(
-            record_suite, log, specs, resume=resume, concurrency=concurrency, fhir_url=fhir_url,
-            llm_url=llm_url, redactor=redactor, on_progress=advance, memory_stores=memory_stores,
-            llm_options=llm_options,
-            paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
-            audit_events=audit_events))
-    table = Table(title=f"recorded into {log}")
-    table.add_column("planned", justify="right")
-    table.add_column("already done", justify="right")
-    for status in ("finished", "errored", "failed"):
-        table.add_column(status, justify="right")
-    table.add_column("marked interrupted", justify="right")
-    table.add_row(str(result.planned), str(result.skipped),
-                  *(str(result.statuses.get(s, 0)) for s in ("finished", "errored", "failed")),
-                  str(result.interrupted_marked))
-    out.print(table)
-    if result.statuses.get("failed"):
-        raise typer.Exit(2)
+            result = anyio.run(functools.partial(
+                record_suite, log, specs, resume=resume, concurrency=concurrency, fhir_url=fhir_url,
+                llm_url=llm_url, redactor=redactor, on_progress=advance, memory_stores=memory_stores,
+                llm_options=llm_options,
+                paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
+                audit_events=audit_events, stop=stop, retry_errored=retry_errored, fsync=fsync))
+        table = Table(title=f"recorded into {log}")
+        table.add_column("planned", justify="right")
+        table.add_column("already done", justify="right")
+        for status in ("finished", "errored", "failed", "interrupted"):
+            table.add_column(status, justify="right")
+        table.add_column("marked interrupted", justify="right")
+        table.add_row(str(result.planned), str(result.skipped),
+                      *(str(result.statuses.get(s, 0)) for s in ("finished", "errored", "failed", "interrupted")),
+                      str(result.interrupted_marked))
+        out.print(table)
+        if stop.requested:  # also when the signal came as the stack was closing
+            err.print(f"stopped by {stop.signal_name}: runs in flight are stored interrupted; {RESUME_HINT}")
+            raise typer.Exit(stop.exit_code)
+        if result.statuses.get("failed"):
+            raise typer.Exit(2)
 
 
 def _reader(log: Path):
@@ -220,6 +232,18 @@ def runs(
     with _reader(log) as reader:
         columns, rows = reader.query(sql, [*params, limit])
     print_rows(columns, rows, title=f"{len(rows)} runs")
+
+
+@app.command()
+@user_errors
+def migrate(log: LogOption = DEFAULT_LOG) -> None:
+    """Bring a log made by an older fae up to this fae's schema (while nothing records into it)."""
+    from fae.store.log import EventLog
+
+    if not log.exists():
+        raise FaeError(f"no log at {log}")
+    with EventLog(log) as opened:
+        out.print(f"{log}: schema version {opened.schema_version()}", markup=False)
 
 
 @app.command()

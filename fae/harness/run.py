@@ -8,12 +8,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import httpx
 
 from fae.agents.base import Agent, AgentContext, AgentError, AgentResult
 from fae.plan import HTTP_ACTORS
 from fae.errors import FaeError, PlanError
 from fae.fhir.audit import IDENTITY_HEADER
+from fae.harness.interrupt import StopRequest
 from fae.harness.stack import Stack, sandbox_id
 from fae.mcp.fhir_links import link_url, rebase_link, server_base_path
 from fae.store import events as ev
@@ -214,12 +216,99 @@ async def _paraphrase(stack: Stack, client: httpx.AsyncClient, spec: RunSpec, re
     return paraphrased(rendered, text) if prompt is not None else rendered
 
 
-async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent,
-                      paraphrase: Paraphrase | None = None) -> str:
-    """Record one run from start to close; returns its final status."""
+@dataclass
+class _Outcome:
+    """How a run is ending, and who ended it if it did not finish."""
+
+    status: str = "finished"
+    stop_reason: str | None = "answered"
+    error: str | None = None
+    cause: str | None = None
+
+    def fail(self, status: str, error: str, cause: str) -> None:
+        self.status, self.error, self.cause = status, error, cause
+
+
+async def _blame(stack: Stack) -> str:
+    """Who a harness-side failure belongs to: the stack if a part of it stopped answering, else the harness."""
+    return "stack" if await stack.unreachable() else "harness"
+
+
+async def _agent_failed(stack: Stack, outcome: _Outcome, error: str) -> None:
+    """The agent raised: its own fault while the stack answers; the stack's when a part of it is down."""
+    broken = await stack.unreachable()
+    if broken is None:
+        outcome.fail("errored", error, "agent")
+    else:
+        outcome.fail("failed", f"{broken} stopped answering; the agent then failed: {error}", "stack")
+
+
+async def _play(stack: Stack, client: httpx.AsyncClient, spec: RunSpec, rendered: Any, agent: Agent,
+                paraphrase: Paraphrase | None, started: datetime, outcome: _Outcome) -> None:
+    """Seed, let the agent work, capture the state, judge live, drop the sandbox."""
     writer = stack.writer
+    await _seed(stack, client, spec, rendered.seed_bundle)
+    if paraphrase is not None:
+        rendered = await _paraphrase(stack, client, spec, rendered, paraphrase)
+    ctx = AgentContext(run_id=spec.run_id, prompt=rendered.prompt, now=rendered.now,
+                       mcp_url=stack.mcp_url(spec.run_id), llm_base_url=stack.llm_base(spec.run_id),
+                       gold_plan=getattr(rendered, "gold_plan", None),
+                       extra_mcp=stack.extra_mcp(spec.run_id),
+                       fhir_bases={a: stack.fhir_base(spec.run_id, a) for a in HTTP_ACTORS},
+                       fhir_direct=_direct_base(stack, spec.run_id), variation=spec.variation)
+    try:
+        result = await agent.run(ctx)
+    except (AgentError, PlanError) as exc:
+        result = AgentResult(answer=None, stop_reason="errored")
+        await _agent_failed(stack, outcome, str(exc))
+    except Exception as exc:  # an agent's own failure ends its run, never the suite
+        result = AgentResult(answer=None, stop_reason="errored")
+        await _agent_failed(stack, outcome, f"agent failed: {_describe(exc)}")
+    outcome.stop_reason = result.stop_reason
+    await writer.write(events=[Stamped(spec.run_id, ev.AnswerGiven(
+        text=result.answer, stop_reason=result.stop_reason), actor="agent")])
+    resources = await capture_state(stack, client, spec.run_id)
+    body = json.dumps(resources, sort_keys=True).encode()
+    digest = blob_hash(body)
+    await writer.write(events=[Stamped(spec.run_id, ev.StateCaptured(
+        resource_count=len(resources), state_blob=digest), actor="harness")], blobs={digest: body})
+    if stack.audit_events:
+        await read_audit_trail(stack, client, spec.run_id, started)
+    await _judge_live(stack, spec.run_id)
+
+
+async def _drop_sandbox(stack: Stack, client: httpx.AsyncClient, spec: RunSpec) -> None:
+    """Delete the run's sandbox on the embedded server, whatever became of the run."""
+    if stack.embedded:
+        try:
+            await client.delete(stack.fhir_root(spec.run_id, "harness") + f"sandbox/{sandbox_id(spec.run_id)}")
+        except httpx.HTTPError:
+            pass  # the stack is going or gone; its sandboxes go with it
+
+
+async def _close_run(stack: Stack, spec: RunSpec, outcome: _Outcome) -> None:
+    ended = _now()
+    final: ev.Event
+    if outcome.status == "finished":
+        final = ev.RunFinished(stop_reason=outcome.stop_reason or "answered")
+    else:
+        final = ev.RunFailed(status=outcome.status, reason=outcome.error or "unknown", cause=outcome.cause)
+    await stack.writer.write(
+        events=[Stamped(spec.run_id, final, actor="harness", wall_time=ended)],
+        updates=[RunUpdate(run_id=spec.run_id, status=outcome.status, ended_at=ended,
+                           stop_reason=outcome.stop_reason, error=outcome.error, cause=outcome.cause)])
+
+
+async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent,
+                      paraphrase: Paraphrase | None = None, stop: StopRequest | None = None) -> str:
+    """Record one run from start to close; returns its final status.
+
+    A run that does not finish names its ``cause``: ``agent`` (its own upstream fault; status
+    errored), ``harness`` or ``stack`` (status failed), ``signal`` (cancelled by ``stop``; status
+    interrupted). Its sandbox is deleted whatever the outcome.
+    """
     started = _now()
-    await writer.write(
+    await stack.writer.write(
         runs=[RunRow(run_id=spec.run_id, task_id=spec.task_id, variation=spec.variation, agent=spec.agent,
                      repeat=spec.repeat, suite=spec.suite, agent_config=agent.config(), started_at=started)],
         events=[Stamped(spec.run_id, ev.RunStarted(
@@ -227,56 +316,25 @@ async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent,
             agent_config=agent.config(), task_now=rendered.now.isoformat(), prompt=rendered.prompt),
             actor="harness", wall_time=started)],
     )
-    status, stop_reason, error = "finished", "answered", None
-    async with httpx.AsyncClient(timeout=60) as client:
-        try:
-            await _seed(stack, client, spec, rendered.seed_bundle)
-            if paraphrase is not None:
-                rendered = await _paraphrase(stack, client, spec, rendered, paraphrase)
-            ctx = AgentContext(run_id=spec.run_id, prompt=rendered.prompt, now=rendered.now,
-                               mcp_url=stack.mcp_url(spec.run_id), llm_base_url=stack.llm_base(spec.run_id),
-                               gold_plan=getattr(rendered, "gold_plan", None),
-                               extra_mcp=stack.extra_mcp(spec.run_id),
-                               fhir_bases={a: stack.fhir_base(spec.run_id, a) for a in HTTP_ACTORS},
-                               fhir_direct=_direct_base(stack, spec.run_id), variation=spec.variation)
+    outcome = _Outcome()
+    try:
+        async with httpx.AsyncClient(timeout=60) as client:
             try:
-                result = await agent.run(ctx)
-            except AgentError as exc:
-                result = AgentResult(answer=None, stop_reason="errored")
-                status, error = "errored", str(exc)
-            except PlanError as exc:
-                result = AgentResult(answer=None, stop_reason="errored")
-                status, error = "errored", str(exc)
-            except Exception as exc:  # an agent's own failure ends its run, never the suite
-                result = AgentResult(answer=None, stop_reason="errored")
-                status, error = "errored", f"agent failed: {_describe(exc)}"
-            stop_reason = result.stop_reason
-            await writer.write(events=[Stamped(spec.run_id, ev.AnswerGiven(
-                text=result.answer, stop_reason=result.stop_reason), actor="agent")])
-            resources = await capture_state(stack, client, spec.run_id)
-            body = json.dumps(resources, sort_keys=True).encode()
-            digest = blob_hash(body)
-            await writer.write(events=[Stamped(spec.run_id, ev.StateCaptured(
-                resource_count=len(resources), state_blob=digest), actor="harness")], blobs={digest: body})
-            if stack.audit_events:
-                await read_audit_trail(stack, client, spec.run_id, started)
-            await _judge_live(stack, spec.run_id)
-            if stack.embedded:
-                await client.delete(stack.fhir_root(spec.run_id, "harness") + f"sandbox/{sandbox_id(spec.run_id)}")
-        except FaeError as exc:
-            status, error = "failed", str(exc)
-        except httpx.HTTPError as exc:
-            status, error = "failed", f"harness HTTP error: {exc!r}"
-    ended = _now()
-    final: ev.Event
-    if status == "finished":
-        final = ev.RunFinished(stop_reason=stop_reason)
-    else:
-        final = ev.RunFailed(status=status, reason=error or "unknown")
-    await writer.write(events=[Stamped(spec.run_id, final, actor="harness", wall_time=ended)],
-                       updates=[RunUpdate(run_id=spec.run_id, status=status, ended_at=ended,
-                                          stop_reason=stop_reason, error=error)])
-    return status
+                await _play(stack, client, spec, rendered, agent, paraphrase, started, outcome)
+            except FaeError as exc:
+                outcome.fail("failed", str(exc), await _blame(stack))
+            except httpx.HTTPError as exc:
+                outcome.fail("failed", f"harness HTTP error: {exc!r}", await _blame(stack))
+            await _drop_sandbox(stack, client, spec)
+    except anyio.get_cancelled_exc_class():
+        reason = stop.reason if stop is not None and stop.requested else "the run was cancelled"
+        outcome.fail("interrupted", reason, "signal")
+        outcome.stop_reason = None
+        with anyio.CancelScope(shield=True):
+            await _close_run(stack, spec, outcome)
+        raise
+    await _close_run(stack, spec, outcome)
+    return outcome.status
 
 
 def _describe(exc: BaseException) -> str:

@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx
+
 from fae.errors import FaeError, RecordError
 from fae.fhir.audit import IDENTITY_HEADER
 from fae.proxy.routes import Upstream
@@ -61,6 +64,25 @@ class Stack:
 
     def llm_base(self, run_id: str, actor: str = "agent") -> str | None:
         return self.proxy.url(run_id, actor, "llm", "v1").rstrip("/") if self.llm_upstream else None
+
+    async def unreachable(self, timeout_s: float = 5.0) -> str | None:
+        """The first part of the stack that accepts no connection (proxy, FHIR, MCP servers), or None.
+
+        The LLM is left out: it is the agent's own upstream, and its faults are the agent's.
+        """
+        parts = {"the recording proxy": self.proxy.base_url,
+                 **{f"the {name} upstream": upstream.base_url for name, upstream in self.proxy.upstreams.items()
+                    if upstream.kind != "llm"}}
+        for part, base in parts.items():
+            url = httpx.URL(base)
+            port = url.port or (443 if url.scheme == "https" else 80)
+            try:
+                with anyio.fail_after(timeout_s):
+                    stream = await anyio.connect_tcp(url.host, port)
+            except (OSError, TimeoutError):
+                return f"{part} ({url.host}:{port})"
+            await stream.aclose()
+        return None
 
     def extra_mcp(self, run_id: str, actor: str = "agent") -> dict[str, str]:
         """Proxied URLs of the extra MCP servers (``specs``, ``memory:NAME``) for ``AgentContext.extra_mcp``."""
@@ -137,7 +159,7 @@ async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_u
                      redactor: Redactor | None = None,
                      memory_stores: Mapping[str, Path] | None = None,
                      fhir_engine: Any | None = None,
-                     audit_events: bool = False) -> AsyncIterator[Stack]:
+                     audit_events: bool = False, fsync: bool = False) -> AsyncIterator[Stack]:
     """Start everything a recording needs; yields when all of it is listening.
 
     ``memory_stores`` names Reflexion memory store directories (e.g. ``{"spec": Path(...)}``);
@@ -146,13 +168,14 @@ async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_u
     passes one that hands out the recorded resource ids).
     ``audit_events`` turns the embedded server's AuditEvent trail on (each actor audited under its
     own name); with ``fhir_url`` it says that the external server keeps one. Either way the harness
-    reads the trail back through the proxy after each run.
+    reads the trail back through the proxy after each run. ``fsync``: every journal append reaches
+    the disk before the writer answers (survives power loss, at a cost per exchange).
     """
     memory_apps = _memory_apps(memory_stores or {})
     async with AsyncExitStack() as stack:
         log = stack.enter_context(EventLog(log_path))
         stack.enter_context(LiveQueryServer(log))
-        writer = await stack.enter_async_context(open_writer(log))
+        writer = await stack.enter_async_context(open_writer(log, fsync=fsync))
         upstreams: dict[str, Upstream] = {}
         embedded = fhir_url is None
         if embedded:

@@ -15,6 +15,7 @@ from fae.agents.base import Agent, agent_slug
 from fae.agents.prefixes import build_agent
 from fae.errors import FaeError, RecordError, TaskError
 from fae.tasks.fixture import BUILTIN_TASK, render_builtin
+from fae.harness.interrupt import StopRequest
 from fae.harness.run import Paraphrase, RunSpec, execute_run
 from fae.harness.stack import Stack, open_stack
 from fae.recorder.redact import Redactor
@@ -22,7 +23,19 @@ from fae.store import events as ev
 from fae.store.log import RunUpdate
 from fae.store.writer import Stamped
 
-DONE = ("finished", "errored")
+AGENT_CAUSES = (None, "agent")
+"""Causes of an errored run that are the agent's own (None: recorded before causes were)."""
+
+
+def is_done(status: str, cause: str | None, *, retry_errored: bool = False) -> bool:
+    """Whether ``--resume`` keeps a run: finished, or errored on the agent's own upstream fault.
+
+    An interrupted or failed run, or one the harness or stack ended, is recorded again;
+    ``retry_errored`` records the agent's own errors again too.
+    """
+    if status == "finished":
+        return True
+    return status == "errored" and cause in AGENT_CAUSES and not retry_errored
 
 
 def render_task(task_id: str, variation: int) -> Any:
@@ -63,6 +76,8 @@ class SuiteResult:
     statuses: Counter
     interrupted_marked: int
     runs: list[tuple[str, str]]
+    stopped: StopRequest | None = None
+    """Set when a stop signal ended the suite early (its runs in flight are stored interrupted)."""
 
 
 async def _mark_interrupted(stack: Stack) -> int:
@@ -71,18 +86,20 @@ async def _mark_interrupted(stack: Stack) -> int:
     now = datetime.now(UTC)
     for (run_id,) in rows:
         await stack.writer.write(
-            events=[Stamped(run_id, ev.RunFailed(status="interrupted", reason="the recording process stopped"),
+            events=[Stamped(run_id, ev.RunFailed(status="interrupted", reason="the recording process stopped",
+                                                 cause="harness"),
                             actor="harness", wall_time=now)],
             updates=[RunUpdate(run_id=run_id, status="interrupted", ended_at=now,
-                               error="the recording process stopped before this run ended")])
+                               error="the recording process stopped before this run ended", cause="harness")])
     return len(rows)
 
 
-def _attempts(stack: Stack) -> dict[tuple[str, int, str, int], list[tuple[str, str]]]:
-    _, rows = stack.log.query("SELECT run_id, task_id, variation, agent, repeat, status FROM runs ORDER BY started_at")
-    found: dict[tuple[str, int, str, int], list[tuple[str, str]]] = {}
-    for run_id, task_id, variation, agent, repeat, status in rows:
-        found.setdefault((task_id, variation, agent, repeat), []).append((run_id, status))
+def _attempts(stack: Stack) -> dict[tuple[str, int, str, int], list[tuple[str, str, str | None]]]:
+    _, rows = stack.log.query(
+        "SELECT run_id, task_id, variation, agent, repeat, status, cause FROM runs ORDER BY started_at, run_id")
+    found: dict[tuple[str, int, str, int], list[tuple[str, str, str | None]]] = {}
+    for run_id, task_id, variation, agent, repeat, status, cause in rows:
+        found.setdefault((task_id, variation, agent, repeat), []).append((run_id, status, cause))
     return found
 
 
@@ -92,7 +109,9 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
                        on_progress: Callable[[RunSpec, str], None] | None = None,
                        memory_stores: Mapping[str, Path] | None = None,
                        llm_options: Mapping[str, Any] | None = None,
-                       paraphrase: Paraphrase | None = None, audit_events: bool = False) -> SuiteResult:
+                       paraphrase: Paraphrase | None = None, audit_events: bool = False,
+                       stop: StopRequest | None = None, retry_errored: bool = False,
+                       fsync: bool = False) -> SuiteResult:
     """Record every planned run not already done; returns what happened.
 
     ``memory_stores`` names the Reflexion memory stores the memory agents use
@@ -110,14 +129,16 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
     statuses: Counter = Counter()
     runs: list[tuple[str, str]] = []
     async with open_stack(log_path, fhir_url=fhir_url, llm_url=llm_url, redactor=redactor,
-                          memory_stores=memory_stores, audit_events=audit_events) as stack:
+                          memory_stores=memory_stores, audit_events=audit_events, fsync=fsync) as stack:
+        if stop is not None:
+            stop.bind()
         marked = await _mark_interrupted(stack)
         attempts = _attempts(stack)
         todo: list[RunSpec] = []
         skipped = 0
         for spec in specs:
             previous = attempts.get((spec.task_id, spec.variation, spec.agent, spec.repeat), [])
-            if any(status in DONE for _, status in previous):
+            if any(is_done(status, cause, retry_errored=retry_errored) for _, status, cause in previous):
                 if not resume:
                     raise RecordError(
                         f"the log already holds run {previous[0][0]}; use --resume to finish the suite, "
@@ -132,22 +153,43 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
         # an external server is one shared store: its runs go one at a time
         limiter = anyio.CapacityLimiter(1 if fhir_url else max(1, concurrency))
 
+        in_flight: dict[str, anyio.CancelScope] = {}
+
         async def one(spec: RunSpec) -> None:
             async with limiter:
-                status = await execute_run(stack, spec, rendered[(spec.task_id, spec.variation)],
-                                           agents[spec.agent], paraphrase=paraphrase)
+                if stop is not None and stop.requested:
+                    return  # never started: the next --resume records it
+                with anyio.CancelScope() as scope:
+                    in_flight[spec.run_id] = scope
+                    try:
+                        status = await execute_run(stack, spec, rendered[(spec.task_id, spec.variation)],
+                                                   agents[spec.agent], paraphrase=paraphrase, stop=stop)
+                    finally:
+                        del in_flight[spec.run_id]
+                if scope.cancelled_caught:
+                    status = "interrupted"
             statuses[status] += 1
             runs.append((spec.run_id, status))
             if on_progress:
                 on_progress(spec, status)
 
-        async with anyio.create_task_group() as group:
-            for spec in todo:
-                group.start_soon(one, spec)
+        async def interrupt_on_stop() -> None:
+            await stop.wait()  # type: ignore[union-attr]
+            for scope in list(in_flight.values()):
+                scope.cancel()
+
+        async with anyio.create_task_group() as watcher:
+            if stop is not None:
+                watcher.start_soon(interrupt_on_stop)
+            async with anyio.create_task_group() as group:
+                for spec in todo:
+                    group.start_soon(one, spec)
+            watcher.cancel_scope.cancel()
         if not stack.writer.healthy:
             raise RecordError("the log could not be written; the runs it lost are marked by the next --resume")
     return SuiteResult(planned=len(specs), skipped=skipped, statuses=statuses,
-                       interrupted_marked=marked, runs=runs)
+                       interrupted_marked=marked, runs=runs,
+                       stopped=stop if stop is not None and stop.requested else None)
 
 
 def _check_servers(agents: Mapping[str, Agent], memory_stores: Mapping[str, Path]) -> None:

@@ -45,6 +45,23 @@ class Comparison:
     runs: int
     computed: int
     judges: list[JudgeComparison]
+    incomplete_batches: list[tuple[str, int, int | None]] = field(default_factory=list)
+    """Verdict batches that started and never completed (a killed rejudge): (batch, runs judged, planned).
+    Their verdicts are left out; those runs are judged now instead."""
+
+
+_COMPLETE_ONLY = ("(batch IS NULL OR batch NOT IN"
+                  " (SELECT batch FROM verdict_batches WHERE completed_at IS NULL))")
+
+
+def incomplete_batches(log: Queryable, plan: Sequence[Judging]) -> list[tuple[str, int, int | None]]:
+    """Incomplete verdict batches holding verdicts of any judge and rule set in ``plan``."""
+    _, rows = log.query(
+        "SELECT b.batch, count(DISTINCT v.run_id), any_value(b.planned_runs) FROM verdict_batches b"
+        " JOIN verdicts v USING (batch) WHERE b.completed_at IS NULL"
+        " AND list_contains(?, v.judge || '/' || v.rule_set_hash) GROUP BY b.batch ORDER BY b.batch",
+        [[f"{j.name}/{j.rules_hash}" for j in plan]])
+    return [(batch, int(judged), planned) for batch, judged, planned in rows]
 
 
 def judges_for(judge_name: str | None, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
@@ -66,7 +83,7 @@ def _stored(log: Queryable, judge: str, digest: str, ids: Sequence[str]) -> dict
     _, rows = log.query(
         "SELECT run_id, arg_max(outcome, judged_at), arg_max(passed, judged_at) FROM verdicts"
         " WHERE judge = ? AND rule_set_hash = ? AND code_version = ? AND run_id IN (SELECT unnest(?))"
-        " GROUP BY run_id", [judge, digest, CODE_VERSION, list(ids)])
+        f" AND {_COMPLETE_ONLY} GROUP BY run_id", [judge, digest, CODE_VERSION, list(ids)])
     return {run_id: Judged(outcome, passed) for run_id, outcome, passed in rows}
 
 
@@ -109,7 +126,8 @@ def compare(log: Queryable, old: Mapping[str, Any], new: Mapping[str, Any], *, j
     unique = list({(j.name, j.rules_hash): j for j in plan}.values())
     found, computed = _verdicts(log, unique, ids)
     labels = found[(oracle.name, oracle.rules_hash)]
-    result = Comparison(runs=len(ids), computed=computed, judges=[])
+    result = Comparison(runs=len(ids), computed=computed, judges=[],
+                        incomplete_batches=incomplete_batches(log, unique))
     for name, old_plan, new_plan in pairs:
         before, after = found[(name, old_plan.rules_hash)], found[(name, new_plan.rules_hash)]
         item = JudgeComparison(name, old_plan.rules, new_plan.rules, before, after)

@@ -21,7 +21,7 @@ from fae.errors import FaeError, JudgeError, StoreError
 from fae.judge.context import RunContext
 from fae.judge.registry import CODE_VERSION, JudgeFn, get_judge, rule_set, rule_set_hash
 from fae.replay.source import BodyCache, RunLog, load_runs, run_ids
-from fae.store.log import Batch, EventLog, VerdictRow
+from fae.store.log import Batch, EventLog, VerdictBatchCompleted, VerdictBatchStarted, VerdictRow
 
 # What a live recording judges, and what `fae rejudge` judges when no judge is named.
 DEFAULT_PLAN: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -127,8 +127,13 @@ def relaxed_gc(young: int = 50_000) -> Iterator[None]:
 
 def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: Mapping[str, Any] | None = None,
             runs: str | None = None, clock: Callable[[], datetime] | None = None,
-            chunk: int = 500) -> RejudgeResult:
-    """Judge every matching run of a log again and append the verdicts as one batch."""
+            chunk: int = 500, on_progress: Callable[[int, int], None] | None = None) -> RejudgeResult:
+    """Judge every matching run of a log again and append the verdicts as one batch.
+
+    The batch's start is committed first and its completion with its last verdicts, so a
+    rejudge killed part way leaves a batch the log shows as incomplete (view ``batch_status``).
+    ``on_progress(judged, planned)`` is called after each committed chunk of ``chunk`` runs.
+    """
     plan = build_plan(judge_name, overrides)
     now = (clock or (lambda: datetime.now(UTC)))()
     batch = f"rejudge-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
@@ -139,6 +144,9 @@ def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: M
         ids = run_ids(log, runs, statuses=JUDGED_STATUSES)
         if not ids:
             raise JudgeError(f"no finished runs in {path} match {runs!r}" if runs else f"no finished runs in {path}")
+        log.write_batch(Batch(verdict_batches=[VerdictBatchStarted(
+            batch=batch, kind="rejudge", started_at=now, planned_runs=len(ids),
+            judges=[{"judge": j.name, "rule_set": j.rules, "rule_set_hash": j.rules_hash} for j in plan])]))
         result = RejudgeResult(batch=batch, runs=0, verdicts=0)
         pending: list[VerdictRow] = []
         bodies = BodyCache(log)
@@ -148,11 +156,15 @@ def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: M
                 pending.extend(rows)
                 result.runs += 1
                 result.outcomes.update((r.judge, r.rule_set_hash, r.outcome) for r in rows)
-                if len(pending) >= chunk * len(plan):
+                if len(pending) >= chunk * len(plan) and result.runs < len(ids):
                     log.write_batch(Batch(verdicts=pending))
                     result.verdicts += len(pending)
                     pending = []
-        if pending:
-            log.write_batch(Batch(verdicts=pending))
-            result.verdicts += len(pending)
+                    if on_progress:
+                        on_progress(result.runs, len(ids))
+        log.write_batch(Batch(verdicts=pending, completed_batches=[VerdictBatchCompleted(
+            batch=batch, completed_at=now, judged_runs=result.runs)]))
+        result.verdicts += len(pending)
+        if on_progress:
+            on_progress(result.runs, len(ids))
     return result

@@ -7,10 +7,10 @@ import time
 from types import TracebackType
 from typing import Self
 
-import uvicorn
 from starlette.applications import Starlette
 
 from fae.errors import FaeError
+from fae.util.serve import EmbeddedServer, embedded_config
 
 _START_TIMEOUT_S = 10.0
 
@@ -23,15 +23,8 @@ class LlmServer:
     """
 
     def __init__(self, app: Starlette, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        config = uvicorn.Config(
-            app,
-            host=host,
-            port=port,
-            log_level="warning",
-            lifespan="off",
-            timeout_graceful_shutdown=2,
-        )
-        self._server = uvicorn.Server(config)
+        config = embedded_config(app, host=host, port=port, lifespan="off", timeout_graceful_shutdown=2)
+        self._server = EmbeddedServer(config)
         self._thread = threading.Thread(target=self._server.run, name="fae-llm-server", daemon=True)
         self.host = host
         self.port = port

@@ -15,6 +15,7 @@ from mitmproxy.master import Master
 from fae.errors import RecordError
 from fae.proxy.addon import ExchangeSink, RecordingAddon
 from fae.proxy.routes import Upstream, route_url
+from fae.util.serve import PROXY_IDLE_S
 
 # mitmproxy addons fae has no use for, left out so nothing rewrites or replays traffic.
 _UNUSED = {"Browser", "ClientPlayback", "ServerPlayback", "MapLocal", "MapRemote", "ModifyBody",
@@ -58,6 +59,10 @@ async def run_proxy(upstreams: dict[str, Upstream], sink: ExchangeSink, *,
         connection_strategy="lazy",
         http2=False,
         keep_host_header=True,  # the addon sets Host itself and needs the client's for X-Forwarded-Host
+        # mitmproxy reuses a client connection's upstream connections until this idle timeout;
+        # embedded upstreams keep theirs open longer (fae.util.serve.KEEP_ALIVE_S), so the proxy
+        # never reuses a connection the server is closing at the same moment
+        tcp_timeout=PROXY_IDLE_S,
     )
     async with anyio.create_task_group() as group:
         group.start_soon(master.run)

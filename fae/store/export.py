@@ -7,10 +7,11 @@ from pathlib import Path
 import duckdb
 
 from fae.errors import StoreError
+from fae.store.files import keep_private, remove_stale
 from fae.store.log import EventLog
 from fae.store.schema import VIEWS
 
-TABLES = ("runs", "events", "blobs", "verdicts")
+TABLES = ("runs", "events", "blobs", "verdicts", "verdict_batches")
 
 
 def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Path, int]]:
@@ -20,10 +21,12 @@ def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Pa
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreError(f"cannot create {directory}: {exc.strerror}") from None
+    keep_private()  # the exports hold every body in the log
     written = []
     with EventLog(log_path, read_only=True) as log:
         for name in (*TABLES, *VIEWS):
             target = directory / f"{name}.parquet"
+            remove_stale(target)  # a fresh owner-only file: never an old file's mode, never through a link
             try:
                 log.con.execute(f"COPY (SELECT * FROM {name}) TO '{target.as_posix()}' (FORMAT parquet)")
                 (count,) = log.con.execute(f"SELECT count(*) FROM {name}").fetchone()

@@ -24,6 +24,7 @@ import duckdb
 import httpx
 
 from fae.errors import StoreError
+from fae.store.files import write_private
 from fae.store.log import EventLog
 
 
@@ -119,9 +120,13 @@ class LiveQueryServer:
     def __enter__(self) -> LiveQueryServer:
         self._thread.start()
         info = {"pid": os.getpid(), "port": self._server.server_address[1], "token": self.token}
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            json.dump(info, handle)
+        # a stale file from a killed recording (or a planted link) is removed, never followed or reused
+        try:
+            write_private(self.path, json.dumps(info).encode())
+        except StoreError:
+            self._server.shutdown()
+            self._server.server_close()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:

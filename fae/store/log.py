@@ -20,6 +20,7 @@ import duckdb
 
 from fae.errors import SchemaTooNew, StoreError
 from fae.store import schema
+from fae.store.files import keep_private, make_private, refuse_link
 
 RUN_STATUSES = ("running", "finished", "failed", "errored", "interrupted")
 
@@ -85,6 +86,26 @@ class VerdictRow:
     batch: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class VerdictBatchStarted:
+    """A verdict batch (a ``fae rejudge``) began: until it is completed, its verdicts are partial."""
+
+    batch: str
+    kind: str
+    started_at: datetime
+    planned_runs: int
+    judges: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictBatchCompleted:
+    """A verdict batch wrote its last verdicts (in the same transaction as this row)."""
+
+    batch: str
+    completed_at: datetime
+    judged_runs: int
+
+
 @dataclass(slots=True)
 class Batch:
     """Everything one transaction writes."""
@@ -94,9 +115,12 @@ class Batch:
     events: list[EventRow] = field(default_factory=list)
     updates: list[RunUpdate] = field(default_factory=list)
     verdicts: list[VerdictRow] = field(default_factory=list)
+    verdict_batches: list[VerdictBatchStarted] = field(default_factory=list)
+    completed_batches: list[VerdictBatchCompleted] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.blobs or self.runs or self.events or self.updates or self.verdicts)
+        return bool(self.blobs or self.runs or self.events or self.updates or self.verdicts
+                    or self.verdict_batches or self.completed_batches)
 
     def extend(self, other: Batch) -> None:
         self.blobs.update(other.blobs)
@@ -104,6 +128,8 @@ class Batch:
         self.events.extend(other.events)
         self.updates.extend(other.updates)
         self.verdicts.extend(other.verdicts)
+        self.verdict_batches.extend(other.verdict_batches)
+        self.completed_batches.extend(other.completed_batches)
 
 
 def _is_lock_error(exc: Exception) -> bool:
@@ -120,6 +146,11 @@ class EventLog:
         self.read_only = read_only
         if read_only and not self.path.exists():
             raise StoreError(f"no log at {self.path}")
+        wal = self.path.with_name(self.path.name + ".wal")
+        if not read_only:
+            refuse_link(self.path, "log")
+            refuse_link(wal, "the log's WAL")
+            keep_private()  # DuckDB re-creates the WAL after each checkpoint
         try:
             self.con = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.Error as exc:
@@ -128,6 +159,9 @@ class EventLog:
             raise StoreError(f"cannot open log {self.path}: {exc}") from None
         self._lock = threading.Lock()
         try:
+            if not read_only:
+                make_private(self.path)
+                make_private(wal)
             self._migrate()
             self._known_blobs: set[str] = set()
             if not read_only:
@@ -145,8 +179,9 @@ class EventLog:
     def schema_version(self) -> int:
         tables = {t for (t,) in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         if "schema_version" not in tables:
-            if tables & {"runs", "events"}:
-                raise StoreError(f"{self.path} is a DuckDB file but not a fae log")
+            if tables:  # someone else's database: fae's tables never go in beside theirs
+                raise StoreError(f"{self.path} is a DuckDB file with other tables and no fae schema, not a fae "
+                                 f"log; record into a new file")
             return 0
         row = self.con.execute("SELECT max(version) FROM schema_version").fetchone()
         return int(row[0] or 0)
@@ -161,8 +196,8 @@ class EventLog:
         if self.read_only:
             if version < schema.LATEST_VERSION:
                 raise StoreError(
-                    f"log {self.path} has schema version {version}; open it once for writing "
-                    f"(e.g. `fae runs`) while nothing records to migrate it"
+                    f"log {self.path} has schema version {version}, older than this fae's "
+                    f"({schema.LATEST_VERSION}); run `fae migrate --log {self.path}` while nothing records"
                 )
             return
         if version == 0:
@@ -234,6 +269,12 @@ class EventLog:
                         [update.status, update.ended_at, update.stop_reason, update.error, update.cause,
                          update.run_id],
                     )
+                for started in batch.verdict_batches:
+                    con.execute(
+                        "INSERT INTO verdict_batches (batch, kind, judges, planned_runs, started_at)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        [started.batch, started.kind, json.dumps(started.judges, sort_keys=True),
+                         started.planned_runs, started.started_at])
                 if batch.verdicts:
                     with con.appender("verdicts") as appender:
                         appender.append_rows(
@@ -242,6 +283,9 @@ class EventLog:
                              v.judged_at, v.batch)
                             for v in batch.verdicts
                         )
+                for completed in batch.completed_batches:
+                    con.execute("UPDATE verdict_batches SET completed_at = ?, judged_runs = ? WHERE batch = ?",
+                                [completed.completed_at, completed.judged_runs, completed.batch])
                 if segment is not None:
                     con.execute("INSERT INTO journal_applied VALUES (?, ?)", [segment, datetime.now(UTC)])
                 con.execute("COMMIT")

@@ -67,11 +67,34 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN phase VARCHAR;
     ALTER TABLE runs ADD COLUMN cause VARCHAR;
     """,
+    # 5: verdict batches: a rejudge's start and completion, so a killed one shows as incomplete
+    """
+    CREATE TABLE verdict_batches (
+        batch        VARCHAR PRIMARY KEY,
+        kind         VARCHAR NOT NULL,
+        judges       JSON,
+        planned_runs INTEGER,
+        started_at   TIMESTAMPTZ,
+        completed_at TIMESTAMPTZ,
+        judged_runs  INTEGER
+    );
+    """,
 )
 
 LATEST_VERSION = len(MIGRATIONS)
 
 VIEWS: dict[str, str] = {
+    "batch_status": """
+        SELECT v.batch, b.kind, b.started_at, b.completed_at,
+               CASE WHEN b.batch IS NULL THEN NULL ELSE b.completed_at IS NOT NULL END AS complete,
+               b.planned_runs, count(DISTINCT v.run_id) AS judged_runs, count(*) AS verdicts
+        FROM verdicts v LEFT JOIN verdict_batches b USING (batch)
+        GROUP BY ALL
+        UNION ALL
+        SELECT b.batch, b.kind, b.started_at, b.completed_at, b.completed_at IS NOT NULL,
+               b.planned_runs, 0, 0
+        FROM verdict_batches b WHERE NOT EXISTS (SELECT 1 FROM verdicts v WHERE v.batch = b.batch)
+    """,
     "fhir_exchanges": """
         SELECT e.run_id, e.seq, e.wall_time, e.actor,
                f.payload->>'$.interaction'   AS interaction,

@@ -43,9 +43,9 @@ class Stamped:
 class LogWriter:
     """Owns the log's writes; use through ``open_writer``."""
 
-    def __init__(self, log: EventLog, *, linger_s: float = 0.005):
+    def __init__(self, log: EventLog, *, linger_s: float = 0.005, fsync: bool = False):
         self.log = log
-        self.journal = Journal(log.path)
+        self.journal = Journal(log.path, fsync=fsync)
         self.linger_s = linger_s
         self._seqs: dict[str, int] = log.last_seqs()
         self._queue: list[Batch] = []
@@ -144,9 +144,12 @@ class LogWriter:
 
 
 @asynccontextmanager
-async def open_writer(log: EventLog) -> AsyncIterator[LogWriter]:
-    """Run a writer for ``log`` inside a task group; pending writes are flushed on exit."""
-    writer = LogWriter(log)
+async def open_writer(log: EventLog, *, fsync: bool = False) -> AsyncIterator[LogWriter]:
+    """Run a writer for ``log`` inside a task group; pending writes are flushed on exit.
+
+    ``fsync``: each journal append is fsynced before its caller is answered.
+    """
+    writer = LogWriter(log, fsync=fsync)
     async with anyio.create_task_group() as group:
         group.start_soon(writer._run)
         try:

@@ -241,9 +241,9 @@ def test_llm_faults_end_the_run_errored_with_every_exchange_recorded(llm, tmp_pa
         run_id, status, stop, error = runs[model]
         assert (status, stop) == ("errored", "errored"), (model, error)
         assert "LLM call 1 failed" in error, error
-        final = query(log, "SELECT kind, payload->>'$.status' FROM events WHERE run_id = ? "
+        final = query(log, "SELECT kind, payload->>'$.status', payload->>'$.cause' FROM events WHERE run_id = ? "
                            "ORDER BY seq DESC LIMIT 1", [run_id])
-        assert final == [("RunFailed", "errored")]
+        assert final == [("RunFailed", "errored", "agent")]  # the LLM is the agent's own upstream
         recorded = query(log, "SELECT status, error FROM llm_calls WHERE run_id = ? ORDER BY seq", [run_id])
         exchanges = query(log, "SELECT count(*) FROM events WHERE run_id = ? AND kind = 'HttpExchanged' "
                                "AND upstream = 'llm'", [run_id])[0][0]

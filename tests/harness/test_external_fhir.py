@@ -12,6 +12,7 @@ from fae.fhir.engine import FhirEngine
 from fae.harness.suite_runner import plan_suite, record_suite
 from fae.store.log import EventLog
 from fae.util.serve import serve_asgi
+from tests.run_report import why_not_finished
 
 
 def test_external_server_is_reset_between_serialised_runs(tmp_path):
@@ -28,7 +29,7 @@ def test_external_server_is_reset_between_serialised_runs(tmp_path):
                                                       ["gold"], 1), fhir_url=base, concurrency=4)
 
     result = anyio.run(main)
-    assert result.statuses == {"finished": 4}
+    assert result.statuses == {"finished": 4}, why_not_finished(log)
     with EventLog(log, read_only=True) as opened:
         _, runs = opened.query("SELECT run_id, epoch_ms(started_at), epoch_ms(ended_at) FROM runs ORDER BY 2")
         for (_, _, end), (_, start, _) in zip(runs, runs[1:]):

@@ -12,6 +12,7 @@ from fae.harness.run import Paraphrase
 from fae.harness.suite_runner import plan_suite, record_suite, render_task
 from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
 from fae.store.log import EventLog
+from tests.run_report import why_not_finished
 
 TASK = "rec-create-patient"
 
@@ -30,7 +31,7 @@ def test_the_agent_sees_the_logged_paraphrase_and_still_passes(tmp_path):
     registry.add(entry_from_dict({"match": body_line, "plan": plan_to_dict(rendered.gold_plan)}))
     log = tmp_path / "p.duckdb"
     result = _record(log, registry, "langchain:baseline@scripted:gold", Paraphrase("scripted:paraphrase", 7))
-    assert result.statuses == {"finished": 1}
+    assert result.statuses == {"finished": 1}, why_not_finished(log)
     with EventLog(log, read_only=True) as opened:
         _, rows = opened.query("SELECT actor, payload FROM events WHERE kind = 'PromptParaphrased'")
         [(actor, payload)] = rows

@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from recording import record_runs, scenario_runs, suite_runs  # noqa: E402
 
 from fae.tasks.scenarios import SCENARIOS  # noqa: E402
+from tests.run_report import why_not_finished  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -21,7 +22,7 @@ def suite_log(tmp_path_factory):
     log = tmp_path_factory.mktemp("suite") / "suite.duckdb"
     runs, kinds = suite_runs()
     statuses = anyio.run(record_runs, log, runs)
-    assert set(statuses.values()) <= {"finished", "errored"}, statuses
+    assert set(statuses.values()) <= {"finished", "errored"}, why_not_finished(log)
     return log, kinds
 
 
@@ -30,5 +31,5 @@ def scenario_log(tmp_path_factory):
     """One run of each write-verification scenario agent, judged live."""
     log = tmp_path_factory.mktemp("scenarios") / "scenarios.duckdb"
     statuses = anyio.run(record_runs, log, scenario_runs(SCENARIOS))
-    assert set(statuses.values()) == {"finished"}, statuses
+    assert set(statuses.values()) == {"finished"}, why_not_finished(log)
     return log

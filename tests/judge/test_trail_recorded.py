@@ -19,6 +19,7 @@ from fae.replay.drift import captured_resources
 from fae.replay.source import load_run
 from fae.store import events as ev
 from fae.store.log import EventLog
+from tests.run_report import why_not_finished
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 runner = CliRunner()
@@ -46,7 +47,7 @@ def plain_log(tmp_path_factory):
     """writes-right recorded without a trail."""
     log = tmp_path_factory.mktemp("trail") / "plain.duckdb"
     statuses = anyio.run(record_runs, log, scenario_runs(["writes-right"]))
-    assert set(statuses.values()) == {"finished"}, statuses
+    assert set(statuses.values()) == {"finished"}, why_not_finished(log)
     return log
 
 

@@ -21,6 +21,7 @@ from fae.memory.reflection_store import MemoryStore
 from fae.harness.training import train
 from fae.store.log import EventLog
 from fae.tasks import load_suite
+from tests.run_report import why_not_finished
 
 TASK = "rec-record-condition"
 MATCH = "to the medical history of patient"
@@ -70,7 +71,7 @@ async def test_training_then_evaluation_with_memory(tmp_path):
     assert [model for _, model in verifier_calls] == ["scripted:evaluator", "scripted:reflector"] * 3
 
     # evaluation: the agent's memory tool calls went through the proxy and returned the reflections
-    assert result.statuses["finished"] == 1
+    assert result.statuses["finished"] == 1, why_not_finished(log_path)
     run_id = specs[0].run_id
     calls = _events(log_path, "SELECT payload FROM events WHERE run_id = ? AND kind = 'ToolCalled' ORDER BY seq",
                     [run_id])

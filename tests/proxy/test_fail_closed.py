@@ -28,8 +28,11 @@ async def test_an_unwritable_journal_turns_answers_into_errors(tmp_path):
                 async with httpx.AsyncClient() as client:
                     ok = await client.get(proxy.url("r1", "agent", "api", "first"))
                     assert ok.status_code == 200
+                    # once flushed, the flusher has sealed the segment and sits idle until the next
+                    # append, so nothing re-opens a fresh segment behind the swap below
+                    await writer.flush()
+                    assert writer.journal._fd is None
                     # the disk fills up: /dev/full fails every write with ENOSPC, as a full disk does
-                    os.close(writer.journal._fd)
                     writer.journal._fd = os.open("/dev/full", os.O_WRONLY)
                     lost = await client.get(proxy.url("r1", "agent", "api", "second"))
                     assert lost.status_code == 502

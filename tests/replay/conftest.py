@@ -14,6 +14,7 @@ from recording import record_runs, scenario_runs  # noqa: E402
 
 from fae.agents.scripted_agent import ScriptedAgent  # noqa: E402
 from fae.harness.run import RunSpec  # noqa: E402
+from tests.run_report import why_not_finished  # noqa: E402
 
 TASKS = ("sched-book-appointment", "rec-create-patient")
 
@@ -28,5 +29,5 @@ def replay_log(tmp_path_factory):
     for task_id in TASKS:
         runs.append((RunSpec(f"{task_id}.v1.gold", task_id, 1, gold.name, 0), load_suite()[task_id].render(1), gold))
     statuses = anyio.run(record_runs, log, runs)
-    assert set(statuses.values()) == {"finished"}, statuses
+    assert set(statuses.values()) == {"finished"}, why_not_finished(log)
     return log

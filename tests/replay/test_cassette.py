@@ -29,6 +29,7 @@ from fae.replay.cassette import Cassette, recorded_calls, request_key
 from fae.replay.source import load_run
 from fae.store.log import EventLog
 from fae.util.serve import serve_asgi
+from tests.run_report import why_not_finished
 
 runner = CliRunner()
 TASK = "sched-book-appointment"
@@ -69,7 +70,7 @@ def recorded(tmp_path_factory) -> dict[str, Any]:
                    timeout=10).raise_for_status()
         specs = plan_suite([TASK], [0], [AGENT], 1)
         result = anyio.run(lambda: record_suite(log, specs, llm_url=llm.base_url), backend="asyncio")
-        assert dict(result.statuses) == {"finished": 1}
+        assert dict(result.statuses) == {"finished": 1}, why_not_finished(log)
         assert anyio.run(lambda: _record_probe(log, rendered, llm.base_url), backend="asyncio") == "finished"
         root = llm.root_url
     with pytest.raises(httpx.ConnectError):  # nothing answers the model's URL any more
@@ -110,7 +111,7 @@ def test_replay_with_the_llm_server_stopped_reproduces_the_tool_calls(recorded, 
     assert _rows(out, answer, [replay_id]) == _rows(recorded["log"], answer, [RUN])
     (status, config), = _rows(out, "SELECT status, agent_config FROM runs WHERE run_id = ?", [replay_id])
     config = json.loads(config)
-    assert status == "finished"
+    assert status == "finished", why_not_finished(out)
     assert config["replay_of"]["run_id"] == RUN and config["replay_of"]["policy"] == "stop"
     started = _rows(out, "SELECT payload->'$.agent_config.replay_of.run_id' FROM events "
                          "WHERE run_id = ? AND kind = 'RunStarted'", [replay_id])
@@ -148,7 +149,7 @@ def test_lenient_replay_warns_and_goes_on(recorded, tmp_path):
     assert text.count("warning: LLM call") == 4 and "warning: LLM call 2 (event" in text, text
     (status, llm_calls, tool_calls), = _rows(out, "SELECT status, llm_calls, tool_calls FROM run_summary", [])
     # each unmatched request got the next recorded answer, so the agent played every recorded call
-    assert (status, llm_calls, tool_calls) == ("finished", 5, 4)
+    assert (status, llm_calls, tool_calls) == ("finished", 5, 4), why_not_finished(out)
 
 
 def test_a_streamed_recording_is_replayed_as_a_stream(recorded):

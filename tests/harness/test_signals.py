@@ -1,0 +1,152 @@
+"""SIGTERM (or SIGINT) a `fae record` of gold runs at chosen moments: --resume then gives one finished run per spec.
+
+The moments are drawn from a seed and waited for on what the log shows (rows read live), never
+on sleeps: while the stack starts, with the first run in flight, between runs, while the stack
+closes, two signals in a row (the second exits at once), and Ctrl-C with runs in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from fae.cli import app
+
+from fae.store.live import LogReader
+from fae.store.log import EventLog
+
+VARIATIONS = 5
+SEED = 20261201
+_rng = random.Random(SEED)
+# (name, finished runs to wait for, runs in flight to wait for, signal, how many times)
+MOMENTS = [
+    ("startup", None, None, signal.SIGTERM, 1),
+    ("first-run", 0, 1, signal.SIGTERM, 1),
+    ("between-runs", _rng.randint(1, VARIATIONS - 3), 1, signal.SIGTERM, 1),
+    ("shutdown", VARIATIONS, 0, signal.SIGTERM, 1),
+    ("twice", _rng.randint(1, VARIATIONS - 3), 1, signal.SIGTERM, 2),
+    ("ctrl-c", _rng.randint(0, VARIATIONS - 3), 1, signal.SIGINT, 1),
+]
+WAIT_S = 50
+runner = CliRunner()
+
+
+def _record(log, *extra):
+    return [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--variations", f"0-{VARIATIONS - 1}",
+            "--concurrency", "2", *extra]
+
+
+def _counts(log) -> tuple[int, int] | None:
+    """(finished, running) runs read live while the recorder holds the log; None before it is readable."""
+    try:
+        with LogReader(log) as reader:
+            _, rows = reader.query("SELECT count(*) FILTER (status = 'finished'),"
+                                   " count(*) FILTER (status = 'running') FROM runs")
+            return rows[0]
+    except Exception:
+        return None
+
+
+def _wait_for_moment(proc, log, finished_at_least, running_at_least) -> str:
+    """Block until the moment shows in the log (or the process ended); returns what was seen."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline and proc.poll() is None:
+        if finished_at_least is None:
+            if log.exists():  # the stack is opening the log: the servers are still starting
+                return "log created"
+        else:
+            counts = _counts(log)
+            if counts and counts[0] >= finished_at_least and counts[1] >= running_at_least:
+                return f"finished={counts[0]} running={counts[1]}"
+        time.sleep(0.02)
+    return f"process ended or timed out (rc={proc.poll()})"
+
+
+def _runs(log) -> list[tuple]:
+    with EventLog(log) as opened:  # opening for writing moves any journal left behind into the log
+        _, rows = opened.query("SELECT task_id, variation, agent, repeat, run_id, status, cause, error FROM runs"
+                               " ORDER BY run_id")
+    return rows
+
+
+@pytest.mark.parametrize(("moment", "finished_at_least", "running_at_least", "signum", "signals"), MOMENTS,
+                         ids=[m[0] for m in MOMENTS])
+def test_a_signal_at_a_moment_then_resume_finishes_each_spec_once(tmp_path, moment, finished_at_least,
+                                                                  running_at_least, signum, signals):
+    log = tmp_path / "suite.duckdb"
+    proc = subprocess.Popen(_record(log), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = _wait_for_moment(proc, log, finished_at_least, running_at_least)
+        early = []
+        if proc.poll() is None:
+            proc.send_signal(signum)
+            if signals == 2:
+                # signals of one kind are not queued: send the second once the first was handled
+                for line in proc.stderr:
+                    early.append(line)
+                    if ": stopping;" in line:
+                        proc.send_signal(signum)
+                        break
+        stdout, stderr = proc.communicate(timeout=WAIT_S)
+        stderr = "".join(early) + stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    output = f"moment {moment} ({seen}); rc={proc.returncode}\n{stdout[-1500:]}\n{stderr[-3000:]}"
+    assert "Traceback" not in stderr, output
+    if moment == "shutdown":
+        assert proc.returncode in (0, 128 + signum), output
+    else:
+        assert proc.returncode == 128 + signum, output
+    if proc.returncode:
+        assert "--resume" in stderr, output
+    if signals == 2:
+        assert "again: exiting now" in stderr, output
+
+    before = _runs(log) if log.exists() else []
+    for *_, run_id, status, cause, error in before:
+        # nothing the signal did is blamed on the agent or shown as a harness failure; runs cut off
+        # by the second signal stay `running` until the next recording marks them
+        allowed = ("finished", "interrupted", "running") if signals == 2 else ("finished", "interrupted")
+        assert status in allowed, (run_id, status, cause, error, output)
+        if status == "interrupted":
+            assert cause in ("signal", "harness"), (run_id, cause, error)
+            if signals == 1:
+                assert cause == "signal" and signal.Signals(signum).name in error, (run_id, cause, error)
+    if moment in ("first-run", "ctrl-c"):
+        assert any(status == "interrupted" for *_, status, _, _ in before), before
+
+    resumed = runner.invoke(app, _record(log, "--resume")[3:])  # the same `fae record`, in process
+    assert resumed.exit_code == 0, resumed.output[-3000:]
+    after = _runs(log)
+    per_spec: dict = {}
+    for task_id, variation, agent, repeat, run_id, status, cause, error in after:
+        per_spec.setdefault((task_id, variation, agent, repeat), []).append((run_id, status, cause, error))
+        assert status in ("finished", "interrupted"), (run_id, status, cause, error)
+        if status == "interrupted":
+            assert cause in ("signal", "harness"), (run_id, cause, error)
+    assert len(per_spec) == VARIATIONS, per_spec
+    for spec, attempts in per_spec.items():
+        assert [a[1] for a in attempts].count("finished") == 1, (spec, attempts)
+    with EventLog(log, read_only=True) as done:
+        for *_, run_id, status, cause, _ in after:
+            # an exchange the proxy was already forwarding may be recorded after an interrupted run's end
+            _, ends = done.query("SELECT payload FROM events WHERE run_id = ? AND kind IN ('RunFinished', 'RunFailed')",
+                                 [run_id])
+            assert len(ends) == 1, (run_id, ends)
+            end = json.loads(ends[0][0])
+            if status == "finished":
+                assert end["type"] == "RunFinished", (run_id, end)
+            else:
+                assert (end["type"], end["status"], end["cause"]) == ("RunFailed", "interrupted", cause), (run_id, end)
+    # the resumed recording cleaned up after itself
+    assert not os.path.exists(str(log) + ".live.json")
