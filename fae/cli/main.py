@@ -239,10 +239,7 @@ def sql(
     log: LogOption = DEFAULT_LOG,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines instead of a table.")] = False,
 ) -> None:
-    """Run SQL over the log (works while a recording is going on)."""
-    from fae.store.live import check_read_only
-
-    check_read_only(query)
+    """Run one read-only SQL query over the log (works while a recording is going on)."""
     with _reader(log) as reader:
         columns, rows = reader.query(query)
     if as_json:
