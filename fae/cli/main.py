@@ -147,7 +147,7 @@ def record(
     except ValueError:
         raise FaeError(f"--variations {variations!r} is not a list like 0,1 or 0-2") from None
     specs = plan_suite(_task_ids(task), variation_list, agent or ["gold"], repeats, suite)
-    redactor = Redactor.with_extra(headers=redact_header, query_params=redact_param)
+    redactor = Redactor.with_extra(headers=redact_header, query_params=redact_param, values=[api_key])
     progress = Progress(TextColumn("recording"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[last]}"), console=err, transient=not sys.stderr.isatty())
     with progress:

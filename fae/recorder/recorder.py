@@ -18,6 +18,7 @@ class Recorder:
     def __init__(self, writer: LogWriter, redactor: Redactor | None = None):
         self.writer = writer
         self.redactor = redactor or Redactor()
+        writer.secrets = self.redactor.secrets  # everything the writer stores is scrubbed of what was redacted
 
     @property
     def healthy(self) -> bool:
@@ -32,6 +33,8 @@ class Recorder:
         await self.writer.write(events=stamped, blobs=blobs)
 
     def chunk(self, exchange: Exchange, index: int, chunk: Chunk) -> None:
+        if index == 0:
+            self.redactor.learn_request(exchange.request_headers, exchange.url)
         digest = blob_hash(chunk.data)
         event = ChunkReceived(exchange_id=exchange.exchange_id, index=index,
                               offset_ms=chunk.offset_ms, blob=digest, size=len(chunk.data))
