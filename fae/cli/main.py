@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from fae.errors import FaeError
 
@@ -187,7 +188,7 @@ def _print_rows(columns: list[str], rows: list[tuple], title: str | None = None)
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
+        table.add_row(*(Text("" if v is None else str(v)) for v in row))  # data is never markup
     out.print(table)
 
 

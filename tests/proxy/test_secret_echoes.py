@@ -12,6 +12,10 @@ import asyncio
 import base64
 import gzip
 import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote, quote_plus
@@ -19,11 +23,15 @@ from urllib.parse import quote, quote_plus
 import duckdb
 import httpx
 import pytest
+import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from typer.testing import CliRunner
+
+from fae.cli.main import app
 from fae.proxy.routes import Upstream
 from fae.proxy.server import run_proxy
 from fae.recorder.recorder import Recorder
@@ -35,7 +43,6 @@ from fae.store.secrets import SecretValues
 from fae.store.writer import LogWriter, Stamped, open_writer
 from fae.util.serve import serve_asgi
 
-pytestmark = pytest.mark.anyio
 
 BEARER = "sk-live-BEARERSECRET-0001"
 API_KEY_HEADER = "azure-APIKEYHEADER-0002"
@@ -221,6 +228,7 @@ def _leaks(places: dict[str, bytes]) -> list[tuple[str, str]]:
     return leaks
 
 
+@pytest.mark.anyio
 async def test_no_echoed_secret_is_stored_anywhere(tmp_path):
     log, parquet = await _record(tmp_path / "rec" / "log.duckdb", scrub=True)
     places = _texts(log, parquet)
@@ -238,6 +246,7 @@ async def test_no_echoed_secret_is_stored_anywhere(tmp_path):
     assert b"[redacted]" in places["gunzipped blobs"] and b'"headers"' in places["gunzipped blobs"]
 
 
+@pytest.mark.anyio
 async def test_the_search_finds_echoed_secrets_without_the_writer_scrub(tmp_path):
     """Guards the test above: header and query redaction alone leave the echoes in the log."""
     log, parquet = await _record(tmp_path / "rec" / "log.duckdb", scrub=False)
@@ -268,3 +277,45 @@ def test_the_journal_holds_no_secret(tmp_path):
     assert "[redacted]" in rows[0][0] and BEARER not in rows[0][0]
     assert blobs and all(BEARER.encode() not in bytes(d) for _, d in blobs)
     assert "0" * 64 not in {h for h, _ in blobs}, "a scrubbed body keeps the hash of its secret-bearing original"
+
+
+@pytest.fixture
+def refusing_llm() -> Iterator[str]:
+    """An OpenAI-compatible server on 127.0.0.1, in its own thread, that refuses every key by echoing it."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(Starlette(routes=[
+        Route("/v1/chat/completions", openai_401, methods=["POST"])]), log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    for _ in range(2000):
+        if server.started:
+            break
+        time.sleep(0.01)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    server.should_exit = True
+    thread.join(10)
+
+
+@pytest.mark.parametrize("how", ["option", "env"])
+def test_the_configured_api_key_echoed_in_an_llm_error_reaches_neither_log_nor_output(tmp_path, refusing_llm, how):
+    log = tmp_path / "cli" / "log.duckdb"
+    log.parent.mkdir()
+    runner = CliRunner()
+    args = ["record", "--log", str(log), "--agent", "langchain:baseline@some-model", "--llm-url", refusing_llm]
+    env = {"OPENAI_API_KEY": CONFIGURED_KEY} if how == "env" else {}
+    recorded = runner.invoke(app, args + (["--api-key", CONFIGURED_KEY] if how == "option" else []), env=env)
+    assert recorded.exit_code == 0, recorded.output
+    outputs = [recorded.output]
+    for command in (["sql", "--log", str(log), "SELECT status, error FROM runs"],
+                    ["sql", "--log", str(log), "--json", "SELECT payload FROM events WHERE kind = 'RunFailed'"],
+                    ["sql", "--log", str(log), "--json", "SELECT error FROM llm_calls"],
+                    ["export", "--log", str(log), "--parquet", str(tmp_path / "cli" / "parquet")]):
+        shown = runner.invoke(app, command)
+        assert shown.exit_code == 0, shown.output
+        outputs.append(shown.output)
+    assert "errored" in outputs[1] and "Incorrect API key provided: [redacted]" in outputs[1], outputs[1]
+    places = _texts(log, tmp_path / "cli" / "parquet")
+    places.update({f"output {i}": text.encode() for i, text in enumerate(outputs)})
+    leaks = [place for place, data in places.items() if CONFIGURED_KEY.encode() in data]
+    assert not leaks, leaks
