@@ -131,6 +131,8 @@ def record(
         help="The FHIR server keeps an AuditEvent trail (the embedded one is told to; with --fhir-url, "
              "say so for a server that does); each run's trail is read into the log for "
              "`ensure_record` evidence=trail.")] = False,
+    max_body_mib: Annotated[int, typer.Option(
+        min=1, help="Refuse (413, recorded without the body) request bodies over this many MiB.")] = 32,
 ) -> None:
     """Record a suite of (task, variation, agent, repeat) runs through the proxy into the log."""
     import anyio
@@ -162,7 +164,7 @@ def record(
             llm_url=llm_url, redactor=redactor, on_progress=advance, memory_stores=memory_stores,
             llm_options=llm_options,
             paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
-            audit_events=audit_events))
+            audit_events=audit_events, max_body_bytes=max_body_mib * 1024 * 1024))
     table = Table(title=f"recorded into {log}")
     table.add_column("planned", justify="right")
     table.add_column("already done", justify="right")

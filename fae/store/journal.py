@@ -82,12 +82,12 @@ class Journal:
             self._open()
         payload = _encoder.encode(_Record(blobs=batch.blobs, runs=batch.runs, events=batch.events,
                                           updates=batch.updates, verdicts=batch.verdicts))
-        record = len(payload).to_bytes(4, "big") + payload
-        try:
-            written = os.write(self._fd, record)  # type: ignore[arg-type]
+        prefix = len(payload).to_bytes(4, "big")
+        try:  # one write of both parts, without copying a large payload into a joined record
+            written = os.writev(self._fd, [prefix, payload])  # type: ignore[arg-type]
         except OSError as exc:
             raise StoreError(f"cannot write the journal of {self.log_path}: {exc.strerror}") from None
-        if written != len(record):
+        if written != len(prefix) + len(payload):
             raise StoreError(f"the journal of {self.log_path} took a short write (disk full?)")
         self.records += 1
 
