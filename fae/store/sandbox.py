@@ -11,6 +11,7 @@ even if a statement slipped through.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Iterator, Sequence
@@ -26,9 +27,14 @@ _READING_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_
 # physical operators that write, attach, load or change settings
 _WRITING_OPERATORS = ("INSERT", "DELETE", "UPDATE", "CREATE", "COPY", "ALTER", "DROP", "ATTACH",
                       "DETACH", "EXPORT", "LOAD", "PRAGMA", "SET", "RESET", "TRANSACTION", "VACUUM",
-                      "MERGE", "UPSERT")
-_parser = duckdb.connect(":memory:")  # parses only; never sees a log
+                      "MERGE", "UPSERT", "CHECKPOINT")
 _parser_lock = threading.Lock()
+
+
+@functools.cache
+def _parser() -> duckdb.DuckDBPyConnection:
+    """An in-memory connection that only parses; it never sees a log."""
+    return duckdb.connect(":memory:")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +70,7 @@ def _node_types(tree: Any) -> Iterator[str]:
 
 def _check_select(sql: str) -> None:
     with _parser_lock:
-        (serialized,) = _parser.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+        (serialized,) = _parser().execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
     tree = json.loads(serialized)
     if tree.get("error"):
         raise StoreError(f"only plain queries can run here: {_first_line(str(tree.get('error_message')))}")

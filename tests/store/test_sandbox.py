@@ -66,8 +66,15 @@ REFUSED = [
     "SELEKT 1",
 ]
 
-# reads of files, the network or the environment: they parse as queries, so the connection refuses them
+# they parse as queries: the plan check or the locked-down connection refuses them when they run
 LOCKED_OUT = [
+    "SELECT * FROM checkpoint()",
+    "SELECT * FROM force_checkpoint()",
+    "SELECT * FROM pragma_storage_info('events')",
+    "SELECT * FROM query('DELETE FROM events RETURNING *')",
+    "SELECT * FROM query('WITH d AS (DELETE FROM events RETURNING *) SELECT * FROM d')",
+    "SELECT * FROM query('SET lock_configuration = false')",
+    "SELECT * FROM query('COPY events TO ''out.csv''')",
     "SELECT * FROM read_text('/etc/passwd')",
     "SELECT * FROM read_blob('/etc/passwd')",
     "SELECT * FROM read_csv('/etc/passwd')",
@@ -145,6 +152,20 @@ def test_offline_fae_sql_runs_reads(tmp_path, sql):
     path = _make_log(tmp_path / "log.duckdb")
     result = runner.invoke(app, ["sql", "--log", str(path), "--json", "--", sql], catch_exceptions=False)
     assert result.exit_code == 0, result.output
+
+
+def test_files_beside_the_log_cannot_be_read(tmp_path):
+    """The token file and other files next to the log are out of reach (DuckDB allows only the log's own files)."""
+    path = _make_log(tmp_path / "log.duckdb")
+    (tmp_path / "log.duckdb.live.json").write_text('{"token": "TOKEN-NOT-FOR-SQL"}')
+    (tmp_path / "notes.txt").write_text("private")
+    for sql in (f"SELECT * FROM read_text('{tmp_path}/log.duckdb.live.json')",
+                f"SELECT * FROM read_json('{tmp_path}/log.duckdb.live.json')",
+                f"SELECT content FROM read_blob('{tmp_path}/notes.txt')",
+                f"SELECT * FROM glob('{tmp_path}/*')"):
+        result = runner.invoke(app, ["sql", "--log", str(path), "--", sql])
+        assert result.exit_code == 1 and "not allowed" in result.output, (sql, result.output)
+        assert "TOKEN-NOT-FOR-SQL" not in result.output and "private" not in result.output
 
 
 @pytest.fixture
