@@ -246,3 +246,21 @@ async def test_malformed_requests_get_400_and_a_wrong_token_403(live):
         assert httpx.post(url, json={"sql": "SELECT 1"}, headers=bad).status_code == 403
     ok = httpx.post(url, json={"sql": "SELECT ?::INTEGER AS x", "params": [7]}, headers=headers)
     assert ok.status_code == 200 and ok.json()["rows"] == [[7]], ok.text
+
+
+LOCKED_SETTINGS = ("SELECT current_setting('enable_external_access'), current_setting('autoinstall_known_extensions'),"
+                   " current_setting('autoload_known_extensions'), current_setting('lock_configuration')")
+
+
+def test_the_offline_connection_is_locked_down(tmp_path):
+    path = _make_log(tmp_path / "log.duckdb")
+    with LogReader(path) as reader:
+        assert not reader.live
+        assert reader.query(LOCKED_SETTINGS)[1] == [(False, False, False, True)]
+
+
+@pytest.mark.anyio
+async def test_the_live_connection_is_locked_down(live):
+    server, reader, writer = live
+    assert reader.query(LOCKED_SETTINGS)[1] == [(False, False, False, True)]
+    assert reader.query("SELECT current_setting('memory_limit')")[1][0][0] in ("244.1 MiB", "256.0 MiB")
