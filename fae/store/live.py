@@ -203,7 +203,7 @@ class LogReader:
         try:
             reply = httpx.post(f"http://127.0.0.1:{self._live['port']}/sql",
                                json={"sql": sql, "params": params or []},
-                               headers={"x-fae-token": self._live["token"]}, timeout=60)
+                               headers={"x-fae-token": self._live["token"]}, timeout=120)
         except httpx.HTTPError:
             raise StoreError(
                 f"log {self.path} is locked by process {self._live.get('pid')}, which does not answer; "

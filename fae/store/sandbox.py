@@ -43,7 +43,7 @@ class Budget:
 
     time_s: float = 30.0
     max_rows: int = 100_000
-    max_bytes: int = 256 * 1024 * 1024
+    max_bytes: int = 64 * 1024 * 1024  # a recorded body (32 MiB by default) still fits
     memory_limit: str = "1GB"
 
 
