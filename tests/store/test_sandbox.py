@@ -70,6 +70,9 @@ REFUSED = [
 LOCKED_OUT = [
     "SELECT * FROM checkpoint()",
     "SELECT * FROM force_checkpoint()",
+    "SUMMARIZE SELECT * FROM checkpoint()",
+    "SELECT (SELECT count(*) FROM checkpoint())",
+    "WITH c AS MATERIALIZED (SELECT * FROM checkpoint()) SELECT * FROM c",
     "SELECT * FROM pragma_storage_info('events')",
     "SELECT * FROM query('DELETE FROM events RETURNING *')",
     "SELECT * FROM query('WITH d AS (DELETE FROM events RETURNING *) SELECT * FROM d')",
