@@ -171,8 +171,12 @@ def test_files_beside_the_log_cannot_be_read(tmp_path):
         assert "TOKEN-NOT-FOR-SQL" not in result.output and "private" not in result.output
 
 
+ROOMY = Budget(time_s=120.0, max_rows=1000, max_bytes=1024 * 1024, memory_limit="256MB")
+HURRIED = Budget(time_s=1.0, max_rows=1000, max_bytes=1024 * 1024, memory_limit="256MB")
+
+
 @pytest.fixture
-async def live(tmp_path):
+async def live(tmp_path, request):
     """A log held open by a writer (as during a recording) with its live endpoint, and a reader of it."""
     path = tmp_path / "live.duckdb"
     log = EventLog(path)
@@ -180,8 +184,7 @@ async def live(tmp_path):
         await writer.write(runs=[RunRow("r1", "t", 0, "gold", 0, started_at=datetime(2026, 1, 1, tzinfo=UTC))],
                            events=[Stamped("r1", ev.AnswerGiven(text="hello"), actor="agent")])
         await writer.flush()
-        budget = Budget(time_s=1.0, max_rows=1000, max_bytes=1024 * 1024, memory_limit="256MB")
-        with LiveQueryServer(log, budget) as server:
+        with LiveQueryServer(log, getattr(request, "param", ROOMY)) as server:
             with LogReader(path) as reader:
                 assert reader.live
                 yield server, reader, writer
@@ -220,9 +223,19 @@ async def test_live_budgets_cancel_big_queries_and_the_next_query_works(live):
         reader.query("SELECT repeat('x', 100000) FROM range(100)")
     with pytest.raises(StoreError, match="memory budget"):
         reader.query("SELECT list(range) FROM range(100000000)")
+    assert reader.query("SELECT current_setting('memory_limit')")[1][0][0].endswith("MiB")
+    assert reader.query("SELECT count(*) FROM runs")[1] == [(1,)]
+    await writer.write(events=[Stamped("r1", ev.AnswerGiven(text="after"), actor="agent")])
+    await writer.flush()
+    assert reader.query("SELECT count(*) FROM events")[1] == [(2,)]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("live", [HURRIED], indirect=True)
+async def test_a_query_past_its_time_budget_is_cancelled_and_recording_goes_on(live):
+    server, reader, writer = live
     with pytest.raises(StoreError, match="s budget and was cancelled"):
         reader.query("SELECT count(*) FROM range(1000000) a, range(1000000000) b WHERE a.range + b.range = -1")
-    assert reader.query("SELECT current_setting('memory_limit')")[1][0][0].endswith("MiB")
     assert reader.query("SELECT count(*) FROM runs")[1] == [(1,)]
     await writer.write(events=[Stamped("r1", ev.AnswerGiven(text="after"), actor="agent")])
     await writer.flush()
