@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-import duckdb
 import httpx
 
 from fae.errors import StoreError

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import httpx
@@ -12,7 +13,7 @@ from fae.cli.main import app
 from fae.errors import StoreError
 from fae.store import events as ev
 from fae.store.live import LiveQueryServer, LogReader, live_file
-from fae.store.log import EventLog, RunRow
+from fae.store.log import Batch, EventLog, EventRow, RunRow
 from fae.store.sandbox import Budget, check_query
 from fae.store.writer import Stamped, open_writer
 
@@ -114,8 +115,6 @@ def _make_log(path):
 
 
 def _batch():
-    from fae.store.log import Batch, EventRow
-
     payload = ev.encode(ev.AnswerGiven(text="hello"))
     return Batch(runs=[RunRow("r1", "t", 0, "gold", 0, started_at=datetime(2026, 1, 1, tzinfo=UTC))],
                  events=[EventRow("r1", 1, "AnswerGiven", datetime(2026, 1, 1, tzinfo=UTC), 1, "agent", None,
@@ -246,8 +245,6 @@ async def test_a_query_past_its_time_budget_is_cancelled_and_recording_goes_on(l
 async def test_malformed_requests_get_400_and_a_wrong_token_403(live):
     server, reader, writer = live
     info = live_file(reader.path)
-    import json
-
     port, token = json.loads(info.read_text())["port"], server.token
     url = f"http://127.0.0.1:{port}/sql"
     headers = {"x-fae-token": token}
