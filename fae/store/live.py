@@ -4,7 +4,8 @@ DuckDB lets no second process open a file that one process writes, not even
 read-only. So the recording process serves read queries over HTTP on
 127.0.0.1, each on its own cursor (a consistent snapshot), and advertises the
 port and a per-run token in ``<log>.live.json`` (mode 0600). Readers try the
-file first and fall back to the live endpoint.
+file first and fall back to the live endpoint. Either way a query is checked and
+run by ``fae.store.sandbox`` on a locked-down connection; live ones within a budget.
 """
 
 from __future__ import annotations
