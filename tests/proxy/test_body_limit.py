@@ -8,9 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
+from typer.testing import CliRunner
 
+from fae.cli.main import app
+from fae.harness.suite_runner import plan_suite, record_suite
 from fae.proxy.routes import Upstream
 from fae.proxy.server import run_proxy
 from fae.recorder.recorder import Recorder
@@ -152,3 +156,23 @@ def test_peak_memory_of_a_refused_and_an_accepted_body(tmp_path):
     by_path = {row[0]: row for row in rows}
     assert by_path["/refused"][1] == 413 and by_path["/refused"][3] is None, by_path["/refused"]
     assert by_path["/accepted"][4] == limit - 65536 and biggest == limit - 65536
+
+
+def test_a_recording_refuses_bodies_over_its_limit_and_says_so(tmp_path):
+    """The limit reaches the proxy of a real recording: the seed bundle is refused, recorded, and the run fails."""
+    log = tmp_path / "small.duckdb"
+    specs = plan_suite(["builtin-create-patient"], [0], ["gold"], 1)
+    result = anyio.run(lambda: record_suite(log, specs, max_body_bytes=200), backend="asyncio")
+    assert sum(result.statuses.values()) == 1 and not result.statuses.get("finished"), result
+    rows, _ = _exchanges(log)
+    refused = [row for row in rows if row[1] == 413]
+    assert refused and all("200 byte limit" in row[2] and row[3] is None for row in refused), rows
+    assert all(row[4] <= 200 for row in rows if row[3]), "a request body over the limit was kept"
+
+
+def test_fae_record_takes_max_body_mib_and_refuses_nonsense(tmp_path):
+    runner = CliRunner()
+    assert "--max-body-mib" in runner.invoke(app, ["record", "--help"], terminal_width=200).output
+    refused = runner.invoke(app, ["record", "--log", str(tmp_path / "x.duckdb"), "--max-body-mib", "0"])
+    assert refused.exit_code == 2 and "max-body-mib" in refused.output, refused.output
+    assert not (tmp_path / "x.duckdb").exists()
