@@ -28,8 +28,10 @@ async def test_an_unwritable_journal_turns_answers_into_errors(tmp_path):
                 async with httpx.AsyncClient() as client:
                     ok = await client.get(proxy.url("r1", "agent", "api", "first"))
                     assert ok.status_code == 200
-                    # the disk fills up: /dev/full fails every write with ENOSPC, as a full disk does
-                    os.close(writer.journal._fd)
+                    # the disk fills up: /dev/full fails every write with ENOSPC, as a full disk does;
+                    # after a flush the segment is sealed, so the next append goes to this descriptor
+                    await writer.flush()
+                    assert writer.journal._fd is None
                     writer.journal._fd = os.open("/dev/full", os.O_WRONLY)
                     lost = await client.get(proxy.url("r1", "agent", "api", "second"))
                     assert lost.status_code == 502
