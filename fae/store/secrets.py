@@ -24,8 +24,9 @@ MIN_LENGTH = 8
 
 
 def _forms(value: str) -> set[str]:
-    return {value, quote(value, safe=""), quote(value), quote_plus(value),
-            json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+    escaped = {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+    return {value, quote(value, safe=""), quote(value), quote_plus(value), *escaped,
+            *(form.replace("/", "\\/") for form in escaped)}  # some encoders also escape "/"
 
 
 class SecretValues:
