@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 def _width(stream: Any) -> int | None:
@@ -39,7 +40,7 @@ def table(columns: Sequence[str], title: str | None = None) -> Table:
 def print_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> None:
     shown = table(columns, title)
     for row in rows:
-        shown.add_row(*("" if value is None else str(value) for value in row))
+        shown.add_row(*(Text("" if value is None else str(value)) for value in row))  # data is never markup
     out.print(shown)
 
 

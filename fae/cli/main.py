@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from fae.cli.console import err, out, print_rows
 from fae.cli.progress import progress
@@ -153,6 +154,8 @@ def record(
         help="The FHIR server keeps an AuditEvent trail (the embedded one is told to; with --fhir-url, "
              "say so for a server that does); each run's trail is read into the log for "
              "`ensure_record` evidence=trail.")] = False,
+    max_body_mib: Annotated[int, typer.Option(
+        min=1, help="Refuse (413, recorded without the body) request bodies over this many MiB.")] = 32,
 ) -> None:
     """Record a suite of (task, variation, agent, repeat) runs through the proxy into the log."""
     # caught before anything starts, so no embedded server or library sees them first
@@ -171,7 +174,7 @@ def record(
         except ValueError as exc:
             raise FaeError(f"--variations {variations!r} is not a list like 0,1 or 0-2 ({exc})") from None
         specs = plan_suite(_task_ids(task), variation_list, agent or ["gold"], repeats, suite)
-        redactor = Redactor.with_extra(headers=redact_header, query_params=redact_param)
+        redactor = Redactor.with_extra(headers=redact_header, query_params=redact_param, values=[api_key])
         with progress("recording", len(specs)) as step:
 
             def advance(spec: Any, status: str) -> None:
@@ -182,7 +185,8 @@ def record(
                 llm_url=llm_url, redactor=redactor, on_progress=advance, memory_stores=memory_stores,
                 llm_options=llm_options,
                 paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
-                audit_events=audit_events, stop=stop, retry_errored=retry_errored, fsync=fsync))
+                audit_events=audit_events, stop=stop, retry_errored=retry_errored, fsync=fsync,
+                max_body_bytes=max_body_mib * 1024 * 1024))
         table = Table(title=f"recorded into {log}")
         table.add_column("planned", justify="right")
         table.add_column("already done", justify="right")
@@ -270,10 +274,7 @@ def sql(
     log: LogOption = DEFAULT_LOG,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines instead of a table.")] = False,
 ) -> None:
-    """Run SQL over the log (works while a recording is going on)."""
-    from fae.store.live import check_read_only
-
-    check_read_only(query)
+    """Run one read-only SQL query over the log (works while a recording is going on)."""
     with _reader(log) as reader:
         columns, rows = reader.query(query)
     if as_json:

@@ -22,6 +22,7 @@ import httpx
 from fae.errors import FaeError, RecordError
 from fae.fhir.audit import IDENTITY_HEADER
 from fae.proxy.routes import Upstream
+from fae.proxy.addon import DEFAULT_MAX_BODY_BYTES
 from fae.proxy.server import ProxyHandle, run_proxy
 from fae.recorder.recorder import Recorder
 from fae.recorder.redact import Redactor
@@ -159,7 +160,8 @@ async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_u
                      redactor: Redactor | None = None,
                      memory_stores: Mapping[str, Path] | None = None,
                      fhir_engine: Any | None = None,
-                     audit_events: bool = False, fsync: bool = False) -> AsyncIterator[Stack]:
+                     audit_events: bool = False, fsync: bool = False,
+                     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> AsyncIterator[Stack]:
     """Start everything a recording needs; yields when all of it is listening.
 
     ``memory_stores`` names Reflexion memory store directories (e.g. ``{"spec": Path(...)}``);
@@ -170,6 +172,7 @@ async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_u
     own name); with ``fhir_url`` it says that the external server keeps one. Either way the harness
     reads the trail back through the proxy after each run. ``fsync``: every journal append reaches
     the disk before the writer answers (survives power loss, at a cost per exchange).
+    ``max_body_bytes``: the proxy answers 413 to a larger request body (and records that it did).
     """
     memory_apps = _memory_apps(memory_stores or {})
     async with AsyncExitStack() as stack:
@@ -223,7 +226,8 @@ async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_u
         if llm_url:
             upstreams["llm"] = Upstream("llm", llm_url.rstrip("/").removesuffix("/v1"), "llm")
         try:
-            proxy = await stack.enter_async_context(run_proxy(upstreams, Recorder(writer, redactor)))
+            proxy = await stack.enter_async_context(run_proxy(upstreams, Recorder(writer, redactor),
+                                                                    max_body_bytes=max_body_bytes))
         except OSError as exc:
             raise RecordError(f"the recording proxy could not start: {exc}") from None
         proxy_ref["proxy"] = proxy

@@ -18,6 +18,7 @@ from fae.tasks.fixture import BUILTIN_TASK, render_builtin
 from fae.harness.interrupt import StopRequest
 from fae.harness.run import Paraphrase, RunSpec, execute_run
 from fae.harness.stack import Stack, open_stack
+from fae.proxy.addon import DEFAULT_MAX_BODY_BYTES
 from fae.recorder.redact import Redactor
 from fae.store import events as ev
 from fae.store.log import RunUpdate
@@ -111,7 +112,7 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
                        llm_options: Mapping[str, Any] | None = None,
                        paraphrase: Paraphrase | None = None, audit_events: bool = False,
                        stop: StopRequest | None = None, retry_errored: bool = False,
-                       fsync: bool = False) -> SuiteResult:
+                       fsync: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> SuiteResult:
     """Record every planned run not already done; returns what happened.
 
     ``memory_stores`` names the Reflexion memory stores the memory agents use
@@ -129,7 +130,8 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
     statuses: Counter = Counter()
     runs: list[tuple[str, str]] = []
     async with open_stack(log_path, fhir_url=fhir_url, llm_url=llm_url, redactor=redactor,
-                          memory_stores=memory_stores, audit_events=audit_events, fsync=fsync) as stack:
+                          memory_stores=memory_stores, audit_events=audit_events, fsync=fsync,
+                          max_body_bytes=max_body_bytes) as stack:
         if stop is not None:
             stop.bind()
         marked = await _mark_interrupted(stack)

@@ -19,6 +19,8 @@ from fae.proxy.routes import Route, RouteError, Upstream, parse_route
 _ROUTE_KEY = "fae_route"
 _ADDED_HEADERS = ("x-fae-run", "x-fae-actor", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-prefix")
 _EXCHANGE_KEY = "fae_exchange"
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+_TOO_LARGE = "body exceeds mitmproxy's body_size_limit"
 
 
 class ExchangeSink(Protocol):
@@ -55,9 +57,11 @@ class _StreamTap:
 class RecordingAddon:
     """Routes ``/run/{run}/{actor}/{upstream}/...`` to its upstream and records the exchange."""
 
-    def __init__(self, upstreams: dict[str, Upstream], sink: ExchangeSink):
+    def __init__(self, upstreams: dict[str, Upstream], sink: ExchangeSink, *,
+                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
         self.upstreams = upstreams
         self.sink = sink
+        self.max_body_bytes = max_body_bytes
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         try:
@@ -87,9 +91,12 @@ class RecordingAddon:
         route: Route | None = flow.metadata.get(_ROUTE_KEY)
         if route is None:
             return
+        flow.metadata[_EXCHANGE_KEY] = self._exchange(flow, route, flow.request.raw_content)
+
+    def _exchange(self, flow: http.HTTPFlow, route: Route, body: bytes | None) -> Exchange:
         headers = [(k, v) for k, v in flow.request.headers.items(multi=True)
                    if k.lower() not in _ADDED_HEADERS]
-        flow.metadata[_EXCHANGE_KEY] = Exchange(
+        return Exchange(
             exchange_id=uuid.uuid4().hex,
             run_id=route.run_id,
             actor=route.actor,
@@ -99,7 +106,7 @@ class RecordingAddon:
             url=flow.request.url,
             path=route.rest,
             request_headers=headers,
-            request_body=flow.request.raw_content,
+            request_body=body,
             started_at=flow.request.timestamp_start or time.time(),
             started_mono_ns=time.monotonic_ns(),
         )
@@ -133,9 +140,23 @@ class RecordingAddon:
 
     async def error(self, flow: http.HTTPFlow) -> None:
         exchange: Exchange | None = flow.metadata.get(_EXCHANGE_KEY)
+        route: Route | None = flow.metadata.get(_ROUTE_KEY)
+        message = flow.error.msg if flow.error else "unknown error"
+        if exchange is None and route is not None and _TOO_LARGE in message:
+            # refused before its body was read: recorded without it, so a refusal is never silent
+            exchange = self._exchange(flow, route, None)
+            exchange.status = 413
+            declared = flow.request.headers.get("content-length")
+            exchange.error = (f"request body {f'of {declared} bytes ' if declared else ''}is over the proxy's "
+                              f"{self.max_body_bytes} byte limit (--max-body-mib); refused with 413, not forwarded")
+            await self._finish(flow, exchange, replace_response=False)
+            return
         if exchange is None or exchange.duration_ms is not None:
             return
-        exchange.error = flow.error.msg if flow.error else "unknown error"
+        if _TOO_LARGE in message:
+            message = (f"response body is over the proxy's {self.max_body_bytes} byte limit (--max-body-mib); "
+                       f"the client got 502")
+        exchange.error = message
         await self._finish(flow, exchange, replace_response=False)
 
     async def _finish(self, flow: http.HTTPFlow, exchange: Exchange, replace_response: bool = True) -> None:

@@ -13,7 +13,7 @@ from mitmproxy import options
 from mitmproxy.master import Master
 
 from fae.errors import RecordError
-from fae.proxy.addon import ExchangeSink, RecordingAddon
+from fae.proxy.addon import DEFAULT_MAX_BODY_BYTES, ExchangeSink, RecordingAddon
 from fae.proxy.routes import Upstream, route_url
 from fae.util.serve import PROXY_IDLE_S
 
@@ -47,13 +47,16 @@ class _Started:
 
 @asynccontextmanager
 async def run_proxy(upstreams: dict[str, Upstream], sink: ExchangeSink, *,
-                    host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[ProxyHandle]:
-    """Serve the recording proxy until the block exits."""
+                    host: str = "127.0.0.1", port: int = 0,
+                    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> AsyncIterator[ProxyHandle]:
+    """Serve the recording proxy until the block exits; bodies over ``max_body_bytes`` are refused (413)."""
+    if max_body_bytes < 1:
+        raise RecordError(f"the body size limit must be positive (got {max_body_bytes} bytes)")
     opts = options.Options()
     master = Master(opts, with_termlog=False)
     master.addons.add(*[a for a in mitm_addons.default_addons() if type(a).__name__ not in _UNUSED])
     started = _Started()
-    master.addons.add(RecordingAddon(upstreams, sink), started)
+    master.addons.add(RecordingAddon(upstreams, sink, max_body_bytes=max_body_bytes), started)
     opts.update(
         mode=[f"reverse:http://127.0.0.1:9@{host}:{port}"],
         connection_strategy="lazy",
@@ -63,6 +66,9 @@ async def run_proxy(upstreams: dict[str, Upstream], sink: ExchangeSink, *,
         # embedded upstreams keep theirs open longer (fae.util.serve.KEEP_ALIVE_S), so the proxy
         # never reuses a connection the server is closing at the same moment
         tcp_timeout=PROXY_IDLE_S,
+        # mitmproxy checks a body against this from its Content-Length, or as chunks arrive, before
+        # buffering more of it: the client gets 413 (a response over it: 502) and the addon's error hook
+        body_size_limit=str(max_body_bytes),
     )
     async with anyio.create_task_group() as group:
         group.start_soon(master.run)

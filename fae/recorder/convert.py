@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mitmproxy.net import encoding
+
 from fae.proxy.exchange import Exchange
 from fae.recorder.fhir import fhir_event
 from fae.recorder.llm import llm_event
@@ -19,6 +21,21 @@ def _header(headers: list[tuple[str, str]], name: str) -> str:
     return ""
 
 
+def _scrub_encoded(exchange: Exchange, redactor: Redactor) -> tuple[bytes | None, bytes | None]:
+    """(raw, decoded) response bodies; a compressed body whose decoded copy held a secret is re-encoded clean."""
+    raw, decoded = exchange.response_body, exchange.decoded_body
+    if decoded is None:
+        return raw, decoded
+    clean = redactor.secrets.scrub_bytes(decoded)
+    if clean is decoded:
+        return raw, decoded
+    try:
+        reencoded = encoding.encode(clean, _header(exchange.response_headers, "content-encoding"))
+    except (ValueError, TypeError):
+        reencoded = None  # cannot re-encode it: the compressed copy is dropped rather than kept with the secret
+    return reencoded if isinstance(reencoded, bytes) else None, clean
+
+
 def exchange_events(exchange: Exchange, redactor: Redactor) -> tuple[list[Event], dict[str, bytes]]:
     """The events one exchange becomes, and the bodies they point at."""
     blobs: dict[str, bytes] = {}
@@ -31,21 +48,23 @@ def exchange_events(exchange: Exchange, redactor: Redactor) -> tuple[list[Event]
         return digest
 
     request_headers = redactor.header_list(exchange.request_headers)
+    url, path = redactor.url(exchange.url), redactor.path(exchange.path)
     response_headers = redactor.header_list(exchange.response_headers)
-    response_body = exchange.decoded_body if exchange.decoded_body is not None else exchange.response_body
+    raw_body, decoded_body = _scrub_encoded(exchange, redactor)
+    response_body = decoded_body if decoded_body is not None else raw_body
     http = HttpExchanged(
         exchange_id=exchange.exchange_id,
         method=exchange.method,
-        url=redactor.url(exchange.url),
-        path=redactor.path(exchange.path),
+        url=url,
+        path=path,
         request_headers=tuple(Header(k, v) for k, v in request_headers),
         request_blob=keep(exchange.request_body),
         request_size=len(exchange.request_body or b""),
         status=exchange.status,
         response_headers=tuple(Header(k, v) for k, v in response_headers),
-        response_blob=keep(exchange.response_body),
+        response_blob=keep(raw_body),
         response_size=len(exchange.response_body or b""),
-        decoded_blob=keep(exchange.decoded_body),
+        decoded_blob=keep(decoded_body),
         decode_error=exchange.decode_error,
         streamed=exchange.streamed,
         chunk_count=len(exchange.chunks),

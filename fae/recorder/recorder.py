@@ -20,6 +20,7 @@ class Recorder:
         self.writer = writer
         self.redactor = redactor or Redactor()
         self.sse = SsePairing()
+        writer.secrets = self.redactor.secrets  # everything the writer stores is scrubbed of what was redacted
 
     @property
     def healthy(self) -> bool:
@@ -36,6 +37,8 @@ class Recorder:
         await self.writer.write(events=stamped, blobs=blobs)
 
     def chunk(self, exchange: Exchange, index: int, chunk: Chunk) -> None:
+        if index == 0:
+            self.redactor.learn_request(exchange.request_headers, exchange.url)
         digest = blob_hash(chunk.data)
         event = ChunkReceived(exchange_id=exchange.exchange_id, index=index,
                               offset_ms=chunk.offset_ms, blob=digest, size=len(chunk.data))

@@ -107,12 +107,12 @@ class Journal:
                                           updates=batch.updates, verdicts=batch.verdicts,
                                           verdict_batches=batch.verdict_batches,
                                           completed_batches=batch.completed_batches))
-        record = len(payload).to_bytes(4, "big") + payload
-        try:
-            written = os.write(self._fd, record)  # type: ignore[arg-type]
+        prefix = len(payload).to_bytes(4, "big")
+        try:  # one write of both parts, without copying a large payload into a joined record
+            written = os.writev(self._fd, [prefix, payload])  # type: ignore[arg-type]
         except OSError as exc:
             raise StoreError(f"cannot write the journal of {self.log_path}: {exc.strerror}") from None
-        if written != len(record):
+        if written != len(prefix) + len(payload):
             raise StoreError(f"the journal of {self.log_path} took a short write (disk full?)")
         if self.fsync:
             try:

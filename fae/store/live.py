@@ -4,11 +4,13 @@ DuckDB lets no second process open a file that one process writes, not even
 read-only. So the recording process serves read queries over HTTP on
 127.0.0.1, each on its own cursor (a consistent snapshot), and advertises the
 port and a per-run token in ``<log>.live.json`` (mode 0600). Readers try the
-file first and fall back to the live endpoint.
+file first and fall back to the live endpoint. Either way a query is checked and
+run by ``fae.store.sandbox`` on a locked-down connection; live ones within a budget.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
 import secrets
@@ -20,12 +22,12 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-import duckdb
 import httpx
 
 from fae.errors import StoreError
 from fae.store.files import write_private
 from fae.store.log import EventLog
+from fae.store.sandbox import Budget, lock_down, run_query
 
 
 def live_file(log_path: str | Path) -> Path:
@@ -61,26 +63,34 @@ def _restore(value: Any) -> Any:
     return value
 
 
-def check_read_only(sql: str) -> None:
-    """Refuse anything but queries: the live endpoint must never write."""
+_MAX_REQUEST = 1024 * 1024
+
+
+def _parse_request(body: bytes) -> tuple[str, list[Any] | None]:
+    """The SQL and parameters of a live query request; StoreError for anything malformed."""
     try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise StoreError(f"bad SQL: {exc}") from None
-    if len(statements) != 1:
-        raise StoreError("give exactly one SQL statement")
-    kind = statements[0].type
-    if kind not in (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN):
-        raise StoreError(f"only queries can run on a log that is being recorded (got {kind.name})")
+        request = json.loads(body or b"{}")
+    except (ValueError, UnicodeDecodeError):
+        raise StoreError("bad request: the body is not JSON") from None
+    if not isinstance(request, dict):
+        raise StoreError("bad request: the body must be a JSON object with 'sql'")
+    sql, params = request.get("sql"), request.get("params")
+    if not isinstance(sql, str) or not sql.strip():
+        raise StoreError("bad request: 'sql' must be a non-empty string")
+    if params is not None and not isinstance(params, list):
+        raise StoreError("bad request: 'params' must be a list")
+    return sql, params or None
 
 
 class LiveQueryServer:
-    """Serves read queries on the recording process's open log."""
+    """Serves read queries on the recording process's open log, sandboxed and within a budget."""
 
-    def __init__(self, log: EventLog):
+    def __init__(self, log: EventLog, budget: Budget | None = None, *, concurrent: int = 2):
         self.log = log
+        self.budget = budget or Budget()
         self.token = secrets.token_hex(16)
         self.path = live_file(log.path)
+        self._slots = threading.BoundedSemaphore(concurrent)
         server_ref = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -88,22 +98,25 @@ class LiveQueryServer:
                 return
 
             def do_POST(self) -> None:
-                if self.headers.get("x-fae-token") != server_ref.token:
+                given = self.headers.get("x-fae-token") or ""
+                if not hmac.compare_digest(given.encode(), server_ref.token.encode()):
                     self._send(403, {"error": "bad token"})
                     return
                 try:
                     length = int(self.headers.get("content-length") or 0)
-                    request = json.loads(self.rfile.read(length) or b"{}")
-                    sql = str(request.get("sql", ""))
-                    check_read_only(sql)
-                    columns, rows = server_ref.log.query(sql, request.get("params") or None)
+                except ValueError:
+                    self._send(400, {"error": "bad request: content-length is not a number"})
+                    return
+                if length < 0 or length > _MAX_REQUEST:
+                    self.close_connection = True
+                    self._send(400, {"error": f"bad request: the body must be 0 to {_MAX_REQUEST} bytes"})
+                    return
+                try:
+                    sql, params = _parse_request(self.rfile.read(length))
+                    columns, rows = server_ref.run(sql, params)
                     self._send(200, {"columns": columns, "rows": _jsonable(rows)})
                 except StoreError as exc:
                     self._send(400, {"error": str(exc)})
-                except duckdb.Error as exc:
-                    self._send(400, {"error": f"bad SQL: {exc}"})
-                except ValueError as exc:
-                    self._send(400, {"error": f"bad request: {exc}"})
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 body = json.dumps(payload).encode()
@@ -117,7 +130,21 @@ class LiveQueryServer:
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="fae-live-query", daemon=True)
 
+    def run(self, sql: str, params: list[Any] | None = None) -> tuple[list[str], list[tuple]]:
+        """One sandboxed query on its own cursor, at most ``concurrent`` at a time."""
+        if not self._slots.acquire(timeout=self.budget.time_s):
+            raise StoreError("the live endpoint is busy with other queries; retry")
+        try:
+            cursor = self.log.cursor()
+            try:
+                return run_query(cursor, sql, params, self.budget)
+            finally:
+                cursor.close()
+        finally:
+            self._slots.release()
+
     def __enter__(self) -> LiveQueryServer:
+        lock_down(self.log.con, self.budget.memory_limit)
         self._thread.start()
         info = {"pid": os.getpid(), "port": self._server.server_address[1], "token": self.token}
         # a stale file from a killed recording (or a planted link) is removed, never followed or reused
@@ -149,6 +176,7 @@ class LogReader:
             raise StoreError(f"no log at {self.path}")
         try:
             self._log = EventLog(self.path, read_only=True)
+            lock_down(self._log.con, None)
         except StoreError as exc:
             if "open in another process" not in str(exc):
                 raise
@@ -171,21 +199,25 @@ class LogReader:
 
     def query(self, sql: str, params: list[Any] | None = None) -> tuple[list[str], list[tuple]]:
         if self._log is not None:
+            cursor = self._log.cursor()
             try:
-                return self._log.query(sql, params)
-            except duckdb.Error as exc:
-                raise StoreError(f"bad SQL: {exc}") from None
+                return run_query(cursor, sql, params, None)
+            finally:
+                cursor.close()
         assert self._live is not None
         try:
             reply = httpx.post(f"http://127.0.0.1:{self._live['port']}/sql",
                                json={"sql": sql, "params": params or []},
-                               headers={"x-fae-token": self._live["token"]}, timeout=60)
+                               headers={"x-fae-token": self._live["token"]}, timeout=120)
         except httpx.HTTPError:
             raise StoreError(
                 f"log {self.path} is locked by process {self._live.get('pid')}, which does not answer; "
                 f"if it died, remove {live_file(self.path)} and retry"
             ) from None
-        payload = reply.json()
+        try:
+            payload = reply.json()
+        except ValueError:
+            raise StoreError(f"the live endpoint of {self.path} answered HTTP {reply.status_code} without JSON") from None
         if reply.status_code != 200:
             raise StoreError(str(payload.get("error", f"live query failed with HTTP {reply.status_code}")))
         return payload["columns"], [tuple(_restore(row)) for row in payload["rows"]]

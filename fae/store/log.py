@@ -301,14 +301,18 @@ class EventLog:
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[tuple]]:
         """Run one read query on its own cursor (a consistent snapshot while writes go on)."""
-        with self._lock:  # a cursor is made from the shared connection; never while a batch is mid-write
-            cursor = self.con.cursor()
+        cursor = self.cursor()
         try:
             result = cursor.execute(sql, params or [])
             columns = [d[0] for d in result.description or []]
             return columns, result.fetchall()
         finally:
             cursor.close()
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A new cursor on the shared connection (never made while a batch is mid-write)."""
+        with self._lock:
+            return self.con.cursor()
 
     def blob(self, hash_: str) -> bytes | None:
         _, rows = self.query("SELECT data FROM blobs WHERE hash = ? LIMIT 1", [hash_])

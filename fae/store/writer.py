@@ -22,6 +22,7 @@ from fae.errors import StoreError
 from fae.store import events as ev
 from fae.store.journal import Journal
 from fae.store.log import Batch, EventLog, EventRow, RunRow, RunUpdate, VerdictRow
+from fae.store.secrets import SecretValues
 
 
 class Stamped:
@@ -56,6 +57,8 @@ class LogWriter:
         self._in_flight = False
         self._done = anyio.Event()
         self.batches_written = 0
+        self.secrets = SecretValues()
+        """Secret values scrubbed from every batch before it is journaled (the recorder shares its own)."""
 
     @property
     def healthy(self) -> bool:
@@ -82,8 +85,8 @@ class LogWriter:
         if self._closing:
             raise StoreError("the log writer is closed")
         seqs_before = dict(self._seqs)
-        batch = Batch(blobs=dict(blobs or {}), runs=list(runs), events=self._rows(events),
-                      updates=list(updates), verdicts=list(verdicts))
+        batch = self.secrets.scrub_batch(Batch(blobs=dict(blobs or {}), runs=list(runs), events=self._rows(events),
+                                               updates=list(updates), verdicts=list(verdicts)))
         try:
             self.journal.append(batch)
         except StoreError as exc:

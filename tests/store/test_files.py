@@ -134,7 +134,7 @@ def test_a_foreign_duckdb_file_is_refused_in_one_line_and_left_alone(tmp_path):
     con.close()
     with pytest.raises(StoreError, match="other tables and no fae schema"):
         EventLog(foreign)
-    result = runner.invoke(app, ["record", "--log", str(foreign)])
+    result = runner.invoke(app, ["record", "--log", str(foreign), "--task", "builtin-create-patient"])
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output and "no fae schema" in result.output, result.output
     con = duckdb.connect(str(foreign), read_only=True)
