@@ -92,7 +92,8 @@ def test_serve_prints_its_base_url_and_serves_there():
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
-        assert "http://127.0.0.1:" in line, f"first line {line!r}; stderr: {proc.stderr.read() if proc.poll() is not None else ''}"
+        stderr = proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
+        assert "http://127.0.0.1:" in line, f"first line {line!r}; stderr: {stderr}"
         base = line.split()[line.split().index("at") + 1]
         assert base.endswith("/fhir")
         with httpx.Client(timeout=30) as http:
