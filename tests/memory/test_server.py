@@ -5,8 +5,8 @@ import pytest
 from mcp import StdioServerParameters
 
 from fae.agents.mcp_client import McpToolbox
-from fae.memory.server import memory_mcp_http_app
 from fae.memory.reflection_store import MacroReflection, MemoryStore, MicroReflection
+from fae.memory.server import memory_mcp_http_app
 from fae.util.serve import serve_asgi
 from tests.memory.conftest import NOW
 
