@@ -38,6 +38,12 @@ def test_sandbox_lifecycle_over_http(live_server):
         assert http.get(f"{fhir}/Patient").status_code == 404
         assert http.post(f"{base}/sandbox/nope/$reset").status_code == 404
         assert http.post(f"{base}/sandbox", content=b"{oops").status_code == 400
+        for not_an_object in (b"[]", b'"Bundle"', b"3", b"true"):
+            refused = http.post(f"{base}/sandbox", content=not_an_object)
+            assert refused.status_code == 400 and "a seed must be a FHIR Bundle" in refused.text, refused.text
+        blank = http.post(f"{base}/sandbox", params={"id": "blank"}, content=b"null")   # JSON null: no seed
+        assert blank.status_code == 201, blank.text
+        assert http.get(f"{blank.json()['base']}/Patient").json()["total"] == 0
         bad_seed = {"resourceType": "Bundle", "entry": [{"resource": {"resourceType": "Patient", "x": 1}}]}
         assert http.post(f"{base}/sandbox", json=bad_seed).status_code == 400
 
