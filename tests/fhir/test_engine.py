@@ -232,3 +232,13 @@ def test_audit_trail_records_each_interaction():
     qsid = quiet.create_sandbox()
     post(quiet, qsid, {"resourceType": "Patient"})
     assert quiet.resources(qsid, "AuditEvent") == []
+
+
+def test_a_deletion_holds_no_live_resource(engine):
+    sid = engine.create_sandbox(seed(1))
+    assert engine.handle(sid, "DELETE", "Patient/p0").status in (200, 204)
+    store = engine.sandboxes.require(sid).store
+    created, tombstone = store.instance_history("Patient", "p0")
+    assert created.live_resource["id"] == "p0" and tombstone.resource is None
+    with pytest.raises(ValueError, match="Patient/p0 version 2 is a deletion"):
+        _ = tombstone.live_resource
