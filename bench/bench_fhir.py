@@ -89,12 +89,16 @@ def hospital_bundle(n_doctors: int = 20) -> dict:
     """Shared Practitioners and Organizations, created once (ifNoneExist), as Synthea does."""
     entries = []
     for i in range(n_doctors):
-        entries.append({"resource": {"resourceType": "Organization", "identifier": [{"system": ORG, "value": f"org{i}"}],
-                                     "name": f"Clinic {i}"},
-                        "request": {"method": "POST", "url": "Organization", "ifNoneExist": f"identifier={ORG}|org{i}"}})
-        entries.append({"resource": {"resourceType": "Practitioner", "identifier": [{"system": NPI, "value": str(1000 + i)}],
-                                     "name": [{"family": f"Doc{i}"}]},
-                        "request": {"method": "POST", "url": "Practitioner", "ifNoneExist": f"identifier={NPI}|{1000 + i}"}})
+        org = {"resourceType": "Organization", "identifier": [{"system": ORG, "value": f"org{i}"}],
+               "name": f"Clinic {i}"}
+        entries.append({"resource": org,
+                        "request": {"method": "POST", "url": "Organization",
+                                    "ifNoneExist": f"identifier={ORG}|org{i}"}})
+        doctor = {"resourceType": "Practitioner", "identifier": [{"system": NPI, "value": str(1000 + i)}],
+                  "name": [{"family": f"Doc{i}"}]}
+        entries.append({"resource": doctor,
+                        "request": {"method": "POST", "url": "Practitioner",
+                                    "ifNoneExist": f"identifier={NPI}|{1000 + i}"}})
     return {"resourceType": "Bundle", "type": "transaction", "entry": entries}
 
 

@@ -12,9 +12,31 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fae.api import (Agent, AgentContext, AgentResult, Comparison, EventLog, FaeError, RejudgeResult,
-                         ReplayReport, Rule, RunContext, SuiteResult, Verdict, add_task_dir, compare,
-                         open_log, plan_runs, query, record, register_agent, register_judge, rejudge, replay, tasks)
+    from fae.api import (
+        Agent,
+        AgentContext,
+        AgentResult,
+        Comparison,
+        EventLog,
+        FaeError,
+        RejudgeResult,
+        ReplayReport,
+        Rule,
+        RunContext,
+        SuiteResult,
+        Verdict,
+        add_task_dir,
+        compare,
+        open_log,
+        plan_runs,
+        query,
+        record,
+        register_agent,
+        register_judge,
+        rejudge,
+        replay,
+        tasks,
+    )
 
 __all__ = [
     "Agent", "AgentContext", "AgentResult", "Comparison", "EventLog", "FaeError", "RejudgeResult",

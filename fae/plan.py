@@ -240,14 +240,14 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         if isinstance(step, AnswerStep):
             steps.append({"answer": step.answer})
         elif isinstance(step, HttpStep):
-            entry = {"http": step.http, "actor": step.actor, "via": step.via}
+            entry: dict[str, Any] = {"http": step.http, "actor": step.actor, "via": step.via}
             if step.save:
                 entry["save"] = step.save
             steps.append(entry)
         elif isinstance(step, WaitStep):
             steps.append({"wait": step.wait})
         else:
-            entry: dict[str, Any] = {"call": step.call, "args": step.args}
+            entry = {"call": step.call, "args": step.args}
             if step.save:
                 entry["save"] = step.save
             steps.append(entry)

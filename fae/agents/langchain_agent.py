@@ -25,6 +25,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_openai import ChatOpenAI
+from pydantic import SecretStr
 
 from fae.agents.base import AgentContext, AgentError, AgentResult
 from fae.agents.langchain_configs import Configuration, configuration
@@ -66,7 +67,7 @@ def _env_number(name: str, default: float, kind: type) -> Any:
 
 def llm_settings(model: str | None = None, api_key: str | None = None, timeout_s: float | None = None,
                  max_retries: int | None = None) -> LlmSettings:
-    """Settings from arguments, else ``FAE_MODEL``, ``OPENAI_API_KEY``, ``FAE_LLM_TIMEOUT_S``, ``FAE_LLM_MAX_RETRIES``."""
+    """Settings from arguments, else from FAE_MODEL, OPENAI_API_KEY, FAE_LLM_TIMEOUT_S, FAE_LLM_MAX_RETRIES."""
     model = model or os.environ.get("FAE_MODEL")
     if not model:
         raise FaeError("the LangChain agent needs a model: pass --model, set FAE_MODEL, "
@@ -203,7 +204,7 @@ class LangChainAgent:
             tools = await langchain_tools(boxes)
             http_client = await stack.enter_async_context(httpx.AsyncClient())
             model = ChatOpenAI(
-                model=self.settings.model, base_url=ctx.llm_base_url, api_key=self.settings.api_key,
+                model=self.settings.model, base_url=ctx.llm_base_url, api_key=SecretStr(self.settings.api_key),
                 timeout=self.settings.timeout_s, max_retries=self.settings.max_retries,
                 http_async_client=http_client,
             )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from contextlib import AsyncExitStack
+from types import TracebackType
 from typing import Any, Self
 
 import httpx2
@@ -123,10 +124,11 @@ class McpToolbox:
             self._stack = stack.pop_all()
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        traceback: TracebackType | None) -> None:
         stack, self._stack, self._client = self._stack, None, None
         if stack is not None:
-            await stack.__aexit__(*exc_info)
+            await stack.__aexit__(exc_type, exc, traceback)
 
     @property
     def client(self) -> Client:

@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import anyio
 import msgspec
 
-import anyio
-
-from fae.plan import AnswerStep, HttpStep, Plan, ToolStep, WaitStep, resolve
 from fae.errors import PlanError
+from fae.plan import AnswerStep, HttpStep, Plan, ToolStep, WaitStep, resolve
 
 CallTool = Callable[[str, dict[str, Any]], Awaitable["ToolOutcome"]]
 # (actor, via, method, path, body) -> parsed reply; how http steps reach the FHIR server

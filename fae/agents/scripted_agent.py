@@ -10,9 +10,9 @@ import httpx
 
 from fae.agents.base import AgentContext, AgentResult
 from fae.agents.mcp_client import McpToolbox, toolbox_call
-from fae.plan import Plan, plan_to_dict
 from fae.agents.plan_runner import run_plan
 from fae.errors import PlanError
+from fae.plan import Plan, plan_to_dict
 
 
 class ScriptedAgent:

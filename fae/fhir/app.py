@@ -28,6 +28,7 @@ from fae.errors import FhirError
 from fae.fhir.engine import FhirEngine
 from fae.fhir.jsonbody import parse_json
 from fae.fhir.outcome import FhirProblem, issue, outcome
+from fae.fhir.types import Resource
 
 DEFAULT_SANDBOX = "default"
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
@@ -104,12 +105,16 @@ def create_app(engine: FhirEngine | None = None, *, audit_events: bool = False) 
         body = await _read_body(request, engine.max_body)
         if body is None:
             return _problem(413, f"Body larger than {engine.max_body} bytes")
-        seed = None
+        seed: Resource | None = None
         if body.strip():
             try:
-                seed = parse_json(body, "The seed")
+                parsed = parse_json(body, "The seed")
             except FhirProblem as problem:
                 return _problem(400, f"The seed must be a JSON FHIR Bundle: {problem}")
+            if isinstance(parsed, dict):
+                seed = parsed
+            elif parsed is not None:
+                return _problem(400, "a seed must be a FHIR Bundle")
         try:
             sid = await anyio.to_thread.run_sync(engine.create_sandbox, seed,
                                                  request.query_params.get("id"))

@@ -5,6 +5,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from typing import Any
+
+from fae.fhir.types import Resource
 
 ACTIONS = {"create": "C", "read": "R", "vread": "R", "update": "U", "delete": "D"}
 IDENTITY_HEADER = "x-fae-identity"
@@ -33,8 +36,8 @@ def identity(headers: dict[str, str]) -> str | None:
 
 
 def audit_event(interaction: str, entity_ref: str, who: str | None, recorded: str,
-                outcome_code: str = "0") -> dict:
-    agent_who = {"display": who} if who else {"display": "anonymous"}
+                outcome_code: str = "0") -> Resource:
+    agent_who: dict[str, Any] = {"display": who} if who else {"display": "anonymous"}
     if who:
         agent_who["identifier"] = {"system": "urn:fae:identity", "value": who}
     return {

@@ -18,6 +18,7 @@ from fae.fhir.search_results import (
 )
 from fae.fhir.search_values import date_range
 from fae.fhir.shaping import select_elements, summarise, summary_mode
+from fae.fhir.types import Resource
 from fae.fhir.wire import FhirResponse, Request, respond
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def _full_url(base: str, rtype: str, rid: str) -> str:
     return f"{base}/{rtype}/{rid}" if base else f"{rtype}/{rid}"
 
 
-def search_bundle(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str | None) -> dict:
+def search_bundle(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str | None) -> Resource:
     ctx = SearchContext(rest.spec, sandbox.store, rest.clock().timestamp(), strict=req.strict,
                         budget=req.budget)
     filters = [(k, v) for k, v in req.pairs if not is_result_param(k)]
@@ -52,7 +53,7 @@ def search_bundle(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str
         matches = sort_resources(ctx, rtype, matches, sort_text[-1])
     total_mode = next((v for k, v in req.pairs if k == "_total"), "accurate")
     mode = summary_mode(req.pairs)
-    bundle: dict = {"resourceType": "Bundle", "type": "searchset"}
+    bundle: Resource = {"resourceType": "Bundle", "type": "searchset"}
     if total_mode != "none" or mode == "count":
         bundle["total"] = len(matches)
     path = rtype or ""
@@ -72,12 +73,12 @@ def search_bundle(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str
     bundle["link"] = links
     elements = [n.strip() for k, v in req.pairs if k == "_elements" for n in v.split(",") if n.strip()]
 
-    def shape(resource: dict) -> dict:
+    def shape(resource: Resource) -> Resource:
         if mode and mode != "false":
             resource = summarise(rest.spec, resource, mode)
         return select_elements(rest.spec, resource, elements) if elements else resource
 
-    entries = [{"fullUrl": _full_url(req.base, v.resource_type, v.id), "resource": shape(v.resource),
+    entries = [{"fullUrl": _full_url(req.base, v.resource_type, v.id), "resource": shape(v.live_resource),
                 "search": {"mode": "match"}} for v in page]
     inc = [v + ":iterate" if k.endswith((":iterate", ":recurse")) else v for k, v in req.pairs
            if k in ("_include", "_include:iterate", "_include:recurse")]
@@ -85,13 +86,13 @@ def search_bundle(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str
            if k in ("_revinclude", "_revinclude:iterate", "_revinclude:recurse")]
     if inc or rev:
         extra = includes(ctx, page, inc, rev, {v.key for v in page})
-        entries.extend({"fullUrl": _full_url(req.base, v.resource_type, v.id), "resource": v.resource,
+        entries.extend({"fullUrl": _full_url(req.base, v.resource_type, v.id), "resource": v.live_resource,
                         "search": {"mode": "include"}} for v in extra)
     bundle["entry"] = entries
     return _with_warnings(bundle, ctx)
 
 
-def _with_warnings(bundle: dict, ctx: SearchContext) -> dict:
+def _with_warnings(bundle: Resource, ctx: SearchContext) -> Resource:
     if ctx.warnings:
         bundle.setdefault("entry", []).append(
             {"resource": outcome(*ctx.warnings), "search": {"mode": "outcome"}})
@@ -106,7 +107,7 @@ def _http_date(instant_text: str) -> str:
 def history(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str | None,
             rid: str | None) -> FhirResponse:
     store = sandbox.store
-    if rid is not None:
+    if rtype is not None and rid is not None:
         versions = list(store.instance_history(rtype, rid))
         if not versions:
             raise FhirProblem(404, f"{rtype}/{rid} is not known", code="not-found")

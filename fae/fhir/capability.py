@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 from fae.fhir.spec import Spec
+from fae.fhir.types import Resource
 
 INTERACTIONS = ["read", "vread", "update", "patch", "delete", "history-instance", "history-type",
                 "create", "search-type"]
@@ -36,7 +37,7 @@ def _resources(spec: Spec) -> tuple[dict, ...]:
     return tuple(out)
 
 
-def capability_statement(spec: Spec, base: str) -> dict:
+def capability_statement(spec: Spec, base: str) -> Resource:
     return {
         "resourceType": "CapabilityStatement",
         "status": "active",

@@ -59,7 +59,7 @@ class TokenIndex:
         return bucket
 
     def _keys(self, version: Version) -> tuple:
-        pairs = version_index(version, self.param)[0]  # type: ignore[index]
+        pairs = version_index(version, self.param)[0]
         return tuple({key for system, code in pairs for key in ((system, code), (None, code))})
 
     def update(self, version: Version) -> None:

@@ -23,6 +23,7 @@ from fae.fhir.routing import dispatch
 from fae.fhir.sandboxes import Sandbox, Sandboxes
 from fae.fhir.spec import Spec, load_spec
 from fae.fhir.transactions import DEFAULT_MAX_ENTRIES
+from fae.fhir.types import Resource
 from fae.fhir.wire import (
     JSON_TYPE,
     MAX_BODY,
@@ -68,7 +69,7 @@ class FhirEngine:
 
     # ---- sandboxes -------------------------------------------------------------------------
 
-    def create_sandbox(self, seed_bundle: dict | None = None, sandbox_id: str | None = None,
+    def create_sandbox(self, seed_bundle: Resource | None = None, sandbox_id: str | None = None,
                        *, audit_events: bool | None = None) -> str:
         """Create an isolated store, seeded from a Bundle (collection, batch or transaction)."""
         return self.sandboxes.create(seed_bundle, sandbox_id, audit_events=audit_events)
@@ -90,15 +91,15 @@ class FhirEngine:
     def delete_sandbox(self, sid: str) -> None:
         self.sandboxes.delete(sid)
 
-    def resources(self, sid: str, resource_type: str | None = None) -> list[dict]:
+    def resources(self, sid: str, resource_type: str | None = None) -> list[Resource]:
         """Deep copies of the current (non-deleted) resources, in creation order."""
         return self.sandboxes.resources(sid, resource_type)
 
-    def load_state(self, sid: str, resources: list[dict]) -> None:
+    def load_state(self, sid: str, resources: list[Resource]) -> None:
         """Replace a sandbox's state with recorded resource versions (oldest first), keeping their meta."""
         self.sandboxes.load_state(sid, resources)
 
-    def record_version(self, sid: str, resource: dict) -> None:
+    def record_version(self, sid: str, resource: Resource) -> None:
         """Fold one recorded write response (a resource with meta) into a sandbox."""
         self.sandboxes.record_version(sid, resource)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from fae.fhir.fhirpath import evaluate
 from fae.fhir.outcome import FhirProblem
 from fae.fhir.spec import Spec
+from fae.fhir.types import Resource
 from fae.fhir.validate import element_at
 from fae.fhir.wire import deep_copy
 
@@ -88,7 +89,7 @@ def _children(node: Node, name: str) -> list[Node]:
     return [Node(child, value, key, None, node.keys + (key,))]
 
 
-def navigate(resource: dict, path: str) -> list[Node]:
+def navigate(resource: Resource, path: str) -> list[Node]:
     """The nodes a patch path selects."""
     steps = split_steps(path)
     nodes = [Node(resource, None, None, None, ())]
@@ -169,7 +170,7 @@ def _int(op: dict, name: str) -> int:
     return value
 
 
-def _collection(resource: dict, path: str) -> list:
+def _collection(resource: Resource, path: str) -> list:
     """The list a path names (its last step a plain element name), created empty if absent."""
     steps = split_steps(path)
     name, args, index = _step_parts(steps[-1])
@@ -184,7 +185,7 @@ def _collection(resource: dict, path: str) -> list:
     return current
 
 
-def _apply(spec: Spec, resource: dict, op: dict) -> None:
+def _apply(spec: Spec, resource: Resource, op: dict) -> None:
     kind, path = op["type"], str(op["path"])
     if kind == "add":
         name = op.get("name")
@@ -239,7 +240,7 @@ def _apply(spec: Spec, resource: dict, op: dict) -> None:
         items.insert(destination, items.pop(source))
 
 
-def apply_fhirpath_patch(spec: Spec, resource: dict, parameters: dict) -> dict:
+def apply_fhirpath_patch(spec: Spec, resource: Resource, parameters: Resource) -> Resource:
     """A patched deep copy of `resource`; 400 for a malformed patch, 422 when one cannot apply."""
     params = parameters.get("parameter")
     if not isinstance(params, list) or not params:

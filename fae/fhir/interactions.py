@@ -19,9 +19,10 @@ from fae.fhir.sandboxes import Sandbox
 from fae.fhir.search import SearchContext
 from fae.fhir.shaping import select_elements, summarise, summary_mode
 from fae.fhir.spec import Spec
-from fae.fhir.versions import Version, next_version, put_resource
 from fae.fhir.transactions import DEFAULT_MAX_ENTRIES
+from fae.fhir.types import Resource
 from fae.fhir.validate import validate_resource
+from fae.fhir.versions import Version, next_version, put_resource
 from fae.fhir.wire import Clock, FhirResponse, Request, instant, respond
 
 
@@ -38,7 +39,7 @@ class Interactions:
     def dispatch(self, sandbox: Sandbox, req: Request, assigned_id: str | None = None) -> FhirResponse:
         return dispatch(self, sandbox, req, assigned_id)
 
-    def parse_body(self, req: Request, rtype: str | None) -> dict:
+    def parse_body(self, req: Request, rtype: str | None) -> Resource:
         if not req.body:
             raise FhirProblem(400, "A request body (FHIR JSON resource) is required")
         resource = parse_json(req.body)
@@ -53,7 +54,7 @@ class Interactions:
                               expression="resourceType")
         return resource
 
-    def validate(self, resource: dict) -> None:
+    def validate(self, resource: Resource) -> None:
         problems = validate_resource(self.spec, resource)
         if problems:
             raise FhirProblem(422, problems[0]["diagnostics"], issues=problems)
@@ -121,9 +122,9 @@ class Interactions:
         del headers["Location"]
         if req.headers.get("if-none-match", "").replace("W/", "") == f'"{version.version_id}"':
             return respond(304, None, headers)
-        return respond(200, self.shaped(req, version.resource), headers)
+        return respond(200, self.shaped(req, version.live_resource), headers)
 
-    def shaped(self, req: Request, resource: dict) -> dict:
+    def shaped(self, req: Request, resource: Resource) -> Resource:
         mode = summary_mode(req.pairs)
         if mode and mode != "count":
             resource = summarise(self.spec, resource, mode)
@@ -161,7 +162,7 @@ class Interactions:
                 raise FhirProblem(412, f"If-Match {if_match!r} does not match the current version "
                                        f"({have})", code="conflict")
 
-    def store_update(self, sandbox: Sandbox, req: Request, resource: dict) -> FhirResponse:
+    def store_update(self, sandbox: Sandbox, req: Request, resource: Resource) -> FhirResponse:
         rtype, rid = resource["resourceType"], resource["id"]
         current = sandbox.store.get(rtype, rid)
         self.check_if_match(req, current)

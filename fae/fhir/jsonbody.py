@@ -7,9 +7,12 @@ or recurse past the interpreter's limit deep inside the engine.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import msgspec
 
 from fae.fhir.outcome import FhirProblem
+from fae.fhir.types import Resource
 
 # FHIR resources nest a few dozen levels at most; extensions of extensions go deepest
 MAX_NESTING = 100
@@ -20,6 +23,7 @@ def nesting_depth_over(value: object, limit: int = MAX_NESTING) -> bool:
     stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
+        children: Iterable[object]
         if isinstance(node, dict):
             children = node.values()
         elif isinstance(node, list):
@@ -48,8 +52,8 @@ def parse_json(data: bytes, what: str = "Body") -> object:
     return value
 
 
-def clean_copy(value: object, what: str = "Content") -> object:
-    """A deep copy of in-process JSON data, refused (400) when it nests too deep or holds invalid text."""
+def clean_copy(value: Resource, what: str = "Content") -> Resource:
+    """A deep copy of an in-process JSON object, refused (400) when it nests too deep or holds invalid text."""
     if nesting_depth_over(value):
         raise FhirProblem(400, f"{what} is nested more than {MAX_NESTING} levels deep")
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fae.fhir.outcome import FhirProblem
+from fae.fhir.types import Resource
 from fae.fhir.wire import deep_copy, dumps
 
 OPS = {"add", "remove", "replace", "move", "copy", "test"}
@@ -94,13 +95,13 @@ def json_equal(a: object, b: object) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return a == b
     return type(a) is type(b) and a == b
 
 
-def apply_json_patch(resource: dict, operations: object) -> object:
+def apply_json_patch(resource: Resource, operations: object) -> object:
     """A patched deep copy of `resource`; 400 for a malformed patch, 422 when one cannot apply."""
     if not isinstance(operations, list):
         raise _bad("the body must be a JSON array of operations")

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from fae.fhir.types import Resource
+
 ISSUE_CODES = {400: "invalid", 404: "not-found", 405: "not-supported", 406: "not-supported",
                409: "conflict", 410: "deleted", 412: "conflict", 413: "too-costly",
                415: "not-supported", 422: "processing"}
 
 
-def issue(severity: str, code: str, diagnostics: str, expression: str | None = None) -> dict:
-    out = {"severity": severity, "code": code, "diagnostics": diagnostics}
+def issue(severity: str, code: str, diagnostics: str, expression: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"severity": severity, "code": code, "diagnostics": diagnostics}
     if expression:
         out["expression"] = [expression]
     return out
 
 
-def outcome(*issues: dict) -> dict:
+def outcome(*issues: dict[str, Any]) -> Resource:
     return {"resourceType": "OperationOutcome", "issue": list(issues)}
 
 
@@ -28,5 +32,5 @@ class FhirProblem(Exception):
         self.issues = issues or [issue("error", code or ISSUE_CODES.get(status, "processing"),
                                        diagnostics, expression)]
 
-    def outcome(self) -> dict:
+    def outcome(self) -> Resource:
         return outcome(*self.issues)

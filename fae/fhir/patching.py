@@ -10,6 +10,7 @@ from fae.fhir.fhirpatch import apply_fhirpath_patch
 from fae.fhir.jsonbody import MAX_NESTING, nesting_depth_over, parse_json
 from fae.fhir.jsonpatch import apply_json_patch
 from fae.fhir.outcome import FhirProblem
+from fae.fhir.types import Resource
 from fae.fhir.versions import put_resource
 from fae.fhir.wire import FhirResponse, Request, instant
 
@@ -22,7 +23,7 @@ USAGE = (f"PATCH takes a JSON Patch ({JSON_PATCH}, a JSON array) or a FHIRPath P
          "(application/fhir+json, a Parameters resource)")
 
 
-def _patched(rest: Interactions, req: Request, resource: dict) -> object:
+def _patched(rest: Interactions, req: Request, resource: Resource) -> object:
     if not req.body:
         raise FhirProblem(400, f"A request body is required: {USAGE}")
     content_type = req.headers.get("content-type", "")
@@ -51,7 +52,7 @@ def patch(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str, rid: s
     if current.deleted:
         raise FhirProblem(410, f"{rtype}/{rid} was deleted", code="deleted")
     rest.check_if_match(req, current)
-    result = _patched(rest, req, current.resource)
+    result = _patched(rest, req, current.live_resource)
     if not isinstance(result, dict) or result.get("resourceType") != rtype or result.get("id") != rid:
         raise FhirProblem(400, "A patch may not change the resource's type or id", code="invalid")
     if nesting_depth_over(result):

@@ -13,14 +13,15 @@ from fae.fhir.outcome import FhirProblem
 from fae.fhir.references import ID_RE
 from fae.fhir.search import SearchContext
 from fae.fhir.spec import Spec
-from fae.fhir.versions import Store, Version, next_version, put_resource
 from fae.fhir.transactions import (
     DEFAULT_MAX_ENTRIES,
     has_conditional_references,
     resolve_conditional_references,
     rewrite_references,
 )
+from fae.fhir.types import Resource
 from fae.fhir.validate import validate_resource
+from fae.fhir.versions import Store, Version, next_version, put_resource
 from fae.fhir.wire import Clock, deep_copy, instant
 
 
@@ -50,7 +51,7 @@ class Sandboxes:
         self._sandboxes: dict[str, Sandbox] = {}
         self._lock = threading.Lock()
 
-    def create(self, seed_bundle: dict | None = None, sandbox_id: str | None = None,
+    def create(self, seed_bundle: Resource | None = None, sandbox_id: str | None = None,
                *, audit_events: bool | None = None) -> str:
         """Create an isolated store, seeded from a Bundle (collection, batch or transaction)."""
         sid = sandbox_id or self.id_factory()
@@ -67,7 +68,7 @@ class Sandboxes:
             self._sandboxes[sid] = Sandbox(sid, store, audit)
         return sid
 
-    def _seed_store(self, bundle: dict) -> Store:
+    def _seed_store(self, bundle: Resource) -> Store:
         if not isinstance(bundle, dict) or bundle.get("resourceType") != "Bundle":
             raise FhirError("a seed must be a FHIR Bundle")
         try:
@@ -106,7 +107,7 @@ class Sandboxes:
             put_resource(store, resource, "POST", now, keep_meta=True)
         return store
 
-    def _resolve_conditional(self, resources: list[dict], now: str) -> None:
+    def _resolve_conditional(self, resources: list[Resource], now: str) -> None:
         """Resolve `Type?query` references (Synthea's) against the seed's own resources."""
         if not any(has_conditional_references(r) for r in resources):
             return
@@ -163,15 +164,15 @@ class Sandboxes:
                 raise FhirError(f"no sandbox {sid!r}")
             del self._sandboxes[sid]
 
-    def resources(self, sid: str, resource_type: str | None = None) -> list[dict]:
+    def resources(self, sid: str, resource_type: str | None = None) -> list[Resource]:
         """Deep copies of the current (non-deleted) resources, in creation order."""
         sandbox = self.require(sid)
         with sandbox.lock:
             store = sandbox.store
             types = [resource_type] if resource_type else store.types()
-            return [deep_copy(v.resource) for t in types for v in store.live(t)]
+            return [deep_copy(v.live_resource) for t in types for v in store.live(t)]
 
-    def load_state(self, sid: str, resources: list[dict]) -> None:
+    def load_state(self, sid: str, resources: list[Resource]) -> None:
         """Replace a sandbox's state with recorded resource versions (oldest first), keeping their meta."""
         sandbox = self.require(sid)
         store = Store()
@@ -180,7 +181,7 @@ class Sandboxes:
         with sandbox.lock:
             sandbox.store = store
 
-    def record_version(self, sid: str, resource: dict) -> None:
+    def record_version(self, sid: str, resource: Resource) -> None:
         """Fold one recorded write response (a resource with meta) into a sandbox."""
         sandbox = self.require(sid)
         with sandbox.lock:
@@ -197,7 +198,7 @@ class Sandboxes:
             when = last_updated or (prev.last_updated if prev else instant(self.clock()))
             store.put(Version(resource_type, resource_id, vid, when, None, "DELETE"))
 
-    def _record(self, store: Store, resource: dict) -> None:
+    def _record(self, store: Store, resource: Resource) -> None:
         if not isinstance(resource, dict) or not resource.get("resourceType") or not resource.get("id"):
             raise FhirError("a recorded resource needs resourceType and id")
         put_resource(store, deep_copy(resource), "PUT", instant(self.clock()), keep_meta=True)

@@ -27,6 +27,7 @@ from fae.fhir.search_values import (
     parse_number_value,
 )
 from fae.fhir.spec import SearchParam, Spec
+from fae.fhir.types import SearchIndex
 from fae.fhir.versions import Store, Version
 
 RESULT_PARAMS = {"_count", "_offset", "_sort", "_include", "_revinclude", "_summary", "_elements",
@@ -76,19 +77,19 @@ class SearchContext:
         self.warnings.append(issue("warning", "not-supported", message, name))
 
 
-def search_index(ctx: SearchContext, version: Version, param: SearchParam) -> object:
+def search_index(ctx: SearchContext, version: Version, param: SearchParam) -> SearchIndex:
     """The typed index a resource version holds for a parameter, cached on the version."""
     return version_index(version, param)
 
 
-def version_index(version: Version, param: SearchParam) -> object:
+def version_index(version: Version, param: SearchParam) -> SearchIndex:
     """`search_index` without a search: the values depend only on the version and the parameter."""
     key = (param.url, version.resource_type)
     cached = version.cache.get(key)
     if cached is not None:
         return cached
     expression = expression_for(param.expression, version.resource_type) if param.expression else None
-    raw = evaluate(expression, version.resource) if expression else []
+    raw = evaluate(expression, version.live_resource) if expression else []
     index = build_index(param.type, raw)
     version.cache[key] = index
     return index
@@ -255,7 +256,10 @@ def _chain_criterion(ctx: SearchContext, rtype: str, param: SearchParam, type_mo
         known = True
         inner = criterion(ctx, target, chained, value, depth + 1)
         if inner is not None:
-            matched.update(v.key for v in ctx.store.live(target) if not ctx.budget.step() and inner(v))
+            for v in ctx.store.live(target):
+                ctx.budget.step()
+                if inner(v):
+                    matched.add(v.key)
     if not known:
         ctx.unknown(f"Unknown chained parameter '{chained}' on {', '.join(targets)}", chained)
         return None

@@ -15,6 +15,7 @@ from decimal import Decimal, InvalidOperation
 
 from fae.fhir.outcome import FhirProblem
 from fae.fhir.references import parse_reference
+from fae.fhir.types import SearchIndex
 
 PREFIXES = ("eq", "ne", "gt", "lt", "ge", "le", "sa", "eb", "ap")
 INF = float("inf")
@@ -206,7 +207,7 @@ def _reference_index(values: list) -> tuple[set[str], list[tuple[str | None, str
     return keys, identifiers
 
 
-def build_index(param_type: str, values: list) -> object:
+def build_index(param_type: str, values: list) -> SearchIndex:
     if param_type == "string":
         raw = _string_index(values)
         return raw, [normalise(s) for s in raw]
@@ -225,9 +226,9 @@ def build_index(param_type: str, values: list) -> object:
     return values
 
 
-def index_is_empty(param_type: str, index: object) -> bool:
+def index_is_empty(param_type: str, index: SearchIndex) -> bool:
     if param_type in ("string", "token", "reference"):
-        return not index[0] and not index[1]  # type: ignore[index]
+        return not index[0] and not index[1]
     return not index
 
 
@@ -235,13 +236,16 @@ def index_is_empty(param_type: str, index: object) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class Comparison:
-    """A parsed prefixed query value: prefix, [low, high) and, for quantities, a unit."""
+class Comparison[N: (float, Decimal)]:
+    """A parsed prefixed query value: prefix, [low, high), the value itself and, for quantities, a unit.
+
+    Dates compare as float epoch seconds, numbers and quantities as exact Decimals.
+    """
 
     prefix: str
-    low: object
-    high: object
-    point: object = None
+    low: N
+    high: N
+    point: N
     system: str | None = None
     code: str | None = None
 
@@ -252,7 +256,7 @@ def split_prefix(text: str) -> tuple[str, str]:
     return "eq", text
 
 
-def parse_date_value(text: str, name: str) -> Comparison:
+def parse_date_value(text: str, name: str) -> Comparison[float]:
     prefix, rest = split_prefix(text)
     r = date_range(rest)
     if r is None:
@@ -260,7 +264,7 @@ def parse_date_value(text: str, name: str) -> Comparison:
     return Comparison(prefix, r[0], r[1], r[0])
 
 
-def parse_number_value(text: str, name: str, quantity: bool = False) -> Comparison:
+def parse_number_value(text: str, name: str, quantity: bool = False) -> Comparison[Decimal]:
     prefix, rest = split_prefix(text)
     system = code = None
     if quantity:
@@ -275,13 +279,15 @@ def parse_number_value(text: str, name: str, quantity: bool = False) -> Comparis
         d = Decimal(rest)
     except InvalidOperation:
         d = None
-    if d is None or not d.is_finite():
+    # only a finite decimal has an integer exponent (NaN and infinities carry a letter)
+    exponent = d.as_tuple().exponent if d is not None else None
+    if d is None or not isinstance(exponent, int):
         raise FhirProblem(400, f"Invalid number {text!r} for parameter '{name}'", code="value")
-    half = Decimal(5).scaleb(d.as_tuple().exponent - 1)
+    half = Decimal(5).scaleb(exponent - 1)
     return Comparison(prefix, d - half, d + half, d, system, code)
 
 
-def compare_ranges(prefix: str, t_lo, t_hi, s: Comparison, *, now: float = 0.0) -> bool:
+def compare_ranges[N: (float, Decimal)](prefix: str, t_lo: N, t_hi: N, s: Comparison[N], *, now: float = 0.0) -> bool:
     """R4 prefix semantics over target range [t_lo, t_hi) and search range [s.low, s.high)."""
     if prefix == "eq":
         return s.low <= t_lo and t_hi <= s.high
@@ -300,12 +306,12 @@ def compare_ranges(prefix: str, t_lo, t_hi, s: Comparison, *, now: float = 0.0) 
     if prefix == "eb":
         return t_hi <= s.low
     if prefix == "ap":
-        gap = abs(now - s.low) * 0.1 if isinstance(s.low, float) else abs(s.point or 0) * Decimal("0.1")
+        gap = abs(now - s.low) * 0.1 if isinstance(s.low, float) else abs(s.point) * Decimal("0.1")
         return t_hi >= s.low - gap and t_lo <= s.high + gap
     return False
 
 
-def match_point(prefix: str, value, s: Comparison) -> bool:
+def match_point(prefix: str, value: Decimal, s: Comparison[Decimal]) -> bool:
     """Number semantics: the target value against the search value and its precision range."""
     if prefix == "eq":
         return s.low <= value < s.high
@@ -325,7 +331,7 @@ def match_point(prefix: str, value, s: Comparison) -> bool:
     return False
 
 
-def match_numeric(lo, hi, s: Comparison) -> bool:
+def match_numeric(lo: Decimal, hi: Decimal, s: Comparison[Decimal]) -> bool:
     if lo == hi:
         return match_point(s.prefix, lo, s)
     return compare_ranges(s.prefix, lo, hi, s)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from fae.fhir.outcome import FhirProblem
 from fae.fhir.spec import Spec
+from fae.fhir.types import Resource
 
 SUBSETTED = {"system": "http://terminology.hl7.org/CodeSystem/v3-ObservationValue", "code": "SUBSETTED"}
 SUMMARY_MODES = {"true", "false", "text", "data", "count"}
 
 
-def _mark_subsetted(resource: dict) -> dict:
+def _mark_subsetted(resource: Resource) -> Resource:
     meta = dict(resource.get("meta") or {})
     meta["tag"] = list(meta.get("tag") or []) + [dict(SUBSETTED)]
     resource["meta"] = meta
@@ -30,7 +31,7 @@ def _top_level(spec: Spec, rtype: str) -> dict[str, tuple[bool, bool]]:
     return out
 
 
-def summarise(spec: Spec, resource: dict, mode: str) -> dict:
+def summarise(spec: Spec, resource: Resource, mode: str) -> Resource:
     if mode == "false":
         return resource
     if mode == "data":
@@ -44,7 +45,7 @@ def summarise(spec: Spec, resource: dict, mode: str) -> dict:
     return _mark_subsetted({k: v for k, v in resource.items() if k in keep})
 
 
-def select_elements(spec: Spec, resource: dict, names: list[str]) -> dict:
+def select_elements(spec: Spec, resource: Resource, names: list[str]) -> Resource:
     """`_elements`: the named top-level elements plus id, meta and the mandatory ones, marked SUBSETTED."""
     mandatory = {k for k, (_, required) in _top_level(spec, resource["resourceType"]).items() if required}
     keep = {"resourceType", "id", "meta"} | mandatory | {n.split(".", 1)[-1] for n in names}

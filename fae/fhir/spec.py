@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fae.fhir.types import Resource
+
 DATA_FILE = Path(__file__).parent / "data" / "fhir-r4-spec.json.gz"
 SUPPORTED_FORMAT = 1
 
@@ -65,7 +67,7 @@ class Spec:
     def fhir_version(self) -> str:
         return self.raw["fhirVersion"]
 
-    def structure(self, name: str) -> dict | None:
+    def structure(self, name: str) -> Resource | None:
         return self.raw["structures"].get(name)
 
     def is_primitive(self, type_name: str) -> bool:
@@ -124,7 +126,7 @@ class Spec:
         self._params[resource_type] = out
         return out
 
-    def all_search_parameters(self) -> list[dict]:
+    def all_search_parameters(self) -> list[Resource]:
         return self.raw["searchParameters"]
 
 

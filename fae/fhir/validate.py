@@ -9,6 +9,7 @@ the offending element in `expression`, FHIRPath style (`Patient.name[0].given`).
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from fae.fhir.outcome import issue
 from fae.fhir.primitives import valid_text
@@ -158,11 +159,8 @@ class _Validator:
         if type_code == "boolean":
             ok = isinstance(item, bool)
         elif type_code in INTEGER_TYPES:
-            ok = isinstance(item, int) and not isinstance(item, bool) and INT_MIN <= item <= INT_MAX
-            if ok and type_code == "positiveInt":
-                ok = item > 0
-            elif ok and type_code == "unsignedInt":
-                ok = item >= 0
+            lowest = {"positiveInt": 1, "unsignedInt": 0}.get(type_code, INT_MIN)
+            ok = isinstance(item, int) and not isinstance(item, bool) and lowest <= item <= INT_MAX
         elif type_code == "decimal":
             ok = isinstance(item, (int, float)) and not isinstance(item, bool)
             if ok and isinstance(item, float):
@@ -205,7 +203,7 @@ class _Validator:
                                            f"allowed: {', '.join(targets)}", "value")
 
 
-def validate_resource(spec: Spec, resource: object) -> list[dict]:
+def validate_resource(spec: Spec, resource: object) -> list[dict[str, Any]]:
     """OperationOutcome issues for a resource; empty when it conforms."""
     validator = _Validator(spec)
     validator.resource(resource, "")

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from fae.fhir.types import Resource
+
 
 class Version:
     """One version of a resource, or the tombstone a delete leaves (resource is None)."""
@@ -16,7 +18,7 @@ class Version:
     __slots__ = ("resource_type", "id", "version_id", "last_updated", "resource", "method", "cache")
 
     def __init__(self, resource_type: str, id: str, version_id: str, last_updated: str,
-                 resource: dict | None, method: str):
+                 resource: Resource | None, method: str):
         self.resource_type = resource_type
         self.id = id
         self.version_id = version_id
@@ -29,6 +31,13 @@ class Version:
     @property
     def deleted(self) -> bool:
         return self.resource is None
+
+    @property
+    def live_resource(self) -> Resource:
+        """The resource of a version that is not a tombstone; asking a tombstone is a programming error."""
+        if self.resource is None:
+            raise ValueError(f"{self.key} version {self.version_id} is a deletion and holds no resource")
+        return self.resource
 
     @property
     def key(self) -> str:
@@ -98,7 +107,7 @@ def next_version(store: Store, rtype: str, rid: str) -> str:
     return str(int(last) + 1) if last.isascii() and last.isdigit() else str(len(history) + 1)
 
 
-def put_resource(store: Store, resource: dict, method: str, now: str, keep_meta: bool = False) -> Version:
+def put_resource(store: Store, resource: Resource, method: str, now: str, keep_meta: bool = False) -> Version:
     """Store a resource as its next version, stamping meta.versionId and meta.lastUpdated."""
     rtype, rid = resource["resourceType"], resource["id"]
     meta = dict(resource.get("meta") or {})

@@ -12,6 +12,7 @@ import msgspec
 
 from fae.fhir.budget import UNLIMITED, Budget
 from fae.fhir.outcome import FhirProblem
+from fae.fhir.types import Resource
 
 JSON_TYPE = "application/fhir+json; charset=utf-8"
 # the default largest request body: room for a 10,000-entry Synthea-style Bundle
@@ -28,7 +29,7 @@ def instant(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def deep_copy(obj: dict) -> dict:
+def deep_copy(obj: Resource) -> Resource:
     """A deep copy of JSON data; a msgspec round trip is several times faster than copy.deepcopy."""
     return msgspec.json.decode(_ENCODER.encode(obj))
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import msgspec
 
-from fae.plan import AnswerStep, Plan, ToolStep, lookup, resolve
 from fae.errors import PlanError
 from fae.llm.conversation import answered_calls, conversation_text, first_user_text
 from fae.llm.plan_registry import PlanEntry, PlanRegistry
+from fae.plan import AnswerStep, Plan, ToolStep, lookup, resolve
 
 GOLD = "scripted:gold"
 MISTAKE_RECOVER = "scripted:mistake-recover"
@@ -110,14 +110,16 @@ def reply_for(
         return _plan_reply(model, entry, entry.plan, messages)
     if model == EVALUATOR:
         entry = registry.find(prompt, lambda e: e.verdict is not None)
-        data = {**evaluate(conversation_text(messages)), **(entry.verdict if entry else {})}
+        overrides = entry.verdict if entry and entry.verdict is not None else {}
+        data = {**evaluate(conversation_text(messages)), **overrides}
     elif model == REFLECTOR:
         entry = registry.find(prompt, lambda e: e.reflection is not None)
-        data = {**reflect(conversation_text(messages)), **(entry.reflection if entry else {})}
+        overrides = entry.reflection if entry and entry.reflection is not None else {}
+        data = {**reflect(conversation_text(messages)), **overrides}
     elif model == JUDGE:
         entry = registry.find(prompt, lambda e: e.judge is not None)
         default = {"label": "agreement", "reason": "scripted judge: no override registered"}
-        data = {**default, **(entry.judge if entry else {})}
+        data = {**default, **(entry.judge if entry and entry.judge is not None else {})}
     else:
         raise ValueError(f"{model!r} is not a scripted model")
     if forced_tool is not None:
@@ -129,7 +131,7 @@ def _plan_reply(model: str, entry: PlanEntry, plan: Plan, messages: list[dict[st
     script = _script(model, entry, plan)
     calls = answered_calls(messages)
     scope: dict[str, Any] = dict(entry.variables)
-    for script_step, call in zip(script, calls):
+    for script_step, call in zip(script, calls, strict=False):  # the agent may be mid-script
         if script_step.step.save and not script_step.corrupt:
             scope[script_step.step.save] = call.result
     position = len(calls)
@@ -141,8 +143,8 @@ def _plan_reply(model: str, entry: PlanEntry, plan: Plan, messages: list[dict[st
             raise PlanError(f"plan {plan.name!r}, call {position + 1}: {exc}") from None
         if script_step.corrupt:
             args = _corrupt(args)
-        call = ToolCall(id=_call_id(messages, position), name=script_step.step.call, arguments=args)
-        return Reply(tool_call=call)
+        tool_call = ToolCall(id=_call_id(messages, position), name=script_step.step.call, arguments=args)
+        return Reply(tool_call=tool_call)
     answer = next((s.answer for s in plan.steps if isinstance(s, AnswerStep)), "")
     try:
         if model == WRONG_ANSWER:
@@ -241,17 +243,15 @@ def reflect(text: str) -> dict[str, Any]:
         if seen.get(key) is None:
             seen[key] = diagnostics.group(1) if diagnostics else None
     micro = []
-    for (resource, operation), diagnostics in seen.items():
-        if diagnostics:
-            tip = (
-                f"When you {operation} {resource}, the server said {diagnostics!r}; fix that first."
-            )
+    for (rtype, operation), said in seen.items():
+        if said:
+            tip = f"When you {operation} {rtype}, the server said {said!r}; fix that first."
         else:
-            tip = f"When you {operation} {resource}, send its resourceType and reuse earlier ids."
-        micro.append({"resource": resource, "operation": operation, "tip": tip})
+            tip = f"When you {operation} {rtype}, send its resourceType and reuse earlier ids."
+        micro.append({"resource": rtype, "operation": operation, "tip": tip})
     errors = [d for d in seen.values() if d]
     steps = (
-        ", then ".join(f"{operation} {resource}" for resource, operation in seen) or "no FHIR calls"
+        ", then ".join(f"{operation} {rtype}" for rtype, operation in seen) or "no FHIR calls"
     )
     reflection_text = f"The attempt made {len(matches)} FHIR tool calls ({steps})."
     reflection_text += (

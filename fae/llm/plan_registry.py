@@ -18,8 +18,8 @@ from typing import Any
 import msgspec
 import yaml
 
-from fae.plan import Plan, ToolStep, plan_from_dict, plan_to_dict
 from fae.errors import PlanError
+from fae.plan import Plan, ToolStep, plan_from_dict, plan_to_dict
 
 PLAN_SUFFIXES = (".yaml", ".yml", ".json")
 

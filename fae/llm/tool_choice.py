@@ -41,7 +41,8 @@ def _tool_name(tool: Any) -> str | None:
     """A function tool's name, in the chat (``function.name``) or Responses (``name``) shape."""
     if not isinstance(tool, dict) or tool.get("type", "function") != "function":
         return None
-    function = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+    inner = tool.get("function")
+    function = inner if isinstance(inner, dict) else tool
     name = function.get("name")
     return name if isinstance(name, str) and name else None
 

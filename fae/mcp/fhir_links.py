@@ -7,12 +7,12 @@ onto its own base before following it. Pure functions over ``httpx.URL``.
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 
+from fae.fhir.types import Resource
 
-def link_url(bundle: dict[str, Any], relation: str) -> str | None:
+
+def link_url(bundle: Resource, relation: str) -> str | None:
     """The URL of a Bundle's link with this relation (``self``, ``next``), if any."""
     for link in bundle.get("link") or []:
         if isinstance(link, dict) and link.get("relation") == relation and link.get("url"):

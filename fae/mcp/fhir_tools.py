@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from fae.fhir.types import Resource
 from fae.mcp.fhir_links import link_url, rebase_link, server_base_path
 
 FHIR_JSON = "application/fhir+json"
@@ -132,7 +133,7 @@ def search_params(params: Any) -> list[tuple[str, str]]:
 # --- answers ---------------------------------------------------------------
 
 
-def _operation_outcome_summary(outcome: dict[str, Any]) -> dict[str, Any]:
+def _operation_outcome_summary(outcome: Resource) -> dict[str, Any]:
     issues = [issue for issue in outcome.get("issue") or [] if isinstance(issue, dict)]
     diagnostics = []
     for issue in issues:

@@ -167,7 +167,8 @@ def search_params(spec: Spec, resource_type: str, code: str | None = None,
     if search_type is not None and search_type.strip().casefold() not in SEARCH_TYPES:
         return {
             "error": "INVALID_SEARCH_TYPE",
-            "diagnostics": f"{search_type!r} is not a FHIR search parameter type; use one of {', '.join(SEARCH_TYPES)}.",
+            "diagnostics": f"{search_type!r} is not a FHIR search parameter type; "
+            f"use one of {', '.join(SEARCH_TYPES)}.",
             "suggestions": list(SEARCH_TYPES),
         }
     params = spec.search_params(found)

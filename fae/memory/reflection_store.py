@@ -113,7 +113,7 @@ class _FlatIndex:
             return []
         if self._faiss is not None:
             scores, ids = self._faiss.search(query.reshape(1, -1), k)
-            return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
+            return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
         scores = self.vectors @ query.reshape(-1)
         # higher score first; ties go to the older row
         order = np.lexsort((np.arange(count), -scores))[:k]
@@ -211,8 +211,8 @@ class MemoryStore:
 
     # -- reading ------------------------------------------------------------------------
 
-    def _files_stamp(self) -> tuple:
-        stamp = []
+    def _files_stamp(self) -> tuple[tuple[int, int] | None, ...]:
+        stamp: list[tuple[int, int] | None] = []
         for name in (MICRO, MACRO, VECTORS):
             try:
                 st = (self.path / name).stat()

@@ -108,7 +108,7 @@ def build_memory_mcp(store_dir: str | Path, *, embedder: Embedder | None = None)
             "resource and operation before each FHIR call."
         ),
     )
-    read_only = ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False)
+    read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
     for tool in (search_memory, search_macro_reflections, search_micro_tips, memory_stats):
         server.add_tool(tool, annotations=read_only)
     return server

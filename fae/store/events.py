@@ -16,7 +16,7 @@ class Event(msgspec.Struct, frozen=True, tag_field="type", kw_only=True):
     """Base of every event."""
 
 
-class RunStarted(Event, tag="RunStarted"):
+class RunStarted(Event, tag="RunStarted", frozen=True):
     task_id: str
     variation: int
     agent: str
@@ -28,7 +28,7 @@ class RunStarted(Event, tag="RunStarted"):
     phase: str | None = None
 
 
-class SandboxSeeded(Event, tag="SandboxSeeded"):
+class SandboxSeeded(Event, tag="SandboxSeeded", frozen=True):
     sandbox: str
     fhir_base: str
     resource_count: int
@@ -40,7 +40,7 @@ class Header(msgspec.Struct, frozen=True, array_like=True):
     value: str
 
 
-class ChunkReceived(Event, tag="ChunkReceived"):
+class ChunkReceived(Event, tag="ChunkReceived", frozen=True):
     """One chunk of a streamed response, recorded as it passed through."""
 
     exchange_id: str
@@ -50,7 +50,7 @@ class ChunkReceived(Event, tag="ChunkReceived"):
     size: int
 
 
-class HttpExchanged(Event, tag="HttpExchanged"):
+class HttpExchanged(Event, tag="HttpExchanged", frozen=True):
     """One HTTP request and its response (or the error that replaced it)."""
 
     exchange_id: str
@@ -80,7 +80,7 @@ class OperationIssue(msgspec.Struct, frozen=True):
     expression: tuple[str, ...] = ()
 
 
-class FhirInteracted(Event, tag="FhirInteracted"):
+class FhirInteracted(Event, tag="FhirInteracted", frozen=True):
     """What a FHIR exchange meant: interaction, resource, version, outcome."""
 
     exchange_id: str
@@ -100,7 +100,7 @@ class ToolCallRequest(msgspec.Struct, frozen=True):
     arguments: str
 
 
-class LlmCalled(Event, tag="LlmCalled"):
+class LlmCalled(Event, tag="LlmCalled", frozen=True):
     """One call to an OpenAI-compatible endpoint."""
 
     exchange_id: str
@@ -119,7 +119,7 @@ class LlmCalled(Event, tag="LlmCalled"):
     error: str | None = None
 
 
-class ToolCalled(Event, tag="ToolCalled"):
+class ToolCalled(Event, tag="ToolCalled", frozen=True):
     """One MCP tools/call, with its result or error."""
 
     tool: str
@@ -131,7 +131,7 @@ class ToolCalled(Event, tag="ToolCalled"):
     server: str | None = None
 
 
-class PromptParaphrased(Event, tag="PromptParaphrased"):
+class PromptParaphrased(Event, tag="PromptParaphrased", frozen=True):
     """The harness asked an LLM to reword the task; ``accepted`` says whether the agent got the rewording."""
 
     model: str
@@ -141,12 +141,12 @@ class PromptParaphrased(Event, tag="PromptParaphrased"):
     exchange_id: str | None = None
 
 
-class AnswerGiven(Event, tag="AnswerGiven"):
+class AnswerGiven(Event, tag="AnswerGiven", frozen=True):
     text: str | None
     stop_reason: str = "answered"
 
 
-class StateCaptured(Event, tag="StateCaptured"):
+class StateCaptured(Event, tag="StateCaptured", frozen=True):
     """The sandbox's resources read back by the harness after the run."""
 
     resource_count: int
@@ -154,11 +154,11 @@ class StateCaptured(Event, tag="StateCaptured"):
     exchange_id: str | None = None
 
 
-class RunFinished(Event, tag="RunFinished"):
+class RunFinished(Event, tag="RunFinished", frozen=True):
     stop_reason: str = "answered"
 
 
-class RunFailed(Event, tag="RunFailed"):
+class RunFailed(Event, tag="RunFailed", frozen=True):
     """The run could not complete: ``status`` is failed (fae's side) or errored (the agent's side)."""
 
     status: str
@@ -183,7 +183,7 @@ AnyEvent = (
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {
-    cls.__struct_config__.tag: cls for cls in AnyEvent.__args__  # type: ignore[attr-defined]
+    cls.__struct_config__.tag: cls for cls in AnyEvent.__args__
 }
 
 encoder = msgspec.json.Encoder()

@@ -18,13 +18,13 @@ import anyio
 import httpx
 import pytest
 
-from fae.agents.prefixes import build_agent
 from fae.agents.langchain_agent import LangChainAgent, memory_server_available
 from fae.agents.langchain_configs import CONFIGURATIONS
-from fae.plan import ToolStep, plan_to_dict
+from fae.agents.prefixes import build_agent
 from fae.errors import FaeError, RecordError
 from fae.harness.suite_runner import plan_suite, record_suite, render_task
 from fae.llm import LlmServer, create_app
+from fae.plan import ToolStep, plan_to_dict
 from fae.store.log import EventLog
 from fae.tasks import load_suite
 from fae.tasks.state import MemoryState, bundle_resources

@@ -11,9 +11,9 @@ import pytest
 from mcp.types import CallToolResult, ImageContent, TextContent
 
 from fae.agents.mcp_client import McpToolbox, outcome_of, toolbox_call
-from fae.plan import plan_from_dict
 from fae.agents.plan_runner import run_plan
 from fae.mcp.fhir_server import fhir_mcp_http_app
+from fae.plan import plan_from_dict
 
 pytestmark = pytest.mark.anyio
 

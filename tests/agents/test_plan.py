@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fae.plan import load_plan, plan_from_dict, plan_to_dict, resolve
 from fae.agents.plan_runner import ToolOutcome, run_plan
 from fae.errors import PlanError
+from fae.plan import load_plan, plan_from_dict, plan_to_dict, resolve
 
 pytestmark = pytest.mark.anyio
 

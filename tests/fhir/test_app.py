@@ -38,6 +38,12 @@ def test_sandbox_lifecycle_over_http(live_server):
         assert http.get(f"{fhir}/Patient").status_code == 404
         assert http.post(f"{base}/sandbox/nope/$reset").status_code == 404
         assert http.post(f"{base}/sandbox", content=b"{oops").status_code == 400
+        for not_an_object in (b"[]", b'"Bundle"', b"3", b"true"):
+            refused = http.post(f"{base}/sandbox", content=not_an_object)
+            assert refused.status_code == 400 and "a seed must be a FHIR Bundle" in refused.text, refused.text
+        blank = http.post(f"{base}/sandbox", params={"id": "blank"}, content=b"null")   # JSON null: no seed
+        assert blank.status_code == 201, blank.text
+        assert http.get(f"{blank.json()['base']}/Patient").json()["total"] == 0
         bad_seed = {"resourceType": "Bundle", "entry": [{"resource": {"resourceType": "Patient", "x": 1}}]}
         assert http.post(f"{base}/sandbox", json=bad_seed).status_code == 400
 
@@ -92,7 +98,8 @@ def test_serve_prints_its_base_url_and_serves_there():
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
-        assert "http://127.0.0.1:" in line, f"first line {line!r}; stderr: {proc.stderr.read() if proc.poll() is not None else ''}"
+        stderr = proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
+        assert "http://127.0.0.1:" in line, f"first line {line!r}; stderr: {stderr}"
         base = line.split()[line.split().index("at") + 1]
         assert base.endswith("/fhir")
         with httpx.Client(timeout=30) as http:

@@ -154,6 +154,23 @@ def test_validation_accepts_valid_resources(engine):
         assert post(engine, sid, resource).status == 201, resource
 
 
+def _appointment(**extra) -> dict:
+    return {"resourceType": "Appointment", "status": "booked",
+            "participant": [{"status": "accepted", "actor": {"reference": "Practitioner/d"}}], **extra}
+
+
+@pytest.mark.parametrize(("element", "value", "status"), [
+    ("minutesDuration", 1, 201), ("minutesDuration", 0, 422), ("minutesDuration", -1, 422),   # positiveInt
+    ("minutesDuration", 2**31 - 1, 201), ("minutesDuration", 2**31, 422), ("minutesDuration", True, 422),
+    ("priority", 0, 201), ("priority", -1, 422), ("priority", 2**31, 422), ("priority", 1.0, 422),  # unsignedInt
+])
+def test_integer_kinds_keep_their_bounds(engine, element, value, status):
+    r = post(engine, engine.create_sandbox(), _appointment(**{element: value}))
+    assert r.status == status, r.body
+    if status == 422:
+        assert f"Appointment.{element}" in [e for i in r.json()["issue"] for e in i.get("expression", [])]
+
+
 def test_put_checks_type_and_id(engine):
     sid = engine.create_sandbox(seed(1))
     body = {"resourceType": "Patient", "id": "p0"}
@@ -215,3 +232,13 @@ def test_audit_trail_records_each_interaction():
     qsid = quiet.create_sandbox()
     post(quiet, qsid, {"resourceType": "Patient"})
     assert quiet.resources(qsid, "AuditEvent") == []
+
+
+def test_a_deletion_holds_no_live_resource(engine):
+    sid = engine.create_sandbox(seed(1))
+    assert engine.handle(sid, "DELETE", "Patient/p0").status in (200, 204)
+    store = engine.sandboxes.require(sid).store
+    created, tombstone = store.instance_history("Patient", "p0")
+    assert created.live_resource["id"] == "p0" and tombstone.resource is None
+    with pytest.raises(ValueError, match="Patient/p0 version 2 is a deletion"):
+        _ = tombstone.live_resource

@@ -85,7 +85,8 @@ def test_lone_surrogate_is_refused_and_the_sandbox_keeps_serving(engine):
     resp = engine.handle(sid, "POST", "Patient", body=raw)
     assert resp.status == 400, resp.body
     assert "Unicode" in resp.body.decode()
-    paired = engine.handle(sid, "POST", "Patient", body=b'{"resourceType":"Patient","name":[{"family":"\\ud83d\\ude00"}]}')
+    emoji = b'{"resourceType":"Patient","name":[{"family":"\\ud83d\\ude00"}]}'
+    paired = engine.handle(sid, "POST", "Patient", body=emoji)
     assert paired.status == 201, paired.body
     search = engine.handle(sid, "GET", "Patient")
     assert search.status == 200 and search.json()["total"] == 1
@@ -172,13 +173,16 @@ def test_index_follows_updates_and_deletes(engine):
     assert post(engine, sid, "Patient", {"resourceType": "Patient"}, cond).status == 200  # builds the index
     moved = {"resourceType": "Patient", "id": "a", "identifier": [{"system": "urn:mrn", "value": "2"}]}
     assert engine.handle(sid, "PUT", "Patient/a", body=json.dumps(moved).encode()).status == 200
-    assert post(engine, sid, "Patient", {"resourceType": "Patient"}, {"If-None-Exist": "identifier=urn:mrn|2"}).status == 200
-    made = post(engine, sid, "Patient", {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": "1"}]}, cond)
+    assert post(engine, sid, "Patient", {"resourceType": "Patient"},
+                {"If-None-Exist": "identifier=urn:mrn|2"}).status == 200
+    made = post(engine, sid, "Patient",
+                {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": "1"}]}, cond)
     assert made.status == 201
     assert post(engine, sid, "Patient", {"resourceType": "Patient"}, cond).status == 200
     assert engine.handle(sid, "DELETE", "Patient", "identifier=urn:mrn|2").status == 200
     assert post(engine, sid, "Patient", {"resourceType": "Patient"}, {"If-None-Exist": "identifier=2"}).status == 201
-    twice = post(engine, sid, "Patient", {"resourceType": "Patient", "identifier": [{"system": "urn:other", "value": "1"}]})
+    twice = post(engine, sid, "Patient",
+                 {"resourceType": "Patient", "identifier": [{"system": "urn:other", "value": "1"}]})
     assert twice.status == 201
     assert post(engine, sid, "Patient", {"resourceType": "Patient"}, {"If-None-Exist": "identifier=1"}).status == 412
     # the whole condition still applies to the index's candidates
@@ -210,8 +214,8 @@ def ticking_engine(budget: float | None) -> FhirEngine:
 def test_transaction_over_budget_answers_503_and_changes_nothing():
     engine = ticking_engine(budget=20)
     sid = engine.create_sandbox(bundle({"resourceType": "Patient", "id": "keep"}))
-    entries = [{"resource": {"resourceType": "Patient", "id": f"n{i}"}, "request": {"method": "PUT", "url": f"Patient/n{i}"}}
-               for i in range(60)]
+    entries = [{"resource": {"resourceType": "Patient", "id": f"n{i}"},
+                "request": {"method": "PUT", "url": f"Patient/n{i}"}} for i in range(60)]
     resp = post(engine, sid, "", {"resourceType": "Bundle", "type": "transaction", "entry": entries})
     assert resp.status == 503, resp.body
     body = resp.json()
@@ -286,7 +290,8 @@ def test_index_copies_are_isolated_from_failed_transactions_and_clones(engine):
     sid = engine.create_sandbox(bundle({"resourceType": "Patient", "id": "a",
                                         "identifier": [{"system": "urn:mrn", "value": "1"}]}))
     cond = {"If-None-Exist": "identifier=urn:mrn|9"}
-    assert post(engine, sid, "Patient", {"resourceType": "Patient"}, {"If-None-Exist": "identifier=urn:mrn|1"}).status == 200
+    assert post(engine, sid, "Patient", {"resourceType": "Patient"},
+                {"If-None-Exist": "identifier=urn:mrn|1"}).status == 200
     failing = {"resourceType": "Bundle", "type": "transaction", "entry": [
         {"resource": {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": "9"}]},
          "request": {"method": "POST", "url": "Patient"}},
@@ -294,10 +299,11 @@ def test_index_copies_are_isolated_from_failed_transactions_and_clones(engine):
          "request": {"method": "PUT", "url": "Patient/a"}}]}
     assert post(engine, sid, "", failing).status == 422
     # the failed transaction's copy saw identifier 9; the sandbox's own index must not
-    assert post(engine, sid, "Patient", {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": "9"}]},
-                cond).status == 201
+    assert post(engine, sid, "Patient",
+                {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": "9"}]}, cond).status == 201
     clone = engine.clone_sandbox(sid)
     assert engine.handle(clone, "DELETE", "Patient", "identifier=urn:mrn|9").status == 200
     assert post(engine, clone, "Patient", {"resourceType": "Patient"}, cond).status == 201
     assert post(engine, sid, "Patient", {"resourceType": "Patient"}, cond).status == 200, "clone's delete leaked"
-    assert post(engine, sid, "Patient", {"resourceType": "Patient"}, {"If-None-Exist": "identifier=urn:mrn|1"}).status == 200
+    assert post(engine, sid, "Patient", {"resourceType": "Patient"},
+                {"If-None-Exist": "identifier=urn:mrn|1"}).status == 200

@@ -135,7 +135,8 @@ def test_entry_limit_is_shared_and_large(engine):
 def test_absolute_request_url_on_our_base_works_and_others_get_a_clear_error(engine):
     sid = engine.create_sandbox()
     base = "http://fae.test/sandbox/s/fhir"
-    ours = {"resource": {"resourceType": "Patient", "id": "a"}, "request": {"method": "PUT", "url": f"{base}/Patient/a"}}
+    ours = {"resource": {"resourceType": "Patient", "id": "a"},
+            "request": {"method": "PUT", "url": f"{base}/Patient/a"}}
     resp = post(engine, sid, "", transaction(ours), base=base)
     assert resp.status == 200, resp.body
     assert engine.handle(sid, "GET", "Patient/a").status == 200
@@ -248,7 +249,8 @@ def test_seed_resolves_conditional_references_against_its_own_resources(engine):
     doc = practitioner("480")
     doc["id"] = "doc"
     seed = {"resourceType": "Bundle", "type": "transaction", "entry": [
-        {"fullUrl": "urn:uuid:p", "resource": {"resourceType": "Patient"}, "request": {"method": "POST", "url": "Patient"}},
+        {"fullUrl": "urn:uuid:p", "resource": {"resourceType": "Patient"},
+         "request": {"method": "POST", "url": "Patient"}},
         {"resource": encounter("urn:uuid:p", "480"), "request": {"method": "POST", "url": "Encounter"}},
         {"resource": doc, "request": {"method": "POST", "url": "Practitioner"}}]}
     sid = engine.create_sandbox(seed)

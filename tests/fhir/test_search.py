@@ -151,6 +151,19 @@ def test_number_and_uri(seeded):
     assert found(seeded, "ValueSet", "url:below=http://example.org/fhir") == ["vs"]
 
 
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "sNaN", "apNaN", "gtInfinity", "1e"])
+def test_a_number_that_is_not_finite_is_refused(seeded, value):
+    assert status_of(seeded, "RiskAssessment", f"probability={value}") == 400
+    assert status_of(seeded, "Observation", f"value-quantity={value}") == 400
+
+
+def test_ap_around_zero_and_exponents(seeded):
+    assert found(seeded, "RiskAssessment", "probability=ap0") == []
+    assert found(seeded, "RiskAssessment", "probability=ap0.26") == ["risk"]     # within 10%
+    assert found(seeded, "RiskAssessment", "probability=ap0.3") == []
+    assert found(seeded, "RiskAssessment", "probability=25e-2") == ["risk"]
+
+
 def test_chaining_and_has(seeded):
     assert found(seeded, "Slot", "schedule.actor=Practitioner/doc") == ["slot1"]
     assert found(seeded, "Slot", "schedule.actor=Practitioner/other") == []

@@ -174,7 +174,7 @@ def test_embeddings_are_deterministic_hashed_bags_of_words(llm_server: LlmServer
     assert math.fsum(x * x for x in vectors[0]) == pytest.approx(1.0, abs=1e-5)
 
     def cosine(a: list[float], b: list[float]) -> float:
-        return sum(x * y for x, y in zip(a, b)) / math.sqrt(
+        return sum(x * y for x, y in zip(a, b, strict=True)) / math.sqrt(
             sum(x * x for x in a) * sum(y * y for y in b)
         )
 

@@ -11,8 +11,8 @@ from fhir_standin import closed_port, serve
 from mcp import StdioServerParameters
 
 from fae.agents.mcp_client import McpToolbox
-from fae.mcp.fhir_server import BaseUnavailable, fhir_mcp_http_app, resolve_base
 from fae.agents.prefixes import FHIR_MCP_TOOLS
+from fae.mcp.fhir_server import BaseUnavailable, fhir_mcp_http_app, resolve_base
 
 pytestmark = pytest.mark.anyio
 

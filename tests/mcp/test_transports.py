@@ -23,10 +23,10 @@ from typer.testing import CliRunner
 from fae.agents.mcp_client import McpToolbox
 from fae.cli import app as fae_app
 from fae.cli import mcp as mcp_cli
+from fae.cli import memory as memory_cli
 from fae.mcp.endpoints import FHIR_PORT, MEMORY_PORT, SPECS_PORT
 from fae.mcp.fhir_server import fhir_mcp_http_app
 from fae.mcp.specs_server import specs_mcp_http_app
-from fae.cli import memory as memory_cli
 from fae.memory.embeddings import HashedEmbedder
 from fae.memory.reflection_store import MemoryStore
 from fae.proxy.routes import Upstream

@@ -5,8 +5,8 @@ import pytest
 from mcp import StdioServerParameters
 
 from fae.agents.mcp_client import McpToolbox
-from fae.memory.server import memory_mcp_http_app
 from fae.memory.reflection_store import MacroReflection, MemoryStore, MicroReflection
+from fae.memory.server import memory_mcp_http_app
 from fae.util.serve import serve_asgi
 from tests.memory.conftest import NOW
 
@@ -30,6 +30,11 @@ async def test_tools_over_streamable_http(tmp_path, embedder):
         async with McpToolbox(f"http://127.0.0.1:{port}/mcp") as box:
             listed = {tool.name for tool in await box.list_tools()}
             assert listed == {"search_memory", "search_macro_reflections", "search_micro_tips", "memory_stats"}
+            # every memory tool tells clients it only reads, repeatably, and stays inside the store
+            raw = (await box.client.list_tools()).tools
+            hints = {(t.annotations.read_only_hint, t.annotations.idempotent_hint, t.annotations.open_world_hint)
+                     for t in raw if t.annotations is not None}
+            assert hints == {(True, True, False)} and all(t.annotations for t in raw), raw
             empty = await box.call_tool("memory_stats", {})
             assert empty.result["macro"] == 0
             fill(store)  # appended while the server runs: the next call sees it

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from fae.plan import plan_to_dict
+from fae.harness.training import train
 from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
 from fae.memory.reflection_store import MemoryStore
-from fae.harness.training import train
+from fae.plan import plan_to_dict
 from fae.store.log import EventLog
 from fae.tasks import load_suite
 from tests.run_report import why_not_finished
