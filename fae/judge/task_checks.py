@@ -22,7 +22,7 @@ def task_check(ctx: RunContext, mode: str):
                 ctx.memo[key] = task_check(ctx, "strict")
                 return ctx.memo[key]
             validate = task.validate_strict if mode == "strict" else task.validate_light
-            ctx.memo[key] = validate(rendered, ctx.transcript.answer, ctx.state)
+            ctx.memo[key] = validate(rendered, ctx.transcript.answer, ctx.state, written=ctx.agent_writes)
     return ctx.memo[key]
 
 

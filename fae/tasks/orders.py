@@ -250,6 +250,7 @@ def order_resulted(world: World, option: dict[str, Any]) -> dict[str, Any]:
         "order_id": order["id"],
         "report_id": final["id"],
         "gene": gene,
+        "genes": GENES,
     }
 
 

@@ -125,10 +125,33 @@ def test_delete_fails():
     assert "unexpected writes (deleted): ['Patient/pat-2']" in verdict.reasons
 
 
-def test_slot_left_free_fails_strict_only():
+def test_slot_left_as_seeded_fails_strict_and_light():
+    """Light asks that the agent wrote the target; a slot the seed already had does not count."""
     state = final(appointment(), slot_status="free")
+    for light in (False, True):
+        verdict = judge(SPEC, GOOD, state, light=light)
+        assert not verdict.passed
+        assert "Slot/slot-1 was not updated by the agent" in verdict.reasons, verdict.reasons
+
+
+def test_slot_written_with_a_wrong_value_fails_strict_only():
+    state = final(appointment(), slot_status="busy-tentative")
     assert not judge(SPEC, GOOD, state, light=False).passed
     assert judge(SPEC, GOOD, state, light=True).passed
+
+
+def test_a_write_by_someone_else_is_not_the_agents():
+    """The slot is busy in the final state, but the agent's own writes did not touch it."""
+    state = final(appointment())
+    agent = {"Appointment/appt-9"}
+    for light in (False, True):
+        verdict = judge(SPEC, GOOD, state, light=light, written=agent)
+        assert verdict.reasons == ["Slot/slot-1 was not updated by the agent"], verdict.reasons
+    both = agent | {"Slot/slot-1"}
+    assert judge(SPEC, GOOD, state, light=True, written=both).passed
+    assert judge(SPEC, GOOD, state, light=False, written=both).passed
+    verdict = judge(SPEC, GOOD, state, light=True, written={"Slot/slot-1"})
+    assert "new Appointment: none created by the agent" in verdict.reasons, verdict.reasons
 
 
 def test_missing_field_fails_light():
