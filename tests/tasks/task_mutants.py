@@ -14,14 +14,20 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
-import mutant_writes as writes
+# tests/judge loads this file by path; its helper module sits beside it.
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
 
-from fae.plan import Plan
+import mutant_writes as writes  # noqa: E402
+
+from fae.plan import Plan  # noqa: E402
 from fae.tasks.answer_checks import expected_ids
 from fae.tasks.model import Rendered
 from fae.tasks.state import MemoryState, bundle_resources
@@ -44,7 +50,7 @@ class Mutant:
 
     @property
     def kind(self) -> str:
-        return self.name.split(":")[0]
+        return self.name.split(".")[0]
 
     @property
     def must_pass(self) -> bool:
@@ -162,18 +168,18 @@ def _answer_mutants(rendered: Rendered, gold_answer: str | None) -> list[Mutant]
         wrong = _wrong_value(rendered, tag, want)
         right = re.search(rf"<{tag}>(.*?)</{tag}>", gold_answer or "", re.DOTALL)
         right_text = right.group(1).strip() if right else ""
-        made.append(Mutant(f"wrong-answer:{tag}", alter=_with_tag(tag, wrong)))
+        made.append(Mutant(f"wrong-answer.{tag}", alter=_with_tag(tag, wrong)))
         # Hedged: the right answer, then a contradicting one (or the other way round).
         made.append(
             Mutant(
-                f"hedged-answer:{tag}",
+                f"hedged-answer.{tag}",
                 alter=_append(f" On reflection: <{tag}>{wrong}</{tag}>"),
                 light_must_fail=True,
             )
         )
         made.append(
             Mutant(
-                f"hedged-answer-first:{tag}",
+                f"hedged-answer-first.{tag}",
                 alter=_prepend(f"Maybe <{tag}>{wrong}</{tag}>, or else: "),
                 light_must_fail=True,
             )
@@ -182,22 +188,22 @@ def _answer_mutants(rendered: Rendered, gold_answer: str | None) -> list[Mutant]
         if single and right_text and not (("id" in want) and not expected_ids(str(want["id"]))):
             candidates = _candidates(rendered, want, right_text)
             made.append(
-                Mutant(f"candidate-list:{tag}", alter=_with_tag(tag, ", ".join(candidates)))
+                Mutant(f"candidate-list.{tag}", alter=_with_tag(tag, ", ".join(candidates)))
             )
         if "number" in want:
             target = Decimal(str(want["number"]))
             swapped = str(target)[::-1] if "." in str(target) else None
-            made.append(Mutant(f"near-number:{tag}", alter=_with_tag(tag, f"{target + Decimal('0.1')} %")))
+            made.append(Mutant(f"near-number.{tag}", alter=_with_tag(tag, f"{target + Decimal('0.1')} %")))
             if swapped and swapped != str(target):
-                made.append(Mutant(f"near-number-digits:{tag}", alter=_with_tag(tag, swapped)))
+                made.append(Mutant(f"near-number-digits.{tag}", alter=_with_tag(tag, swapped)))
         if "count" in want:
-            made.append(Mutant(f"near-number:{tag}", alter=_with_tag(tag, str(int(want["count"]) - 1))))
+            made.append(Mutant(f"near-number.{tag}", alter=_with_tag(tag, str(int(want["count"]) - 1))))
         right_ref = _right_ref(rendered, want, gold_answer, tag)
         if right_ref and any(k in want for k in ("id", "ids", "updated", "created")):
             distractor = nearest_distractor(rendered, right_ref)
             if distractor:
                 value = right_text.replace(right_ref.split("/")[1], distractor.split("/")[1])
-                made.append(Mutant(f"distractor-id:{tag}", alter=_with_tag(tag, value)))
+                made.append(Mutant(f"distractor-id.{tag}", alter=_with_tag(tag, value)))
     return made
 
 
@@ -260,9 +266,9 @@ def write_mutants(rendered: Rendered, gold_answer: str | None) -> list[Mutant]:
         distractor = nearest_distractor(rendered, entry["ref"])
         plan = writes.wrong_record(gold, entry["ref"], distractor) if distractor else None
         if plan is not None:
-            made.append(Mutant(f"wrong-record:{entry['ref'].split('/')[0]}", plan=plan, light_must_fail=True))
+            made.append(Mutant(f"wrong-record.{entry['ref'].split('/')[0]}", plan=plan, light_must_fail=True))
         if writes.has_nested_leaf(rendered, entry):
-            made.append(Mutant(f"nested-collateral:{entry['ref'].split('/')[0]}", alter=writes.nested_collateral(entry)))
+            made.append(Mutant(f"nested-collateral.{entry['ref'].split('/')[0]}", alter=writes.nested_collateral(entry)))
     return made
 
 

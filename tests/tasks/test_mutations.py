@@ -65,7 +65,7 @@ def test_mutants_are_killed_and_form_changes_pass(suite, engine, task_id):
     task = suite[task_id]
     outcomes = anyio.run(_judge_mutants, engine, task)
     RESULTS[task_id] = outcomes
-    kinds = {name.split(":")[0] for name, *_ in outcomes}
+    kinds = {name.split(".")[0] for name, *_ in outcomes}
     assert {"wrong-answer", "hedged-answer", "equivalent-write-back"} <= kinds
     if task.writes:
         assert {"no-write", "did-nothing", "missing-field"} <= kinds
@@ -83,7 +83,7 @@ def test_mutation_kill_rate_per_class(suite, engine, capsys):
     table: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # applied, right, must pass
     for outcomes in RESULTS.values():
         for name, must_pass, right, _ in outcomes:
-            row = table[name.split(":")[0]]
+            row = table[name.split(".")[0]]
             row[0] += 1
             row[1] += right
             row[2] = must_pass
