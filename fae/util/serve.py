@@ -17,8 +17,11 @@ async def serve_asgi(app, *, host: str = "127.0.0.1", port: int = 0) -> AsyncIte
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     bound = sock.getsockname()[1]
+    # Idle keep-alive connections stay open well past uvicorn's 5 s default: the recording proxy
+    # reuses them, and on a loaded machine a run's state capture could race the server closing one
+    # (mitmproxy's "502 server closed connection").
     config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False,
-                            timeout_graceful_shutdown=1)
+                            timeout_graceful_shutdown=1, timeout_keep_alive=120)
     server = uvicorn.Server(config)
     stopped = anyio.Event()
 
