@@ -191,6 +191,8 @@ def _walk_value(value: Any, walked: str, path: list[str]) -> Any:
                 pass
         if isinstance(value, dict) and part in value:
             value = value[part]
+        elif isinstance(value, dict) and path[index + 1:index + 2] == ["*"]:
+            value = []  # a searchset without matches has no entry list: nothing to walk
         elif isinstance(value, list) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
             value = value[int(part)]
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fae.errors import JudgeError
 from fae.judge.context import RunContext
 from fae.judge.registry import JudgeFn, Rule, Verdict, judge
 
@@ -31,8 +32,6 @@ def task_judge(rules: dict) -> JudgeFn:
     """The task's own validator (strict or light) over the final state and the answer."""
     mode = rules["mode"]
     if mode not in MODES:
-        from fae.errors import JudgeError
-
         raise JudgeError(f"rule mode of judge 'task' is strict or light, got {mode!r}")
 
     def run(ctx: RunContext) -> Verdict:
