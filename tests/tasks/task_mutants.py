@@ -99,7 +99,8 @@ def _refs_in(resource: dict[str, Any]) -> set[str]:
 
 
 def nearest_distractor(rendered: Rendered, ref: str) -> str | None:
-    """The seed resource of the target's type most like it (sharing most references), not the target."""
+    """The seed resource of the target's type most like it (same patient, same status,
+    most shared references), not the target."""
     kind, _, rid = ref.partition("/")
     seed = {r["id"]: r for r in _seed(rendered) if r["resourceType"] == kind}
     target = seed.get(rid)
@@ -108,8 +109,14 @@ def nearest_distractor(rendered: Rendered, ref: str) -> str | None:
         return None
     if target is None:
         return f"{kind}/{others[0]}"
-    shared = {i: len(_refs_in(seed[i]) & _refs_in(target)) for i in others}
-    return f"{kind}/{max(others, key=lambda i: shared[i])}"
+    mine = {r for r in _refs_in(target) if r.startswith("Patient/")}
+
+    def likeness(i: str) -> tuple[bool, bool, int]:
+        # The same patient's other record in the same state first (the later booked appointment).
+        refs = _refs_in(seed[i])
+        return bool(refs & mine), seed[i].get("status") == target.get("status"), len(refs & _refs_in(target))
+
+    return f"{kind}/{max(others, key=likeness)}"
 
 
 # ---------------------------------------------------------------- answers
