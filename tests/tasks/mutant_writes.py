@@ -254,6 +254,16 @@ def equivalent_write_back(refs: list[str]):
     return alter
 
 
+def sent_write_back(gold: Plan, resource: dict[str, Any]) -> Plan:
+    """The gold plan, then a PUT of an untouched seed resource in another form, through the server."""
+    body = _reformatted({k: v for k, v in resource.items() if k != "meta"})
+    put = ToolStep(
+        "updateResource",
+        {"resourceType": resource["resourceType"], "resourceId": resource["id"], "body_json": body},
+    )
+    return Plan(name="equivalent-write-back-sent", steps=(*steps_without_answer(gold), put, answer_step(gold)))
+
+
 def reformattable(rendered: Rendered) -> str | None:
     """A seed resource the task does not write that has an instant (so a form change shows)."""
     declared = {e["ref"] for e in rendered.check_spec.get("updates", [])}

@@ -35,7 +35,7 @@ from fae.tasks.state import MemoryState, bundle_resources
 Outcome = tuple[str | None, MemoryState, frozenset[str]]
 Alter = Callable[[str | None, MemoryState, frozenset[str]], Outcome]
 
-MUST_PASS = ("equivalent-write-back",)
+MUST_PASS = ("equivalent-write-back", "equivalent-write-back-sent")
 """Mutant classes that change only form: a validator that fails them is wrong."""
 
 
@@ -264,6 +264,9 @@ def write_mutants(rendered: Rendered, gold_answer: str | None) -> list[Mutant]:
     made.append(
         Mutant("equivalent-write-back", alter=writes.equivalent_write_back(targets + [untouched] * bool(untouched)))
     )
+    if untouched:
+        resource = next(r for r in _seed(rendered) if f"{r['resourceType']}/{r['id']}" == untouched)
+        made.append(Mutant("equivalent-write-back-sent", plan=writes.sent_write_back(rendered.gold_plan, resource)))
     if not rendered.meta.writes:
         return made
     made.append(Mutant("did-nothing", alter=writes.did_nothing, light_must_fail=True))

@@ -87,16 +87,16 @@ def test_mutation_kill_rate_per_class(suite, engine, capsys):
             row[0] += 1
             row[1] += right
             row[2] = must_pass
-    lines = [f"{'mutant class':<24} {'tasks':>6} {'killed':>7} {'rate':>7}   (must pass: false kills)"]
+    lines = [f"{'mutant class':<27} {'tasks':>6} {'killed':>7} {'rate':>7}   (must pass: false kills)"]
     for kind in sorted(table):
         applied, right, must_pass = table[kind]
         if must_pass:
-            lines.append(f"{kind:<24} {applied:>6} {'-':>7} {'-':>7}   false kills {applied - right}")
+            lines.append(f"{kind:<27} {applied:>6} {'-':>7} {'-':>7}   false kills {applied - right}")
         else:
-            lines.append(f"{kind:<24} {applied:>6} {right:>7} {100 * right / applied:>6.1f}%")
+            lines.append(f"{kind:<27} {applied:>6} {right:>7} {100 * right / applied:>6.1f}%")
     killed = sum(r for k, (a, r, m) in table.items() if not m)
     total = sum(a for k, (a, r, m) in table.items() if not m)
-    lines.append(f"{'all that must fail':<24} {total:>6} {killed:>7} {100 * killed / total:>6.1f}%")
+    lines.append(f"{'all that must fail':<27} {total:>6} {killed:>7} {100 * killed / total:>6.1f}%")
     with capsys.disabled():
         print("\n" + "\n".join(lines))
     unknown = {k for k, (a, r, m) in table.items() if not m} - MUST_KILL_CLASSES
