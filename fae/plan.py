@@ -7,6 +7,9 @@ name of an earlier tool step (or a variable given when the plan is run) and
 ``path`` walks dict keys and list indices (``${slots.entry.0.resource.id}``).
 A string that is exactly one reference takes the referenced value whole (a
 dict stays a dict); a reference inside a longer string is formatted into it.
+A ``*`` in a path walks the rest of it from every item of a list
+(``${slots.entry.*.resource.id}``): whole, it gives the list; inside text, the
+items joined with ", " (nothing, for an empty list).
 ``{"$merge": [base, patch]}`` deep-merges dicts, so an update can be written as
 "the resource I read, with status busy". See docs/plans.md.
 
@@ -30,7 +33,7 @@ import yaml
 
 from fae.errors import PlanError
 
-_REF = re.compile(r"\$\{([A-Za-z_][\w-]*(?:\.[\w-]+)*)\}")
+_REF = re.compile(r"\$\{([A-Za-z_][\w-]*(?:\.(?:[\w-]+|\*))*)\}")
 
 
 class ToolStep(msgspec.Struct, frozen=True, tag="tool", forbid_unknown_fields=True):
@@ -166,9 +169,21 @@ def _walk(name: str, path: list[str], scope: dict[str, Any]) -> Any:
     if name not in scope:
         known = ", ".join(sorted(scope)) or "none"
         raise PlanError(f"reference ${{{name}}} names no earlier result (known: {known})")
-    value = scope[name]
-    walked = name
-    for part in path:
+    return _walk_value(scope[name], name, path)
+
+
+def _walk_value(value: Any, walked: str, path: list[str]) -> Any:
+    for index, part in enumerate(path):
+        if part == "*":
+            if isinstance(value, str):
+                try:
+                    value = json.loads(value)
+                except ValueError:
+                    pass
+            if not isinstance(value, list):
+                raise PlanError(f"reference ${{{walked}.*}} is not a list in the result")
+            rest = path[index + 1:]
+            return [_walk_value(item, f"{walked}.{n}", rest) for n, item in enumerate(value)]
         if isinstance(value, str):
             try:
                 value = json.loads(value)
@@ -176,6 +191,8 @@ def _walk(name: str, path: list[str], scope: dict[str, Any]) -> Any:
                 pass
         if isinstance(value, dict) and part in value:
             value = value[part]
+        elif isinstance(value, dict) and path[index + 1:index + 2] == ["*"]:
+            value = []  # a searchset without matches has no entry list: nothing to walk
         elif isinstance(value, list) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
             value = value[int(part)]
         else:
@@ -208,6 +225,8 @@ def resolve(value: Any, scope: dict[str, Any]) -> Any:
 
         def fmt(match: re.Match[str]) -> str:
             found = lookup(match.group(1), scope)
+            if ".*" in match.group(1) and isinstance(found, list):
+                return ", ".join(f if isinstance(f, str) else json.dumps(f) for f in found)
             return found if isinstance(found, str) else json.dumps(found)
 
         return _REF.sub(fmt, value)

@@ -94,6 +94,16 @@ class RunContext:
         return self.fold
 
     @cached_property
+    def agent_writes(self) -> frozenset[str]:
+        """``Type/id`` of every resource the agent's own requests (actor agent, or unnamed in old logs) created or updated."""
+        return frozenset(
+            version.ref
+            for versions in self.fold.history.values()
+            for version in versions
+            if version.seq is not None and version.actor in ("agent", None) and version.resource is not None
+        )
+
+    @cached_property
     def transcript(self) -> Transcript:
         return fold_transcript(self.run)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fae.errors import JudgeError
 from fae.judge.context import RunContext
 from fae.judge.registry import JudgeFn, Rule, Verdict, judge
 
@@ -22,7 +23,7 @@ def task_check(ctx: RunContext, mode: str):
                 ctx.memo[key] = task_check(ctx, "strict")
                 return ctx.memo[key]
             validate = task.validate_strict if mode == "strict" else task.validate_light
-            ctx.memo[key] = validate(rendered, ctx.transcript.answer, ctx.state)
+            ctx.memo[key] = validate(rendered, ctx.transcript.answer, ctx.state, written=ctx.agent_writes)
     return ctx.memo[key]
 
 
@@ -31,8 +32,6 @@ def task_judge(rules: dict) -> JudgeFn:
     """The task's own validator (strict or light) over the final state and the answer."""
     mode = rules["mode"]
     if mode not in MODES:
-        from fae.errors import JudgeError
-
         raise JudgeError(f"rule mode of judge 'task' is strict or light, got {mode!r}")
 
     def run(ctx: RunContext) -> Verdict:

@@ -1,30 +1,60 @@
-"""Tolerant reading of an agent's final answer: tags, ids, counts and "none"."""
+"""Reading an agent's final answer: tags, ids, counts, numbers and "none", strict about hedging.
+
+A tag may appear more than once (an agent that echoes the output contract first leaves a
+placeholder such as ``<SLOT>id</SLOT>``); placeholders are skipped, and every other
+occurrence must say the same thing, else the answer is contradictory and fails.
+"""
 
 from __future__ import annotations
 
 import re
+from decimal import Decimal, InvalidOperation
 
 _NONE_WORDS = re.compile(
     r"^\s*(none|null|nil|n/?a|no|not\s*found|nothing(\s+found)?|no\s+\w+(\s+\w+)*\s+found|-|—)\s*[.!]?\s*$",
     re.IGNORECASE,
 )
+# The texts that prompts show inside a tag as the shape of an answer (never an answer themselves).
+_PLACEHOLDER = re.compile(
+    r"^\s*((new|the)\s+)?(\w+\s+){0,2}(id|ids|id,\s*id|n|number|symbol)\s*$", re.IGNORECASE
+)
 _SEPARATORS = re.compile(r"[\s,;|]+")
 _STRIP = "\"'`[](){}<>."
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w]|\.\d)")
 
 
-def tag_value(answer: str | None, tag: str) -> str | None:
-    """The text inside ``<TAG>…</TAG>`` (tag case-insensitive, last occurrence wins), or None."""
+class Contradiction(ValueError):
+    """A tag given several times with different contents."""
+
+
+def tag_values(answer: str | None, tag: str) -> list[str]:
+    """Every ``<TAG>…</TAG>`` content in order (tag case-insensitive), stripped, placeholders dropped."""
     if not answer:
-        return None
+        return []
     pattern = re.compile(
         rf"<\s*{re.escape(tag)}\s*>(.*?)<\s*/\s*{re.escape(tag)}\s*>", re.IGNORECASE | re.DOTALL
     )
-    found = pattern.findall(answer)
+    found = [text.strip() for text in pattern.findall(answer)]
+    real = [text for text in found if not _PLACEHOLDER.match(text)]
+    return real or found[-1:]
+
+
+def tag_value(answer: str | None, tag: str) -> str | None:
+    """The one thing a tag says, or None when it is absent; Contradiction when repeats disagree."""
+    found = tag_values(answer, tag)
     if not found:
         return None
-    # An agent that repeats the output contract before answering leaves a placeholder
-    # first; the answer it means is the last one.
-    return found[-1].strip()
+    meanings = {_meaning(text) for text in found}
+    if len(meanings) > 1:
+        raise Contradiction(f"<{tag}> is given {len(found)} times with different contents: {found!r:.160}")
+    return found[-1]
+
+
+def _meaning(text: str) -> tuple[str, ...]:
+    """What a tag's text says, written-form differences aside (``Slot/a`` and ``a`` agree)."""
+    if is_none(text):
+        return ("NONE",)
+    return tuple(sorted(id_list(text))) or (text.casefold(),)
 
 
 def bare_id(token: str) -> str:
@@ -62,3 +92,24 @@ def integer(text: str | None) -> int | None:
         return None
     numbers = re.findall(r"-?\d+", text)
     return int(numbers[0]) if len(numbers) == 1 else None
+
+
+def number(text: str | None) -> Decimal | None:
+    """The single number in the text (``7``, ``7.0 %``, ``6.5%``), or None when there is none or several."""
+    if text is None:
+        return None
+    found = _NUMBER.findall(text)
+    if len(found) != 1:
+        return None
+    try:
+        return Decimal(found[0])
+    except InvalidOperation:
+        return None
+
+
+def terms(text: str | None, vocabulary: list[str]) -> list[str]:
+    """Which words of a vocabulary the text names (case-insensitive, whole words), in vocabulary order."""
+    if text is None:
+        return []
+    words = set(re.findall(r"[a-z0-9]+", text.casefold()))
+    return [term for term in vocabulary if term.casefold() in words]

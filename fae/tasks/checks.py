@@ -2,23 +2,27 @@
 
 A check spec (already filled with a variation's parameters) has up to four parts::
 
-    answer:   {TAG: {ids: [..]} | {none: true} | {count: n} | {created: Type} | {words: ".."}}
+    answer:   {TAG: answer check}            (see fae.tasks.answer_checks)
     creates:  [{type: T, count: 1, fields: {fhirpath: matcher}}]
     updates:  [{ref: T/id, fields: {fhirpath: matcher}, may_change: [element]}]
     deletes:  [T/id]
 
+Both modes require that the agent itself wrote every declared target in this run: created
+the resources, changed the updated ones (a write that leaves a resource as the seed had it
+is no write) and deleted the deleted ones. ``written`` names the resources the agent's own
+requests created or updated; when it is not known, any change since the seed counts.
 Strict: every answer tag right, exactly the declared resources created (no duplicates),
 updated or deleted, each declared field right, and nothing else changed since the seed —
-neither another resource nor an element of an updated one that no field names (unless it is
-listed under ``may_change``).
-Light: every answer tag present and every declared field present; values not enforced.
+neither another resource nor any element of an updated one (compared as FHIR values, whole
+tree) that no field names, unless it is listed under ``may_change``.
+Light: every answer tag present, non-empty and consistent, and every declared field present
+on the written targets; values and extra writes not enforced.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from datetime import datetime
+from collections.abc import Callable, Collection, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -26,8 +30,12 @@ import msgspec
 from fhirpathpy import compile as fhirpath_compile
 
 from fae.tasks import answers
+from fae.tasks.answer_checks import answer_problems, expected_ids
+from fae.tasks.fhir_values import changed_paths, content, covered, element_path, instant, same_resource, same_scalar
 from fae.tasks.fhirpath_walk import Unsupported, compile_simple
 from fae.tasks.state import Snapshot, StateView
+
+__all__ = ["Check", "diff", "expected_ids", "instant", "judge", "match", "values"]
 
 
 class Check(msgspec.Struct, frozen=True):
@@ -44,34 +52,27 @@ class Check(msgspec.Struct, frozen=True):
 @lru_cache(maxsize=512)
 def _compiled(path: str) -> Callable[[Any], list[Any]]:
     """A path compiled once: walked directly where it is a plain selection, else by fhirpathpy."""
-    general = fhirpath_compile(path)
     simple = compile_simple(path)
     if simple is None:
-        return general
+        return fhirpath_compile(path)
 
     def evaluate(resource: Any) -> list[Any]:
         try:
             return simple(resource)
         except Unsupported:
-            return general(resource)
+            return _general(path)(resource)
 
     return evaluate
+
+
+@lru_cache(maxsize=512)
+def _general(path: str) -> Callable[[Any], list[Any]]:
+    return fhirpath_compile(path)
 
 
 def values(resource: Mapping[str, Any], path: str) -> list[Any]:
     """The values a FHIRPath expression selects in a resource."""
     return list(_compiled(path)(dict(resource)))
-
-
-def instant(text: Any) -> datetime | None:
-    """A dateTime or instant with a time zone as an aware datetime, else None."""
-    if not isinstance(text, str) or "T" not in text:
-        return None
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
 
 
 def reference(value: Any) -> str | None:
@@ -89,7 +90,7 @@ def _same(found: Any, wanted: Any) -> bool:
     if isinstance(wanted, bool) or isinstance(found, bool):
         return found is wanted
     if isinstance(wanted, int | float) and isinstance(found, int | float):
-        return float(found) == float(wanted)
+        return same_scalar(found, wanted)
     return found == wanted
 
 
@@ -173,44 +174,30 @@ def field_problems(
 # ---------------------------------------------------------------- diff
 
 
-_IGNORED = ("meta", "text")
-
-
-def _same_content(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
-    """Equal but for meta and narrative; the same object (an untouched fold entry) costs nothing."""
-    if before is after:
-        return True
-    keys = (set(before) | set(after)).difference(_IGNORED)
-    return all(before.get(k) == after.get(k) for k in keys)
-
-
 def diff(state: StateView) -> dict[str, list[str]]:
-    """``Type/id`` lists of what was created, updated and deleted since the seed."""
+    """``Type/id`` lists of what was created, updated and deleted since the seed (FHIR-aware)."""
     seed: Snapshot = state.seed
     created, updated, deleted = [], [], []
     written = getattr(state, "written_refs", None)
     if written is not None:
         # A folded state names what writes touched; every other resource is the seed's own object.
-        for kind, rid in sorted(written()):
-            before, after = seed.read(kind, rid), state.read(kind, rid)
-            if after is None and before is not None:
-                deleted.append(f"{kind}/{rid}")
-            elif before is None and after is not None:
-                created.append(f"{kind}/{rid}")
-            elif before is not None and after is not None and not _same_content(before, after):
-                updated.append(f"{kind}/{rid}")
-        return {"created": created, "updated": updated, "deleted": deleted}
-    for kind in sorted(set(seed.resource_types()) | set(state.resource_types())):
-        before = {r["id"]: r for r in seed.resources(kind)}
-        after = {r["id"]: r for r in state.resources(kind)}
-        for rid in sorted(set(before) | set(after)):
-            ref = f"{kind}/{rid}"
-            if rid not in after:
-                deleted.append(ref)
-            elif rid not in before:
-                created.append(ref)
-            elif not _same_content(before[rid], after[rid]):
-                updated.append(ref)
+        pairs = sorted(written())
+    else:
+        pairs = sorted(
+            (kind, r["id"])
+            for kind in set(seed.resource_types()) | set(state.resource_types())
+            for snapshot in (seed, state)
+            for r in snapshot.resources(kind)
+        )
+        pairs = sorted(set(pairs))
+    for kind, rid in pairs:
+        before, after = seed.read(kind, rid), state.read(kind, rid)
+        if after is None and before is not None:
+            deleted.append(f"{kind}/{rid}")
+        elif before is None and after is not None:
+            created.append(f"{kind}/{rid}")
+        elif before is not None and after is not None and not same_resource(before, after):
+            updated.append(f"{kind}/{rid}")
     return {"created": created, "updated": updated, "deleted": deleted}
 
 
@@ -222,75 +209,32 @@ def _read_ref(state: Snapshot, ref: str) -> dict[str, Any] | None:
     return state.read(kind, rid)
 
 
-def _answer_problems(
-    spec: Mapping[str, Any], answer: str | None, chosen: Mapping[str, str], *, light: bool
-) -> tuple[list[str], dict[str, Any]]:
-    problems: list[str] = []
-    said: dict[str, Any] = {}
-    for tag, want in spec.items():
-        text = answers.tag_value(answer, tag)
-        said[tag] = text
-        if text is None or (light and not text.strip()):
-            problems.append(f"answer has no <{tag}> tag")
-            continue
-        if light:
-            continue
-        if "ids" in want:
-            expected = expected_ids(want["ids"])
-            got = [] if answers.is_none(text) else answers.id_list(text)
-            if sorted(got) != sorted(expected):
-                problems.append(f"<{tag}> says {got}, expected {expected or 'none'}")
-        elif "none" in want:
-            if not answers.is_none(text):
-                problems.append(f"<{tag}> should say none, says {text!r:.80}")
-        elif "count" in want:
-            if answers.integer(text) != int(want["count"]):
-                problems.append(f"<{tag}> says {text!r:.40}, expected the count {want['count']}")
-        elif "created" in want or "updated" in want:
-            ref = chosen.get(want.get("created", "")) or want.get("updated")
-            got = answers.id_list(text)
-            expected = answers.bare_id(ref) if ref else None
-            if got != [expected]:
-                problems.append(f"<{tag}> says {got}, expected [{expected}]")
-        elif "words" in want:
-            if any(w not in _words(text) for w in _words(str(want["words"]))):
-                problems.append(f"<{tag}> says {text!r:.80}, expected the words {want['words']!r}")
-        else:
-            raise ValueError(f"unknown answer check for <{tag}>: {dict(want)}")
-    return problems, said
+def untouchable_changes(before: Mapping[str, Any], after: Mapping[str, Any], entry: Mapping[str, Any]) -> list[str]:
+    """Element paths of an updated resource that differ from the seed though no field or ``may_change`` names them."""
+    allowed = {
+        element_path(path)
+        for path, matcher in entry.get("fields", {}).items()
+        if not (isinstance(matcher, Mapping) and set(matcher) & {"absent", "count", "present"})
+    }
+    allowed |= set(entry.get("may_change", []))
+    return [p for p in changed_paths(content(before), content(after)) if not covered(p, allowed)]
 
 
-def expected_ids(ids: str | list[str]) -> list[str]:
-    """The ids an ``ids`` answer check wants: a list, or one comma-separated string."""
-    if isinstance(ids, str):
-        return [] if answers.is_none(ids) else answers.id_list(ids)
-    return [answers.bare_id(i) for i in ids]
+def judge(
+    spec: Mapping[str, Any],
+    answer: str | None,
+    state: StateView,
+    *,
+    light: bool,
+    written: Collection[str] | None = None,
+) -> Check:
+    """Judge an answer and a final state against a filled check spec.
 
-
-def _top(path: str) -> str:
-    return re.split(r"[.(\[]", path, maxsplit=1)[0]
-
-
-def _untouchable_changes(
-    state: StateView, ref: str, resource: Mapping[str, Any], entry: Mapping[str, Any]
-) -> list[str]:
-    """Top-level elements of an updated resource that differ from the seed though no field names them."""
-    kind, _, rid = ref.partition("/")
-    before = state.seed.read(kind, rid)
-    if before is None:
-        return []
-    allowed = {_top(p) for p in entry.get("fields", {})} | set(entry.get("may_change", []))
-    allowed |= {"meta", "text", "id", "resourceType"}
-    return sorted(
-        k
-        for k in set(before) | set(resource)
-        if k not in allowed and before.get(k) != resource.get(k)
-    )
-
-
-def judge(spec: Mapping[str, Any], answer: str | None, state: StateView, *, light: bool) -> Check:
-    """Judge an answer and a final state against a filled check spec."""
+    ``written``: ``Type/id`` of every resource the agent's own requests created or updated
+    (None when unknown: then any change since the seed is taken as the agent's).
+    """
     changes = diff(state)
+    mine_written = (lambda ref: True) if written is None else (lambda ref: ref in written)
     problems: list[str] = []
     chosen: dict[str, str] = {}  # resource type -> the created resource judged for it
 
@@ -298,13 +242,16 @@ def judge(spec: Mapping[str, Any], answer: str | None, state: StateView, *, ligh
     named: dict[str, set[str]] = {}
     for tag, want in spec.get("answer", {}).items():
         if "created" in want:
-            ids = answers.id_list(answers.tag_value(answer, tag))
+            try:
+                ids = answers.id_list(answers.tag_value(answer, tag))
+            except answers.Contradiction:
+                ids = []
             named.setdefault(want["created"], set()).update(f"{want['created']}/{i}" for i in ids)
 
     created_left = list(changes["created"])
     for entry in spec.get("creates", []):
         kind, count = entry["type"], int(entry.get("count", 1))
-        mine = [ref for ref in created_left if ref.startswith(kind + "/")]
+        mine = [ref for ref in created_left if ref.startswith(kind + "/") and mine_written(ref)]
         if not light and len(mine) != count:
             problems.append(f"expected {count} new {kind}, found {len(mine)}: {mine}")
         fitting = [
@@ -325,7 +272,7 @@ def judge(spec: Mapping[str, Any], answer: str | None, state: StateView, *, ligh
                     )
                 )
                 if mine and entry.get("fields")
-                else "none created"
+                else "none created by the agent"
             )
             problems.append(f"new {kind}: {detail}")
         fitting.sort(key=lambda ref: ref not in named.get(kind, set()))
@@ -344,20 +291,24 @@ def judge(spec: Mapping[str, Any], answer: str | None, state: StateView, *, ligh
         if resource is None:
             problems.append(f"{ref} is gone")
             continue
+        if ref not in changes["updated"] or not mine_written(ref):
+            problems.append(f"{ref} was not updated by the agent")
+            continue
         for problem in field_problems(
             resource, entry.get("fields", {}), light=light, created=chosen
         ):
             problems.append(f"{ref} {problem}")
         if not light:
+            before = _read_ref(state.seed, ref) or {}
             problems.extend(
-                f"{ref} {key}: changed, but the task leaves it alone"
-                for key in _untouchable_changes(state, ref, resource, entry)
+                f"{ref} {path}: changed, but the task leaves it alone"
+                for path in untouchable_changes(before, resource, entry)
             )
 
     declared_deletes = set(spec.get("deletes", []))
+    for ref in sorted(declared_deletes - set(changes["deleted"])):
+        problems.append(f"{ref} should have been deleted")
     if not light:
-        for ref in sorted(declared_deletes - set(changes["deleted"])):
-            problems.append(f"{ref} should have been deleted")
         extra = {
             "created": created_left,
             "updated": [r for r in changes["updated"] if r not in declared_updates],
@@ -367,8 +318,8 @@ def judge(spec: Mapping[str, Any], answer: str | None, state: StateView, *, ligh
             if refs:
                 problems.append(f"unexpected writes ({what}): {refs}")
 
-    answer_problems, said = _answer_problems(spec.get("answer", {}), answer, chosen, light=light)
-    problems = answer_problems + problems
+    said_problems, said = answer_problems(spec.get("answer", {}), answer, chosen, light=light)
+    problems = said_problems + problems
     return Check(
         passed=not problems,
         reasons=problems,
@@ -397,6 +348,11 @@ def demanded_constants(spec: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
     for want in spec.get("answer", {}).values():
         found.extend(("id", i) for i in expected_ids(want.get("ids", [])))
+        found.extend(("id", i) for i in expected_ids(str(want.get("id", "NONE"))))
+        if "number" in want:
+            found.append(("number", want["number"]))
+        if "term" in want:
+            found.append(("words", want["term"]))
         if "count" in want:
             found.append(("count", want["count"]))
         if "updated" in want:

@@ -180,6 +180,15 @@ def book_some_busy(place: Clinic, patients: list[dict[str, Any]], count: int = 6
         place.book(slot, place.world.rng.choice(patients))
 
 
+def ensure_free(place: Clinic, candidates: list[dict[str, Any]]) -> None:
+    """Make one candidate slot free when none is, so a list answer is never empty by chance."""
+    if any(s["status"] == "free" for s in candidates):
+        return
+    unbooked = [s for s in candidates if s["id"] not in place.booked]
+    if unbooked:
+        unbooked[0]["status"] = "free"
+
+
 def only_free_at_its_time(place: Clinic, slot: dict[str, Any]) -> None:
     """Make the slot the only free one at its start."""
     for other in place.slots:

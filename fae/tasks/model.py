@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from random import Random
@@ -25,6 +25,12 @@ EPOCH = datetime(2025, 3, 3, 8, 0, tzinfo=UTC)
 
 Scenario = Callable[[World, dict[str, Any]], dict[str, Any]]
 ExtraCheck = Callable[["Rendered", str | None, StateView], list[str]]
+
+# One rule for answers in every prompt: each tag once, and NONE (never an empty tag) for nothing found.
+ANSWER_RULES = (
+    "Give each answer tag once, with one value unless a list is asked for. If nothing fits, "
+    "write NONE inside the tag; never leave a tag empty."
+)
 
 _PARAM = re.compile(r"(?<!\$)\{([a-z_][a-z0-9_]*)\}")
 
@@ -116,6 +122,7 @@ class Task:
     min_tool_calls: int
     extra_check: ExtraCheck | None = None
     source: str = ""
+    derived: tuple[str, ...] = ()  # dates the agent works out from the prompt's clock; the gold may use them
 
     @property
     def meta(self) -> Meta:
@@ -157,7 +164,13 @@ class Task:
             prompt = self.prompt.format_map(_Strict(params, where)).strip()
         except (ValueError, IndexError) as exc:
             raise TaskError(f"{where}: prompt template is malformed: {exc}") from None
-        prompt = f"{clock_block(now)}\n\n{prompt}\n"
+        prompt = f"{clock_block(now)}\n\n{prompt}\n\n{ANSWER_RULES}\n"
+        hidden = self.hidden_gold_parameters(params, prompt)
+        if hidden:
+            raise TaskError(
+                f"{where}: the gold plan uses {hidden}, which the prompt does not show "
+                "(a gold plan may use only the prompt and its own tool results)"
+            )
         try:
             plan = plan_from_dict(
                 {
@@ -182,9 +195,31 @@ class Task:
             check_spec=spec,
         )
 
-    def validate_strict(self, rendered: Rendered, answer: str | None, state: StateView) -> Check:
-        """Ids answered and state written exactly right, and nothing else changed."""
-        verdict = checks.judge(rendered.check_spec, answer, state, light=False)
+    def hidden_gold_parameters(self, params: Mapping[str, Any], prompt: str) -> list[str]:
+        """Gold-plan parameters whose values the rendered prompt does not show (must be none).
+
+        The gold plan may use what the prompt shows, the clock's now and today, and the
+        dates the task declares as ``derived`` (worked out from the prompt's clock and words).
+        """
+        used = set(_PARAM.findall(json.dumps(self.gold_plan)))
+        return sorted(
+            name
+            for name in used - {"now", "today"} - set(self.derived)
+            if isinstance(params.get(name), bool)
+            or not isinstance(params.get(name), str | int)
+            or str(params[name]) not in prompt
+        )
+
+    def validate_strict(
+        self,
+        rendered: Rendered,
+        answer: str | None,
+        state: StateView,
+        *,
+        written: Collection[str] | None = None,
+    ) -> Check:
+        """Ids answered and state written exactly right by the agent, and nothing else changed."""
+        verdict = checks.judge(rendered.check_spec, answer, state, light=False, written=written)
         if self.extra_check is None:
             return verdict
         extra = self.extra_check(rendered, answer, state)
@@ -194,15 +229,22 @@ class Task:
             evidence=verdict.evidence,
         )
 
-    def validate_light(self, rendered: Rendered, answer: str | None, state: StateView) -> Check:
-        """Write tasks: the answer tags and the required fields are there, values not enforced.
+    def validate_light(
+        self,
+        rendered: Rendered,
+        answer: str | None,
+        state: StateView,
+        *,
+        written: Collection[str] | None = None,
+    ) -> Check:
+        """Write tasks: the agent wrote each target with the required fields and gave every tag; values not enforced.
 
         A task that writes nothing has no fields to be lenient about, so its light
         verdict is its strict one.
         """
         if not self.writes:
-            return self.validate_strict(rendered, answer, state)
-        return checks.judge(rendered.check_spec, answer, state, light=True)
+            return self.validate_strict(rendered, answer, state, written=written)
+        return checks.judge(rendered.check_spec, answer, state, light=True, written=written)
 
     def describe(self) -> dict[str, Any]:
         """A plain summary for listings."""

@@ -191,6 +191,8 @@ def order_with_reports(world: World, option: dict[str, Any]) -> dict[str, Any]:
             gene=world.rng.choice(GENES),
             days_ago=world.rng.randrange(10, 300),
         )
+    for other in patients[4:6]:
+        genetic_order(world, other, world.rng.choice(clinicians))
     patient, params = _target(world)
     order = genetic_order(world, patient, clinicians[0])
     genetic = [
@@ -250,6 +252,7 @@ def order_resulted(world: World, option: dict[str, Any]) -> dict[str, Any]:
         "order_id": order["id"],
         "report_id": final["id"],
         "gene": gene,
+        "genes": GENES,
     }
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from fae.errors import TaskError
 from fae.tasks.checks import demanded_constants
-from fae.tasks.model import Rendered
+from fae.tasks.model import ANSWER_RULES, Rendered
 
 INSTRUCTIONS = (
     "Rewrite the user's request in your own words, as a colleague at a clinic might phrase it. "
@@ -35,8 +35,9 @@ _TOKENS = re.compile(
 
 
 def _split(prompt: str) -> tuple[str, str]:
+    """(clock block, body): the clock and the answer rules are the suite's own words, never paraphrased."""
     clock, _, body = prompt.partition("\n\n")
-    return clock, body
+    return clock, body.strip().removesuffix(ANSWER_RULES).strip()
 
 
 def must_keep(rendered: Rendered) -> list[str]:
@@ -71,11 +72,12 @@ def paraphrase_request(rendered: Rendered, *, seed: int, model: str = "default")
 
 def accept_paraphrase(rendered: Rendered, text: str) -> tuple[str | None, list[str]]:
     """The paraphrased prompt (clock block kept) and [] — or None and what the paraphrase lost."""
+    text = text.strip().removesuffix(ANSWER_RULES).strip()
     missing = [token for token in must_keep(rendered) if token not in text]
     if missing or not text.strip():
         return None, missing or ["(empty paraphrase)"]
     clock, _ = _split(rendered.prompt)
-    return f"{clock}\n\n{text.strip()}\n", []
+    return f"{clock}\n\n{text}\n\n{ANSWER_RULES}\n", []
 
 
 def paraphrased(rendered: Rendered, text: str) -> Rendered:

@@ -189,7 +189,14 @@ def hba1c_series(world: World, option: dict[str, Any]) -> dict[str, Any]:
 
     days = sorted(world.rng.sample(range(20, 500), 3))
     results = [hba1c(target, d) for d in days]
-    hba1c(others[0], 2)
+    other = hba1c(others[0], 2)
+    # No other HbA1c in the seed may pass for the latest one: values at least 0.2 apart.
+    taken: list[float] = []
+    for result in [*results, other]:
+        quantity = result["valueQuantity"]
+        while any(abs(quantity["value"] - t) < 0.15 for t in taken):
+            quantity["value"] = round(5.5 + world.rng.random() * 3, 1)
+        taken.append(quantity["value"])
     return {
         **_person_params(target),
         "latest_id": results[0]["id"],

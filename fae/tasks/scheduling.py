@@ -14,6 +14,7 @@ from fae.tasks.clinic import (
     book_some_busy,
     book_upcoming,
     clinic,
+    ensure_free,
     doctor_params,
     more_patients,
     only_free_at_its_time,
@@ -85,7 +86,12 @@ def doctor_week(world: World, option: dict[str, Any]) -> dict[str, Any]:
     place = clinic(world)
     book_some_busy(place, more_patients(world))
     doctor = world.rng.choice(place.practitioners)
-    limit = world.now + timedelta(days=7)
+    # Midnight seven days on: no slot starts at the window's end.
+    limit = world.at(world.day(7), 0)
+    ensure_free(
+        place,
+        [s for s in place.of(doctor) if world.now <= place.starts[s["id"]] < limit],
+    )
     free = [
         s
         for s in place.free()
@@ -99,6 +105,7 @@ def urgent_today(world: World, option: dict[str, Any]) -> dict[str, Any]:
     place = clinic(world, today_hours=tuple(range(8, 17)))
     more_patients(world)
     until = world.at(world.today, 17)
+    ensure_free(place, [s for s in place.slots if world.now <= place.starts[s["id"]] < until])
     free = [s for s in place.free() if place.starts[s["id"]] < until]
     return {"until": zulu(until), "expected_count": len(free), "expected_ids": slot_ids(free)}
 
@@ -110,6 +117,7 @@ def next_weekday(world: World, option: dict[str, Any]) -> dict[str, Any]:
     index = WEEKDAYS.index(option["weekday"])
     ahead = (index - world.today.weekday()) % 7 or 7
     day = world.day(ahead)
+    ensure_free(place, [s for s in place.slots if place.starts[s["id"]].date() == day])
     free = [s for s in place.free() if place.starts[s["id"]].date() == day]
     return {
         "target_date": day.isoformat(),
@@ -120,12 +128,13 @@ def next_weekday(world: World, option: dict[str, Any]) -> dict[str, Any]:
 
 def follow_up_day(world: World, option: dict[str, Any]) -> dict[str, Any]:
     """Free slots on the day a follow-up falls due, a given number of days out (a weekday)."""
-    place = clinic(world)
+    place = clinic(world, days=16)
     more_patients(world)
     days = int(option["days_out"])
     while world.day(days).weekday() >= 5:
         days += 1
     day = world.day(days)
+    ensure_free(place, [s for s in place.slots if place.starts[s["id"]].date() == day])
     free = [s for s in place.free() if place.starts[s["id"]].date() == day]
     return {
         "days_out": days,
@@ -136,24 +145,25 @@ def follow_up_day(world: World, option: dict[str, Any]) -> dict[str, Any]:
 
 
 def weekday_mornings(world: World, option: dict[str, Any]) -> dict[str, Any]:
-    """Free slots before noon on a given weekday within a number of days."""
+    """Free slots before noon on the next two given weekdays after today."""
     place = clinic(world, days=15)
     more_patients(world)
     index = WEEKDAYS.index(option["weekday"])
-    limit = world.now + timedelta(days=int(option["within_days"]))
-    free = [
+    ahead = (index - world.today.weekday()) % 7 or 7
+    days = {world.day(ahead), world.day(ahead + 7)}
+    mornings = [
         s
-        for s in place.free()
-        if place.starts[s["id"]] < limit
-        and place.starts[s["id"]].weekday() == index
-        and place.starts[s["id"]].hour < 12
+        for s in place.slots
+        if place.starts[s["id"]].date() in days and place.starts[s["id"]].hour < 12
     ]
-    dates = sorted({place.starts[s["id"]].date().isoformat() for s in free})
+    ensure_free(place, mornings)
+    morning_ids = {s["id"] for s in mornings}
+    free = [s for s in place.free() if s["id"] in morning_ids]
     return {
-        "limit": zulu(limit),
+        "first_date": world.day(ahead).isoformat(),
+        "second_date": world.day(ahead + 7).isoformat(),
         "expected_ids": slot_ids(free),
         "expected_count": len(free),
-        "target_dates": dates,
     }
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -35,7 +34,8 @@ class StateView(Snapshot, Protocol):
 
 
 class MemorySnapshot:
-    """A snapshot over plain resource dicts; later duplicates of a type/id win."""
+    """A snapshot over plain resource dicts, shared and never copied (validators only read);
+    later duplicates of a type/id win."""
 
     def __init__(self, resources: Iterable[Mapping[str, Any]]):
         self._by_type: dict[str, dict[str, dict[str, Any]]] = {}
@@ -43,18 +43,17 @@ class MemorySnapshot:
             kind, rid = resource.get("resourceType"), resource.get("id")
             if not isinstance(kind, str) or not isinstance(rid, str):
                 raise TypeError(f"a resource needs resourceType and id: {dict(resource)!r:.120}")
-            self._by_type.setdefault(kind, {})[rid] = copy.deepcopy(dict(resource))
+            self._by_type.setdefault(kind, {})[rid] = dict(resource)
 
     def resource_types(self) -> list[str]:
         return sorted(kind for kind, items in self._by_type.items() if items)
 
     def resources(self, resource_type: str) -> list[dict[str, Any]]:
         items = self._by_type.get(resource_type, {})
-        return [copy.deepcopy(items[rid]) for rid in sorted(items)]
+        return [items[rid] for rid in sorted(items)]
 
     def read(self, resource_type: str, resource_id: str) -> dict[str, Any] | None:
-        found = self._by_type.get(resource_type, {}).get(resource_id)
-        return copy.deepcopy(found) if found is not None else None
+        return self._by_type.get(resource_type, {}).get(resource_id)
 
     def all(self) -> list[dict[str, Any]]:
         """Every resource, by type then id."""

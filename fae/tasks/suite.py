@@ -33,6 +33,7 @@ _FIELDS = {
     "prohibited_tools",
     "min_tool_calls",
     "extra_check",
+    "derived",
 }
 
 
@@ -106,7 +107,8 @@ def task_from_dict(raw: Mapping[str, Any], family: str, *, source: str = "", mod
     tags = tuple(raw.get("answer_tags") or ())
     if not tags:
         raise TaskError(f"{where}: a task needs at least one answer tag")
-    return Task(
+    derived = tuple(raw.get("derived") or ())
+    task = Task(
         id=str(raw["id"]),
         family=family,
         title=str(raw["title"]),
@@ -124,7 +126,9 @@ def task_from_dict(raw: Mapping[str, Any], family: str, *, source: str = "", mod
         min_tool_calls=int(raw.get("min_tool_calls", 1)),
         extra_check=extra,
         source=source,
+        derived=derived,
     )
+    return task
 
 
 def _load_dir(root: Path) -> list[Task]:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import copy
 from datetime import UTC, date, datetime, timedelta
 from random import Random
 from typing import Any
+
+import msgspec
 
 GIVEN = {
     "female": [
@@ -278,7 +279,8 @@ class World:
 
     def bundle(self) -> dict[str, Any]:
         """The seed as a transaction Bundle that PUTs every resource at its client id."""
-        return copy.deepcopy(
+        # A JSON round trip copies plain data several times faster than deepcopy.
+        return msgspec.json.decode(msgspec.json.encode(
             {
                 "resourceType": "Bundle",
                 "type": "transaction",
@@ -290,7 +292,7 @@ class World:
                     for r in self.resources
                 ],
             }
-        )
+        ))
 
 
 def display_name(resource: dict[str, Any]) -> str:

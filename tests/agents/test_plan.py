@@ -22,6 +22,23 @@ def test_references_take_whole_values_or_format_into_text():
         resolve("${slots.entry.5}", scope)
 
 
+def test_star_walks_every_item_of_a_list():
+    found = {"total": 2, "entry": [{"resource": {"id": "a-1"}}, {"resource": {"id": "b-2"}}]}
+    scope = {"found": found, "empty": {"total": 0}, "odd": {"entry": [{"resource": {}}]}}
+    assert resolve("${found.entry.*.resource.id}", scope) == ["a-1", "b-2"]
+    assert resolve("<IDS>${found.entry.*.resource.id}</IDS>", scope) == "<IDS>a-1, b-2</IDS>"
+    assert resolve("${found.entry.0.resource.id}", scope) == "a-1"
+    # a searchset without matches has no entry: the list is empty, not an error
+    assert resolve("${empty.entry.*.resource.id}", scope) == []
+    assert resolve("<IDS>${empty.entry.*.resource.id}</IDS>", scope) == "<IDS></IDS>"
+    with pytest.raises(PlanError, match=r"empty\.entry"):
+        resolve("${empty.entry.0.resource.id}", scope)
+    with pytest.raises(PlanError, match=r"odd\.entry\.0\.resource\.id"):
+        resolve("${odd.entry.*.resource.id}", scope)
+    with pytest.raises(PlanError, match="is not a list"):
+        resolve("${found.total.*}", scope)
+
+
 def test_merge_patches_a_read_resource():
     scope = {"slot": {"resourceType": "Slot", "id": "s1", "status": "free", "meta": {"versionId": "1"}}}
     merged = resolve({"$merge": ["${slot}", {"status": "busy"}]}, scope)

@@ -58,7 +58,7 @@ def suite_runs(variation: int = 0) -> tuple[list[tuple[RunSpec, Any, Any]], set[
     """Every task's gold run, and per task one mutation agent that plays a plan (kinds taken in turn).
 
     Mutants that change an outcome after the fact (a wrong answer, a dropped field) cannot be
-    recorded live and are left out. Returns the runs and the mutation kinds covered.
+    recorded live and are left out, and so are those that must pass (a change of form only). Returns the runs and the mutation kinds covered.
     """
     from fae.tasks import load_suite
 
@@ -72,7 +72,8 @@ def suite_runs(variation: int = 0) -> tuple[list[tuple[RunSpec, Any, Any]], set[
         made.append((RunSpec(f"{task_id}.v{variation}.gold", task_id, variation, gold.name, 0), rendered, gold))
         if mutants is None:
             continue
-        playable = [m for m in mutants.mutants(rendered) if m.plan is not None and m.alter is None]
+        playable = [m for m in mutants.mutants(rendered)
+                    if m.plan is not None and m.alter is None and not getattr(m, "must_pass", False)]
         if not playable:
             continue
         chosen = playable[index % len(playable)]

@@ -26,3 +26,16 @@ def engine():
     from fae.fhir.engine import FhirEngine
 
     return FhirEngine()
+
+
+@pytest.fixture(scope="session")
+def render(suite):
+    """Rendered variations, made once per session: render(task_id, variation)."""
+    made = {}
+
+    def rendered(task_id: str, variation: int):
+        if (task_id, variation) not in made:
+            made[task_id, variation] = suite[task_id].render(variation)
+        return made[task_id, variation]
+
+    return rendered

@@ -1,26 +1,42 @@
 """Mutation agents: the gold agent with one mistake each, which a strict (or light) validator must catch.
 
-Most mutants are plans played against the embedded server (an agent that also wrote
-something else, wrote twice, or worked on the wrong patient). Two are outcomes of the gold
-run changed after the fact, because the mistake cannot be sent through a validating server
-(a required element missing) or is about the answer text alone (a wrong id answered).
+Most mutants are plans played against the embedded server (an agent that wrote nothing, wrote
+the wrong record, also wrote something else, wrote twice, or worked on the wrong patient). The
+rest are outcomes of the gold run changed after the fact, where the mistake is about the
+answer text alone (a hedged or listed answer, a near number), cannot be sent through a
+validating server (a required element missing), or is a change of form the judge must see
+through (an equivalent write-back, which must PASS).
+
+Each mutant has a class (``kind``); the kill-rate table is printed per class.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
-from fae.plan import AnswerStep, Plan, ToolStep
-from fae.tasks.checks import expected_ids
+# tests/judge loads this file by path; its helper module sits beside it.
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+
+import mutant_writes as writes  # noqa: E402
+
+from fae.plan import Plan  # noqa: E402
+from fae.tasks.answer_checks import expected_ids
 from fae.tasks.model import Rendered
 from fae.tasks.state import MemoryState, bundle_resources
 
-Alter = Callable[[str | None, MemoryState], tuple[str | None, MemoryState]]
+Outcome = tuple[str | None, MemoryState, frozenset[str]]
+Alter = Callable[[str | None, MemoryState, frozenset[str]], Outcome]
+
+MUST_PASS = ("equivalent-write-back", "equivalent-write-back-sent")
+"""Mutant classes that change only form: a validator that fails them is wrong."""
 
 
 @dataclass(frozen=True)
@@ -32,10 +48,25 @@ class Mutant:
     alter: Alter | None = None
     light_must_fail: bool = False
 
+    @property
+    def kind(self) -> str:
+        return self.name.split(".")[0]
+
+    @property
+    def must_pass(self) -> bool:
+        return self.kind in MUST_PASS
+
+
+# ---------------------------------------------------------------- the variation's resources
+
+
+def _seed(rendered: Rendered) -> list[dict[str, Any]]:
+    return bundle_resources(rendered.seed_bundle)
+
 
 def _seed_ids(rendered: Rendered) -> dict[str, list[str]]:
     by_type: dict[str, list[str]] = {}
-    for resource in bundle_resources(rendered.seed_bundle):
+    for resource in _seed(rendered):
         by_type.setdefault(resource["resourceType"], []).append(resource["id"])
     return by_type
 
@@ -63,9 +94,53 @@ def _other_patient(rendered: Rendered) -> str:
     return max(sorted(counts), key=lambda pid: counts[pid])
 
 
+def _refs_in(resource: dict[str, Any]) -> set[str]:
+    return set(re.findall(r'"reference": "([^"]+)"', json.dumps(resource)))
+
+
+def nearest_distractor(rendered: Rendered, ref: str) -> str | None:
+    """The seed resource of the target's type most like it (same patient, same status,
+    most shared references), not the target."""
+    kind, _, rid = ref.partition("/")
+    seed = {r["id"]: r for r in _seed(rendered) if r["resourceType"] == kind}
+    target = seed.get(rid)
+    others = sorted(i for i in seed if i != rid)
+    if not others:
+        return None
+    if target is None:
+        return f"{kind}/{others[0]}"
+    mine = {r for r in _refs_in(target) if r.startswith("Patient/")}
+
+    def likeness(i: str) -> tuple[bool, bool, int]:
+        # The same patient's other record in the same state first (the later booked appointment).
+        refs = _refs_in(seed[i])
+        return bool(refs & mine), seed[i].get("status") == target.get("status"), len(refs & _refs_in(target))
+
+    return f"{kind}/{max(others, key=likeness)}"
+
+
+# ---------------------------------------------------------------- answers
+
+
 def _replace_tag(answer: str | None, tag: str, value: str) -> str:
     pattern = re.compile(rf"(<\s*{tag}\s*>)(.*?)(<\s*/\s*{tag}\s*>)", re.IGNORECASE | re.DOTALL)
     return pattern.sub(lambda m: f"{m.group(1)}{value}{m.group(3)}", answer or "")
+
+
+def _right_ref(rendered: Rendered, want: dict[str, Any], gold_answer: str | None, tag: str) -> str | None:
+    """The ``Type/id`` an id-valued tag must name (for a created resource, what the gold answered)."""
+    if "updated" in want:
+        return want["updated"]
+    if "created" in want:
+        found = re.search(rf"<{tag}>(.*?)</{tag}>", gold_answer or "")
+        return f"{want['created']}/{found.group(1).strip()}" if found else None
+    ids = expected_ids(str(want["id"])) if "id" in want else expected_ids(want.get("ids", []))
+    if not ids:
+        return None
+    for kind, known in _seed_ids(rendered).items():
+        if ids[0] in known:
+            return f"{kind}/{ids[0]}"
+    return None
 
 
 def _wrong_value(rendered: Rendered, tag: str, want: dict[str, Any]) -> str:
@@ -73,10 +148,14 @@ def _wrong_value(rendered: Rendered, tag: str, want: dict[str, Any]) -> str:
     all_ids = [i for ids in seed.values() for i in ids]
     if "count" in want:
         return str(int(want["count"]) + 1)
+    if "number" in want:
+        return str(Decimal(str(want["number"])) + 1)
+    if "term" in want:
+        return next(t for t in want["among"] if t != want["term"])
     if "words" in want:
         return "UNKNOWN"
-    if "ids" in want and expected_ids(want["ids"]):
-        expected = expected_ids(want["ids"])
+    expected = expected_ids(str(want["id"])) if "id" in want else expected_ids(want.get("ids", []))
+    if expected:
         prefix = expected[0].split("-")[0]
         others = [i for i in all_ids if i.startswith(prefix + "-") and i not in expected]
         # A list answer that misses one id, or a single answer naming a look-alike.
@@ -90,166 +169,122 @@ def _wrong_value(rendered: Rendered, tag: str, want: dict[str, Any]) -> str:
     return seed.get(kind, all_ids)[0]
 
 
-def _steps_without_answer(plan: Plan) -> list[Any]:
-    return [s for s in plan.steps if not isinstance(s, AnswerStep)]
-
-
-def _answer_step(plan: Plan) -> AnswerStep:
-    last = plan.steps[-1]
-    assert isinstance(last, AnswerStep)
-    return last
-
-
-def _replace_strings(value: Any, old: str, new: str) -> Any:
-    if isinstance(value, str):
-        return value.replace(old, new)
-    if isinstance(value, list):
-        return [_replace_strings(v, old, new) for v in value]
-    if isinstance(value, dict):
-        return {k: _replace_strings(v, old, new) for k, v in value.items()}
-    return value
-
-
-def mutants(rendered: Rendered) -> list[Mutant]:
-    """The faulty agents for one variation of a task."""
-    gold = rendered.gold_plan
-    spec = rendered.check_spec
+def _answer_mutants(rendered: Rendered, gold_answer: str | None) -> list[Mutant]:
     made: list[Mutant] = []
-
-    for tag, want in spec.get("answer", {}).items():
+    for tag, want in rendered.check_spec.get("answer", {}).items():
         wrong = _wrong_value(rendered, tag, want)
+        right = re.search(rf"<{tag}>(.*?)</{tag}>", gold_answer or "", re.DOTALL)
+        right_text = right.group(1).strip() if right else ""
+        made.append(Mutant(f"wrong-answer.{tag}", alter=_with_tag(tag, wrong)))
+        # Hedged: the right answer, then a contradicting one (or the other way round).
         made.append(
             Mutant(
-                f"wrong-answer:{tag}",
-                alter=lambda a, s, tag=tag, wrong=wrong: (_replace_tag(a, tag, wrong), s),
+                f"hedged-answer.{tag}",
+                alter=_append(f" On reflection: <{tag}>{wrong}</{tag}>"),
+                light_must_fail=True,
             )
         )
-
-    bystander = _bystander(rendered)
-    made.append(
-        Mutant(
-            "collateral-write",
-            plan=Plan(
-                name="collateral-write",
-                steps=(
-                    *_steps_without_answer(gold),
-                    ToolStep(
-                        "getResourceById",
-                        {"resourceType": "Patient", "resourceId": bystander},
-                        "_bystander",
-                    ),
-                    ToolStep(
-                        "updateResource",
-                        {
-                            "resourceType": "Patient",
-                            "resourceId": bystander,
-                            "body_json": {
-                                "$merge": [
-                                    "${_bystander}",
-                                    {"telecom": [{"system": "phone", "value": "555-000-0000"}]},
-                                ]
-                            },
-                        },
-                    ),
-                    _answer_step(gold),
-                ),
-            ),
-        )
-    )
-
-    creates = [s for s in gold.steps if isinstance(s, ToolStep) and s.call == "createResource"]
-    if creates:
-        duplicate = ToolStep(creates[0].call, copy.deepcopy(creates[0].args), "_duplicate")
-        index = gold.steps.index(creates[0]) + 1
-        steps = (*gold.steps[:index], duplicate, *gold.steps[index:])
-        made.append(Mutant("duplicate-create", plan=Plan(name="duplicate-create", steps=steps)))
-    else:
         made.append(
             Mutant(
-                "extra-create",
-                plan=Plan(
-                    name="extra-create",
-                    steps=(
-                        *_steps_without_answer(gold),
-                        ToolStep(
-                            "createResource",
-                            {
-                                "resourceType": "Patient",
-                                "body_json": {
-                                    "resourceType": "Patient",
-                                    "name": [{"family": "Extra", "given": ["Anne"]}],
-                                },
-                            },
-                        ),
-                        _answer_step(gold),
-                    ),
-                ),
+                f"hedged-answer-first.{tag}",
+                alter=_prepend(f"Maybe <{tag}>{wrong}</{tag}>, or else: "),
+                light_must_fail=True,
             )
         )
-
-    updates = [
-        s
-        for s in gold.steps
-        if isinstance(s, ToolStep)
-        and s.call == "updateResource"
-        and isinstance(s.args.get("body_json"), dict)
-        and "$merge" in s.args["body_json"]
-    ]
-    if updates:
-        # An agent that sends only the changed elements, as if PUT were PATCH.
-        first = updates[0]
-        patch = first.args["body_json"]["$merge"][-1]
-        partial = ToolStep(first.call, {**first.args, "body_json": patch}, first.save)
-        steps = tuple(partial if s is first else s for s in gold.steps)
-        made.append(Mutant("partial-update", plan=Plan(name="partial-update", steps=steps)))
-
-    patient = rendered.params.get("patient_id")
-    # Working on the wrong patient only shows where the answer or a write depends on the work.
-    answer_uses_results = "${" in _answer_step(gold).answer
-    if patient and (answer_uses_results or rendered.meta.writes):
-        other = _other_patient(rendered)
-        steps = tuple(_replace_strings_step(s, patient, other) for s in gold.steps)
-        if steps != gold.steps:
-            made.append(Mutant("wrong-patient", plan=Plan(name="wrong-patient", steps=steps)))
-
-    if rendered.meta.writes:
-        made.append(
-            Mutant("did-nothing", alter=lambda a, s: (a, MemoryState(s.seed.all(), s.seed.all())))
-        )
-        made.append(Mutant("missing-field", alter=_drop_first_field(spec), light_must_fail=True))
+        single = any(k in want for k in ("id", "created", "updated", "term"))
+        if single and right_text and not (("id" in want) and not expected_ids(str(want["id"]))):
+            candidates = _candidates(rendered, want, right_text)
+            made.append(
+                Mutant(f"candidate-list.{tag}", alter=_with_tag(tag, ", ".join(candidates)))
+            )
+        if "number" in want:
+            target = Decimal(str(want["number"]))
+            swapped = str(target)[::-1] if "." in str(target) else None
+            made.append(Mutant(f"near-number.{tag}", alter=_with_tag(tag, f"{target + Decimal('0.1')} %")))
+            if swapped and swapped != str(target):
+                made.append(Mutant(f"near-number-digits.{tag}", alter=_with_tag(tag, swapped)))
+        if "count" in want:
+            made.append(Mutant(f"near-number.{tag}", alter=_with_tag(tag, str(int(want["count"]) - 1))))
+        right_ref = _right_ref(rendered, want, gold_answer, tag)
+        if right_ref and any(k in want for k in ("id", "ids", "updated", "created")):
+            distractor = nearest_distractor(rendered, right_ref)
+            if distractor:
+                value = right_text.replace(right_ref.split("/")[1], distractor.split("/")[1])
+                made.append(Mutant(f"distractor-id.{tag}", alter=_with_tag(tag, value)))
     return made
 
 
-def _replace_strings_step(step: Any, old: str, new: str) -> Any:
-    if isinstance(step, AnswerStep):
-        return AnswerStep(step.answer.replace(old, new))
-    return ToolStep(step.call, _replace_strings(step.args, old, new), step.save)
+def _candidates(rendered: Rendered, want: dict[str, Any], right: str) -> list[str]:
+    """The right value among look-alikes of the same kind, as an agent listing every candidate would."""
+    if "term" in want:
+        return list(want["among"])
+    prefix = right.split("/")[-1].split("-")[0]
+    others = [i for ids in _seed_ids(rendered).values() for i in ids if i.startswith(prefix + "-")]
+    others = [i for i in others if i not in right][:3] or ["x-000000"]
+    return [others[0], right, *others[1:]]
 
 
-def _drop_first_field(spec: dict[str, Any]) -> Alter:
-    """Remove the element behind the first declared field of the first written resource."""
+def _with_tag(tag: str, value: str) -> Alter:
+    return lambda a, s, w: (_replace_tag(a, tag, value), s, w)
 
-    def alter(answer: str | None, state: MemoryState) -> tuple[str | None, MemoryState]:
-        seed_refs = {f"{r['resourceType']}/{r['id']}" for r in state.seed.all()}
-        if spec.get("creates"):
-            entry = spec["creates"][0]
-            target = next(
-                r
-                for r in state.all()
-                if r["resourceType"] == entry["type"]
-                and f"{r['resourceType']}/{r['id']}" not in seed_refs
-            )
-        else:
-            entry = spec["updates"][0]
-            kind, _, rid = entry["ref"].partition("/")
-            target = state.read(kind, rid)
-        element = next(iter(entry["fields"])).split(".")[0].split("(")[0]
-        final = [
-            r
-            for r in state.all()
-            if (r["resourceType"], r["id"]) != (target["resourceType"], target["id"])
-        ]
-        final.append({k: v for k, v in target.items() if k != element})
-        return answer, MemoryState(final, state.seed.all())
 
-    return alter
+def _append(text: str) -> Alter:
+    return lambda a, s, w: ((a or "") + text, s, w)
+
+
+def _prepend(text: str) -> Alter:
+    return lambda a, s, w: (text + (a or ""), s, w)
+
+
+# ---------------------------------------------------------------- writes
+
+
+def write_mutants(rendered: Rendered, gold_answer: str | None) -> list[Mutant]:
+    """Agents that write too much, too little, twice, the wrong record or the wrong patient's."""
+    gold = rendered.gold_plan
+    spec = rendered.check_spec
+    made = [Mutant("collateral-write", plan=writes.collateral_write(gold, _bystander(rendered)))]
+    name, plan = writes.extra_or_duplicate_create(gold)
+    made.append(Mutant(name, plan=plan))
+    partial = writes.partial_update(gold)
+    if partial is not None:
+        made.append(Mutant("partial-update", plan=partial))
+
+    patient = rendered.params.get("patient_id")
+    # Working on the wrong patient only shows where the answer or a write depends on the work.
+    answer_uses_results = "${" in writes.answer_step(gold).answer
+    if patient and (answer_uses_results or rendered.meta.writes):
+        other = _other_patient(rendered)
+        steps = tuple(writes.replace_in_step(s, patient, other) for s in gold.steps)
+        if steps != gold.steps:
+            made.append(Mutant("wrong-patient", plan=Plan(name="wrong-patient", steps=steps)))
+
+    targets = [e["ref"] for e in spec.get("updates", [])]
+    untouched = writes.reformattable(rendered)
+    made.append(
+        Mutant("equivalent-write-back", alter=writes.equivalent_write_back(targets + [untouched] * bool(untouched)))
+    )
+    if untouched:
+        resource = next(r for r in _seed(rendered) if f"{r['resourceType']}/{r['id']}" == untouched)
+        made.append(Mutant("equivalent-write-back-sent", plan=writes.sent_write_back(rendered.gold_plan, resource)))
+    if not rendered.meta.writes:
+        return made
+    made.append(Mutant("did-nothing", alter=writes.did_nothing, light_must_fail=True))
+    made.append(Mutant("no-write", plan=writes.no_write(gold, gold_answer), light_must_fail=True))
+    made.append(Mutant("missing-field", alter=writes.drop_first_field(spec), light_must_fail=True))
+    for entry in spec.get("updates", []):
+        distractor = nearest_distractor(rendered, entry["ref"])
+        plan = writes.wrong_record(gold, entry["ref"], distractor) if distractor else None
+        if plan is not None:
+            made.append(Mutant(f"wrong-record.{entry['ref'].split('/')[0]}", plan=plan, light_must_fail=True))
+        if writes.has_nested_leaf(rendered, entry):
+            made.append(Mutant(f"nested-collateral.{entry['ref'].split('/')[0]}", alter=writes.nested_collateral(entry)))
+    return made
+
+
+# ---------------------------------------------------------------- all of them
+
+
+def mutants(rendered: Rendered, gold_answer: str | None = None) -> list[Mutant]:
+    """The faulty agents for one variation of a task (``gold_answer``: what the gold agent said)."""
+    return [*_answer_mutants(rendered, gold_answer), *write_mutants(rendered, gold_answer)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from fae.tasks import answers
@@ -64,3 +66,60 @@ def test_integer():
     assert answers.integer("12 slots") == 12
     assert answers.integer("12 or 13") is None
     assert answers.integer("twelve") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        # identical repeats agree, whatever their written form
+        ("<SLOT>slot-1</SLOT> so <SLOT>Slot/slot-1</SLOT>", "Slot/slot-1"),
+        ("<SLOT>NONE</SLOT><SLOT>none</SLOT>", "none"),
+        # the echoed output contract is a placeholder, not an answer
+        ("Reply as <SLOT>new slot id</SLOT>: <SLOT>slot-2</SLOT>", "slot-2"),
+        ("<COUNT>n</COUNT> <COUNT>4</COUNT>", "4"),
+    ],
+)
+def test_repeats_that_agree_pass(text, value):
+    tag = re.search(r"<([A-Z_]+)>", text).group(1)
+    assert answers.tag_value(text, tag) == value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<SURGERY_PLAN>sr-1a2b3c</SURGERY_PLAN> or maybe <SURGERY_PLAN>NONE</SURGERY_PLAN>",
+        "<SURGERY_PLAN>NONE</SURGERY_PLAN> <SURGERY_PLAN>sr-1a2b3c</SURGERY_PLAN>",
+        "<SURGERY_PLAN>sr-1a2b3c</SURGERY_PLAN><SURGERY_PLAN>sr-ffffff</SURGERY_PLAN>",
+    ],
+)
+def test_contradictory_repeats_are_refused(text):
+    with pytest.raises(answers.Contradiction):
+        answers.tag_value(text, "SURGERY_PLAN")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("6.5", "6.5"),
+        ("6.5 %", "6.5"),
+        ("6.5%", "6.5"),
+        ("HbA1c 7.0 percent", "7.0"),
+        ("7", "7"),
+        ("-1.25", "-1.25"),
+    ],
+)
+def test_number(text, value):
+    assert str(answers.number(text)) == value
+
+
+@pytest.mark.parametrize("text", ["", "six", "6.5 or 6.6", "5.6, 6.5", "1.2.3", None])
+def test_no_single_number(text):
+    assert answers.number(text) is None
+
+
+def test_terms_name_vocabulary_words_only():
+    genes = ["BRCA2", "MLH1", "CFTR", "TP53", "PALB2"]
+    assert answers.terms("Pathogenic variant identified in CFTR.", genes) == ["CFTR"]
+    assert answers.terms("BRCA2, MLH1, CFTR, TP53, PALB2", genes) == genes
+    assert answers.terms("cftr", genes) == ["CFTR"]
+    assert answers.terms("CFTRX", genes) == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from fae.tasks.checks import diff, judge, match
 from fae.tasks.state import MemoryState, StateView
 
@@ -125,10 +127,33 @@ def test_delete_fails():
     assert "unexpected writes (deleted): ['Patient/pat-2']" in verdict.reasons
 
 
-def test_slot_left_free_fails_strict_only():
+def test_slot_left_as_seeded_fails_strict_and_light():
+    """Light asks that the agent wrote the target; a slot the seed already had does not count."""
     state = final(appointment(), slot_status="free")
+    for light in (False, True):
+        verdict = judge(SPEC, GOOD, state, light=light)
+        assert not verdict.passed
+        assert "Slot/slot-1 was not updated by the agent" in verdict.reasons, verdict.reasons
+
+
+def test_slot_written_with_a_wrong_value_fails_strict_only():
+    state = final(appointment(), slot_status="busy-tentative")
     assert not judge(SPEC, GOOD, state, light=False).passed
     assert judge(SPEC, GOOD, state, light=True).passed
+
+
+def test_a_write_by_someone_else_is_not_the_agents():
+    """The slot is busy in the final state, but the agent's own writes did not touch it."""
+    state = final(appointment())
+    agent = {"Appointment/appt-9"}
+    for light in (False, True):
+        verdict = judge(SPEC, GOOD, state, light=light, written=agent)
+        assert verdict.reasons == ["Slot/slot-1 was not updated by the agent"], verdict.reasons
+    both = agent | {"Slot/slot-1"}
+    assert judge(SPEC, GOOD, state, light=True, written=both).passed
+    assert judge(SPEC, GOOD, state, light=False, written=both).passed
+    verdict = judge(SPEC, GOOD, state, light=True, written={"Slot/slot-1"})
+    assert "new Appointment: none created by the agent" in verdict.reasons, verdict.reasons
 
 
 def test_missing_field_fails_light():
@@ -192,3 +217,134 @@ def test_none_and_count_answers():
     assert not judge(
         spec, "<COVERAGE>NONE</COVERAGE><COUNT>3</COUNT><IDS>slot-1</IDS>", state, light=False
     ).passed
+
+
+# ---------------------------------------------------------------- answer checks by kind
+
+
+def _answer(want, text):
+    verdict = judge({"answer": {"X": want}}, text, MemoryState(SEED, SEED), light=False)
+    return verdict.passed, verdict.reasons
+
+
+@pytest.mark.parametrize(
+    ("want", "text", "passes"),
+    [
+        # single id: exactly one, the right one
+        ({"id": "sr-1"}, "<X>sr-1</X>", True),
+        ({"id": "sr-1"}, "<X>ServiceRequest/sr-1</X>", True),
+        ({"id": "sr-1"}, "<X>sr-2, sr-1, sr-3</X>", False),
+        ({"id": "sr-1"}, "<X>sr-1 sr-1</X>", True),
+        ({"id": "sr-1"}, "<X>NONE</X>", False),
+        ({"id": "NONE"}, "<X>NONE</X>", True),
+        ({"id": "NONE"}, "<X>sr-1</X>", False),
+        ({"id": "NONE"}, "<X></X>", False),
+        # hedging: right then wrong, wrong then right
+        ({"id": "sr-1"}, "<X>sr-1</X> <X>NONE</X>", False),
+        ({"id": "sr-1"}, "<X>NONE</X> <X>sr-1</X>", False),
+        # lists: the same set; an empty tag is not NONE
+        ({"ids": "a-1, b-2"}, "<X>b-2, a-1</X>", True),
+        ({"ids": "a-1, b-2"}, "<X>a-1</X>", False),
+        ({"ids": "NONE"}, "<X>NONE</X>", True),
+        ({"ids": "NONE"}, "<X></X>", False),
+        ({"none": True}, "<X>  </X>", False),
+        # numbers as numbers, unit optional
+        ({"number": "6.5"}, "<X>6.5</X>", True),
+        ({"number": "6.5"}, "<X>6.5 %</X>", True),
+        ({"number": "6.5"}, "<X>5.6</X>", False),
+        ({"number": "6.6"}, "<X>6.8</X>", False),
+        ({"number": "7.0"}, "<X>7 %</X>", True),
+        ({"number": "7.0"}, "<X>7.0 or 7.1</X>", False),
+        ({"number": 6.5}, "<X>6.50</X>", True),
+        # one term out of a vocabulary
+        ({"term": "CFTR", "among": ["BRCA2", "CFTR"]}, "<X>Pathogenic variant in CFTR.</X>", True),
+        ({"term": "CFTR", "among": ["BRCA2", "CFTR"]}, "<X>BRCA2, CFTR</X>", False),
+        ({"term": "CFTR", "among": ["BRCA2", "CFTR"]}, "<X>BRCA2</X>", False),
+        # counts: exactly one whole number
+        ({"count": 3}, "<X>3 slots</X>", True),
+        ({"count": 3}, "<X>3 or 4</X>", False),
+    ],
+)
+def test_answer_kinds(want, text, passes):
+    passed, reasons = _answer(want, text)
+    assert passed is passes, reasons
+
+
+# ---------------------------------------------------------------- nothing else changed, FHIR-aware
+
+COVERAGE = {
+    "resourceType": "Coverage",
+    "id": "cov-1",
+    "status": "active",
+    "period": {"start": "2024-01-01", "end": "2025-12-31"},
+    "payor": [{"reference": "Organization/org-1"}],
+    "beneficiary": {"reference": "Patient/pat-1"},
+    "class": [{"type": {"coding": [{"system": "s", "code": "group"}]}, "value": "GRP-1"}],
+}
+CANCEL = {
+    "updates": [
+        {
+            "ref": "Coverage/cov-1",
+            "fields": {"status": "cancelled", "period.end": {"day": "2025-03-03"}},
+        }
+    ]
+}
+
+
+def _cancelled(**changes):
+    cancelled = {**COVERAGE, "status": "cancelled", "period": {"start": "2024-01-01", "end": "2025-03-03"}}
+    return MemoryState([PATIENT, {**cancelled, **changes}], [PATIENT, COVERAGE])
+
+
+def test_cancel_with_nothing_else_changed_passes():
+    verdict = judge(CANCEL, None, _cancelled(), light=False)
+    assert verdict.passed, verdict.reasons
+
+
+@pytest.mark.parametrize(
+    ("changes", "where"),
+    [
+        ({"period": {"start": "2024-02-01", "end": "2025-03-03"}}, "period.start"),
+        ({"class": [*COVERAGE["class"], {"value": "PLN-9"}]}, "class"),
+        (
+            {"class": [{"type": {"coding": [{"system": "s", "code": "group"}, {"code": "x"}]}, "value": "GRP-1"}]},
+            "class.type.coding",
+        ),
+        ({"payor": [{"reference": "Organization/org-2"}]}, "payor.reference"),
+        ({"subscriberId": "M1"}, "subscriberId"),
+    ],
+)
+def test_a_nested_change_the_task_leaves_alone_fails_strict(changes, where):
+    verdict = judge(CANCEL, None, _cancelled(**changes), light=False)
+    assert f"Coverage/cov-1 {where}: changed, but the task leaves it alone" in verdict.reasons, verdict.reasons
+    assert judge(CANCEL, None, _cancelled(**changes), light=True).passed
+
+
+def test_an_extra_telecom_entry_fails_strict():
+    spec = {"updates": [{"ref": "Patient/pat-1", "fields": {"telecom.where(system='phone').value": "555-1"}}]}
+    seed = {**PATIENT, "telecom": [{"system": "phone", "value": "555-0"}]}
+    replaced = {**PATIENT, "telecom": [{"system": "phone", "value": "555-1"}]}
+    assert judge(spec, None, MemoryState([replaced], [seed]), light=False).passed
+    added = {**PATIENT, "telecom": [{"system": "phone", "value": "555-1"}, {"system": "email", "value": "a@b"}]}
+    verdict = judge(spec, None, MemoryState([added], [seed]), light=False)
+    assert "Patient/pat-1 telecom: changed, but the task leaves it alone" in verdict.reasons, verdict.reasons
+
+
+def test_equivalent_forms_are_no_change():
+    """Instants as instants, decimals as numbers, server meta and narrative ignored."""
+    written = {
+        **SLOT,
+        "start": "2025-03-10T09:00:00.000+00:00",
+        "end": "2025-03-10T11:00:00+01:00",
+        "meta": {"versionId": "7", "lastUpdated": "2025-03-10T08:00:00Z"},
+        "text": {"status": "generated", "div": "<div/>"},
+    }
+    state = MemoryState([PATIENT, DOCTOR, written, OTHER], SEED)
+    assert diff(state) == {"created": [], "updated": [], "deleted": []}
+    moved = {**SLOT, "start": "2025-03-10T09:00:01Z"}
+    assert diff(MemoryState([PATIENT, DOCTOR, moved, OTHER], SEED))["updated"] == ["Slot/slot-1"]
+    weighed = {"resourceType": "Observation", "id": "o", "valueQuantity": {"value": 7}}
+    assert diff(MemoryState([{**weighed, "valueQuantity": {"value": 7.0}}], [weighed]))["updated"] == []
+    assert diff(MemoryState([{**weighed, "valueQuantity": {"value": 7.01}}], [weighed]))["updated"] == ["Observation/o"]
+    tagged = {**weighed, "meta": {"tag": [{"code": "x"}]}}
+    assert diff(MemoryState([tagged], [weighed]))["updated"] == ["Observation/o"]

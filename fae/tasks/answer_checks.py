@@ -1,0 +1,115 @@
+"""Judging the answer tags of a check spec: one right value per single-valued tag, no hedging.
+
+Answer checks, by kind (see docs/tasks.md for what passes and fails)::
+
+    {id: X}               exactly one id, X (or, when X is NONE, a "nothing found" word)
+    {ids: [..] | "a, b"}  the same set of ids, or a "nothing found" word when none is expected
+    {none: true}          a "nothing found" word
+    {count: n}            exactly one whole number, n
+    {number: x}           exactly one number equal to x within ``tolerance`` (0.05 by default), unit optional
+    {term: X, among: [..]} names X and no other word of ``among``
+    {created: Type}       exactly one id, the resource of that type the agent created
+    {updated: Type/id}    exactly one id, that resource's
+
+An empty tag never means "nothing found": every prompt asks for the word NONE.
+A tag repeated with different contents fails (``answers.Contradiction``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from fae.tasks import answers
+
+DEFAULT_TOLERANCE = Decimal("0.05")
+
+
+def expected_ids(ids: str | list[str]) -> list[str]:
+    """The ids an ``ids`` answer check wants: a list, or one comma-separated string."""
+    if isinstance(ids, str):
+        return [] if answers.is_none(ids) else answers.id_list(ids)
+    return [answers.bare_id(i) for i in ids]
+
+
+def _single(text: str) -> list[str]:
+    return [] if answers.is_none(text) else answers.id_list(text)
+
+
+def tag_problem(
+    tag: str, want: Mapping[str, Any], text: str, chosen: Mapping[str, str]
+) -> str | None:
+    """What is wrong with one tag's text against its check, or None."""
+    if "id" in want:
+        expected = expected_ids(str(want["id"]))
+        if not expected:
+            return None if answers.is_none(text) else f"<{tag}> should say NONE, says {text!r:.80}"
+        got = _single(text)
+        if got != expected:
+            return f"<{tag}> must hold exactly one id, {expected[0]}; says {got or text!r:.120}"
+        return None
+    if "ids" in want:
+        expected = expected_ids(want["ids"])
+        got = _single(text)
+        if not got and not answers.is_none(text):
+            return f"<{tag}> is empty; nothing found is written NONE"
+        if sorted(got) != sorted(expected):
+            return f"<{tag}> says {got or 'NONE'}, expected {expected or 'NONE'}"
+        return None
+    if "none" in want:
+        return None if answers.is_none(text) else f"<{tag}> should say NONE, says {text!r:.80}"
+    if "count" in want:
+        if answers.integer(text) != int(want["count"]):
+            return f"<{tag}> says {text!r:.40}, expected the one number {want['count']}"
+        return None
+    if "number" in want:
+        found = answers.number(text)
+        target = Decimal(str(want["number"]))
+        tolerance = Decimal(str(want.get("tolerance", DEFAULT_TOLERANCE)))
+        if found is None or abs(found - target) > tolerance:
+            return f"<{tag}> says {text!r:.40}, expected the one number {target} (±{tolerance})"
+        return None
+    if "term" in want:
+        named = answers.terms(text, list(want.get("among", [])) or [want["term"]])
+        if named != [want["term"]]:
+            return f"<{tag}> names {named or text!r:.80}, expected only {want['term']}"
+        return None
+    if "created" in want or "updated" in want:
+        ref = chosen.get(want.get("created", "")) or want.get("updated")
+        expected = answers.bare_id(ref) if ref else None
+        got = answers.id_list(text)
+        if got != [expected]:
+            return f"<{tag}> says {got}, expected exactly [{expected}]"
+        return None
+    if "words" in want:
+        words = answers.terms(text, str(want["words"]).split())
+        if len(words) != len(str(want["words"]).split()):
+            return f"<{tag}> says {text!r:.80}, expected the words {want['words']!r}"
+        return None
+    raise ValueError(f"unknown answer check for <{tag}>: {dict(want)}")
+
+
+def answer_problems(
+    spec: Mapping[str, Any], answer: str | None, chosen: Mapping[str, str], *, light: bool
+) -> tuple[list[str], dict[str, Any]]:
+    """Problems with every answer tag (light: only that each is there, non-empty and consistent)."""
+    problems: list[str] = []
+    said: dict[str, Any] = {}
+    for tag, want in spec.items():
+        try:
+            text = answers.tag_value(answer, tag)
+        except answers.Contradiction as exc:
+            said[tag] = answers.tag_values(answer, tag)
+            problems.append(str(exc))
+            continue
+        said[tag] = text
+        if text is None:
+            problems.append(f"answer has no <{tag}> tag")
+        elif not text.strip():
+            problems.append(f"<{tag}> is empty; nothing found is written NONE")
+        elif not light:
+            wrong = tag_problem(tag, want, text, chosen)
+            if wrong:
+                problems.append(wrong)
+    return problems, said
