@@ -63,11 +63,19 @@ class FhirEngine:
         self.max_body = max_body
         self.clock = clock or _real_clock
         self.id_factory = id_factory or _new_id
-        self.audit_events = audit_events
         self.sandboxes = Sandboxes(self.spec, self.clock, self.id_factory, audit_events, max_entries)
         self.rest = Interactions(self.spec, self.clock, self.id_factory, max_entries)
 
     # ---- sandboxes -------------------------------------------------------------------------
+
+    @property
+    def audit_events(self) -> bool:
+        """Whether sandboxes created from now on keep an AuditEvent trail."""
+        return self.sandboxes.audit_events
+
+    @audit_events.setter
+    def audit_events(self, on: bool) -> None:
+        self.sandboxes.audit_events = on
 
     def create_sandbox(self, seed_bundle: Resource | None = None, sandbox_id: str | None = None,
                        *, audit_events: bool | None = None) -> str:

@@ -242,3 +242,15 @@ def test_a_deletion_holds_no_live_resource(engine):
     assert created.live_resource["id"] == "p0" and tombstone.resource is None
     with pytest.raises(ValueError, match="Patient/p0 version 2 is a deletion"):
         _ = tombstone.live_resource
+
+
+def test_turning_the_trail_on_after_construction_audits_new_sandboxes():
+    """The harness turns auditing on after building the engine; sandboxes made after that keep a trail."""
+    engine = FhirEngine()
+    before = engine.create_sandbox()
+    engine.audit_events = True
+    after = engine.create_sandbox()
+    for sid in (before, after):
+        assert engine.handle(sid, "POST", "Patient", body=b'{"resourceType":"Patient"}').status == 201
+    trail = {sid: json.loads(engine.handle(sid, "GET", "AuditEvent").body)["total"] for sid in (before, after)}
+    assert trail == {before: 0, after: 1}, trail
