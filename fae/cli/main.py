@@ -353,7 +353,15 @@ def build_cli() -> Any:
 
 
 def main() -> None:
-    build_cli()(prog_name="fae")
+    """``fae``: every command behind one error handler, so a user's mistake is one line, never a traceback."""
+    try:
+        build_cli()(prog_name="fae")
+    except (FaeError, BaseExceptionGroup) as exc:
+        found = _user_error(exc)
+        if found is None:
+            raise
+        err.print(f"[red]error:[/red] {found}", markup=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -1,23 +1,24 @@
-"""`fae tasks`: list the suite, show one task, render a variation."""
+"""`fae tasks`: list the suite, show one task, render a variation, check a task directory."""
 
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
 
 import msgspec
 import typer
 
 from fae.plan import plan_to_dict
 from fae.errors import FaeError
-from fae.tasks.suite import load_suite
+from fae.tasks.suite import load_suite, load_task_dir
 
 app = typer.Typer(
     help="The task suite: list tasks, show one, render a variation.", no_args_is_help=True
 )
 
 
-def _fail(exc: FaeError) -> None:
+def _fail(exc: FaeError) -> NoReturn:
     typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(1)
 
@@ -98,3 +99,46 @@ def render(
             indent=2,
         )
     )
+
+
+@app.command("check")
+def check(
+    directory: Annotated[Path, typer.Argument(help="A task directory: one folder per family, a YAML file per task.")],
+    variations: Annotated[str, typer.Option(help="Variations whose gold plans are played, e.g. 0-2.")] = "0-2",
+) -> None:
+    """Check a task directory as fae checks its own suite: schema, gold plans (fair, passing), mutants."""
+    import anyio
+
+    from fae.cli.console import out
+    from fae.harness.task_check import check_tasks
+
+    try:
+        lo, _, hi = variations.partition("-")
+        chosen = list(range(int(lo), int(hi or lo) + 1))
+        if not chosen:
+            raise ValueError
+    except ValueError:
+        _fail(FaeError(f"--variations {variations!r} is not a range like 0-2"))
+    if not directory.is_dir():
+        _fail(FaeError(f"task directory {directory} does not exist"))
+    try:
+        tasks = list(load_task_dir(directory).values())
+    except FaeError as exc:
+        _fail(exc)
+    if not tasks:
+        _fail(FaeError(f"{directory} holds no tasks (one folder per family, a YAML file per task)"))
+
+    def show(report: Any) -> None:
+        killed = sum(report.mutants.values())
+        status = "ok" if not report.problems else f"{len(report.problems)} problems"
+        out.print(f"{report.task_id}: {status}; mutants judged right {killed}/{sum(report.applied.values())}",
+                  markup=False)
+        for problem in report.problems:
+            out.print(f"  {problem}", markup=False, soft_wrap=True)
+
+    reports = anyio.run(lambda: check_tasks(tasks, chosen, on_task=show))
+    bad = [r.task_id for r in reports if r.problems]
+    out.print(f"{len(reports)} tasks checked on variations {variations}: "
+              + ("all pass" if not bad else f"{len(bad)} with problems: {', '.join(bad)}"), markup=False)
+    if bad:
+        raise typer.Exit(1)

@@ -151,6 +151,11 @@ def _load(roots: tuple[Path, ...]) -> Suite:
     return Suite([task for root in roots for task in _load_dir(root)])
 
 
+def load_task_dir(root: str | Path) -> Suite:
+    """The tasks of one directory, read now (not cached: a task being written is read as it is)."""
+    return Suite(_load_dir(Path(root).resolve()))
+
+
 def load_suite(root: str | Path | None = None) -> Suite:
     """The tasks under ``root``; by default fae's suite and every registered task directory."""
     return _load((Path(root).resolve(),) if root else task_dirs())

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -43,15 +41,10 @@ def scenario_runs(names: Sequence[str], variation: int = 0) -> list[tuple[RunSpe
 
 
 def _mutants_module():
-    folder = Path(__file__).resolve().parent.parent / "tasks"
-    path = next((p for p in (folder / "task_mutants.py", folder / "mutants.py") if p.exists()), None)
-    if path is None:
-        return None
-    spec = importlib.util.spec_from_file_location("fae_task_mutants", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fae_task_mutants"] = module
-    spec.loader.exec_module(module)
-    return module
+    """The suite's mutation agents (fae.tasks.mutants)."""
+    from fae.tasks import mutants
+
+    return mutants
 
 
 def suite_runs(variation: int = 0) -> tuple[list[tuple[RunSpec, Any, Any]], set[str]]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -43,3 +45,28 @@ def test_user_mistakes_are_one_line_errors():
         result = runner.invoke(app, args)
         assert result.exit_code == 1
         assert result.output.startswith("error:") and "Traceback" not in result.output
+
+
+DEMO_TASKS = Path(__file__).parent.parent / "plugin_demo" / "fae_plugin_demo" / "tasks"
+
+
+def test_check_passes_a_good_task_directory():
+    result = runner.invoke(app, ["check", str(DEMO_TASKS), "--variations", "0-1"])
+    assert result.exit_code == 0, result.output
+    assert "demo-desk-lookup: ok" in result.output and "all pass" in result.output
+
+
+def test_check_fails_a_gold_plan_that_does_not_pass_and_a_malformed_task(tmp_path):
+    broken = tmp_path / "tasks"
+    shutil.copytree(DEMO_TASKS, broken)
+    task = broken / "demo" / "demo-desk-lookup.yaml"
+    task.write_text(task.read_text().replace('answer: "<PATIENT>${found.entry.0.resource.id}</PATIENT>"',
+                                             'answer: "<PATIENT>NONE</PATIENT>"'))
+    result = runner.invoke(app, ["check", str(broken), "--variations", "0"])
+    assert result.exit_code == 1, result.output
+    assert "v0 strict" in result.output and "1 with problems: demo-desk-lookup" in result.output
+
+    task.write_text(task.read_text().replace("difficulty: 1", "difficulty: 9"))
+    malformed = runner.invoke(app, ["check", str(broken)])
+    assert malformed.exit_code == 1 and "difficulty is 1, 2 or 3" in malformed.output
+    assert "Traceback" not in malformed.output

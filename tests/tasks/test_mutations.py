@@ -7,9 +7,8 @@ from collections import defaultdict
 
 import anyio
 import pytest
-from task_harness import play, written_by
-from task_mutants import mutants
 
+from fae.harness.task_check import judge_mutants
 from fae.tasks import load_suite
 
 RESULTS: dict[str, list[tuple[str, bool, bool, str]]] = {}
@@ -36,34 +35,10 @@ MUST_KILL_CLASSES = {
 }
 
 
-async def _judge_mutants(engine, task, variation: int = 0) -> list[tuple[str, bool, bool, str]]:
-    rendered = task.render(variation)
-    gold_run, gold_state = await play(engine, rendered, validate_seed=False)
-    outcomes = []
-    for mutant in mutants(rendered, gold_run.answer):
-        if mutant.plan is None:
-            answer, state, written = gold_run.answer, gold_state, written_by(gold_run)
-        else:
-            run, state = await play(engine, rendered, mutant.plan, validate_seed=False)
-            answer, written = run.answer, written_by(run)
-        if mutant.alter is not None:
-            answer, state, written = mutant.alter(answer, state, written)
-        strict = task.validate_strict(rendered, answer, state, written=written)
-        light = task.validate_light(rendered, answer, state, written=written)
-        if mutant.must_pass:
-            right = strict.passed and light.passed
-            why = f"strict {strict.reasons} light {light.reasons}"
-        else:
-            right = not strict.passed and (not mutant.light_must_fail or not light.passed)
-            why = f"passed strict={strict.passed} light={light.passed}; answer {answer!r:.200}"
-        outcomes.append((mutant.name, mutant.must_pass, right, why))
-    return outcomes
-
-
 @pytest.mark.parametrize("task_id", list(load_suite()))
 def test_mutants_are_killed_and_form_changes_pass(suite, engine, task_id):
     task = suite[task_id]
-    outcomes = anyio.run(_judge_mutants, engine, task)
+    outcomes = anyio.run(judge_mutants, engine, task)
     RESULTS[task_id] = outcomes
     kinds = {name.split(".")[0] for name, *_ in outcomes}
     assert {"wrong-answer", "hedged-answer", "equivalent-write-back"} <= kinds
@@ -79,7 +54,7 @@ def test_mutation_kill_rate_per_class(suite, engine, capsys):
     """Per mutant class: how many were killed (target 100 %), and false kills of form-only changes (target 0)."""
     for task_id in suite:
         if task_id not in RESULTS:
-            RESULTS[task_id] = anyio.run(_judge_mutants, engine, suite[task_id])
+            RESULTS[task_id] = anyio.run(judge_mutants, engine, suite[task_id])
     table: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # applied, right, must pass
     for outcomes in RESULTS.values():
         for name, must_pass, right, _ in outcomes:

@@ -14,20 +14,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
-# tests/judge loads this file by path; its helper module sits beside it.
-if str(Path(__file__).parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parent))
-
-import mutant_writes as writes  # noqa: E402
-
-from fae.plan import Plan  # noqa: E402
+from fae.plan import Plan
+from fae.tasks import mutant_writes as writes
 from fae.tasks.answer_checks import expected_ids
 from fae.tasks.model import Rendered
 from fae.tasks.state import MemoryState, bundle_resources
