@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from fae.agents.base import build_agent
+from fae.agents.prefixes import build_agent
 from fae.fhir.engine import FhirEngine
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack, sandbox_id
