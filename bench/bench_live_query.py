@@ -24,16 +24,16 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fae.errors import StoreError  # noqa: E402
-from fae.proxy.routes import Upstream  # noqa: E402
-from fae.proxy.server import run_proxy  # noqa: E402
-from fae.recorder.recorder import Recorder  # noqa: E402
-from fae.store.live import LiveQueryServer, LogReader  # noqa: E402
-from fae.store.log import EventLog  # noqa: E402
-from fae.store.sandbox import Budget  # noqa: E402
-from fae.store.writer import open_writer  # noqa: E402
-from fae.util.serve import serve_asgi  # noqa: E402
-from tests.upstream import create_upstream  # noqa: E402
+from fae.errors import StoreError
+from fae.proxy.routes import Upstream
+from fae.proxy.server import run_proxy
+from fae.recorder.recorder import Recorder
+from fae.store.live import LiveQueryServer, LogReader
+from fae.store.log import EventLog
+from fae.store.sandbox import Budget
+from fae.store.writer import open_writer
+from fae.util.serve import serve_asgi
+from tests.upstream import create_upstream
 
 RUNAWAY = "SELECT count(*) FROM range(100000) a, range(100000000) b WHERE a.range + b.range = -1"
 

@@ -24,14 +24,14 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fae.proxy.routes import Upstream  # noqa: E402
-from fae.proxy.server import run_proxy  # noqa: E402
-from fae.recorder.recorder import Recorder  # noqa: E402
-from fae.store import events as ev  # noqa: E402
-from fae.store.log import EventLog, RunRow  # noqa: E402
-from fae.store.writer import Stamped, open_writer  # noqa: E402
-from fae.util.serve import serve_asgi  # noqa: E402
-from tests.upstream import create_upstream  # noqa: E402
+from fae.proxy.routes import Upstream
+from fae.proxy.server import run_proxy
+from fae.recorder.recorder import Recorder
+from fae.store import events as ev
+from fae.store.log import EventLog, RunRow
+from fae.store.writer import Stamped, open_writer
+from fae.util.serve import serve_asgi
+from tests.upstream import create_upstream
 
 
 def _p(values: list[float], q: float) -> float:

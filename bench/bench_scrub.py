@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fae.store import events as ev  # noqa: E402
-from fae.store.log import Batch, EventRow, blob_hash  # noqa: E402
-from fae.store.secrets import SecretValues  # noqa: E402
+from fae.store import events as ev
+from fae.store.log import Batch, EventRow, blob_hash
+from fae.store.secrets import SecretValues
 
 
 def _batch(body_kib: int, echo: str) -> Batch:

@@ -16,13 +16,15 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     log = tmp_path_factory.mktemp("cli") / "rec.duckdb"
-    result = runner.invoke(app, ["record", "--log", str(log), "--task", "builtin-create-patient", "--variations", "0-1", "--concurrency", "2"])
+    result = runner.invoke(app, ["record", "--log", str(log), "--task", "builtin-create-patient",
+                                 "--variations", "0-1", "--concurrency", "2"])
     assert result.exit_code == 0, result.output
     return log
 
 
 def test_record_refuses_to_duplicate_a_suite_without_resume(recorded):
-    again = runner.invoke(app, ["record", "--log", str(recorded), "--task", "builtin-create-patient", "--variations", "0-1"])
+    again = runner.invoke(app, ["record", "--log", str(recorded), "--task", "builtin-create-patient",
+                                "--variations", "0-1"])
     assert again.exit_code == 1
     assert "--resume" in again.output
     assert "Traceback" not in again.output
@@ -100,7 +102,8 @@ def test_unreadable_and_missing_logs(tmp_path):
 def test_malformed_plan_file_is_a_clear_error(tmp_path):
     plan = tmp_path / "bad.yaml"
     plan.write_text("steps:\n  - callx: createResource\n")
-    result = runner.invoke(app, ["record", "--log", str(tmp_path / "x.duckdb"), "--task", "builtin-create-patient", "--agent", f"plan:{plan}"])
+    result = runner.invoke(app, ["record", "--log", str(tmp_path / "x.duckdb"), "--task", "builtin-create-patient",
+                                 "--agent", f"plan:{plan}"])
     assert result.exit_code == 1
     assert "step 1" in result.output
     assert "Traceback" not in result.output
@@ -117,10 +120,12 @@ def test_record_needs_tasks_and_a_forward_variation_range(tmp_path):
 
 def test_a_plan_calling_an_unknown_tool_is_refused_before_recording(tmp_path):
     plan = tmp_path / "typo.yaml"
-    plan.write_text("steps:\n  - call: createResource\n    args: {resourceType: Patient, body_json: {resourceType: Patient}}\n"
+    plan.write_text("steps:\n  - call: createResource\n"
+                    "    args: {resourceType: Patient, body_json: {resourceType: Patient}}\n"
                     "  - call: serchResources\n    args: {resourceType: Patient}\n  - answer: done\n")
     log = tmp_path / "x.duckdb"
-    result = runner.invoke(app, ["record", "--log", str(log), "--task", "builtin-create-patient", "--agent", f"plan:{plan}"])
+    result = runner.invoke(app, ["record", "--log", str(log), "--task", "builtin-create-patient",
+                                 "--agent", f"plan:{plan}"])
     assert result.exit_code == 1, result.output
     assert "step 2 calls 'serchResources'" in result.output and "Traceback" not in result.output
     assert not log.exists(), "nothing may be recorded for a plan that cannot run"
@@ -132,7 +137,8 @@ def test_long_commands_report_progress_on_stderr_when_not_on_a_terminal(tmp_path
 
     log = tmp_path / "p.duckdb"
     done = subprocess.run([sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task",
-                           "builtin-create-patient", "--variations", "0-2"], capture_output=True, text=True, timeout=300)
+                           "builtin-create-patient", "--variations", "0-2"],
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert "recording: 0/3" in lines, done.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import sys
 from collections import Counter
-from pathlib import Path
 from typing import Annotated
 
 import typer

@@ -12,11 +12,10 @@ from fae.cli.options import LogOption, RunsOption
 from fae.cli.progress import progress
 
 
-
-
 def rejudge(
     log: LogOption = Path("fae.duckdb"),
-    judge: Annotated[str | None, typer.Option("--judge", "-j", help="One judge (default: every default judge).")] = None,
+    judge: Annotated[str | None, typer.Option(
+        "--judge", "-j", help="One judge (default: every default judge).")] = None,
     rule: Annotated[list[str], typer.Option("--rule", "-r", help="A rule as key=value (repeatable).")] = [],
     runs: RunsOption = None,
     chunk: Annotated[int, typer.Option(min=1, help="Runs judged per transaction (progress shows after each).")] = 500,
@@ -57,7 +56,8 @@ def compare(
     old: Annotated[str, typer.Option("--old", help="Old rules: key=value[,key=value] ('' for defaults).")],
     new: Annotated[str, typer.Option("--new", help="New rules: key=value[,key=value].")],
     log: LogOption = Path("fae.duckdb"),
-    judge: Annotated[str | None, typer.Option("--judge", "-j", help="The judge (default: those taking the rules).")] = None,
+    judge: Annotated[str | None, typer.Option(
+        "--judge", "-j", help="The judge (default: those taking the rules).")] = None,
     runs: RunsOption = None,
     show: Annotated[int, typer.Option(help="List at most this many flipped runs per judge.")] = 50,
 ) -> None:

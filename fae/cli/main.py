@@ -10,13 +10,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 from fae.cli.console import err, out, print_rows
-from fae.cli.progress import progress
+from fae.cli.curate import curate as _curate
+from fae.cli.judge import compare as _compare
+from fae.cli.judge import rejudge as _rejudge
 from fae.cli.options import DEFAULT_LOG, LogOption, RunsOption
+from fae.cli.progress import progress
+from fae.cli.replay import replay as _replay
+from fae.cli.training import train_memory as _train_memory
 from fae.errors import FaeError
 from fae.harness.interrupt import RESUME_HINT, catch_stop_signals
 
@@ -270,7 +273,8 @@ def show(
 @app.command()
 @user_errors
 def sql(
-    query: Annotated[str, typer.Argument(help="SQL over the log (views: fhir_exchanges, llm_calls, tool_calls, run_summary).")],
+    query: Annotated[str, typer.Argument(
+        help="SQL over the log (views: fhir_exchanges, llm_calls, tool_calls, run_summary).")],
     log: LogOption = DEFAULT_LOG,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines instead of a table.")] = False,
 ) -> None:
@@ -279,7 +283,7 @@ def sql(
         columns, rows = reader.query(query)
     if as_json:
         for row in rows:
-            out.print(json.dumps(dict(zip(columns, row)), default=str), markup=False, soft_wrap=True)
+            out.print(json.dumps(dict(zip(columns, row, strict=True)), default=str), markup=False, soft_wrap=True)
     else:
         print_rows(columns, rows)
 
@@ -328,19 +332,13 @@ def demo(
     print_rejudged(api.rejudge(log, judge_name="ensure_record", rules="accept_corrections=false"), log)
     out.rule("4. compare the two rule sets run by run")
     print_comparison(api.compare(log, "", "accept_corrections=false", judge_name="ensure_record"), show=20)
-    out.print(f"\nexplore: fae runs --log {log}; fae show RUN --log {log}; fae sql \"SELECT * FROM llm_calls\" --log {log}")
+    out.print(f"\nexplore: fae runs --log {log}; fae show RUN --log {log}; "
+              f"fae sql \"SELECT * FROM llm_calls\" --log {log}")
 
-from fae.cli.judge import compare as _compare, rejudge as _rejudge  # noqa: E402
-from fae.cli.replay import replay as _replay  # noqa: E402
 
 app.command("rejudge")(user_errors(_rejudge))
 app.command("compare")(user_errors(_compare))
 app.command("replay")(user_errors(_replay))
-
-
-from fae.cli.curate import curate as _curate  # noqa: E402
-from fae.cli.training import train_memory as _train_memory  # noqa: E402
-
 app.command("train-memory")(user_errors(_train_memory))
 app.command("curate")(user_errors(_curate))
 

@@ -29,7 +29,7 @@ def progress(label: str, total: int, *, every_s: float = EVERY_S) -> Iterator[Ad
             task = bar.add_task(label, total=total or None, last="")
 
             def update(count: int = 1, last: str = "", total: int | None = None) -> None:
-                bar.update(task, advance=count, last=last, **({"total": total} if total is not None else {}))
+                bar.update(task, total=total, advance=count, last=last)  # total None: unchanged
 
             yield update
         return

@@ -9,14 +9,14 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
 err = Console(stderr=True, highlight=False)
 
 
 def replay(
     run_id: Annotated[str, typer.Argument(help="The recorded run to re-drive.")],
-    log: Annotated[Path, typer.Option("--log", "-l", help="The DuckDB event log.", envvar="FAE_LOG")] = Path("fae.duckdb"),
+    log: Annotated[Path, typer.Option(
+        "--log", "-l", help="The DuckDB event log.", envvar="FAE_LOG")] = Path("fae.duckdb"),
     lenient: Annotated[bool, typer.Option("--lenient", help="Warn at each divergence and go on.")] = False,
     out_log: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Log the re-driven LLM-agent run goes into (default: LOG's name + .replay.duckdb)."

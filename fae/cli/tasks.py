@@ -9,8 +9,8 @@ from typing import Annotated, Any, NoReturn
 import msgspec
 import typer
 
-from fae.plan import plan_to_dict
 from fae.errors import FaeError
+from fae.plan import plan_to_dict
 from fae.tasks.suite import load_suite, load_task_dir
 
 app = typer.Typer(

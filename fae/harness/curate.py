@@ -221,6 +221,8 @@ async def _ask(path: Path, fresh: list[Pending], *, llm_url: str, model: str, ap
     async with open_stack(path, llm_url=llm_url) as stack, httpx.AsyncClient(timeout=120) as client:
         for item in fresh:
             base = stack.llm_base(item.run_id, ACTOR)
+            if base is None:
+                raise JudgeError("the soft judge needs an LLM URL to ask", run_id=item.run_id)
             before = max((seq for seq, _ in _verifier_calls(stack.log, item.run_id)), default=0)
             try:
                 await chat(client, base, model, SYSTEM, item.prompt, api_key=api_key)

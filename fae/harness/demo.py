@@ -12,8 +12,8 @@ from typing import Any
 
 import anyio
 
-from fae.plan import plan_to_dict
 from fae.harness.suite_runner import SuiteResult, plan_suite, record_suite, render_task
+from fae.plan import plan_to_dict
 from fae.tasks.scenarios import TASK_ID as SCENARIO_TASK
 
 DEMO_TASKS = ("rec-create-patient", "sched-book-appointment", "ord-order-wgs")

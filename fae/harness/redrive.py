@@ -24,9 +24,9 @@ from typing import Any
 import httpx
 
 from fae.agents.base import Agent, AgentContext, AgentResult
-from fae.plan import Plan
 from fae.agents.plan_runner import PlanRun, ToolOutcome, run_plan
 from fae.errors import PlanError, ReplayDrift
+from fae.plan import Plan
 from fae.replay.cassette import Cassette, Miss, Policy, RecordedCall, recorded_calls
 from fae.replay.drift import captured_resources, state_drift
 from fae.replay.fold import fhir_exchanges, parse_json

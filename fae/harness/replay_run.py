@@ -20,7 +20,7 @@ from fae.store.live import LogReader
 def recorded_plan(run: RunLog) -> Plan:
     """The plan a recorded scripted run played: its own, or its task variation's gold plan."""
     started = run.first(ev.RunStarted)
-    config = started.event.agent_config if started else {}
+    config = started.event.agent_config if started and isinstance(started.event, ev.RunStarted) else {}
     if config.get("kind") != "scripted":
         raise ReplayDrift(f"run {run.run_id} was played by a {config.get('kind') or 'unknown'} agent, "
                           f"not a scripted one")

@@ -6,14 +6,13 @@ from typing import Any
 
 import httpx
 
-from fae.plan import Plan
 from fae.agents.plan_runner import PlanRun, ToolOutcome, run_plan
 from fae.errors import PlanError
-from fae.tasks.model import Rendered
-from fae.tasks.state import MemoryState, bundle_resources, final_state
-
 from fae.fhir.app import create_app
 from fae.mcp import fhir_tools
+from fae.plan import Plan
+from fae.tasks.model import Rendered
+from fae.tasks.state import MemoryState, bundle_resources, final_state
 
 TOOLS = ("createResource", "searchResources", "getResourceById", "updateResource", "deleteResource")
 WRITES = ("createResource", "updateResource")

@@ -16,7 +16,8 @@ def _short(value: Any, limit: int = 100) -> str:
 def describe(kind: str, payload: dict[str, Any]) -> str:
     """One line saying what an event was."""
     if kind == "RunStarted":
-        return f"run of {payload['task_id']} v{payload['variation']} by {payload['agent']} (now {payload.get('task_now')})"
+        return (f"run of {payload['task_id']} v{payload['variation']} by {payload['agent']}"
+                f" (now {payload.get('task_now')})")
     if kind == "SandboxSeeded":
         return f"sandbox {payload['sandbox']} seeded with {payload['resource_count']} resources"
     if kind == "HttpExchanged":
@@ -40,7 +41,8 @@ def describe(kind: str, payload: dict[str, Any]) -> str:
                 f"{payload.get('total_tokens')} tok){' calls ' + calls if calls else ''}{said}{err}")
     if kind == "ToolCalled":
         flag = " ERROR" if payload.get("is_error") else ""
-        return f"  tool {payload['tool']}({_short(payload.get('arguments'), 70)}){flag} → {_short(payload.get('result'), 60)}"
+        return (f"  tool {payload['tool']}({_short(payload.get('arguments'), 70)}){flag}"
+                f" → {_short(payload.get('result'), 60)}")
     if kind == "AnswerGiven":
         return f"answer ({payload.get('stop_reason')}): {_short(payload.get('text'), 120)}"
     if kind == "StateCaptured":

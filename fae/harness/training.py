@@ -115,8 +115,11 @@ async def train(log_path: str | Path, task_ids: list[str], *, store_dir: str | P
                     else:
                         (warn or print)("warning: no specs MCP server in this stack; reflecting without spec "
                                         "grounding")
+                llm_base = stack.llm_base(run_id, ACTOR)
+                if llm_base is None:
+                    raise RecordError("reflection needs an LLM URL to ask")
                 reflection = await reflect_run(
-                    client, _view(run, task.prompt, passed, reasons), llm_base=stack.llm_base(run_id, ACTOR),
+                    client, _view(run, task.prompt, passed, reasons), llm_base=llm_base,
                     created_at=task.now.isoformat(), evaluator_model=evaluator_model,
                     reflector_model=reflector_model, tags=tags, grounding=grounding, api_key=api_key)
                 store.add_micro(reflection.micro)

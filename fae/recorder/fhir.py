@@ -87,7 +87,8 @@ def _issues(outcome: dict[str, Any]) -> tuple[OperationIssue, ...]:
     for issue in outcome.get("issue") or []:
         if not isinstance(issue, dict):
             continue
-        details = issue.get("details") if isinstance(issue.get("details"), dict) else {}
+        given = issue.get("details")
+        details = given if isinstance(given, dict) else {}
         issues.append(OperationIssue(
             severity=str(issue.get("severity", "")),
             code=str(issue.get("code", "")),
@@ -129,7 +130,8 @@ def fhir_event(exchange_id: str, method: str, path: str, request_body: bytes | N
                                       "update-conditional", "patch-conditional"):
             rtype = rtype or kind
             rid = response.get("id") or rid
-            meta = response.get("meta") if isinstance(response.get("meta"), dict) else {}
+            given = response.get("meta")
+            meta = given if isinstance(given, dict) else {}
             version = meta.get("versionId") or version
     if interaction in ("create", "update", "update-conditional", "patch") and (rid is None or version is None):
         location = _header(response_headers, "location") or _header(response_headers, "content-location")

@@ -23,7 +23,8 @@ def _tool_names(tools: Any) -> tuple[str, ...]:
     for tool in tools or []:
         if not isinstance(tool, dict):
             continue
-        fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        inner = tool.get("function")
+        fn = inner if isinstance(inner, dict) else tool
         if isinstance(fn.get("name"), str):
             names.append(fn["name"])
     return tuple(names)

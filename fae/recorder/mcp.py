@@ -52,7 +52,8 @@ def is_reply(message: Any) -> bool:
 def tool_event(exchange_id: str, call: dict[str, Any], reply: dict[str, Any] | None, upstream: str,
                error: str | None, missing: str = "no JSON-RPC reply recorded for this call") -> ToolCalled:
     """The ToolCalled of one ``tools/call`` and its JSON-RPC reply (``None``: none was seen, ``missing`` says why)."""
-    params = call.get("params") if isinstance(call.get("params"), dict) else {}
+    given = call.get("params")
+    params = given if isinstance(given, dict) else {}
     result: Any = None
     is_error = False
     message = error

@@ -133,9 +133,10 @@ class SsePairing:
                 session.early[key] = reply
                 while len(session.early) > _MAX_EARLY_REPLIES:
                     session.early.pop(next(iter(session.early)))
-            elif waiting[1] is not None:
+            else:
                 owner, call = waiting
-                paired.append((owner, tool_event(owner.exchange_id, call, reply, owner.upstream, None)))
+                if call is not None:
+                    paired.append((owner, tool_event(owner.exchange_id, call, reply, owner.upstream, None)))
         return paired
 
     def _posted(self, exchange: Exchange, session_id: str) -> list[Paired]:

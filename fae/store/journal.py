@@ -27,8 +27,7 @@ from pathlib import Path
 import msgspec
 
 from fae.errors import StoreError
-from fae.store.log import (Batch, EventRow, RunRow, RunUpdate, VerdictBatchCompleted, VerdictBatchStarted,
-                          VerdictRow)
+from fae.store.log import Batch, EventRow, RunRow, RunUpdate, VerdictBatchCompleted, VerdictBatchStarted, VerdictRow
 
 
 class _Record(msgspec.Struct, array_like=True):

@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import threading
+from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -197,7 +198,7 @@ class LogReader:
     def live(self) -> bool:
         return self._live is not None
 
-    def query(self, sql: str, params: list[Any] | None = None) -> tuple[list[str], list[tuple]]:
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[tuple]]:
         if self._log is not None:
             cursor = self._log.cursor()
             try:
@@ -207,7 +208,7 @@ class LogReader:
         assert self._live is not None
         try:
             reply = httpx.post(f"http://127.0.0.1:{self._live['port']}/sql",
-                               json={"sql": sql, "params": params or []},
+                               json={"sql": sql, "params": list(params or [])},
                                headers={"x-fae-token": self._live["token"]}, timeout=120)
         except httpx.HTTPError:
             raise StoreError(
@@ -217,7 +218,8 @@ class LogReader:
         try:
             payload = reply.json()
         except ValueError:
-            raise StoreError(f"the live endpoint of {self.path} answered HTTP {reply.status_code} without JSON") from None
+            raise StoreError(
+                f"the live endpoint of {self.path} answered HTTP {reply.status_code} without JSON") from None
         if reply.status_code != 200:
             raise StoreError(str(payload.get("error", f"live query failed with HTTP {reply.status_code}")))
         return payload["columns"], [tuple(_restore(row)) for row in payload["rows"]]

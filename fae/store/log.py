@@ -183,8 +183,8 @@ class EventLog:
                 raise StoreError(f"{self.path} is a DuckDB file with other tables and no fae schema, not a fae "
                                  f"log; record into a new file")
             return 0
-        row = self.con.execute("SELECT max(version) FROM schema_version").fetchone()
-        return int(row[0] or 0)
+        (version,) = self.con.execute("SELECT max(version) FROM schema_version").fetchall()[0]
+        return int(version or 0)
 
     def _migrate(self) -> None:
         version = self.schema_version()
@@ -337,5 +337,6 @@ class EventLog:
 
 
 def rows_as_dicts(columns: Iterable[str], rows: Iterable[tuple]) -> list[dict[str, Any]]:
+    """Query rows as column-keyed dicts; every row has exactly one value per column."""
     cols = list(columns)
-    return [dict(zip(cols, row)) for row in rows]
+    return [dict(zip(cols, row, strict=True)) for row in rows]

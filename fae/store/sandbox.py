@@ -70,7 +70,7 @@ def _node_types(tree: Any) -> Iterator[str]:
 
 def _check_select(sql: str) -> None:
     with _parser_lock:
-        (serialized,) = _parser().execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+        (serialized,) = _parser().execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0]
     tree = json.loads(serialized)
     if tree.get("error"):
         raise StoreError(f"only plain queries can run here: {_first_line(str(tree.get('error_message')))}")

@@ -143,7 +143,8 @@ VIEWS: dict[str, str] = {
                r.started_at, r.ended_at,
                epoch_ms(r.ended_at) - epoch_ms(r.started_at) AS duration_ms,
                (SELECT count(*) FROM events e WHERE e.run_id = r.run_id) AS events,
-               (SELECT count(*) FROM events e WHERE e.run_id = r.run_id AND e.kind = 'FhirInteracted') AS fhir_exchanges,
+               (SELECT count(*) FROM events e WHERE e.run_id = r.run_id
+                 AND e.kind = 'FhirInteracted') AS fhir_exchanges,
                (SELECT count(*) FROM events e WHERE e.run_id = r.run_id AND e.kind = 'LlmCalled'
                  AND e.actor = 'agent') AS llm_calls,
                (SELECT count(*) FROM events e WHERE e.run_id = r.run_id AND e.kind = 'ToolCalled'

@@ -14,6 +14,7 @@ import json
 import re
 import threading
 from dataclasses import replace
+from typing import overload
 from urllib.parse import quote, quote_plus
 
 from fae.store.log import Batch, blob_hash
@@ -72,7 +73,12 @@ class SecretValues:
             return data
         return pattern.sub(REDACTED.encode(), data)
 
+    @overload
+    def scrub_text(self, text: str) -> str: ...
+    @overload
+    def scrub_text(self, text: None) -> None: ...
     def scrub_text(self, text: str | None) -> str | None:
+        """The text with every secret form replaced; None stays None."""
         if text is None or not self:
             return text
         scrubbed = self.scrub_bytes(text.encode("utf-8", "surrogatepass"))
@@ -100,9 +106,9 @@ class SecretValues:
         events = []
         for row in batch.events:
             payload = self.scrub_bytes(row.payload)
-            for old, new in list(renamed.items()):
-                if old in payload:
-                    payload = payload.replace(old, new)
+            for old_hash, new_hash in list(renamed.items()):
+                if old_hash in payload:
+                    payload = payload.replace(old_hash, new_hash)
             events.append(row if payload is row.payload else replace(row, payload=payload))
         return Batch(
             blobs=blobs,

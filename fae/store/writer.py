@@ -10,6 +10,7 @@ journaled are moved into the log the next time it is opened for writing.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -70,7 +71,7 @@ class LogWriter:
             seq = self._seqs.get(item.run_id, 0) + 1
             self._seqs[item.run_id] = seq
             rows.append(EventRow(
-                run_id=item.run_id, seq=seq, kind=type(item.event).__struct_config__.tag,
+                run_id=item.run_id, seq=seq, kind=str(type(item.event).__struct_config__.tag),
                 wall_time=item.wall_time, mono_ns=item.mono_ns, actor=item.actor,
                 upstream=item.upstream, payload=ev.encode(item.event),
             ))
@@ -124,7 +125,7 @@ class LogWriter:
                     merged.extend(batch)
                 try:
                     await anyio.to_thread.run_sync(
-                        lambda: self.log.write_batch(merged, segment=segment.name if segment else None))
+                        functools.partial(self.log.write_batch, merged, segment=segment.name if segment else None))
                     self.batches_written += 1
                     if segment is not None:
                         segment.unlink(missing_ok=True)

@@ -77,10 +77,10 @@ def tag_problem(
         return None
     if "created" in want or "updated" in want:
         ref = chosen.get(want.get("created", "")) or want.get("updated")
-        expected = answers.bare_id(ref) if ref else None
+        wanted_id = answers.bare_id(ref) if ref else None
         got = answers.id_list(text)
-        if got != [expected]:
-            return f"<{tag}> says {got}, expected exactly [{expected}]"
+        if got != [wanted_id]:
+            return f"<{tag}> says {got}, expected exactly [{wanted_id}]"
         return None
     if "words" in want:
         words = answers.terms(text, str(want["words"]).split())

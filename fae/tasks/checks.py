@@ -54,7 +54,7 @@ def _compiled(path: str) -> Callable[[Any], list[Any]]:
     """A path compiled once: walked directly where it is a plain selection, else by fhirpathpy."""
     simple = compile_simple(path)
     if simple is None:
-        return fhirpath_compile(path)
+        return _fhirpath(path)
 
     def evaluate(resource: Any) -> list[Any]:
         try:
@@ -67,7 +67,13 @@ def _compiled(path: str) -> Callable[[Any], list[Any]]:
 
 @lru_cache(maxsize=512)
 def _general(path: str) -> Callable[[Any], list[Any]]:
-    return fhirpath_compile(path)
+    return _fhirpath(path)
+
+
+def _fhirpath(path: str) -> Callable[[Any], list[Any]]:
+    """fhirpathpy's compiled path as a one-argument function (no context, its default)."""
+    compiled = fhirpath_compile(path)
+    return lambda resource: compiled(resource, None)
 
 
 def values(resource: Mapping[str, Any], path: str) -> list[Any]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from fae.errors import TaskError
 from fae.tasks.world import SNOMED, World, display_name, zulu
 
 SPECIALTIES = [
@@ -46,9 +47,12 @@ class Clinic:
             key=lambda s: self.starts[s["id"]],
         )
 
-    def at(self, practitioner: dict[str, Any], start: datetime) -> dict[str, Any] | None:
-        """The practitioner's slot starting at ``start``."""
-        return next((s for s in self.of(practitioner) if self.starts[s["id"]] == start), None)
+    def at(self, practitioner: dict[str, Any], start: datetime) -> dict[str, Any]:
+        """The practitioner's slot starting at ``start``; every practitioner has the same grid, so one exists."""
+        slot = next((s for s in self.of(practitioner) if self.starts[s["id"]] == start), None)
+        if slot is None:
+            raise TaskError(f"practitioner {practitioner['id']} has no slot at {zulu(start)}")
+        return slot
 
     def book(
         self, slot: dict[str, Any], patient: dict[str, Any], status: str = "booked"

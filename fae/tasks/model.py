@@ -13,8 +13,8 @@ from typing import Any
 
 import msgspec
 
-from fae.plan import Plan, plan_from_dict
 from fae.errors import PlanError, TaskError
+from fae.plan import Plan, plan_from_dict
 from fae.tasks import checks
 from fae.tasks.checks import Check
 from fae.tasks.state import StateView

@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+from fae.errors import TaskError
 from fae.plan import AnswerStep, Plan, ToolStep
 from fae.tasks.fhir_values import covered, element_path, instant
 from fae.tasks.model import Rendered
@@ -156,14 +157,22 @@ def drop_first_field(spec: dict[str, Any]):
             )
         else:
             entry = spec["updates"][0]
-            kind, _, rid = entry["ref"].partition("/")
-            target = state.read(kind, rid)
+            target = _updated(state, entry["ref"])
         element = next(iter(entry["fields"])).split(".")[0].split("(")[0]
         final = [r for r in state.all() if (r["resourceType"], r["id"]) != (target["resourceType"], target["id"])]
         final.append({k: v for k, v in target.items() if k != element})
         return answer, MemoryState(final, state.seed.all()), written
 
     return alter
+
+
+def _updated(state: MemoryState, ref: str) -> dict[str, Any]:
+    """The resource a task updates, from a state the gold run left; its absence is a suite bug."""
+    kind, _, rid = ref.partition("/")
+    found = state.read(kind, rid)
+    if found is None:
+        raise TaskError(f"the updated {ref} is not in the final state")
+    return found
 
 
 def _leaves(value: Any, path: str = "", trail: tuple = ()) -> list[tuple[str, tuple]]:
@@ -195,7 +204,7 @@ def nested_collateral(entry: dict[str, Any]):
 
     def alter(answer: str | None, state: MemoryState, written: frozenset[str]):
         kind, _, rid = entry["ref"].partition("/")
-        target = copy.deepcopy(state.read(kind, rid))
+        target = copy.deepcopy(_updated(state, entry["ref"]))
         allowed = {element_path(p) for p in entry.get("fields", {})} | set(entry.get("may_change", []))
         choices = [
             (path, trail)
@@ -218,7 +227,8 @@ def nested_collateral(entry: dict[str, Any]):
 def has_nested_leaf(rendered: Rendered, entry: dict[str, Any]) -> bool:
     kind, _, rid = entry["ref"].partition("/")
     resource = next(
-        (r for r in rendered.seed_bundle["entry"] if r["resource"]["resourceType"] == kind and r["resource"]["id"] == rid),
+        (r for r in rendered.seed_bundle["entry"]
+         if r["resource"]["resourceType"] == kind and r["resource"]["id"] == rid),
         None,
     )
     if resource is None:

@@ -267,11 +267,12 @@ def write_mutants(rendered: Rendered, gold_answer: str | None) -> list[Mutant]:
     made.append(Mutant("missing-field", alter=writes.drop_first_field(spec), light_must_fail=True))
     for entry in spec.get("updates", []):
         distractor = nearest_distractor(rendered, entry["ref"])
-        plan = writes.wrong_record(gold, entry["ref"], distractor) if distractor else None
-        if plan is not None:
-            made.append(Mutant(f"wrong-record.{entry['ref'].split('/')[0]}", plan=plan, light_must_fail=True))
+        kind = entry["ref"].split("/")[0]
+        wrong = writes.wrong_record(gold, entry["ref"], distractor) if distractor else None
+        if wrong is not None:
+            made.append(Mutant(f"wrong-record.{kind}", plan=wrong, light_must_fail=True))
         if writes.has_nested_leaf(rendered, entry):
-            made.append(Mutant(f"nested-collateral.{entry['ref'].split('/')[0]}", alter=writes.nested_collateral(entry)))
+            made.append(Mutant(f"nested-collateral.{kind}", alter=writes.nested_collateral(entry)))
     return made
 
 

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from fae.cli import app
-from fae.harness.curate import JUDGE_NAME, curate_log
 from fae.errors import JudgeError
+from fae.harness.curate import JUDGE_NAME, curate_log
 from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
 from fae.store.log import EventLog
 

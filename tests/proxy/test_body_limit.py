@@ -68,7 +68,8 @@ async def test_bodies_at_the_limit_pass_and_over_it_are_refused_and_recorded(tmp
                         pass
                     too_big_reply = await client.get(proxy.url("r1", "agent", "big", "big"))
                     assert too_big_reply.status_code == 502, too_big_reply.status_code
-                    assert (await client.post(proxy.url("r1", "agent", "api", "after"), content=b"x")).status_code == 200
+                    after = await client.post(proxy.url("r1", "agent", "api", "after"), content=b"x")
+                    assert after.status_code == 200, after.status_code
     log.close()
     rows, biggest = _exchanges(path)
     by_path = {row[0]: row for row in rows}

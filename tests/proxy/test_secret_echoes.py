@@ -28,7 +28,6 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-
 from typer.testing import CliRunner
 
 from fae.cli.main import app
@@ -42,7 +41,6 @@ from fae.store.log import EventLog, RunRow, RunUpdate
 from fae.store.secrets import SecretValues
 from fae.store.writer import LogWriter, Stamped, open_writer
 from fae.util.serve import serve_asgi
-
 
 BEARER = "sk-live-BEARERSECRET-0001"
 API_KEY_HEADER = "azure-APIKEYHEADER-0002"

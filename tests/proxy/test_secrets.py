@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from fae.proxy.routes import Upstream
@@ -12,8 +13,6 @@ from fae.store.log import EventLog
 from fae.store.writer import open_writer
 from fae.util.serve import serve_asgi
 from tests.upstream import create_upstream
-
-import httpx
 
 pytestmark = pytest.mark.anyio
 

@@ -29,7 +29,8 @@ def test_an_older_log_is_migrated_on_open(tmp_path):
     con.execute("CREATE TABLE schema_version (version INTEGER, applied_at TIMESTAMPTZ)")
     con.execute(schema.MIGRATIONS[0])
     con.execute("INSERT INTO schema_version VALUES (1, now())")
-    con.execute("INSERT INTO runs (run_id, task_id, variation, agent, repeat, status) VALUES ('r', 't', 0, 'a', 0, 'finished')")
+    con.execute("INSERT INTO runs (run_id, task_id, variation, agent, repeat, status)"
+                " VALUES ('r', 't', 0, 'a', 0, 'finished')")
     con.close()
     with EventLog(path) as log:
         assert log.schema_version() == schema.LATEST_VERSION

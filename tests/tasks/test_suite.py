@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from task_harness import VARIATIONS
 
-from fae.plan import AnswerStep, ToolStep
 from fae.errors import TaskError
+from fae.plan import AnswerStep, ToolStep
 from fae.tasks import load_suite
 from fae.tasks.checks import demanded_constants, instant
 from fae.tasks.state import bundle_resources
@@ -119,7 +119,7 @@ def test_seed_is_a_valid_transaction_with_twenty_bystanders(suite, task_id):
         refs = [f"{e['resource']['resourceType']}/{e['resource']['id']}" for e in bundle["entry"]]
         assert len(refs) == len(set(refs))
         assert all(
-            e["request"] == {"method": "PUT", "url": ref} for e, ref in zip(bundle["entry"], refs)
+            e["request"] == {"method": "PUT", "url": ref} for e, ref in zip(bundle["entry"], refs, strict=True)
         )
         mentioned = json.dumps(rendered.params) + json.dumps(rendered.check_spec) + rendered.prompt
         bystanders = [r for r in refs if r.split("/")[1] not in mentioned]
