@@ -9,6 +9,8 @@ from contextlib import asynccontextmanager
 import anyio
 import uvicorn
 
+KEEP_ALIVE_S = 600
+
 
 @asynccontextmanager
 async def serve_asgi(app, *, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[int]:
@@ -17,8 +19,10 @@ async def serve_asgi(app, *, host: str = "127.0.0.1", port: int = 0) -> AsyncIte
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     bound = sock.getsockname()[1]
+    # Idle connections stay open long: the recording proxy reuses its upstream connection for a client's
+    # next request, and one the server closed meanwhile (uvicorn's default is 5 s) answers 502.
     config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False,
-                            timeout_graceful_shutdown=1)
+                            timeout_graceful_shutdown=1, timeout_keep_alive=KEEP_ALIVE_S)
     server = uvicorn.Server(config)
     stopped = anyio.Event()
 

@@ -12,7 +12,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from recording import record_runs, scenario_runs, suite_runs  # noqa: E402
 
+from fae.store.log import EventLog  # noqa: E402
 from fae.tasks.scenarios import SCENARIOS  # noqa: E402
+
+
+def _failures(log) -> list[tuple[str, str, str]]:
+    """Runs that did not finish, with the reason, for a failing fixture's message."""
+    with EventLog(log, read_only=True) as opened:
+        return opened.query("SELECT run_id, status, error FROM runs WHERE status NOT IN ('finished', 'errored')")[1]
 
 
 @pytest.fixture(scope="session")
@@ -21,7 +28,7 @@ def suite_log(tmp_path_factory):
     log = tmp_path_factory.mktemp("suite") / "suite.duckdb"
     runs, kinds = suite_runs()
     statuses = anyio.run(record_runs, log, runs)
-    assert set(statuses.values()) <= {"finished", "errored"}, statuses
+    assert set(statuses.values()) <= {"finished", "errored"}, _failures(log)
     return log, kinds
 
 
@@ -30,5 +37,5 @@ def scenario_log(tmp_path_factory):
     """One run of each write-verification scenario agent, judged live."""
     log = tmp_path_factory.mktemp("scenarios") / "scenarios.duckdb"
     statuses = anyio.run(record_runs, log, scenario_runs(SCENARIOS))
-    assert set(statuses.values()) == {"finished"}, statuses
+    assert set(statuses.values()) == {"finished"}, _failures(log)
     return log

@@ -89,7 +89,9 @@ def test_settle_s_below_one_refuses_a_correction_that_waited(scenario_log):
 
 def test_the_oracle_labels_follow_what_happened(scenario_log):
     harmless = {"writes-right", "writes-right-checked", "scripted-fix", "fix-other-user-reads-elsewhere",
-                "fix-unsettled", "fault-fixed-by-agent"}
+                "fix-unsettled", "fault-fixed-by-agent",
+                # judged by the end state and who saw what: nobody saw the record before it was right
+                "delete-then-recreate"}
     with EventLog(scenario_log, read_only=True) as log:
         for scenario in EXPECTED:
             run = load_run(log, f"{TASK_ID}.v0.{scenario}")
