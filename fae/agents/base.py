@@ -76,11 +76,11 @@ def build_agent(spec: str, **llm_options: Any) -> Agent:
         path = Path(spec[5:])
         return ScriptedAgent(name=f"plan:{path.name}", plan=load_plan(path))
     if spec.startswith("scenario:"):
-        from fae.tasks.scenarios import SCENARIOS, scenario_plan
+        from fae.tasks.scenarios import scenario_names, scenario_plan
 
         name = spec.split(":", 1)[1]
-        if name not in SCENARIOS:
-            raise PlanError(f"unknown scenario {name!r}; the scenarios are: {', '.join(SCENARIOS)}")
+        if name not in scenario_names():
+            raise PlanError(f"unknown scenario {name!r}; the scenarios are: {', '.join(scenario_names())}")
         return ScriptedAgent(name=spec, plan=None, plan_for=lambda variation: scenario_plan(name, variation))
     if spec.startswith("langchain:"):
         from fae.agents.langchain_agent import build_langchain_agent

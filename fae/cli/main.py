@@ -130,6 +130,13 @@ def record(
         help="The FHIR server keeps an AuditEvent trail (the embedded one is told to; with --fhir-url, "
              "say so for a server that does); each run's trail is read into the log for "
              "`ensure_record` evidence=trail.")] = False,
+    settle: Annotated[float | None, typer.Option(
+        "--settle", min=0.0,
+        help="Seconds the harness waits after the agent's last write before its read-back "
+             "(default: ensure_record's settle_s). A rejudge with a larger settle_s is unreadable.")] = None,
+    scenarios_dir: Annotated[list[Path], typer.Option(
+        "--scenarios-dir", help="A directory of write-verification scenario files (repeatable; "
+                                "also FAE_SCENARIOS_PATH; docs/judging.md).")] = [],
 ) -> None:
     """Record a suite of (task, variation, agent, repeat) runs through the proxy into the log."""
     import anyio
@@ -139,8 +146,11 @@ def record(
     from fae.harness.stack import parse_memory_stores
     from fae.harness.suite_runner import plan_suite, record_suite
     from fae.recorder.redact import Redactor
+    from fae.tasks.scenarios import add_scenario_dir
 
     llm_options = {k: v for k, v in (("model", model), ("api_key", api_key)) if v}
+    for folder in scenarios_dir:
+        add_scenario_dir(folder)
     memory_stores = parse_memory_stores(memory)
     try:
         variation_list = _split_ints(variations)
@@ -161,7 +171,7 @@ def record(
             llm_url=llm_url, redactor=redactor, on_progress=advance, memory_stores=memory_stores,
             llm_options=llm_options,
             paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
-            audit_events=audit_events))
+            audit_events=audit_events, settle_s=settle))
     table = Table(title=f"recorded into {log}")
     table.add_column("planned", justify="right")
     table.add_column("already done", justify="right")

@@ -28,9 +28,8 @@ def _plan_of(run: Any) -> Any:
     if isinstance(config.get("plan"), dict):
         return plan_from_dict(config["plan"])
     from fae.harness.suite_runner import render_task
-    from fae.tasks.scenarios import TASK_ID, render
 
-    rendered = render(run.variation) if run.task_id == TASK_ID else render_task(run.task_id, run.variation)
+    rendered = render_task(run.task_id, run.variation)
     return rendered.gold_plan
 
 

@@ -14,11 +14,13 @@ from fae.agents.base import Agent, AgentContext, AgentError, AgentResult
 from fae.plan import HTTP_ACTORS
 from fae.errors import FaeError, PlanError
 from fae.fhir.audit import IDENTITY_HEADER
+from fae.harness.settle import default_settle_s, settle
 from fae.harness.stack import Stack, sandbox_id
 from fae.mcp.fhir_links import link_url, rebase_link, server_base_path
 from fae.store import events as ev
 from fae.store.log import RunRow, RunUpdate, blob_hash
 from fae.store.writer import Stamped
+from fae.tasks.scenarios import scenario_faults
 
 CAPTURE_PAGE = 500
 CAPTURE_MAX_PAGES = 200
@@ -215,22 +217,26 @@ async def _paraphrase(stack: Stack, client: httpx.AsyncClient, spec: RunSpec, re
 
 
 async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent,
-                      paraphrase: Paraphrase | None = None) -> str:
-    """Record one run from start to close; returns its final status."""
+                      paraphrase: Paraphrase | None = None, settle_s: float | None = None) -> str:
+    """Record one run from start to close; returns its final status. Before its state capture the
+    harness waits ``settle_s`` (default: ensure_record's) after the agent's last write."""
     writer = stack.writer
     started = _now()
+    settle_s = default_settle_s() if settle_s is None else settle_s
     await writer.write(
         runs=[RunRow(run_id=spec.run_id, task_id=spec.task_id, variation=spec.variation, agent=spec.agent,
                      repeat=spec.repeat, suite=spec.suite, agent_config=agent.config(), started_at=started)],
         events=[Stamped(spec.run_id, ev.RunStarted(
             task_id=spec.task_id, variation=spec.variation, agent=spec.agent, repeat=spec.repeat,
-            agent_config=agent.config(), task_now=rendered.now.isoformat(), prompt=rendered.prompt),
+            agent_config=agent.config(), task_now=rendered.now.isoformat(), prompt=rendered.prompt,
+            settle_s=settle_s),
             actor="harness", wall_time=started)],
     )
     status, stop_reason, error = "finished", "answered", None
     async with httpx.AsyncClient(timeout=60) as client:
         try:
             await _seed(stack, client, spec, rendered.seed_bundle)
+            stack.proxy.faults.arm(spec.run_id, scenario_faults(spec.agent, spec.variation))
             if paraphrase is not None:
                 rendered = await _paraphrase(stack, client, spec, rendered, paraphrase)
             ctx = AgentContext(run_id=spec.run_id, prompt=rendered.prompt, now=rendered.now,
@@ -253,6 +259,8 @@ async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent,
             stop_reason = result.stop_reason
             await writer.write(events=[Stamped(spec.run_id, ev.AnswerGiven(
                 text=result.answer, stop_reason=result.stop_reason), actor="agent")])
+            stack.proxy.faults.disarm(spec.run_id)
+            await settle(stack, spec.run_id, settle_s)
             resources = await capture_state(stack, client, spec.run_id)
             body = json.dumps(resources, sort_keys=True).encode()
             digest = blob_hash(body)

@@ -94,7 +94,15 @@ def proxy_window(ctx: RunContext, record: str | None) -> Window | None:
     capture = _capture_read(ctx)
     if capture is None:
         return None
-    return Window(seeded.seq, capture_seq, capture.started_at, None)
+    return Window(seeded.seq, capture_seq, capture.started_at, None, recorded_settle_s(ctx))
+
+
+def recorded_settle_s(ctx: RunContext) -> float:
+    """How long the harness waited after the agent's last write before its capture (0 for runs recorded
+    before it waited)."""
+    started = ctx.run.first(ev.RunStarted)
+    found = started.event.settle_s if started is not None else None
+    return float(found) if found is not None else 0.0
 
 
 def _capture_read(ctx: RunContext) -> Exchange | None:
@@ -131,8 +139,8 @@ def ensure_record_judge(rules: dict) -> JudgeFn:
         for target in ordered_targets(targets):
             target = resolve_created(target, created)
             verdict = one(ctx, target, rules, chosen)
-            if "reason" in verdict.evidence and verdict.outcome == "unreadable":
-                return verdict
+            if verdict.outcome == "unreadable" and "record" not in verdict.evidence:
+                return verdict  # the run itself cannot be judged
             record = verdict.evidence.get("record")
             if record:
                 chosen.append(record)
@@ -166,7 +174,7 @@ def proxy_verdict(ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any]
         found = captured.get(tuple(record.split("/", 1)))
         version = (found or {}).get("meta", {}).get("versionId")
         window = Window(window.start_seq, window.readback_seq, window.readback_at,
-                        str(version) if version is not None else None)
+                        str(version) if version is not None else None, window.capture_settle_s)
     if record and target.action == "create" and \
             record not in agent_creates(trail, window.start_seq, window.readback_seq):
         record = None  # created after the read-back: as if not created
@@ -253,4 +261,5 @@ def trail_window(ctx: RunContext, trail: Trail, target: WriteTarget,
     if capture is None:
         return None
     version = (captured.get(record or "") or {}).get("meta", {}).get("versionId")
-    return Window(0, len(trail.accesses) + 1, capture.started_at, str(version) if version is not None else None), record
+    return Window(0, len(trail.accesses) + 1, capture.started_at, str(version) if version is not None else None,
+                  recorded_settle_s(ctx)), record

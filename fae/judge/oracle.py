@@ -32,6 +32,7 @@ from fae.judge.reads import received_bodies, reads_of
 from fae.judge.registry import JudgeFn, Verdict, judge
 from fae.replay.fold import FoldedState
 from fae.tasks import checks
+from fae.tasks.scenarios import scenario_oracle
 from fae.tasks.targets import targets_for
 from fae.tasks.write_targets import WriteTarget, ordered_targets, resolve_created
 
@@ -170,6 +171,10 @@ def harms(ctx: RunContext) -> tuple[list[str], dict[str, Any]] | None:
     if exposed:
         found.append("exposed_while_wrong")
         evidence["exposed"] = exposed
+    applies = scenario_oracle(ctx.run.agent)
+    if applies is not None:  # the scenario file names the harms that apply to it
+        evidence["ignored"] = [h for h in found if h not in applies]
+        found = [h for h in found if h in applies]
     return found, evidence
 
 

@@ -28,6 +28,7 @@ class Window:
     readback_seq: int
     readback_at: float | None
     readback_version: str | None
+    capture_settle_s: float | None = None  # the read-back is the harness's capture, which waited this long
 
 
 RecordVersion = tuple[str, "dict[str, Any] | None", int | None]  # (version id, resource or None, seq)
@@ -160,6 +161,12 @@ def verify(target: WriteTarget, trail: Trail, window: Window, versions: Callable
             if window.readback_at is not None and last_at is not None:
                 gap = round(window.readback_at - last_at, 3)
                 evidence["settled_s"] = gap
+                if gap < settle_s and window.capture_settle_s is not None and window.capture_settle_s < settle_s:
+                    evidence["reason"] = (
+                        f"the run was recorded with --settle {window.capture_settle_s:g}: its read-back came {gap:g} s "
+                        f"after the last write, so settle_s={settle_s:g} cannot be judged; record with "
+                        f"--settle {settle_s:g} or more")
+                    return Verdict("unreadable", None, evidence)
                 if gap < settle_s:
                     problems.append("read_back_before_settling")
     elif not to_record:
