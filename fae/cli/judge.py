@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -46,8 +47,10 @@ def compare(
     judge: Annotated[str | None, typer.Option("--judge", "-j", help="The judge (default: those taking the rules).")] = None,
     runs: RunsOption = None,
     show: Annotated[int, typer.Option(help="List at most this many flipped runs per judge.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
 ) -> None:
     """Compare verdicts under old and new rules: outcome changes, flipped runs, harms caught and missed."""
+    from fae.judge.compare import as_json as comparison_json
     from fae.judge.compare import compare as run_compare
     from fae.judge.compare import rules_text
     from fae.judge.registry import parse_rules
@@ -58,6 +61,9 @@ def compare(
             raise StoreError(f"log {log} is being recorded; compare it when the recording ends")
         result = run_compare(reader, parse_rules([old] if old else []), parse_rules([new] if new else []),
                              judge_name=judge, runs=runs)
+    if as_json:
+        typer.echo(json.dumps(comparison_json(result), indent=2, sort_keys=True))
+        return
     out.print(f"{result.runs} runs; {result.computed} verdicts judged now (not in the log)")
     for item in result.judges:
         table = Table(title=f"{item.judge}: {rules_text(item.old_rules)} → {rules_text(item.new_rules)}")

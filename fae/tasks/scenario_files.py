@@ -70,6 +70,14 @@ class ScenarioFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     defs: Any = None  # YAML anchors for shared steps live here
 
 
+class _RawFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The file with each scenario still raw, so an error can name the scenario."""
+
+    task: TaskDef
+    scenarios: dict[str, Any]
+    defs: Any = None
+
+
 def fill(value: Any, params: dict[str, Any]) -> Any:
     """``{param}`` placeholders in every string filled from the variation's options (``${...}`` kept)."""
     if isinstance(value, str):
@@ -84,10 +92,11 @@ def fill(value: Any, params: dict[str, Any]) -> Any:
     return value
 
 
-def _where(message: str) -> str:
-    """msgspec's "... - at `$.scenarios.x.steps`" as "scenarios.x.steps: ..."."""
+def _where(message: str, prefix: str = "") -> str:
+    """msgspec's "... - at `$.x.steps`" as "PREFIX.x.steps: ..."."""
     text, _, at = message.partition(" - at `$")
-    return f"{at.rstrip('`').lstrip('.') or 'top level'}: {text}" if at else message
+    where = prefix + at.rstrip("`")
+    return f"{where.lstrip('.') or 'top level'}: {text}"
 
 
 def load_file(path: Path) -> ScenarioFile:
@@ -99,9 +108,16 @@ def load_file(path: Path) -> ScenarioFile:
     except yaml.YAMLError as exc:
         raise TaskError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
     try:
-        parsed = msgspec.convert(raw, ScenarioFile)
+        top = msgspec.convert(raw, _RawFile)
     except msgspec.ValidationError as exc:
         raise TaskError(f"{path}: {_where(str(exc))}") from None
+    found: dict[str, ScenarioDef] = {}
+    for name, scenario in top.scenarios.items():
+        try:
+            found[name] = msgspec.convert(scenario, ScenarioDef)
+        except msgspec.ValidationError as exc:
+            raise TaskError(f"{path}: {_where(str(exc), f'scenarios.{name}')}") from None
+    parsed = ScenarioFile(top.task, found, top.defs)
     if not parsed.task.options:
         raise TaskError(f"{path}: task.options: needs at least one variation's options")
     if parsed.task.target.action not in ("create", "update") or \
