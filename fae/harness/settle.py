@@ -16,13 +16,14 @@ from fae.judge.registry import get_judge
 
 
 async def settle(stack: Stack, run_id: str, settle_s: float) -> float:
-    """Wait until ``settle_s`` has passed since the agent's last FHIR write (on the proxy's clock, as
-    recorded), so the read-back that follows comes at least that long after it; returns the wait."""
+    """Wait until ``settle_s`` has passed since the run's last FHIR write through the proxy (the agent's,
+    or another actor's in a scenario; the proxy's clock, as recorded), so the read-back that follows comes
+    at least that long after it; returns the wait."""
     await stack.writer.flush()
     _, rows = stack.log.query(
         "SELECT max(CAST(e.payload->>'$.started_at' AS DOUBLE)) FROM events e JOIN events f"
         " ON f.run_id = e.run_id AND f.kind = 'FhirInteracted' AND f.payload->>'$.exchange_id' = e.payload->>'$.exchange_id'"
-        " WHERE e.run_id = ? AND e.kind = 'HttpExchanged' AND e.actor = 'agent'"
+        " WHERE e.run_id = ? AND e.kind = 'HttpExchanged' AND e.actor NOT IN ('harness', 'setup')"
         " AND e.payload->>'$.method' IN ('POST', 'PUT', 'PATCH', 'DELETE')", [run_id])
     last = rows[0][0] if rows else None
     wait = 0.0 if last is None else max(0.0, last + settle_s - time.time())
