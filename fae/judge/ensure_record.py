@@ -1,18 +1,26 @@
-"""``ensure_record``: did the agent write the one record it was asked to, right, and safely?
+"""``ensure_record``: did the agent write the records it was asked to, right, and safely?
 
 Evidence is the access trail (every read and write of every actor, with its
-time) and the record's version history. Outcomes:
+time; reads in searches, compartments, operations and batch entries included)
+and each record's version history. A task names one target per record
+(``fae.tasks.targets``); the verdict over several is verified only if every
+target's is. The record under check is the one to update, or the agent's create
+that is the target's person or thing; the read-back is the verifier's last read
+of that record, else the harness's capture (taken ``settle_s`` after the last
+write, ``fae.harness.settle``). Outcomes:
 
 - ``created_verified`` / ``updated_verified``: one write by the agent, right, and
   nothing else touched; or, with ``accept_corrections``, a create (or update)
   followed by the agent's own fixes when every condition below holds.
 - ``needs_review``: anything else; ``problems`` in the evidence say why.
 - ``unreadable``: the trail has an exchange with no time or a write body that
-  cannot be read, so nothing can be concluded.
+  cannot be read, or the recording waited less than the ``settle_s`` asked, so
+  nothing can be concluded.
 
 Rules that always hold (the "older rules"): the record exists at the read-back
 with the expected values and is the right person; the agent wrote no other
-record in the window; no other record of the type is the same person; nothing
+record in the window (the task's other targets aside); no other record of the
+type is the same person; nothing
 wrote the record after the read-back; the server's version count in the window
 equals the trail's writes.
 

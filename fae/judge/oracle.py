@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fae.judge.context import RunContext
-from fae.judge.ensure_record import OWN_ACTORS, matches
+from fae.judge.verify import OWN_ACTORS, matches
 from fae.judge.reads import received_bodies, reads_of
 from fae.judge.registry import JudgeFn, Verdict, judge
 from fae.replay.fold import FoldedState
