@@ -59,7 +59,8 @@ __all__ = ["OWN_ACTORS", "Window", "WriteTarget", "matches", "verify", "ensure_r
 def _no_target_reason(ctx: RunContext) -> str:
     found = ctx.task
     if found is None:
-        return f"task {ctx.run.task_id!r} names no record to verify"
+        return (f"task {ctx.run.task_id!r} names no record to verify (a scenario task's file must be in a "
+                f"directory on FAE_SCENARIOS_PATH)")
     task, rendered = found
     return f"task {ctx.run.task_id!r} names no record to verify: {not_covered(rendered.check_spec, task.writes)}"
 
