@@ -14,6 +14,8 @@ import anyio
 from fae.harness.stack import Stack
 from fae.judge.registry import get_judge
 
+MARGIN_S = 0.02
+
 
 async def settle(stack: Stack, run_id: str, settle_s: float) -> float:
     """Wait until ``settle_s`` has passed since the run's last FHIR write through the proxy (the agent's,
@@ -26,7 +28,8 @@ async def settle(stack: Stack, run_id: str, settle_s: float) -> float:
         " WHERE e.run_id = ? AND e.kind = 'HttpExchanged' AND e.actor NOT IN ('harness', 'setup')"
         " AND e.payload->>'$.method' IN ('POST', 'PUT', 'PATCH', 'DELETE')", [run_id])
     last = rows[0][0] if rows else None
-    wait = 0.0 if last is None else max(0.0, last + settle_s - time.time())
+    # a timer may wake a little early on the wall clock: the margin keeps the read-back after the window
+    wait = 0.0 if last is None else max(0.0, last + settle_s + MARGIN_S - time.time())
     if wait:
         await anyio.sleep(wait)
     return wait
