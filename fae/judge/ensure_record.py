@@ -43,7 +43,7 @@ from typing import Any
 
 from fae.errors import JudgeError
 from fae.judge.context import RunContext
-from fae.judge.reads import received_bodies, reads_of
+from fae.judge.reads import reads_of, received_once
 from fae.judge.registry import JudgeFn, Rule, Verdict, judge
 from fae.judge.trail import HARNESS_IDENTITIES, Trail, audit_trail, proxy_trail, recorded_audit_events
 from fae.judge.verify import (OWN_ACTORS, RecordVersion, Window, agent_creates, matches, record_under_check,
@@ -91,7 +91,7 @@ def proxy_window(ctx: RunContext, record: str | None) -> Window | None:
     if seeded is None or ctx.captured is None:
         return None
     capture_seq = ctx.captured[0]
-    received = received_bodies(ctx.run)
+    received = received_once(ctx.memo, ctx.run)
     found: list[tuple[Exchange, str | None]] = []
     for x in ctx.exchanges:
         if x.actor != "verifier" or x.seq > capture_seq or record is None:
@@ -171,7 +171,10 @@ def proxy_verdict(ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any]
     if fold.problems:
         return Verdict("unreadable", None, {"reason": "write bodies the fold cannot read",
                                             "fold_problems": fold.problems})
-    trail = proxy_trail(ctx.exchanges, fold, received_bodies(ctx.run))
+    key = ("ensure_record", "proxy_trail")
+    if key not in ctx.memo:
+        ctx.memo[key] = proxy_trail(ctx.exchanges, fold, received_once(ctx.memo, ctx.run))
+    trail = ctx.memo[key]
     record = record_under_check(target, [r for r in agent_creates(trail) if r not in others], ctx.fold.read)
     window = proxy_window(ctx, record)
     if window is None:

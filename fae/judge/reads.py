@@ -58,6 +58,14 @@ def received_bodies(run: RunLog) -> Received:
     return body
 
 
+def received_once(memo: dict, run: RunLog) -> Received:
+    """``received_bodies`` of a run, made once per run context (``RunContext.memo``)."""
+    key = ("reads", "received")
+    if key not in memo:
+        memo[key] = received_bodies(run)
+    return memo[key]
+
+
 def _ref(resource: Any) -> str | None:
     if isinstance(resource, dict) and isinstance(resource.get("resourceType"), str) and resource.get("id"):
         return f"{resource['resourceType']}/{resource['id']}"
