@@ -1,4 +1,4 @@
-"""The evidence behind the write-verification fixes, on scenarios recorded through the real stack:
+"""The evidence behind the write verifier, on scenarios recorded through the real stack: every read counted,
 reads in batches, the read-back of the record under check, the settle wait, identity, faults in flight."""
 
 from __future__ import annotations
