@@ -1,5 +1,6 @@
-"""The evidence behind the write verifier, on scenarios recorded through the real stack: every read counted,
-reads in batches, the read-back of the record under check, the settle wait, identity, faults in flight."""
+"""The evidence behind the write verifier, on scenarios recorded through the real stack: every read counted
+(batches, compartments, operations), the read-back of the record under check, the settle wait, identity,
+and faults the proxy applies in flight."""
 
 from __future__ import annotations
 
