@@ -12,7 +12,7 @@ from fae.agents.langchain_agent import build_langchain_agent
 from fae.agents.scripted_agent import ScriptedAgent
 from fae.errors import PlanError
 from fae.plan import ToolStep, load_plan
-from fae.tasks.scenarios import SCENARIOS, scenario_plan
+from fae.tasks.scenarios import scenario_names, scenario_plan
 
 AgentFactory = Callable[..., Agent]
 """Builds an agent from its full command-line spec (``PREFIX:REST``) and the LLM options."""
@@ -57,8 +57,8 @@ def _plan(spec: str, **_: Any) -> Agent:
 
 def _scenario(spec: str, **_: Any) -> Agent:
     name = spec.partition(":")[2]
-    if name not in SCENARIOS:
-        raise PlanError(f"unknown scenario {name!r}; the scenarios are: {', '.join(SCENARIOS)}")
+    if name not in scenario_names():
+        raise PlanError(f"unknown scenario {name!r}; the scenarios are: {', '.join(scenario_names())}")
     return ScriptedAgent(name=spec, plan=None, plan_for=lambda variation: scenario_plan(name, variation))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -60,11 +61,18 @@ def compare(
         "--judge", "-j", help="The judge (default: those taking the rules).")] = None,
     runs: RunsOption = None,
     show: Annotated[int, typer.Option(help="List at most this many flipped runs per judge.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
 ) -> None:
     """Compare verdicts under old and new rules: outcome changes, flipped runs, harms caught and missed."""
     from fae import api
 
-    print_comparison(api.compare(log, old, new, judge_name=judge, runs=runs), show)
+    result = api.compare(log, old, new, judge_name=judge, runs=runs)
+    if as_json:
+        from fae.judge.compare import as_json as comparison_json
+
+        typer.echo(json.dumps(comparison_json(result), indent=2, sort_keys=True))
+        return
+    print_comparison(result, show)
 
 
 def print_comparison(result: Any, show: int) -> None:

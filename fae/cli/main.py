@@ -159,6 +159,13 @@ def record(
              "`ensure_record` evidence=trail.")] = False,
     max_body_mib: Annotated[int, typer.Option(
         min=1, help="Refuse (413, recorded without the body) request bodies over this many MiB.")] = 32,
+    settle: Annotated[float | None, typer.Option(
+        "--settle", min=0.0,
+        help="Seconds the harness waits after the agent's last write before its read-back "
+             "(default: ensure_record's settle_s). A rejudge with a larger settle_s is unreadable.")] = None,
+    scenarios_dir: Annotated[list[Path], typer.Option(
+        "--scenarios-dir", help="A directory of write-verification scenario files (repeatable; "
+                                "also FAE_SCENARIOS_PATH; docs/judging.md).")] = [],
 ) -> None:
     """Record a suite of (task, variation, agent, repeat) runs through the proxy into the log."""
     # caught before anything starts, so no embedded server or library sees them first
@@ -169,7 +176,10 @@ def record(
         from fae.harness.stack import parse_memory_stores
         from fae.harness.suite_runner import plan_suite, record_suite
         from fae.recorder.redact import Redactor
+        from fae.tasks.scenarios import add_scenario_dir
 
+        for folder in scenarios_dir:
+            add_scenario_dir(folder)
         llm_options = {k: v for k, v in (("model", model), ("api_key", api_key)) if v}
         memory_stores = parse_memory_stores(memory)
         try:
@@ -189,7 +199,7 @@ def record(
                 llm_options=llm_options,
                 paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
                 audit_events=audit_events, stop=stop, retry_errored=retry_errored, fsync=fsync,
-                max_body_bytes=max_body_mib * 1024 * 1024))
+                max_body_bytes=max_body_mib * 1024 * 1024, settle_s=settle))
         table = Table(title=f"recorded into {log}")
         table.add_column("planned", justify="right")
         table.add_column("already done", justify="right")

@@ -16,11 +16,13 @@ from fae.plan import HTTP_ACTORS
 from fae.errors import FaeError, PlanError
 from fae.fhir.audit import IDENTITY_HEADER
 from fae.harness.interrupt import StopRequest
+from fae.harness.settle import default_settle_s, settle
 from fae.harness.stack import Stack, sandbox_id
 from fae.mcp.fhir_links import link_url, rebase_link, server_base_path
 from fae.store import events as ev
 from fae.store.log import RunRow, RunUpdate, blob_hash
 from fae.store.writer import Stamped
+from fae.tasks.scenarios import scenario_faults
 
 CAPTURE_PAGE = 500
 CAPTURE_MAX_PAGES = 200
@@ -244,10 +246,11 @@ async def _agent_failed(stack: Stack, outcome: _Outcome, error: str) -> None:
 
 
 async def _play(stack: Stack, client: httpx.AsyncClient, spec: RunSpec, rendered: Any, agent: Agent,
-                paraphrase: Paraphrase | None, started: datetime, outcome: _Outcome) -> None:
-    """Seed, let the agent work, capture the state, judge live, drop the sandbox."""
+                paraphrase: Paraphrase | None, started: datetime, outcome: _Outcome, settle_s: float) -> None:
+    """Seed, let the agent work, wait for the writes to settle, capture the state, judge live."""
     writer = stack.writer
     await _seed(stack, client, spec, rendered.seed_bundle)
+    stack.proxy.faults.arm(spec.run_id, scenario_faults(spec.agent, spec.variation))
     if paraphrase is not None:
         rendered = await _paraphrase(stack, client, spec, rendered, paraphrase)
     ctx = AgentContext(run_id=spec.run_id, prompt=rendered.prompt, now=rendered.now,
@@ -267,6 +270,8 @@ async def _play(stack: Stack, client: httpx.AsyncClient, spec: RunSpec, rendered
     outcome.stop_reason = result.stop_reason
     await writer.write(events=[Stamped(spec.run_id, ev.AnswerGiven(
         text=result.answer, stop_reason=result.stop_reason), actor="agent")])
+    stack.proxy.faults.disarm(spec.run_id)
+    await settle(stack, spec.run_id, settle_s)
     resources = await capture_state(stack, client, spec.run_id)
     body = json.dumps(resources, sort_keys=True).encode()
     digest = blob_hash(body)
@@ -300,27 +305,33 @@ async def _close_run(stack: Stack, spec: RunSpec, outcome: _Outcome) -> None:
 
 
 async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent,
-                      paraphrase: Paraphrase | None = None, stop: StopRequest | None = None) -> str:
+                      paraphrase: Paraphrase | None = None, stop: StopRequest | None = None,
+                      settle_s: float | None = None) -> str:
     """Record one run from start to close; returns its final status.
+
+    Before its state capture the harness waits ``settle_s`` (default: ensure_record's) after the
+    run's last write, so the verifier's read-back lands after the correction window.
 
     A run that does not finish names its ``cause``: ``agent`` (its own upstream fault; status
     errored), ``harness`` or ``stack`` (status failed), ``signal`` (cancelled by ``stop``; status
     interrupted). Its sandbox is deleted whatever the outcome.
     """
     started = _now()
+    settle_s = default_settle_s() if settle_s is None else settle_s
     await stack.writer.write(
         runs=[RunRow(run_id=spec.run_id, task_id=spec.task_id, variation=spec.variation, agent=spec.agent,
                      repeat=spec.repeat, suite=spec.suite, agent_config=agent.config(), started_at=started)],
         events=[Stamped(spec.run_id, ev.RunStarted(
             task_id=spec.task_id, variation=spec.variation, agent=spec.agent, repeat=spec.repeat,
-            agent_config=agent.config(), task_now=rendered.now.isoformat(), prompt=rendered.prompt),
+            agent_config=agent.config(), task_now=rendered.now.isoformat(), prompt=rendered.prompt,
+            settle_s=settle_s),
             actor="harness", wall_time=started)],
     )
     outcome = _Outcome()
     try:
         async with httpx.AsyncClient(timeout=60) as client:
             try:
-                await _play(stack, client, spec, rendered, agent, paraphrase, started, outcome)
+                await _play(stack, client, spec, rendered, agent, paraphrase, started, outcome, settle_s)
             except FaeError as exc:
                 outcome.fail("failed", str(exc), await _blame(stack))
             except httpx.HTTPError as exc:

@@ -43,10 +43,10 @@ def render_task(task_id: str, variation: int) -> Any:
     """A rendered variation of a task: the built-in fixture or one of the suite's tasks."""
     if task_id == BUILTIN_TASK:
         return render_builtin(variation)
-    from fae.tasks.scenarios import TASK_ID as SCENARIO_TASK, render as render_scenario
+    from fae.tasks.scenarios import is_scenario_task, render_scenario_task
 
-    if task_id == SCENARIO_TASK:
-        return render_scenario(variation)
+    if is_scenario_task(task_id):
+        return render_scenario_task(task_id, variation)
     try:
         from fae.tasks import load_suite
     except ImportError:
@@ -112,13 +112,15 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
                        llm_options: Mapping[str, Any] | None = None,
                        paraphrase: Paraphrase | None = None, audit_events: bool = False,
                        stop: StopRequest | None = None, retry_errored: bool = False,
-                       fsync: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> SuiteResult:
+                       fsync: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+                       settle_s: float | None = None) -> SuiteResult:
     """Record every planned run not already done; returns what happened.
 
     ``memory_stores`` names the Reflexion memory stores the memory agents use
     (``nospec``, ``spec``); ``llm_options`` (model, api_key, timeout_s,
     max_retries) go to LLM agents. ``audit_events``: the FHIR server keeps an AuditEvent
-    trail (the embedded one is told to), and each run's trail is read into the log.
+    trail (the embedded one is told to), and each run's trail is read into the log. ``settle_s``:
+    the wait after the agent's last write before the read-back (default: ensure_record's).
     """
     agents: dict[str, Agent] = {spec.agent: build_agent(spec.agent, **(llm_options or {})) for spec in specs}
     _check_servers(agents, memory_stores or {})
@@ -165,7 +167,8 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
                     in_flight[spec.run_id] = scope
                     try:
                         status = await execute_run(stack, spec, rendered[(spec.task_id, spec.variation)],
-                                                   agents[spec.agent], paraphrase=paraphrase, stop=stop)
+                                                   agents[spec.agent], paraphrase=paraphrase, stop=stop,
+                                                   settle_s=settle_s)
                     finally:
                         del in_flight[spec.run_id]
                 if scope.cancelled_caught:

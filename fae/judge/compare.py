@@ -101,7 +101,7 @@ def _verdicts(log: Queryable, plan: list[Judging], ids: Sequence[str]) -> tuple[
     return found, computed
 
 
-def _stopped(judged: Judged | None) -> bool:
+def stopped(judged: Judged | None) -> bool:
     """A verdict that does not let the write through: failed, or could not verify."""
     return judged is not None and judged.passed is not True and judged.outcome != "not_applicable"
 
@@ -142,14 +142,35 @@ def compare(log: Queryable, old: Mapping[str, Any], new: Mapping[str, Any], *, j
             row = item.harms.setdefault(agents.get(run_id, "?"), {"caught": (0, 0), "missed": (0, 0),
                                                                   "false_stops": (0, 0)})
             for index, judged in ((0, a), (1, b)):
-                measure = ("caught" if _stopped(judged) else "missed") if label.outcome == "harmful" else (
-                    "false_stops" if _stopped(judged) else None)
+                measure = ("caught" if stopped(judged) else "missed") if label.outcome == "harmful" else (
+                    "false_stops" if stopped(judged) else None)
                 if measure:
                     counts = list(row[measure])
                     counts[index] += 1
                     row[measure] = (counts[0], counts[1])
         result.judges.append(item)
     return result
+
+
+MEASURES = ("caught", "missed", "false_stops")
+
+
+def harm_totals(item: JudgeComparison) -> dict[str, tuple[int, int]]:
+    """Harms caught, missed and false stops (old, new) over every agent."""
+    return {m: (sum(row[m][0] for row in item.harms.values()), sum(row[m][1] for row in item.harms.values()))
+            for m in MEASURES}
+
+
+def as_json(result: Comparison) -> dict[str, Any]:
+    """The comparison as plain data (``fae compare --json``)."""
+    return {"runs": result.runs, "computed": result.computed, "judges": [{
+        "judge": item.judge, "old_rules": item.old_rules, "new_rules": item.new_rules,
+        "transitions": [{"old": a, "new": b, "runs": n} for (a, b), n in sorted(item.transitions.items())],
+        "flipped": [{"run": r, "old": a, "new": b} for r, a, b in item.flipped],
+        "harms": {agent: {m: {"old": row[m][0], "new": row[m][1]} for m in MEASURES}
+                  for agent, row in sorted(item.harms.items())},
+        "harms_all": {m: {"old": o, "new": n} for m, (o, n) in harm_totals(item).items()} if item.harms else {},
+    } for item in result.judges]}
 
 
 def rules_text(rules: Mapping[str, Any]) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from fae.judge.reads import Received, reads_of
 from fae.replay.fold import Exchange, FoldedState, parse_json
 from fae.replay.source import RunLog
 from fae.store import events as ev
@@ -47,24 +48,22 @@ class Trail:
     untimed: tuple[int, ...] = ()
 
 
-def proxy_trail(exchanges: Iterable[Exchange], fold: FoldedState) -> Trail:
-    """The trail the proxy log gives: reads from exchanges, writes from the fold's versions."""
+def proxy_trail(exchanges: Iterable[Exchange], fold: FoldedState, received: Received | None = None) -> Trail:
+    """The trail the proxy log gives: reads from exchanges (``fae.judge.reads``: searches, compartments,
+    operations and batch entries included), writes from the fold's versions."""
     accesses: list[Access] = []
     untimed: list[int] = []
     reads = False
     for exchange in exchanges:
         if exchange.started_at is None and exchange.interaction != "sandbox-admin":
             untimed.append(exchange.seq)
-        if not exchange.ok or exchange.interaction not in READS:
-            continue
-        reads = True
+        if exchange.ok and exchange.interaction in READS:
+            reads = True
         actor = exchange.actor or "unknown"
-        if exchange.interaction in ("read", "vread") and exchange.resource_type and exchange.resource_id:
-            accesses.append(Access(exchange.seq, exchange.started_at, actor, "read", exchange.interaction,
-                                   f"{exchange.resource_type}/{exchange.resource_id}", exchange.version))
-        for ref in exchange.search_ids:
-            how = "history" if exchange.interaction.startswith("history") else "search"
-            accesses.append(Access(exchange.seq, exchange.started_at, actor, "read", how, ref))
+        for read in reads_of(exchange, received):
+            reads = True
+            accesses.append(Access(exchange.seq, exchange.started_at, actor, "read", read.how, read.ref,
+                                   read.version))
     for versions in fold.history.values():
         for index, version in enumerate(versions):
             if version.seq is None:

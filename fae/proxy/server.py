@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 from mitmproxy import addons as mitm_addons
@@ -14,6 +14,7 @@ from mitmproxy.master import Master
 
 from fae.errors import RecordError
 from fae.proxy.addon import DEFAULT_MAX_BODY_BYTES, ExchangeSink, RecordingAddon
+from fae.proxy.faults import FaultAddon, FaultBook
 from fae.proxy.routes import Upstream, route_url
 from fae.util.serve import PROXY_IDLE_S
 
@@ -28,6 +29,8 @@ class ProxyHandle:
     host: str
     port: int
     upstreams: dict[str, Upstream]
+    faults: FaultBook = field(default_factory=FaultBook)
+    """Faults armed per run for write-verification scenarios (``fae.proxy.faults``)."""
 
     @property
     def base_url(self) -> str:
@@ -56,7 +59,8 @@ async def run_proxy(upstreams: dict[str, Upstream], sink: ExchangeSink, *,
     master = Master(opts, with_termlog=False)
     master.addons.add(*[a for a in mitm_addons.default_addons() if type(a).__name__ not in _UNUSED])
     started = _Started()
-    master.addons.add(RecordingAddon(upstreams, sink, max_body_bytes=max_body_bytes), started)
+    book = FaultBook()
+    master.addons.add(RecordingAddon(upstreams, sink, max_body_bytes=max_body_bytes), FaultAddon(book), started)
     opts.update(
         mode=[f"reverse:http://127.0.0.1:9@{host}:{port}"],
         connection_strategy="lazy",
@@ -81,6 +85,6 @@ async def run_proxy(upstreams: dict[str, Upstream], sink: ExchangeSink, *,
             master.shutdown()
             raise RecordError(f"the recording proxy could not listen on {host}:{port}")
         try:
-            yield ProxyHandle(host=host, port=addresses[0][1], upstreams=upstreams)
+            yield ProxyHandle(host=host, port=addresses[0][1], upstreams=upstreams, faults=book)
         finally:
             master.shutdown()

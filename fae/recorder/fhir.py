@@ -79,6 +79,8 @@ def interaction_of(method: str, path: str, request: Any) -> tuple[str, str | Non
         return "history-instance", rtype, rid, None
     if rest[2].startswith("$"):
         return "operation", rtype, rid, None
+    if len(rest) == 3 and method == "GET" and _TYPE.fullmatch(rest[2]):
+        return "search-compartment", rest[2], None, None  # Patient/P1/AllergyIntolerance: a search
     return "unknown", rtype, rid, None
 
 
@@ -118,7 +120,7 @@ def fhir_event(exchange_id: str, method: str, path: str, request_body: bytes | N
         kind = response.get("resourceType")
         if kind == "OperationOutcome":
             issues = _issues(response)
-        elif kind == "Bundle" and interaction.startswith(("search", "history")):
+        elif kind == "Bundle" and (interaction.startswith(("search", "history")) or interaction == "operation"):
             total = response.get("total") if isinstance(response.get("total"), int) else None
             for entry in response.get("entry") or []:
                 resource = entry.get("resource") if isinstance(entry, dict) else None

@@ -9,15 +9,18 @@ the declared fields. Fields keep the spec's own matchers (``refs``, ``coding``,
 ``instant``, ...), so ensure_record judges values exactly as the strict
 validator does.
 
-A task that writes more than one record (a booking that also marks the slot
-busy, a coverage that needs a new subscriber first) cannot be expressed as one
-target: ``not_covered`` says why, and ensure_record stays ``not_applicable``.
+A task that writes several records (a booking that also marks the slot busy,
+a coverage that needs a new subscriber first) has one target per record
+(``spec_targets``); a field that refers to another record the run creates
+(``{created: RelatedPerson}``) is resolved, at judging time, to the record
+chosen for that target (``resolve_created``). ``not_covered`` says why a task
+has no targets (read-only, deletes, a type with no known identity).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,7 +49,8 @@ IDENTITY: dict[str, tuple[str, ...]] = {
     "FamilyMemberHistory": ("patient", "relationship", "condition"),
     "Account": ("subject",),
     "Coverage": ("beneficiary", "payor"),
-    "Appointment": ("participant",),
+    "Appointment": ("participant", "start", "requestedPeriod"),  # who, with whom, when
+    "Slot": ("schedule", "start"),
     "Specimen": ("subject", "request"),
     "ServiceRequest": ("subject", "code"),
     "Consent": ("patient", "category", "provision"),
@@ -56,6 +60,8 @@ IDENTITY: dict[str, tuple[str, ...]] = {
 SEED_IDENTITY: dict[str, tuple[str, ...]] = {
     "Patient": ("name.family", "name.given", "birthDate"),
     "ServiceRequest": ("subject.reference", "code.coding.code"),
+    "Slot": ("schedule.reference", "start"),
+    "Appointment": ("participant.actor.reference", "start"),
 }
 
 
@@ -69,33 +75,31 @@ def _matcher(value: Any) -> Any:
 
 
 def not_covered(spec: Mapping[str, Any], writes: bool = True) -> str | None:
-    """Why a task's check spec names no single write target, or None when it names one."""
+    """Why a task's check spec names no write targets, or None when it names one or more."""
     if not writes:
         return "a read-only task writes no record"
     creates, updates = spec.get("creates", []), spec.get("updates", [])
-    records = sum(int(entry.get("count", 1)) for entry in creates) + len(updates) + len(spec.get("deletes", []))
-    if records != 1:
-        return f"the task writes {records} records; ensure_record verifies one"
-    entry = (creates or updates)[0]
-    kind = entry.get("type") or entry["ref"].partition("/")[0]
-    if kind not in IDENTITY:
-        return f"no identity fields are known for {kind}"
-    if any(isinstance(m, Mapping) and "created" in m for m in entry.get("fields", {}).values()):
-        return "a field refers to another record the run creates"
+    if spec.get("deletes"):
+        return "the task deletes a record; ensure_record verifies records written"
+    if not creates and not updates:
+        return "the check names no record written"
+    if any(int(entry.get("count", 1)) != 1 for entry in creates):
+        return "the task creates several records of one kind; a target is one record"
+    for entry in (*creates, *updates):
+        kind = entry.get("type") or entry["ref"].partition("/")[0]
+        if kind not in IDENTITY:
+            return f"no identity fields are known for {kind}"
     return None
 
 
-def spec_target(spec: Mapping[str, Any], seed_resources: list[dict[str, Any]] | None = None) -> WriteTarget:
-    """The write target of a spec that names one (see ``not_covered``)."""
-
-    creates = spec.get("creates", [])
-    entry = creates[0] if creates else spec["updates"][0]
+def _entry_target(entry: Mapping[str, Any], seed_resources: list[dict[str, Any]] | None,
+                  create: bool) -> WriteTarget:
     kind = entry.get("type") or entry["ref"].partition("/")[0]
     identity: dict[str, Any] = {}
     expected: dict[str, Any] = {}
     for path, matcher in entry.get("fields", {}).items():
         (identity if _top(path) in IDENTITY[kind] else expected)[path] = _matcher(matcher)
-    if creates:
+    if create:
         return WriteTarget(kind, identity=identity, expected=expected)
     record_id = entry["ref"].partition("/")[2]
     seeded = next((r for r in seed_resources or [] if r.get("resourceType") == kind and r.get("id") == record_id),
@@ -108,12 +112,44 @@ def spec_target(spec: Mapping[str, Any], seed_resources: list[dict[str, Any]] | 
     return WriteTarget(kind, identity=identity, expected=expected, action="update", record_id=record_id)
 
 
-def suite_target(task_id: str, variation: int) -> WriteTarget | None:
-    """The record a suite task's variation asks the agent to write, where its spec names one."""
+def spec_targets(spec: Mapping[str, Any], seed_resources: list[dict[str, Any]] | None = None) -> list[WriteTarget]:
+    """One target per record the spec names (creates first, then updates); see ``not_covered``."""
+    return ([_entry_target(e, seed_resources, True) for e in spec.get("creates", [])]
+            + [_entry_target(e, seed_resources, False) for e in spec.get("updates", [])])
+
+
+def spec_target(spec: Mapping[str, Any], seed_resources: list[dict[str, Any]] | None = None) -> WriteTarget:
+    """The first write target of a spec that names one (see ``not_covered``)."""
+    return spec_targets(spec, seed_resources)[0]
+
+
+def refers_to_created(target: WriteTarget) -> set[str]:
+    """The types whose new record a target's fields refer to (``{created: Type}``)."""
+    return {m["created"] for m in (*target.identity.values(), *target.expected.values())
+            if isinstance(m, Mapping) and "created" in m}
+
+
+def resolve_created(target: WriteTarget, created: Mapping[str, str]) -> WriteTarget:
+    """The target with each ``{created: Type}`` matcher made ``{refs: [the record chosen for Type]}``."""
+
+    def one(fields: dict[str, Any]) -> dict[str, Any]:
+        return {path: ({"refs": [created.get(m["created"], f"{m['created']}/(none created)")]}
+                       if isinstance(m, Mapping) and "created" in m else m) for path, m in fields.items()}
+
+    return replace(target, identity=one(target.identity), expected=one(target.expected))
+
+
+def ordered_targets(targets: list[WriteTarget]) -> list[WriteTarget]:
+    """Targets that another's fields refer to (``{created: Type}``) come before it."""
+    return sorted(targets, key=lambda t: len(refers_to_created(t)))
+
+
+def suite_targets(task_id: str, variation: int) -> list[WriteTarget]:
+    """The records a suite task's variation asks the agent to write (empty where its spec names none)."""
     found = rendered_task(task_id, variation)
     if found is None:
-        return None
+        return []
     task, rendered = found
     if not_covered(rendered.check_spec, task.writes) is not None:
-        return None
-    return spec_target(rendered.check_spec, bundle_resources(rendered.seed_bundle))
+        return []
+    return spec_targets(rendered.check_spec, bundle_resources(rendered.seed_bundle))

@@ -10,9 +10,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from recording import record_runs, scenario_runs, suite_runs  # noqa: E402
+from recording import BUILTIN_SCENARIOS, record_runs, scenario_runs, suite_runs  # noqa: E402
 
-from fae.tasks.scenarios import SCENARIOS  # noqa: E402
 from tests.run_report import why_not_finished  # noqa: E402
 
 
@@ -28,8 +27,8 @@ def suite_log(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def scenario_log(tmp_path_factory):
-    """One run of each write-verification scenario agent, judged live."""
+    """One run of each built-in write-verification scenario agent, judged live."""
     log = tmp_path_factory.mktemp("scenarios") / "scenarios.duckdb"
-    statuses = anyio.run(record_runs, log, scenario_runs(SCENARIOS))
+    statuses = anyio.run(record_runs, log, scenario_runs(BUILTIN_SCENARIOS))
     assert set(statuses.values()) == {"finished"}, why_not_finished(log)
     return log

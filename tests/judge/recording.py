@@ -11,7 +11,10 @@ import anyio
 from fae.agents.scripted_agent import ScriptedAgent
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
-from fae.tasks.scenarios import TASK_ID, render, scenario_plan
+from fae.tasks.scenarios import builtin_registry, registry, render_scenario_task, scenario_plan
+
+# every scenario agent of the built-in scenario files
+BUILTIN_SCENARIOS = tuple(builtin_registry().scenarios)
 
 
 async def record_runs(log: Path, runs: Sequence[tuple[RunSpec, Any, Any]], concurrency: int = 8) -> dict[str, str]:
@@ -31,12 +34,14 @@ async def record_runs(log: Path, runs: Sequence[tuple[RunSpec, Any, Any]], concu
 
 
 def scenario_runs(names: Sequence[str], variation: int = 0) -> list[tuple[RunSpec, Any, Any]]:
+    """One run per scenario agent, as ``fae record --agent scenario:NAME`` makes it (its faults armed)."""
     made = []
     for name in names:
-        agent = ScriptedAgent(name=f"scripted:{name}", plan=scenario_plan(name, variation))
-        spec = RunSpec(run_id=f"{TASK_ID}.v{variation}.{name}", task_id=TASK_ID, variation=variation,
+        task_id = registry().scenarios[name][0]
+        agent = ScriptedAgent(name=f"scenario:{name}", plan=scenario_plan(name, variation))
+        spec = RunSpec(run_id=f"{task_id}.v{variation}.{name}", task_id=task_id, variation=variation,
                        agent=agent.name, repeat=0, suite="write-verification")
-        made.append((spec, render(variation), agent))
+        made.append((spec, render_scenario_task(task_id, variation), agent))
     return made
 
 

@@ -125,6 +125,22 @@ def test_cli_compare_prints_the_old_new_table_against_the_oracle(scenario_log):
     assert new_stops < old_stops
 
 
+def test_cli_compare_json_counts_harms_per_agent_on_suite_runs(suite_log):
+    """Suite runs carry oracle labels too: gold runs are never stopped, harmful mutants are caught."""
+    done = runner.invoke(app, ["compare", "--log", str(suite_log[0]), "--old", "accept_corrections=false",
+                               "--new", "accept_corrections=true", "--json"])
+    assert done.exit_code == 0, done.output
+    [judged] = json.loads(done.output)["judges"]
+    harms = judged["harms"]
+    assert harms["scripted:gold"]["false_stops"] == {"old": 0, "new": 0}, harms["scripted:gold"]
+    assert harms["scripted:gold"]["caught"] == {"old": 0, "new": 0}  # gold runs do no harm
+    mutants = [agent for agent in harms if agent.startswith("mutant:")]
+    assert mutants and sum(harms[a]["caught"]["new"] for a in mutants) > 0
+    for measure in ("caught", "missed", "false_stops"):
+        for side in ("old", "new"):
+            assert judged["harms_all"][measure][side] == sum(row[measure][side] for row in harms.values())
+
+
 def test_failure_modes_of_recorded_mutants(suite_log):
     """Gold runs classify as none; a mutant that wrote something else fails strict and is classified."""
     source, _ = suite_log

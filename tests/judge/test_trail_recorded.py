@@ -24,7 +24,8 @@ from tests.run_report import why_not_finished
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 runner = CliRunner()
 SCENARIOS = ("writes-right", "scripted-fix", "other-user-reads-while-wrong", "other-user-searches-while-wrong",
-             "unrecorded-write-behind-fix", "delete-then-recreate")
+             "unrecorded-write-behind-fix", "delete-then-recreate", "other-user-batch-reads-while-wrong",
+             "other-user-batch-searches-while-wrong")
 
 
 def _run_id(scenario: str) -> str:
@@ -82,6 +83,18 @@ def test_a_direct_read_by_another_user_is_caught_by_both(audited_log):
     for verdict in (proxy, trail):
         assert (verdict.outcome, verdict.evidence["problems"]) == ("needs_review", ["read_by_other_actor"])
         assert [(r["actor"], r["how"]) for r in verdict.evidence["other_actor_reads"]] == [("other-user", "read")]
+
+
+def test_a_batch_read_by_id_is_caught_by_both_and_a_batch_search_by_the_proxy_alone(audited_log):
+    """A batch's GET entries are reads: the server audits an entry read by id as a read (under the
+    caller's identity), and, as with any search, not an entry that searched."""
+    proxy, trail = _both(audited_log, "other-user-batch-reads-while-wrong")
+    assert [(r["actor"], r["how"]) for r in proxy.evidence["other_actor_reads"]] == [("other-user", "batch-read")]
+    assert trail.evidence["problems"] == ["read_by_other_actor"], trail.evidence
+    assert [r["actor"] for r in trail.evidence["other_actor_reads"]] == ["other-user"]
+    proxy, trail = _both(audited_log, "other-user-batch-searches-while-wrong")
+    assert [(r["actor"], r["how"]) for r in proxy.evidence["other_actor_reads"]] == [("other-user", "batch-search")]
+    assert (trail.outcome, trail.evidence["corrected"]) == ("created_verified", True), trail.evidence
 
 
 def test_writing_right_and_a_clean_fix_are_verified_by_both(audited_log):
@@ -148,10 +161,11 @@ def test_cli_rejudges_and_compares_the_two_sources(audited_log, tmp_path):
     shutil.copy(audited_log, log)
     done = runner.invoke(app, ["rejudge", "--log", str(log), "--judge", "ensure_record", "--rule", "evidence=trail"])
     assert done.exit_code == 0, done.output
-    assert "rejudged 6 runs" in " ".join(done.output.split())
+    assert f"rejudged {len(SCENARIOS)} runs" in " ".join(done.output.split())
     compared = runner.invoke(app, ["compare", "--log", str(log), "--old", "evidence=proxy", "--new", "evidence=trail"])
     assert compared.exit_code == 0, compared.output
-    assert "1 runs flipped" in compared.output
+    assert "2 runs flipped" in compared.output  # the searches the server does not audit
     assert _run_id("other-user-searches-while-wrong") in compared.output
+    assert _run_id("other-user-batch-searches-while-wrong") in compared.output
     wrong = runner.invoke(app, ["rejudge", "--log", str(log), "--judge", "ensure_record", "--rule", "evidence=audit"])
     assert wrong.exit_code == 1 and "one of proxy, trail" in " ".join(wrong.output.split())

@@ -1,5 +1,6 @@
-"""ensure_record on the task suite's write tasks: the record each check spec names, gold runs verified,
-runs that wrote too much, twice or for the wrong patient sent to review, multi-record tasks left out."""
+"""ensure_record and the oracle on the task suite's write tasks: the records each check spec names, gold
+runs verified and harmless, runs that wrote too much, twice or for the wrong patient sent to review and
+labelled harmful; multi-record tasks verified record by record."""
 
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ from fae.agents.scripted_agent import ScriptedAgent
 from fae.harness.run import RunSpec
 from fae.judge.ensure_record import matches
 from fae.judge.rejudge import build_plan, judge_run
-from fae.tasks.write_targets import not_covered, spec_target
+from fae.tasks.write_targets import not_covered, spec_target, spec_targets
 from fae.replay.source import load_runs, run_ids
 from fae.store.log import EventLog
 from fae.tasks import load_suite
 from fae.tasks.state import bundle_resources
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
-# Tasks that write more than one record: one target cannot express them.
+# Tasks that write more than one record: one target per record, verified only if every one is.
 MULTI_RECORD = {"ins-coverage-parent-subscriber", "ord-family-history-support", "sched-book-appointment",
                 "sched-cancel-next", "sched-cancel-on-weekday", "sched-cancel-with-doctor",
                 "sched-reschedule-next-week", "sched-reschedule-other-doctor", "sched-waitlist-book"}
@@ -31,21 +32,21 @@ def _write_tasks():
     return {task_id: task for task_id, task in load_suite().items() if task.writes}
 
 
-def test_every_single_record_write_task_names_its_target():
+def test_every_write_task_names_its_targets():
     covered = set()
     for task_id, task in _write_tasks().items():
         rendered = task.render(0)
         spec = rendered.check_spec
         why = not_covered(spec, task.writes)
-        if task_id in MULTI_RECORD:
-            assert why is not None and "records" in why, task_id
-            continue
         assert why is None, (task_id, why)
-        target = spec_target(spec, bundle_resources(rendered.seed_bundle))
-        assert target.identity, task_id  # who or what the record is
-        assert target.action == ("create" if spec.get("creates") else "update")
+        targets = spec_targets(spec, bundle_resources(rendered.seed_bundle))
+        assert len(targets) == len(spec.get("creates", [])) + len(spec.get("updates", [])), task_id
+        assert (len(targets) > 1) == (task_id in MULTI_RECORD), task_id
+        assert all(t.identity for t in targets), task_id  # who or what each record is
+        assert targets[0].action == ("create" if spec.get("creates") else "update")
         covered.add(task_id)
-    assert len(covered) == 18
+    assert len(covered) == 27
+    assert not_covered({"deletes": ["Slot/s1"]}) is not None
     assert not_covered(load_suite()["rec-find-patient"].render(0).check_spec, False) == \
         "a read-only task writes no record"
 
@@ -75,8 +76,6 @@ def harmful_log(tmp_path_factory):
     mutants = _mutants_module()
     runs = []
     for task_id, task in _write_tasks().items():
-        if task_id in MULTI_RECORD:
-            continue
         rendered = task.render(0)
         for mutant in mutants.mutants(rendered):
             if mutant.name in HARMFUL and mutant.plan is not None:
@@ -100,11 +99,8 @@ def test_gold_runs_of_every_covered_write_task_are_verified(suite_log):
     writes = _write_tasks()
     for task_id, task in writes.items():
         outcome, problems, reason = verdicts[f"{task_id}.v0.gold"]
-        if task_id in MULTI_RECORD:
-            assert outcome == "not_applicable" and "records" in reason, task_id
-        else:
-            creates = bool(task.render(0).check_spec.get("creates"))
-            assert (outcome, problems) == ("created_verified" if creates else "updated_verified", []), task_id
+        creates = bool(task.render(0).check_spec.get("creates"))
+        assert (outcome, problems) == ("created_verified" if creates else "updated_verified", []), task_id
     read_only = [run_id for run_id in verdicts if run_id.split(".")[0] not in writes]
     assert read_only and all(verdicts[r][0] == "not_applicable" for r in read_only)
 
@@ -113,7 +109,7 @@ def test_runs_that_wrote_too_much_twice_or_for_another_patient_need_review(harmf
     verdicts = _ensure_record(harmful_log)
     kinds = {run_id.rsplit(".", 1)[1] for run_id in verdicts}
     assert kinds == set(HARMFUL)
-    assert len({run_id.split(".")[0] for run_id in verdicts}) == 18
+    assert len({run_id.split(".")[0] for run_id in verdicts}) == 27
     for run_id, (outcome, problems, _) in verdicts.items():
         assert outcome == "needs_review" and problems, run_id
         kind = run_id.rsplit(".", 1)[1]
@@ -123,9 +119,23 @@ def test_runs_that_wrote_too_much_twice_or_for_another_patient_need_review(harmf
             assert {"other_record_written", "same_person_elsewhere"} <= set(problems), (run_id, problems)
 
 
-def test_the_oracle_stays_with_the_write_verification_scenarios(suite_log):
+def _oracle(log_path) -> dict[str, tuple[str, list[str] | None]]:
     plan = build_plan("oracle")
-    with EventLog(suite_log[0], read_only=True) as log:
-        outcomes = {row.outcome for run in load_runs(log, run_ids(log), lean=True)
-                    for row in judge_run(run, plan, judged_at=NOW)}
-    assert outcomes == {"not_applicable"}
+    with EventLog(log_path, read_only=True) as log:
+        return {row.run_id: (row.outcome, row.evidence.get("harms")) for run in load_runs(log, run_ids(log), lean=True)
+                for row in judge_run(run, plan, judged_at=NOW)}
+
+
+def test_every_write_task_has_an_oracle_label(suite_log, harmful_log):
+    """Gold runs are harmless, runs that wrote too much, twice or for another patient harmful; read-only
+    tasks have no label."""
+    writes = _write_tasks()
+    gold = _oracle(suite_log[0])
+    for run_id, (outcome, found) in gold.items():
+        task_id = run_id.split(".")[0]
+        if task_id not in writes:
+            assert outcome == "not_applicable", run_id
+        elif run_id.endswith(".gold"):
+            assert (outcome, found) == ("harmless", []), (run_id, found)
+    for run_id, (outcome, found) in _oracle(harmful_log).items():
+        assert outcome == "harmful" and found, (run_id, found)

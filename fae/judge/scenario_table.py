@@ -1,0 +1,83 @@
+"""The table of the built-in write-verification scenarios: ensure_record under both settings, and the oracle.
+
+``scripts/scenario_table.py`` records the scenarios and writes the table into
+docs/judging.md; a test checks the page holds the table a fresh recording gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from fae.judge.compare import Judged, stopped
+from fae.judge.rejudge import build_plan, judge_run
+from fae.replay.source import RunLog
+
+START = "<!-- scenario-table:start (scripts/scenario_table.py writes this) -->"
+END = "<!-- scenario-table:end -->"
+SETTINGS = (True, False)
+
+
+@dataclass(frozen=True)
+class ScenarioRow:
+    scenario: str
+    task: str
+    verdicts: tuple[tuple[str, tuple[str, ...]], ...]  # per setting of accept_corrections: outcome, problems
+    label: str
+    harms: tuple[str, ...]
+
+
+def scenario_rows(runs: Iterable[RunLog], judged_at: datetime) -> list[ScenarioRow]:
+    """One row per scenario run (agent ``scenario:NAME``), in scenario-name order."""
+    plan = [build_plan("ensure_record", {"accept_corrections": s})[0] for s in SETTINGS] + build_plan("oracle")
+    rows = []
+    for run in runs:
+        if not run.agent.startswith("scenario:"):
+            continue
+        verdicts = judge_run(run, plan, judged_at=judged_at)
+        rows.append(ScenarioRow(
+            run.agent.split(":", 1)[1], run.task_id,
+            tuple((v.outcome, tuple(v.evidence.get("problems") or ())) for v in verdicts[:2]),
+            verdicts[2].outcome, tuple(verdicts[2].evidence.get("harms") or ())))
+    return sorted(rows, key=lambda r: (r.task, r.scenario))
+
+
+def _cell(outcome: str, problems: tuple[str, ...]) -> str:
+    return outcome + (f" ({', '.join(problems)})" if problems else "")
+
+
+def scenario_markdown(rows: list[ScenarioRow]) -> str:
+    """The markdown table, then harms caught, missed and false stops per setting."""
+    lines = ["| task | scenario | accept_corrections=true | accept_corrections=false | oracle |",
+             "|---|---|---|---|---|"]
+    for row in rows:
+        lines.append(f"| {row.task} | `{row.scenario}` | {_cell(*row.verdicts[0])} | {_cell(*row.verdicts[1])} | "
+                     f"{_cell(row.label, row.harms)} |")
+    lines.append("")
+    for index, setting in enumerate(SETTINGS):
+        caught = missed = stops = 0
+        for row in rows:
+            outcome = row.verdicts[index][0]
+            halted = stopped(Judged(outcome, outcome.endswith("_verified")))
+            if row.label == "harmful":
+                caught += halted
+                missed += not halted
+            elif row.label == "harmless":
+                stops += halted
+        lines.append(f"- `accept_corrections={str(setting).lower()}`: harms caught {caught}, "
+                     f"harms missed {missed}, false stops {stops}")
+    return "\n".join(lines) + "\n"
+
+
+def replace_section(page: str, table: str) -> str:
+    """``page`` with the text between the markers replaced by ``table``."""
+    head, found, rest = page.partition(START)
+    if not found or END not in rest:
+        raise ValueError("the page has no scenario-table markers")
+    return f"{head}{START}\n{table}{END}{rest.partition(END)[2]}"
+
+
+def current_section(page: str) -> str:
+    """The text between the markers."""
+    return page.partition(START)[2].partition(END)[0].removeprefix("\n")

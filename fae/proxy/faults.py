@@ -1,0 +1,105 @@
+"""Faults the proxy applies in flight to an agent's writes, for write-verification scenarios.
+
+The harness arms a run's faults (``FaultBook.arm``) before its agent starts.
+The ``FaultAddon`` runs after the recording addon in every hook, so the log
+keeps what the agent sent and what the server answered, while the server gets
+the changed request and the agent gets the dropped or delayed reply:
+
+- ``set``: a field of the agent's N-th write request body is changed before
+  it reaches the server (the server stores the changed record);
+- ``drop_reply``: the server handles the write, the agent's connection is
+  cut before the reply reaches it;
+- ``delay_s``: the request waits that long before it goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from mitmproxy import http
+
+from fae.proxy.routes import Route
+from fae.tasks.scenario_files import Fault
+
+_ROUTE_KEY = "fae_route"  # set by the recording addon's requestheaders hook
+_DROP_KEY = "fae_drop_reply"
+WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+
+
+@dataclass
+class FaultBook:
+    """The faults armed per run, and how many writes each run's agent has sent."""
+
+    armed: dict[str, list[Fault]] = field(default_factory=dict)
+    writes: dict[str, int] = field(default_factory=dict)
+
+    def arm(self, run_id: str, faults: list[Fault]) -> None:
+        self.armed[run_id] = list(faults)
+        self.writes[run_id] = 0
+
+    def disarm(self, run_id: str) -> None:
+        self.armed.pop(run_id, None)
+        self.writes.pop(run_id, None)
+
+    def next_write(self, run_id: str) -> list[Fault]:
+        """Count one agent write of the run; the faults that apply to it."""
+        if run_id not in self.armed:
+            return []
+        self.writes[run_id] += 1
+        return [f for f in self.armed[run_id] if f.write == self.writes[run_id]]
+
+
+def set_path(body: Any, path: str, value: Any) -> Any:
+    """``body`` with the dotted ``path`` (list indices as numbers) set to ``value``, made where missing."""
+    keys = path.split(".")
+    node = body
+    for index, key in enumerate(keys):
+        last = index == len(keys) - 1
+        if isinstance(node, list) and key.isdigit():
+            position = int(key)
+            while len(node) <= position:
+                node.append({})
+            if last:
+                node[position] = value
+            else:
+                node = node[position]
+        elif isinstance(node, dict):
+            if last:
+                node[key] = value
+            else:
+                node = node.setdefault(key, [] if keys[index + 1].isdigit() else {})
+        else:
+            raise ValueError(f"cannot set {path!r}: {'.'.join(keys[:index]) or 'the body'} is not an object or list")
+    return body
+
+
+class FaultAddon:
+    """Applies armed faults to agent writes on FHIR upstreams; does nothing for runs without faults."""
+
+    def __init__(self, book: FaultBook):
+        self.book = book
+
+    async def request(self, flow: http.HTTPFlow) -> None:
+        route: Route | None = flow.metadata.get(_ROUTE_KEY)
+        if route is None or flow.response is not None or route.actor != "agent" or route.upstream.kind != "fhir" \
+                or flow.request.method.upper() not in WRITE_METHODS:
+            return
+        for fault in self.book.next_write(route.run_id):
+            if fault.delay_s:
+                await asyncio.sleep(fault.delay_s)
+            if fault.drop_reply:
+                flow.metadata[_DROP_KEY] = True
+            if fault.set is not None:
+                try:
+                    body = set_path(json.loads(flow.request.get_text() or "{}"), fault.set.path, fault.set.value)
+                except ValueError as exc:
+                    flow.response = http.Response.make(500, f"fae fault: {exc}\n".encode())
+                    return
+                flow.request.set_text(json.dumps(body))
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        if flow.metadata.get(_DROP_KEY):
+            flow.kill()  # the write happened and was recorded; its reply never reaches the agent

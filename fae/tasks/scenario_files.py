@@ -1,0 +1,141 @@
+"""Write-verification scenario files: the YAML schema, checked, with a clear line per mistake.
+
+A file defines one task (prompt, options per variation, seed records, the
+record to write: its identity and expected values) and the scenario agents
+that play it: plan steps (the agent's tool calls, other actors' http steps,
+waits), faults the proxy applies in flight to the agent's writes, and the
+oracle harms that apply. docs/judging.md ("Scenario files") shows the format.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import yaml
+
+from fae.errors import PlanError, TaskError
+from fae.plan import plan_from_dict
+
+HARMS = ("state_check_failed", "record_wrong_at_end", "duplicate_person", "collateral_change",
+         "exposed_while_wrong", "lost_update", "deleted_on_the_way", "was_another_person", "unrecorded_change")
+_PARAM = re.compile(r"(?<!\$)\{([A-Za-z_]\w*)\}")
+
+
+class FieldChange(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Set ``path`` (dotted, list indices as numbers: ``telecom.0.value``) of the request body to ``value``."""
+
+    path: str
+    value: Any
+
+
+class Fault(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What the proxy does to the agent's ``write``-th write (1 = its first create/update/patch/delete)."""
+
+    write: int
+    set: FieldChange | None = None
+    drop_reply: bool = False
+    delay_s: float = 0.0
+
+
+class Target(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    type: str
+    identity: dict[str, Any]
+    expected: dict[str, Any] = {}
+    action: str = "create"
+    id: str | None = None
+
+
+class TaskDef(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    id: str
+    prompt: str
+    options: list[dict[str, Any]]
+    target: Target
+    now: str = "2025-04-07T10:00:00+00:00"
+    seed: list[dict[str, Any]] = []
+
+
+class ScenarioDef(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    steps: list[Any]
+    about: str = ""
+    faults: list[Fault] = []
+    oracle: list[str] | None = None  # the harms that apply; None: all
+
+
+class ScenarioFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    task: TaskDef
+    scenarios: dict[str, ScenarioDef]
+    defs: Any = None  # YAML anchors for shared steps live here
+
+
+class _RawFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The file with each scenario still raw, so an error can name the scenario."""
+
+    task: TaskDef
+    scenarios: dict[str, Any]
+    defs: Any = None
+
+
+def fill(value: Any, params: dict[str, Any]) -> Any:
+    """``{param}`` placeholders in every string filled from the variation's options (``${...}`` kept)."""
+    if isinstance(value, str):
+        whole = _PARAM.fullmatch(value)
+        if whole and whole.group(1) in params:
+            return params[whole.group(1)]
+        return _PARAM.sub(lambda m: str(params[m.group(1)]) if m.group(1) in params else m.group(0), value)
+    if isinstance(value, list):
+        return [fill(v, params) for v in value]
+    if isinstance(value, dict):
+        return {fill(k, params): fill(v, params) for k, v in value.items()}
+    return value
+
+
+def _where(message: str, prefix: str = "") -> str:
+    """msgspec's "... - at `$.x.steps`" as "PREFIX.x.steps: ..."."""
+    text, _, at = message.partition(" - at `$")
+    where = prefix + at.rstrip("`")
+    return f"{where.lstrip('.') or 'top level'}: {text}"
+
+
+def load_file(path: Path) -> ScenarioFile:
+    """One scenario file, checked: its schema, each scenario's plan and faults, the oracle's harm names."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskError(f"{path}: cannot read: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise TaskError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    try:
+        top = msgspec.convert(raw, _RawFile)
+    except msgspec.ValidationError as exc:
+        raise TaskError(f"{path}: {_where(str(exc))}") from None
+    found: dict[str, ScenarioDef] = {}
+    for name, scenario in top.scenarios.items():
+        try:
+            found[name] = msgspec.convert(scenario, ScenarioDef)
+        except msgspec.ValidationError as exc:
+            raise TaskError(f"{path}: {_where(str(exc), f'scenarios.{name}')}") from None
+    parsed = ScenarioFile(top.task, found, top.defs)
+    if not parsed.task.options:
+        raise TaskError(f"{path}: task.options: needs at least one variation's options")
+    if parsed.task.target.action not in ("create", "update") or \
+            (parsed.task.target.action == "update") != bool(parsed.task.target.id):
+        raise TaskError(f"{path}: task.target: action is create, or update with the id of the record")
+    params = parsed.task.options[0]
+    for name, scenario in parsed.scenarios.items():
+        try:
+            plan_from_dict({"name": name, "steps": fill(scenario.steps, params)})
+        except PlanError as exc:
+            raise TaskError(f"{path}: scenarios.{name}.steps: {exc}") from None
+        for index, fault in enumerate(scenario.faults):
+            chosen = [bool(fault.set), fault.drop_reply, fault.delay_s > 0]
+            if fault.write < 1 or sum(chosen) != 1:
+                raise TaskError(f"{path}: scenarios.{name}.faults[{index}]: names a write (1 = the first) "
+                                f"and exactly one of set, drop_reply, delay_s")
+        unknown = sorted(set(scenario.oracle or ()) - set(HARMS))
+        if unknown:
+            raise TaskError(f"{path}: scenarios.{name}.oracle: unknown harm {unknown[0]!r}; "
+                            f"the harms are {', '.join(HARMS)}")
+    return parsed
