@@ -310,6 +310,11 @@ from fae.harness.training import train_memory as _train_memory  # noqa: E402
 app.command("train-memory")(user_errors(_train_memory))
 app.command("curate")(user_errors(_curate))
 
+from fae.cli.study import report as _report, stats as _stats  # noqa: E402
+
+app.command("stats")(user_errors(_stats))
+app.command("report")(user_errors(_report))
+
 
 def main() -> None:
     app()

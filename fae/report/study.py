@@ -1,0 +1,61 @@
+"""A whole study over one log: every table, in the order `fae stats` prints them and the report shows them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fae.errors import FaeError
+from fae.report import derived, tables
+from fae.report.scope import Queryable, Scope, Table
+
+
+@dataclass
+class Study:
+    """The tables of one scope of a log, by name."""
+
+    scope: Scope
+    tables: dict[str, Table] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Table:
+        return self.tables[name]
+
+
+def parse_price(text: str) -> tuple[str, tuple[float, float]]:
+    """``MODEL=IN/OUT`` (USD per million prompt and completion tokens)."""
+    model, sep, rates = text.rpartition("=")
+    usd_in, slash, usd_out = rates.partition("/")
+    try:
+        if not sep or not model or not slash:
+            raise ValueError
+        return model, (float(usd_in), float(usd_out))
+    except ValueError:
+        raise FaeError(f"--price {text!r} is not MODEL=IN/OUT (USD per million tokens, e.g. gpt-4.1=2/8)") from None
+
+
+def compute_study(log: Queryable, scope: Scope | None = None, *, prices: dict[str, tuple[float, float]] | None = None,
+                  pairs: list[tuple[str, str]] | None = None) -> Study:
+    """Every analysis of the runs in ``scope``, each with the SQL that produced it."""
+    scope = scope or Scope()
+    _, found = log.query(f"WITH {scope.cte()} SELECT count(*) FROM scope")
+    if not found[0][0]:
+        what = " and ".join(f"{k} {v!r}" for k, v in (("experiment", scope.experiment), ("phase", scope.phase)) if v)
+        raise FaeError("the log holds no runs" + (f" of {what}" if what else ""))
+    study = Study(scope)
+    made = [
+        tables.overview(log, scope),
+        tables.success(log, scope),
+        derived.success_ci(log, scope),
+        derived.pass_k(log, scope),
+        tables.variance(log, scope),
+        derived.paired(log, scope, pairs),
+        tables.tool_errors(log, scope, "tool"),
+        tables.tool_errors(log, scope, "resource_type"),
+        tables.failure_modes(log, scope),
+        tables.calls_vs_expected(log, scope),
+        tables.tokens(log, scope),
+        tables.token_cv(log, scope),
+        tables.harms(log, scope),
+        tables.cost(log, scope, prices or {}),
+    ]
+    study.tables = {t.name: t for t in made if t is not None}
+    return study
