@@ -93,5 +93,5 @@ def report(
     prices, pairs = _options(price, pair)
     with study_log(log) as source:
         study = compute_study(source, Scope(experiment, phase), prices=prices, pairs=pairs)
-    write_report(study, output, log_name=log.name)
+        write_report(source, study, output, log_name=log.name)
     _console().print(f"wrote {output}", markup=False)

@@ -1,0 +1,232 @@
+"""The report's figures: matplotlib drawn to inline SVG from the study's tables (no pyplot, no global state)."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import matplotlib
+from matplotlib.figure import Figure as MplFigure
+
+from fae.report.scope import KEYS, Queryable, Table
+from fae.report.study import Study
+
+matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "fae-report", "font.size": 9,
+                            "axes.spines.top": False, "axes.spines.right": False})
+COLORS = ("#3b6ea8", "#d9822b", "#4a9a5b", "#b8443f", "#7d5ba6", "#8c6d4f", "#c76fa8", "#7f7f7f")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of the report: its id, caption, the SQL behind it and the drawing."""
+
+    name: str
+    title: str
+    sql: str
+    svg: str
+
+
+def _svg(fig: MplFigure) -> str:
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    text = buffer.getvalue()
+    return re.sub(r"^.*?(<svg\b)", r"\1", text, count=1, flags=re.S)  # drop the XML prologue and doctype
+
+
+def _label(row: dict, single: bool) -> str:
+    if single:
+        return str(row["configuration"])
+    return "/".join(str(row[k]) for k in ("experiment", "phase") if row[k] is not None) + f"\n{row['configuration']}"
+
+
+def _labels(table: Table) -> tuple[bool, list[str]]:
+    rows = table.dicts()
+    single = len({(r.get("experiment"), r.get("phase")) for r in rows}) <= 1
+    return single, list(dict.fromkeys(_label(r, single) for r in rows))
+
+
+def _new(width: float, height: float = 3.6) -> tuple[MplFigure, object]:
+    fig = MplFigure(figsize=(min(max(width, 7.0), 12.0), height))
+    return fig, fig.add_subplot()
+
+
+def _tick(ax, labels: list[str]) -> None:
+    ax.set_xticks(range(len(labels)), labels, rotation=20 if max(map(len, labels), default=0) > 14 else 0,
+                  ha="right" if max(map(len, labels), default=0) > 14 else "center")
+
+
+def success_bars(study: Study) -> Figure | None:
+    table = study["success"]
+    rows = [r for r in table.dicts() if r["slice"] == "all"]
+    if not rows:
+        return None
+    single, _ = _labels(table)
+    labels = [_label(r, single) for r in rows]
+    fig, ax = _new(max(4.5, 1.3 * len(rows)))
+    x = range(len(rows))
+    ax.bar([i - 0.2 for i in x], [r["strict_mean"] for r in rows], 0.4, yerr=[r["strict_std"] for r in rows],
+           capsize=3, color=COLORS[0], label="strict")
+    ax.bar([i + 0.2 for i in x], [r["light_mean"] or 0 for r in rows], 0.4, yerr=[r["light_std"] or 0 for r in rows],
+           capsize=3, color=COLORS[1], label="light")
+    _tick(ax, labels)
+    ax.set_ylabel("success rate (%)")
+    ax.set_ylim(0, 105)
+    ax.legend(frameon=False)
+    return Figure("fig-success", "Success rate per configuration, mean ± std over trials", table.sql, _svg(fig))
+
+
+def success_by(study: Study, slice_name: str) -> Figure | None:
+    table = study["success"]
+    rows = [r for r in table.dicts() if r["slice"] == slice_name]
+    if not rows:
+        return None
+    single, _ = _labels(table)
+    configs = list(dict.fromkeys(_label(r, single) for r in rows))
+    values = sorted({r["value"] for r in rows})
+    fig, ax = _new(max(4.5, 0.9 * len(values) * max(1, len(configs)) * 0.5 + 2))
+    width = 0.8 / len(configs)
+    for c, config in enumerate(configs):
+        found = {r["value"]: r for r in rows if _label(r, single) == config}
+        ax.bar([i + c * width - 0.4 + width / 2 for i in range(len(values))],
+               [found[v]["strict_mean"] if v in found else 0 for v in values], width,
+               yerr=[found[v]["strict_std"] if v in found else 0 for v in values], capsize=2,
+               color=COLORS[c % len(COLORS)], label=config.replace("\n", " "))
+    _tick(ax, [str(v) for v in values])
+    ax.set_xlabel(slice_name)
+    ax.set_ylabel("strict success (%)")
+    ax.set_ylim(0, 105)
+    ax.legend(frameon=False, fontsize=7)
+    return Figure(f"fig-success-{slice_name}", f"Strict success by {slice_name}, mean ± std over trials",
+                  table.sql, _svg(fig))
+
+
+def pass_curves(study: Study) -> Figure | None:
+    table = study["pass_k"]
+    rows = table.dicts()
+    if not rows:
+        return None
+    single, _ = _labels(table)
+    series: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        series[_label(r, single)].append(r)
+    fig, ax = _new(5.5)
+    for c, (config, found) in enumerate(series.items()):
+        color = COLORS[c % len(COLORS)]
+        ks = [r["k"] for r in found]
+        ax.plot(ks, [r["pass_hat_k"] for r in found], "-o", color=color, label=f"{config.replace(chr(10), ' ')} pass^k")
+        ax.plot(ks, [r["pass_at_k"] for r in found], "--", color=color, alpha=0.6)
+    ax.set_xlabel("k")
+    ax.set_ylabel("pass^k (solid), pass@k (dashed)")
+    ax.set_ylim(0, 1.05)
+    ax.set_xticks(sorted({r["k"] for r in rows}))
+    ax.legend(frameon=False, fontsize=7)
+    return Figure("fig-pass-k", "pass^k and pass@k curves (strict)", table.sql, _svg(fig))
+
+
+def variance_bars(study: Study) -> Figure | None:
+    table = study["variance"]
+    rows = table.dicts()
+    if not rows:
+        return None
+    single, labels = _labels(table)
+    fig, ax = _new(max(4.5, 1.2 * len(rows)))
+    bottom = [0.0] * len(rows)
+    for c, (column, name) in enumerate((("between_task_pp2", "between tasks"),
+                                        ("within_task_pp2", "within task (variations)"),
+                                        ("same_prompt_pp2", "same prompt (run to run)"))):
+        values = [r[column] or 0 for r in rows]
+        ax.bar(range(len(rows)), values, 0.6, bottom=bottom, color=COLORS[c], label=name)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    _tick(ax, labels)
+    ax.set_ylabel("variance (pp²)")
+    ax.legend(frameon=False, fontsize=7)
+    return Figure("fig-variance", "Variance decomposition of the strict outcome", table.sql, _svg(fig))
+
+
+def grouped_bars(table: Table, category: str, value: str, ylabel: str, name: str, title: str,
+                 scale: float = 1.0) -> Figure | None:
+    rows = table.dicts()
+    if not rows:
+        return None
+    single, configs = _labels(table)
+    categories = list(dict.fromkeys(str(r[category]) for r in rows))
+    fig, ax = _new(max(5.0, 0.35 * len(categories) * len(configs) + 2), 3.4)
+    width = 0.8 / len(configs)
+    for c, config in enumerate(configs):
+        found = {str(r[category]): r[value] for r in rows if _label(r, single) == config}
+        ax.bar([i + c * width - 0.4 + width / 2 for i in range(len(categories))],
+               [(found.get(k) or 0) * scale for k in categories], width, color=COLORS[c % len(COLORS)],
+               label=config.replace("\n", " "))
+    _tick(ax, categories)
+    ax.set_ylabel(ylabel)
+    ax.legend(frameon=False, fontsize=7)
+    return Figure(name, title, table.sql, _svg(fig))
+
+
+def distribution(log: Queryable, study: Study, column: str, by: tuple[str, str] | None, name: str, title: str,
+                 ylabel: str, violin: bool, where: str = "true") -> Figure | None:
+    """Violins (or boxes) of ``column`` per configuration, split by ``by`` = (SQL expression, its name)."""
+    group = f", {by[0]} AS {by[1]}" if by else ""
+    order = f", {by[1]}" if by else ""
+    sql = (f"WITH {study.scope.cte()}\nSELECT {KEYS}{group}, {column} AS value FROM scope\n"
+           f"WHERE {where} ORDER BY {KEYS}{order}")
+    _, rows = log.query(sql)
+    if not rows:
+        return None
+    single = len({(r[0], r[1]) for r in rows}) <= 1
+    groups: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        label = r[2] if single else f"{r[0]}/{r[1]}\n{r[2]}"
+        if by:
+            label = f"{label}\n{by[1]}={r[3]}"
+        groups[label].append(float(r[-1] or 0))
+    labels = list(groups)
+    fig, ax = _new(max(5.0, 1.1 * len(labels)), 3.6)
+    data = [groups[k] for k in labels]
+    if violin and all(len(set(d)) > 1 for d in data):
+        ax.violinplot(data, positions=range(len(labels)), showmedians=True)
+    else:
+        ax.boxplot(data, positions=range(len(labels)), widths=0.5, showfliers=False)
+    _tick(ax, labels)
+    ax.set_ylabel(ylabel)
+    return Figure(name, title, sql, _svg(fig))
+
+
+def all_figures(log: Queryable, study: Study) -> list[Figure]:
+    """Every figure the study's data allows, in report order."""
+    makers: list[Callable[[], Figure | None]] = [
+        lambda: success_bars(study),
+        lambda: success_by(study, "difficulty"),
+        lambda: success_by(study, "family"),
+        lambda: pass_curves(study),
+        lambda: variance_bars(study),
+        lambda: grouped_bars(study["tool_errors_by_resource_type"], "resource_type", "error_rate",
+                             "tool-call error rate (%)", "fig-tool-errors",
+                             "Tool-call error rate by FHIR resource type", 100),
+        lambda: grouped_bars(study["failure_modes"], "failure_mode", "runs", "failed runs",
+                             "fig-failure-modes", "Failure modes of failed runs"),
+        lambda: distribution(log, study, "tool_calls - gold_calls",
+                             ("CASE WHEN strict THEN 'pass' ELSE 'fail' END", "outcome"),
+                             "fig-calls", "Tool calls per run beyond the gold plan's, by outcome",
+                             "tool calls − expected", False, "strict IS NOT NULL AND gold_calls IS NOT NULL"),
+        lambda: distribution(log, study, "total_tokens", None, "fig-tokens", "Agent tokens per run",
+                             "tokens", True),
+        lambda: distribution(log, study, "total_tokens", ("difficulty", "difficulty"),
+                             "fig-tokens-difficulty",
+                             "Agent tokens per run by difficulty", "tokens", False, "difficulty IS NOT NULL"),
+        lambda: grouped_bars(_cv_long(study["token_cv"]), "level", "cv", "coefficient of variation",
+                             "fig-token-cv", "Token coefficient of variation by level"),
+    ]
+    return [f for f in (make() for make in makers) if f is not None]
+
+
+def _cv_long(table: Table) -> Table:
+    """token_cv with one row per level, for grouped bars."""
+    rows = []
+    for r in table.dicts():
+        for level in ("same_prompt", "within_task", "overall"):
+            rows.append((r["experiment"], r["phase"], r["configuration"], level.replace("_", "-"), r[f"{level}_cv"]))
+    return Table(table.name, table.title, table.sql, ["experiment", "phase", "configuration", "level", "cv"], rows)
