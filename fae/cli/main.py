@@ -72,6 +72,8 @@ _mount("fae.cli.mcp", "mcp", "MCP servers: FHIR CRUD (and more).")
 _mount("fae.cli.llm", "llm", "The local scripted OpenAI-compatible server.")
 _mount("fae.cli.tasks", "tasks", "The task suite.")
 _mount("fae.cli.memory", "memory", "The Reflexion memory: serve, show, search.")
+app.add_typer(__import__("fae.cli.study", fromlist=["experiment_app"]).experiment_app, name="experiment",
+              help="Experiments as data: train memory stores, then evaluate configurations.")
 
 
 def _split_ints(text: str) -> list[int]:

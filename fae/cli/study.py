@@ -51,14 +51,16 @@ def stats(
     as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV, one block per table.")] = False,
 ) -> None:
     """Success rates with spread, pass^k, variance, paired tests, errors, failure modes, tokens, cost."""
+    from fae.report.cache import cached_scope
     from fae.report.scope import Scope
     from fae.report.source import study_log
     from fae.report.study import compute_study
     from fae.report.text import as_csv as csv_text, as_json as json_text, rich_table
 
     prices, pairs = _options(price, pair)
-    with study_log(log) as source:
-        study = compute_study(source, Scope(experiment, phase), prices=prices, pairs=pairs)
+    scope = Scope(experiment, phase)
+    with study_log(log) as opened, cached_scope(opened, scope) as source:
+        study = compute_study(source, scope, prices=prices, pairs=pairs)
     unknown = [name for name in table if name not in study.tables]
     if unknown:
         raise FaeError(f"no table {unknown[0]!r}; tables: {', '.join(study.tables)}")
@@ -86,12 +88,117 @@ def report(
 ) -> None:
     """Write one self-contained HTML page: figures, tables, and the SQL behind each (works from file://)."""
     from fae.report.html import write_report
+    from fae.report.cache import cached_scope
     from fae.report.scope import Scope
     from fae.report.source import study_log
     from fae.report.study import compute_study
 
     prices, pairs = _options(price, pair)
-    with study_log(log) as source:
-        study = compute_study(source, Scope(experiment, phase), prices=prices, pairs=pairs)
+    scope = Scope(experiment, phase)
+    with study_log(log) as opened, cached_scope(opened, scope) as source:
+        study = compute_study(source, scope, prices=prices, pairs=pairs)
         write_report(source, study, output, log_name=log.name)
     _console().print(f"wrote {output}", markup=False)
+
+
+experiment_app = typer.Typer(help="Experiments as data: train memory stores, then evaluate configurations.",
+                             no_args_is_help=True)
+
+
+def _errors(fn):
+    """A user's mistake is one line on stderr and exit code 1 (the contract of fae's CLI)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except FaeError as exc:
+            Console(stderr=True, highlight=False).print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(1) from None
+        except BaseExceptionGroup as group:
+            found = next((e for e in group.exceptions if isinstance(e, FaeError)), None)
+            if found is None:
+                raise
+            Console(stderr=True, highlight=False).print(f"[red]error:[/red] {found}")
+            raise typer.Exit(1) from None
+
+    return wrapper
+
+
+@experiment_app.command("list")
+@_errors
+def experiment_list() -> None:
+    """The built-in experiment presets."""
+    from fae.harness.experiment_plan import load_experiment, presets
+
+    console = _console()
+    for name in presets():
+        console.print(f"{name}  {load_experiment(name).description}", markup=False)
+
+
+@experiment_app.command("run")
+@_errors
+def experiment_run(
+    experiment: Annotated[str, typer.Argument(help="An experiment YAML file, or a preset: exp1..exp4.")],
+    log: LogOption = Path("fae.duckdb"),
+    resume: Annotated[bool, typer.Option(help="Continue an interrupted experiment; done runs are kept.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; record nothing.")] = False,
+    tasks: Annotated[int | None, typer.Option(help="Only the first N tasks of each phase (taken across families).")] = None,
+    trials: Annotated[int | None, typer.Option(help="Trials per evaluated variation (default: the file's).")] = None,
+    agent: Annotated[list[str], typer.Option("--agent", "-a", help="Configurations to evaluate instead "
+                                             "(repeatable).")] = [],
+    model: Annotated[str | None, typer.Option(help="The agents' model (default: the file's).", envvar="FAE_MODEL")] = None,
+    paraphrase_model: Annotated[str | None, typer.Option(help="The paraphrase model (where the file paraphrases).")] = None,
+    evaluator_model: Annotated[str | None, typer.Option(help="Reflexion evaluator model.")] = None,
+    reflector_model: Annotated[str | None, typer.Option(help="Reflexion reflector model.")] = None,
+    llm_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.", envvar="OPENAI_BASE_URL")] = None,
+    api_key: Annotated[str | None, typer.Option(help="API key for the LLM endpoint.", envvar="OPENAI_API_KEY",
+                                                show_default=False)] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Evaluation runs at once.")] = 4,
+) -> None:
+    """Train the two memory stores, then evaluate every configuration; every run carries experiment and phase."""
+    import functools
+
+    import anyio
+    from rich.table import Table as RichTable
+
+    from fae.harness.experiment import run_experiment
+    from fae.harness.experiment_plan import load_experiment, plan_experiment, with_overrides
+
+    chosen = with_overrides(load_experiment(experiment), tasks=tasks, trials=trials, agents=agent, model=model,
+                            paraphrase_model=paraphrase_model, evaluator_model=evaluator_model,
+                            reflector_model=reflector_model)
+    console = _console()
+    plan = plan_experiment(chosen)
+    table = RichTable(title=f"experiment {chosen.name}: {chosen.description}", title_justify="left")
+    for column in ("phase", "tasks", "variations", "agents", "trials", "runs (at most)", "paraphrased"):
+        table.add_column(column)
+    for phase in plan:
+        table.add_row(phase.phase, str(len(phase.tasks)), ",".join(map(str, phase.variations)),
+                      "\n".join(phase.agents), str(phase.trials), str(phase.runs), "yes" if phase.paraphrased else "no")
+    console.print(table)
+    console.print(f"{sum(p.runs for p in plan)} runs at most", markup=False)
+    if dry_run:
+        return
+    result = anyio.run(functools.partial(run_experiment, log, chosen, llm_url=llm_url, resume=resume,
+                                         concurrency=concurrency, api_key=api_key))
+    _results_table(log, chosen.name, console)
+    if result.statuses.get("failed"):
+        raise typer.Exit(2)
+
+
+def _results_table(log: Path, experiment: str | None, console: Console, configurations: list[str] | None = None) -> None:
+    """The short results table `fae record` and `fae experiment run` end with."""
+    from fae.report.scope import Scope
+    from fae.report.source import study_log
+    from fae.report.tables import overview
+    from fae.report.text import rich_table
+
+    with study_log(log) as source:
+        table = overview(source, Scope(experiment=experiment))
+    if configurations is not None:
+        keep = table.columns.index("configuration")
+        table.rows = [r for r in table.rows if r[keep] in configurations]
+    table.note = f"fae stats --log {log}" + (f" --experiment {experiment}" if experiment else "") + " for the rest"
+    console.print(rich_table(table))

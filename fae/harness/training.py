@@ -81,8 +81,14 @@ async def train(log_path: str | Path, task_ids: list[str], *, store_dir: str | P
                 agent: str = "gold", variations: list[int] | None = None, trials: int = MAX_TRIALS,
                 evaluator_model: str = "scripted:evaluator", reflector_model: str = "scripted:reflector",
                 embedder: Embedder | None = None, use_specs: bool = False, api_key: str | None = None,
-                llm_options: dict[str, Any] | None = None, suite: str = "train-memory") -> TrainResult:
-    """Train a memory store from runs of ``task_ids`` played by ``agent``; returns what happened."""
+                llm_options: dict[str, Any] | None = None, suite: str = "train-memory",
+                experiment: str | None = None, phase: str | None = None, run_prefix: str = RUN_PREFIX,
+                paraphrase: Any = None) -> TrainResult:
+    """Train a memory store from runs of ``task_ids`` played by ``agent``; returns what happened.
+
+    ``experiment``, ``phase`` and ``run_prefix`` name the runs of an experiment's training phase;
+    ``paraphrase`` (a ``fae.harness.run.Paraphrase``) rewords each prompt the agent sees.
+    """
     from fae.agents.base import build_agent
     from fae.harness.run import RunSpec, execute_run
     from fae.harness.stack import open_stack
@@ -105,12 +111,12 @@ async def train(log_path: str | Path, task_ids: list[str], *, store_dir: str | P
             meta = getattr(task, "meta", None)
             tags = [meta.family] if meta is not None else []
             for trial in range(trials):
-                run_id = RUN_PREFIX + base_run_id(task_id, variation, agent, trial)
+                run_id = run_prefix + base_run_id(task_id, variation, agent, trial)
                 if run_id in taken:
                     raise RecordError(f"the log already holds training run {run_id}; train into a new log")
                 spec = RunSpec(run_id=run_id, task_id=task_id, variation=variation, agent=agent,
-                               repeat=trial, suite=suite)
-                status = await execute_run(stack, spec, task, runner)
+                               repeat=trial, suite=suite, experiment=experiment, phase=phase)
+                status = await execute_run(stack, spec, task, runner, paraphrase=paraphrase)
                 run, passed, reasons = _strict_verdict(stack.log, run_id, task.now)
                 grounding = None
                 if use_specs:

@@ -66,7 +66,7 @@ SELECT x.experiment, x.phase, x.configuration AS a, y.configuration AS b, x.task
        count(*) FILTER (WHERE NOT x.strict AND y.strict) AS only_b,
        count(*) FILTER (WHERE NOT x.strict AND NOT y.strict) AS neither
 FROM scored x JOIN scored y
-  ON x.experiment IS NOT DISTINCT FROM y.experiment AND x.phase IS NOT DISTINCT FROM y.phase
+  ON coalesce(x.experiment, '') = coalesce(y.experiment, '') AND coalesce(x.phase, '') = coalesce(y.phase, '')
  AND x.task_id = y.task_id AND x.variation = y.variation AND x.trial = y.trial{chosen}
 GROUP BY ALL ORDER BY ALL"""
     _, rows = log.query(sql)

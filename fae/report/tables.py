@@ -184,10 +184,15 @@ def cost(log: Queryable, scope: Scope, prices: dict[str, tuple[float, float]]) -
     sql = f"""
 WITH {scope.cte()},
 price(model, usd_in, usd_out) AS (VALUES {values}),
+calls AS (  -- the agent's LLM calls of the runs in scope, each payload parsed once
+    SELECT run_id, u[1] AS model, CAST(u[2] AS BIGINT) AS prompt_tokens, CAST(u[3] AS BIGINT) AS completion_tokens
+    FROM (SELECT run_id, json_extract_string(payload, ['$.model', '$.prompt_tokens', '$.completion_tokens']) AS u
+          FROM events WHERE kind = 'LlmCalled' AND actor = 'agent' AND run_id IN (SELECT run_id FROM scope))
+),
 spent AS (
     SELECT c.run_id, sum((coalesce(c.prompt_tokens, 0) * p.usd_in + coalesce(c.completion_tokens, 0) * p.usd_out)
                          / 1e6) AS usd, count(*) FILTER (WHERE p.model IS NULL) AS unpriced_calls
-    FROM llm_calls c LEFT JOIN price p ON p.model = c.model WHERE c.actor = 'agent' GROUP BY c.run_id
+    FROM calls c LEFT JOIN price p ON p.model = c.model GROUP BY c.run_id
 )
 SELECT {KEYS}, count(*) AS runs, count(*) FILTER (WHERE strict) AS successes,
        CASE WHEN sum(coalesce(x.unpriced_calls, 0)) = 0 THEN sum(coalesce(x.usd, 0)) END AS usd,

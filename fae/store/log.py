@@ -266,6 +266,11 @@ class EventLog:
         finally:
             cursor.close()
 
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor of the caller's own: temp tables made on it live as long as it (close it after use)."""
+        with self._lock:
+            return self.con.cursor()
+
     def blob(self, hash_: str) -> bytes | None:
         _, rows = self.query("SELECT data FROM blobs WHERE hash = ? LIMIT 1", [hash_])
         return bytes(rows[0][0]) if rows else None

@@ -31,25 +31,25 @@ RUN_RESULTS = """
         WINDOW spec AS (PARTITION BY coalesce(r.experiment, ''), coalesce(r.phase, ''),
                         r.task_id, r.variation, r.agent, r.repeat)
     ),
-    activity AS (
-        SELECT run_id,
-               count(*) FILTER (WHERE kind = 'LlmCalled' AND actor = 'agent') AS llm_calls,
-               sum(CAST(payload->>'$.prompt_tokens' AS BIGINT))
-                   FILTER (WHERE kind = 'LlmCalled' AND actor = 'agent') AS prompt_tokens,
-               sum(CAST(payload->>'$.completion_tokens' AS BIGINT))
-                   FILTER (WHERE kind = 'LlmCalled' AND actor = 'agent') AS completion_tokens,
-               sum(coalesce(CAST(payload->>'$.total_tokens' AS BIGINT),
-                            CAST(payload->>'$.prompt_tokens' AS BIGINT)
-                            + CAST(payload->>'$.completion_tokens' AS BIGINT)))
-                   FILTER (WHERE kind = 'LlmCalled' AND actor = 'agent') AS total_tokens,
-               count(*) FILTER (WHERE kind = 'ToolCalled' AND actor = 'agent') AS tool_calls,
-               count(*) FILTER (WHERE kind = 'ToolCalled' AND actor = 'agent'
-                                AND CAST(payload->>'$.is_error' AS BOOLEAN)) AS tool_errors,
-               count(*) FILTER (WHERE kind = 'FhirInteracted' AND actor = 'agent') AS fhir_exchanges,
+    llm AS (  -- each payload parsed once, for the three usage fields together
+        SELECT run_id, count(*) AS llm_calls, sum(CAST(u[1] AS BIGINT)) AS prompt_tokens,
+               sum(CAST(u[2] AS BIGINT)) AS completion_tokens,
+               sum(coalesce(CAST(u[3] AS BIGINT), CAST(u[1] AS BIGINT) + CAST(u[2] AS BIGINT))) AS total_tokens
+        FROM (SELECT run_id, json_extract_string(payload, ['$.prompt_tokens', '$.completion_tokens',
+                                                           '$.total_tokens']) AS u
+              FROM events WHERE kind = 'LlmCalled' AND actor = 'agent')
+        GROUP BY run_id
+    ),
+    tools AS (
+        SELECT run_id, count(*) AS tool_calls,
+               count(*) FILTER (WHERE CAST(payload->>'$.is_error' AS BOOLEAN)) AS tool_errors
+        FROM events WHERE kind = 'ToolCalled' AND actor = 'agent' GROUP BY run_id
+    ),
+    other AS (
+        SELECT run_id, count(*) FILTER (WHERE kind = 'FhirInteracted') AS fhir_exchanges,
                coalesce(bool_or(CAST(payload->>'$.accepted' AS BOOLEAN))
                             FILTER (WHERE kind = 'PromptParaphrased'), false) AS paraphrased
-        FROM events
-        WHERE kind IN ('LlmCalled', 'ToolCalled', 'FhirInteracted', 'PromptParaphrased')
+        FROM events WHERE (kind = 'FhirInteracted' AND actor = 'agent') OR kind = 'PromptParaphrased'
         GROUP BY run_id
     ),
     chosen AS (  -- per run and judge (and task mode): the live rule set's latest verdict, else the latest
@@ -82,18 +82,20 @@ RUN_RESULTS = """
                  AND coalesce(j.light_outcome, '') <> 'not_applicable'
                 THEN coalesce(j.light_passed, false) END AS light,
            j.failure_mode, j.ensure_record, j.oracle,
-           coalesce(x.prompt_tokens, 0) AS prompt_tokens,
-           coalesce(x.completion_tokens, 0) AS completion_tokens,
-           coalesce(x.total_tokens, 0) AS total_tokens,
-           coalesce(x.llm_calls, 0) AS llm_calls,
-           coalesce(x.tool_calls, 0) AS tool_calls,
-           coalesce(x.tool_errors, 0) AS tool_errors,
+           coalesce(l.prompt_tokens, 0) AS prompt_tokens,
+           coalesce(l.completion_tokens, 0) AS completion_tokens,
+           coalesce(l.total_tokens, 0) AS total_tokens,
+           coalesce(l.llm_calls, 0) AS llm_calls,
+           coalesce(t.tool_calls, 0) AS tool_calls,
+           coalesce(t.tool_errors, 0) AS tool_errors,
            coalesce(x.fhir_exchanges, 0) AS fhir_exchanges,
            epoch_ms(a.ended_at) - epoch_ms(a.started_at) AS duration_ms,
            a.started_at
     FROM attempts a
     LEFT JOIN task_meta m ON m.task_id = a.task_id AND m.variation = a.variation
-    LEFT JOIN activity x ON x.run_id = a.run_id
+    LEFT JOIN llm l ON l.run_id = a.run_id
+    LEFT JOIN tools t ON t.run_id = a.run_id
+    LEFT JOIN other x ON x.run_id = a.run_id
     LEFT JOIN judged j ON j.run_id = a.run_id
     WHERE a.newest = 1
 """
