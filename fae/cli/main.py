@@ -174,6 +174,9 @@ def record(
                   *(str(result.statuses.get(s, 0)) for s in ("finished", "errored", "failed")),
                   str(result.interrupted_marked))
     out.print(table)
+    from fae.cli.study import results_table
+
+    results_table(log, None, out, configurations=sorted({spec.agent for spec in specs}))
     if result.statuses.get("failed"):
         raise typer.Exit(2)
 

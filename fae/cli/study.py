@@ -74,7 +74,7 @@ def stats(
     console = _console()
     for found in chosen:
         if found.rows:
-            console.print(rich_table(found))
+            console.print(rich_table(found, console.width))
             console.print()
 
 
@@ -183,22 +183,29 @@ def experiment_run(
         return
     result = anyio.run(functools.partial(run_experiment, log, chosen, llm_url=llm_url, resume=resume,
                                          concurrency=concurrency, api_key=api_key))
-    _results_table(log, chosen.name, console)
+    results_table(log, chosen.name, console)
     if result.statuses.get("failed"):
         raise typer.Exit(2)
 
 
-def _results_table(log: Path, experiment: str | None, console: Console, configurations: list[str] | None = None) -> None:
+def results_table(log: Path, experiment: str | None, console: Console, configurations: list[str] | None = None) -> None:
     """The short results table `fae record` and `fae experiment run` end with."""
     from fae.report.scope import Scope
     from fae.report.source import study_log
     from fae.report.tables import overview
     from fae.report.text import rich_table
 
+    scope = Scope(experiment=experiment)
     with study_log(log) as source:
-        table = overview(source, Scope(experiment=experiment))
+        table = overview(source, scope)
+        _, failed = source.query(f"WITH {scope.cte()} SELECT run_id, status, error FROM scope"
+                                 " WHERE status IN ('failed', 'interrupted') ORDER BY run_id")
     if configurations is not None:
         keep = table.columns.index("configuration")
         table.rows = [r for r in table.rows if r[keep] in configurations]
     table.note = f"fae stats --log {log}" + (f" --experiment {experiment}" if experiment else "") + " for the rest"
-    console.print(rich_table(table))
+    console.print(rich_table(table, console.width))
+    for run_id, status, error in failed[:5]:
+        console.print(f"{status}: {run_id}: {error}", markup=False, soft_wrap=True)
+    if len(failed) > 5:
+        console.print(f"... and {len(failed) - 5} more runs that did not finish", markup=False)

@@ -12,19 +12,17 @@ def overview(log: Queryable, scope: Scope) -> Table:
     sql = f"""
 WITH {scope.cte()}
 SELECT {KEYS}, count(*) AS runs, sum(attempts - 1) AS retried,
-       count(*) FILTER (WHERE status = 'finished') AS finished,
        count(*) FILTER (WHERE status = 'errored') AS errored,
        count(*) FILTER (WHERE status IN ('failed', 'interrupted')) AS failed,
-       count(strict) AS scored,
        100 * avg(CAST(strict AS INTEGER)) AS strict_pct,
        100 * avg(CAST(light AS INTEGER)) AS light_pct,
-       avg(tool_calls) AS tool_calls, avg(total_tokens) AS tokens, avg(duration_ms) AS duration_ms
+       avg(tool_calls) AS tool_calls, avg(total_tokens) AS tokens, avg(duration_ms) / 1000 AS seconds
 FROM scope GROUP BY ALL ORDER BY ALL"""
     return run_sql(log, "overview", "Runs and outcomes per configuration", sql,
-                   "A spec retried by --resume counts once (its latest attempt); `retried` counts the extra "
-                   "attempts. failed = fae's side (no verdict, left out of success rates).",
+                   "Means per run. A spec retried by --resume counts once (its latest attempt); retried counts "
+                   "the extra attempts; errored = the agent's side (a failure); failed = fae's side (left out).",
                    {"strict_pct": PCT, "light_pct": PCT, "tool_calls": "{:.1f}", "tokens": "{:.0f}",
-                    "duration_ms": "{:.0f}"})
+                    "seconds": "{:.1f}"})
 
 
 def success(log: Queryable, scope: Scope) -> Table:

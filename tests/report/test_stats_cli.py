@@ -77,3 +77,13 @@ def test_stats_fills_task_metadata_the_log_lacks(tmp_path):
     with EventLog(path, read_only=True) as read:
         _, rows = read.query("SELECT family, difficulty, gold_calls FROM run_results")
     assert rows == [("scheduling", 2, 4)]
+
+
+def test_record_ends_with_a_short_results_table(tmp_path):
+    log = tmp_path / "recorded.duckdb"
+    result = runner.invoke(app, ["record", "--log", str(log), "--task", "rec-create-patient", "--agent", "gold",
+                                 "--repeats", "2"])
+    assert result.exit_code == 0, result.output
+    assert "Runs and outcomes per configuration" in result.output
+    line = next(line for line in result.output.splitlines() if line.lstrip("│ ").startswith("gold"))
+    assert "100.0" in line and " 2 " in line, line  # two runs, both passing the strict check

@@ -29,11 +29,11 @@ def row(study, table, **match):
 
 def test_a_retried_spec_counts_once_and_the_latest_verdict_wins(study):
     a = row(study, "overview", configuration="A")
-    assert (a["runs"], a["retried"], a["failed"], a["scored"]) == (12, 1, 0, 12)
+    assert (a["runs"], a["retried"], a["failed"]) == (12, 1, 0)
     # A.T1.v1.r0: an old verdict said fail, the latest says pass; the first attempt of A.T1.v0.r0 failed
     assert a["strict_pct"] == 50.0
     scenario = row(study, "overview", configuration="scenario:x")
-    assert (scenario["runs"], scenario["scored"]) == (4, 0)  # not_applicable: never scored
+    assert (scenario["runs"], scenario["strict_pct"]) == (4, None)  # not_applicable: never scored
 
 
 def test_success_mean_and_std_over_trials(study):
@@ -127,7 +127,11 @@ def test_every_table_sql_runs_alone_and_gives_its_rows(study, tmp_path_factory):
         for table in study.tables.values():
             columns, rows = log.query(table.sql)
             if table.name not in ("pass_k", "success_ci", "paired"):  # those show their input query
-                assert (columns, rows) == (table.columns, table.rows), table.name
+                # floats compared approximately: DuckDB's parallel sums may add in another order
+                assert columns == table.columns and len(rows) == len(table.rows), table.name
+                for got, want in zip(rows, table.rows):
+                    assert all(isclose(a, b) if isinstance(a, float) else a == b for a, b in zip(got, want)), \
+                        (table.name, got, want)
 
 
 def test_a_scope_that_matches_nothing_is_one_clear_error(tmp_path):
