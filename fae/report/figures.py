@@ -36,16 +36,26 @@ def _svg(fig: MplFigure) -> str:
     return re.sub(r"^.*?(<svg\b)", r"\1", text, count=1, flags=re.S)  # drop the XML prologue and doctype
 
 
-def _label(row: dict, single: bool) -> str:
+def _label(row: dict, single: bool, model: str | None) -> str:
+    configuration = _short(str(row["configuration"]), model)
     if single:
-        return str(row["configuration"])
-    return "/".join(str(row[k]) for k in ("experiment", "phase") if row[k] is not None) + f"\n{row['configuration']}"
+        return configuration
+    return "/".join(str(row[k]) for k in ("experiment", "phase") if row[k] is not None) + f"\n{configuration}"
 
 
-def _labels(table: Table) -> tuple[bool, list[str]]:
+def _short(configuration: str, model: str | None) -> str:
+    """A configuration without the model every configuration shares (the report's header names it)."""
+    return configuration.removesuffix(f"@{model}") if model else configuration
+
+
+def _legend(ax) -> None:
+    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+
+
+def _labels(table: Table, model: str | None) -> tuple[bool, list[str]]:
     rows = table.dicts()
     single = len({(r.get("experiment"), r.get("phase")) for r in rows}) <= 1
-    return single, list(dict.fromkeys(_label(r, single) for r in rows))
+    return single, list(dict.fromkeys(_label(r, single, model) for r in rows))
 
 
 def _new(width: float, height: float = 3.6) -> tuple[MplFigure, object]:
@@ -54,8 +64,9 @@ def _new(width: float, height: float = 3.6) -> tuple[MplFigure, object]:
 
 
 def _tick(ax, labels: list[str]) -> None:
-    ax.set_xticks(range(len(labels)), labels, rotation=20 if max(map(len, labels), default=0) > 14 else 0,
-                  ha="right" if max(map(len, labels), default=0) > 14 else "center")
+    longest = max((len(line) for label in labels for line in label.split("\n")), default=0)
+    crowded = longest * len(labels) > 90
+    ax.set_xticks(range(len(labels)), labels, rotation=25 if crowded else 0, ha="right" if crowded else "center")
 
 
 def success_bars(study: Study) -> Figure | None:
@@ -63,8 +74,8 @@ def success_bars(study: Study) -> Figure | None:
     rows = [r for r in table.dicts() if r["slice"] == "all"]
     if not rows:
         return None
-    single, _ = _labels(table)
-    labels = [_label(r, single) for r in rows]
+    single, _ = _labels(table, study.shared_model)
+    labels = [_label(r, single, study.shared_model) for r in rows]
     fig, ax = _new(max(4.5, 1.3 * len(rows)))
     x = range(len(rows))
     ax.bar([i - 0.2 for i in x], [r["strict_mean"] for r in rows], 0.4, yerr=[r["strict_std"] for r in rows],
@@ -74,7 +85,7 @@ def success_bars(study: Study) -> Figure | None:
     _tick(ax, labels)
     ax.set_ylabel("success rate (%)")
     ax.set_ylim(0, 105)
-    ax.legend(frameon=False)
+    _legend(ax)
     return Figure("fig-success", "Success rate per configuration, mean ± std over trials", table.sql, _svg(fig))
 
 
@@ -83,13 +94,13 @@ def success_by(study: Study, slice_name: str) -> Figure | None:
     rows = [r for r in table.dicts() if r["slice"] == slice_name]
     if not rows:
         return None
-    single, _ = _labels(table)
-    configs = list(dict.fromkeys(_label(r, single) for r in rows))
+    single, _ = _labels(table, study.shared_model)
+    configs = list(dict.fromkeys(_label(r, single, study.shared_model) for r in rows))
     values = sorted({r["value"] for r in rows})
     fig, ax = _new(max(4.5, 0.9 * len(values) * max(1, len(configs)) * 0.5 + 2))
     width = 0.8 / len(configs)
     for c, config in enumerate(configs):
-        found = {r["value"]: r for r in rows if _label(r, single) == config}
+        found = {r["value"]: r for r in rows if _label(r, single, study.shared_model) == config}
         ax.bar([i + c * width - 0.4 + width / 2 for i in range(len(values))],
                [found[v]["strict_mean"] if v in found else 0 for v in values], width,
                yerr=[found[v]["strict_std"] if v in found else 0 for v in values], capsize=2,
@@ -98,7 +109,7 @@ def success_by(study: Study, slice_name: str) -> Figure | None:
     ax.set_xlabel(slice_name)
     ax.set_ylabel("strict success (%)")
     ax.set_ylim(0, 105)
-    ax.legend(frameon=False, fontsize=7)
+    _legend(ax)
     return Figure(f"fig-success-{slice_name}", f"Strict success by {slice_name}, mean ± std over trials",
                   table.sql, _svg(fig))
 
@@ -108,10 +119,10 @@ def pass_curves(study: Study) -> Figure | None:
     rows = table.dicts()
     if not rows:
         return None
-    single, _ = _labels(table)
+    single, _ = _labels(table, study.shared_model)
     series: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
-        series[_label(r, single)].append(r)
+        series[_label(r, single, study.shared_model)].append(r)
     fig, ax = _new(5.5)
     for c, (config, found) in enumerate(series.items()):
         color = COLORS[c % len(COLORS)]
@@ -122,7 +133,7 @@ def pass_curves(study: Study) -> Figure | None:
     ax.set_ylabel("pass^k (solid), pass@k (dashed)")
     ax.set_ylim(0, 1.05)
     ax.set_xticks(sorted({r["k"] for r in rows}))
-    ax.legend(frameon=False, fontsize=7)
+    _legend(ax)
     return Figure("fig-pass-k", "pass^k and pass@k curves (strict)", table.sql, _svg(fig))
 
 
@@ -131,7 +142,7 @@ def variance_bars(study: Study) -> Figure | None:
     rows = table.dicts()
     if not rows:
         return None
-    single, labels = _labels(table)
+    single, labels = _labels(table, study.shared_model)
     fig, ax = _new(max(4.5, 1.2 * len(rows)))
     bottom = [0.0] * len(rows)
     for c, (column, name) in enumerate((("between_task_pp2", "between tasks"),
@@ -142,27 +153,27 @@ def variance_bars(study: Study) -> Figure | None:
         bottom = [b + v for b, v in zip(bottom, values)]
     _tick(ax, labels)
     ax.set_ylabel("variance (pp²)")
-    ax.legend(frameon=False, fontsize=7)
+    _legend(ax)
     return Figure("fig-variance", "Variance decomposition of the strict outcome", table.sql, _svg(fig))
 
 
-def grouped_bars(table: Table, category: str, value: str, ylabel: str, name: str, title: str,
+def grouped_bars(study: Study, table: Table, category: str, value: str, ylabel: str, name: str, title: str,
                  scale: float = 1.0) -> Figure | None:
     rows = table.dicts()
     if not rows:
         return None
-    single, configs = _labels(table)
+    single, configs = _labels(table, study.shared_model)
     categories = list(dict.fromkeys(str(r[category]) for r in rows))
     fig, ax = _new(max(5.0, 0.35 * len(categories) * len(configs) + 2), 3.4)
     width = 0.8 / len(configs)
     for c, config in enumerate(configs):
-        found = {str(r[category]): r[value] for r in rows if _label(r, single) == config}
+        found = {str(r[category]): r[value] for r in rows if _label(r, single, study.shared_model) == config}
         ax.bar([i + c * width - 0.4 + width / 2 for i in range(len(categories))],
                [(found.get(k) or 0) * scale for k in categories], width, color=COLORS[c % len(COLORS)],
                label=config.replace("\n", " "))
     _tick(ax, categories)
     ax.set_ylabel(ylabel)
-    ax.legend(frameon=False, fontsize=7)
+    _legend(ax)
     return Figure(name, title, table.sql, _svg(fig))
 
 
@@ -177,21 +188,31 @@ def distribution(log: Queryable, study: Study, column: str, by: tuple[str, str] 
     if not rows:
         return None
     single = len({(r[0], r[1]) for r in rows}) <= 1
-    groups: dict[str, list[float]] = defaultdict(list)
+    groups: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        label = r[2] if single else f"{r[0]}/{r[1]}\n{r[2]}"
-        if by:
-            label = f"{label}\n{by[1]}={r[3]}"
-        groups[label].append(float(r[-1] or 0))
+        label = _short(r[2], study.shared_model) if single else f"{r[0]}/{r[1]}\n{_short(r[2], study.shared_model)}"
+        groups[label][str(r[3]) if by else ""].append(float(r[-1] or 0))
     labels = list(groups)
-    fig, ax = _new(max(5.0, 1.1 * len(labels)), 3.6)
-    data = [groups[k] for k in labels]
-    if violin and all(len(set(d)) > 1 for d in data):
-        ax.violinplot(data, positions=range(len(labels)), showmedians=True)
-    else:
-        ax.boxplot(data, positions=range(len(labels)), widths=0.5, showfliers=False)
+    splits = sorted({k for found in groups.values() for k in found})
+    fig, ax = _new(max(5.0, (0.5 + 0.45 * len(splits)) * len(labels)), 3.6)
+    width = 0.8 / len(splits)
+    for j, split in enumerate(splits):
+        positions = [i - 0.4 + width * (j + 0.5) for i, label in enumerate(labels) if split in groups[label]]
+        data = [groups[label][split] for label in labels if split in groups[label]]
+        color = COLORS[j % len(COLORS)]
+        if violin and all(len(set(d)) > 1 for d in data):
+            parts = ax.violinplot(data, positions=positions, widths=width * 0.9, showmedians=True)
+            for body in parts["bodies"]:
+                body.set_facecolor(color)
+        else:
+            ax.boxplot(data, positions=positions, widths=width * 0.7, showfliers=False, patch_artist=True,
+                       boxprops={"facecolor": color, "alpha": 0.55}, medianprops={"color": "black"})
+        if by:
+            ax.bar([0], [0], color=color, label=f"{by[1]} {split}")  # a legend entry only
     _tick(ax, labels)
     ax.set_ylabel(ylabel)
+    if by:
+        _legend(ax)
     return Figure(name, title, sql, _svg(fig))
 
 
@@ -203,10 +224,10 @@ def all_figures(log: Queryable, study: Study) -> list[Figure]:
         lambda: success_by(study, "family"),
         lambda: pass_curves(study),
         lambda: variance_bars(study),
-        lambda: grouped_bars(study["tool_errors_by_resource_type"], "resource_type", "error_rate",
+        lambda: grouped_bars(study, study["tool_errors_by_resource_type"], "resource_type", "error_rate",
                              "tool-call error rate (%)", "fig-tool-errors",
                              "Tool-call error rate by FHIR resource type", 100),
-        lambda: grouped_bars(study["failure_modes"], "failure_mode", "runs", "failed runs",
+        lambda: grouped_bars(study, study["failure_modes"], "failure_mode", "runs", "failed runs",
                              "fig-failure-modes", "Failure modes of failed runs"),
         lambda: distribution(log, study, "tool_calls - gold_calls",
                              ("CASE WHEN strict THEN 'pass' ELSE 'fail' END", "outcome"),
@@ -217,7 +238,7 @@ def all_figures(log: Queryable, study: Study) -> list[Figure]:
         lambda: distribution(log, study, "total_tokens", ("difficulty", "difficulty"),
                              "fig-tokens-difficulty",
                              "Agent tokens per run by difficulty", "tokens", False, "difficulty IS NOT NULL"),
-        lambda: grouped_bars(_cv_long(study["token_cv"]), "level", "cv", "coefficient of variation",
+        lambda: grouped_bars(study, _cv_long(study["token_cv"]), "level", "cv", "coefficient of variation",
                              "fig-token-cv", "Token coefficient of variation by level"),
     ]
     return [f for f in (make() for make in makers) if f is not None]

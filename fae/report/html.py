@@ -65,7 +65,8 @@ def render_report(log: Queryable, study: Study, *, log_name: str) -> str:
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>fae report: {html.escape(log_name)}</title><style>{STYLE}</style></head><body>"
         f"<header><h1>fae study report</h1><p>log {html.escape(log_name)} · {html.escape(scope)} · "
-        f"{len(figures)} figures · {len(study.tables)} tables · every number from the log, by the SQL under it"
+        + (f"model {html.escape(study.shared_model)} · " if study.shared_model else "")
+        + f"{len(figures)} figures · {len(study.tables)} tables · every number from the log, by the SQL under it"
         "</p></header><main>"
         f"<nav>{''.join(links)}</nav>"
         + "".join(_figure(f) for f in figures)

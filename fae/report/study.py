@@ -16,6 +16,13 @@ class Study:
     scope: Scope
     tables: dict[str, Table] = field(default_factory=dict)
 
+    @property
+    def shared_model(self) -> str | None:
+        """The model every configuration names (``…@MODEL``), if they all share one."""
+        names = {str(r[2]) for r in self.tables["overview"].rows}
+        models = {n.rpartition("@")[2] for n in names if "@" in n}
+        return models.pop() if len(models) == 1 and all("@" in n for n in names) else None
+
     def __getitem__(self, name: str) -> Table:
         return self.tables[name]
 
