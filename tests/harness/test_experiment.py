@@ -88,6 +88,9 @@ def test_the_evaluation_passes_and_paraphrases_where_the_experiment_says(recorde
             "SELECT experiment, bool_and(strict), bool_and(paraphrased), bool_or(paraphrased), count(*),"
             " count(DISTINCT configuration), count(DISTINCT trial), min(family) IS NOT NULL"
             " FROM run_results WHERE phase = 'eval' GROUP BY ALL ORDER BY ALL")
+        _, failing = opened.query("SELECT run_id, status, strict_outcome, failure_mode, error FROM run_results"
+                                  " WHERE phase = 'eval' AND NOT strict")
+    assert not failing, f"runs that did not pass: {failing}"
     by_name = {r[0]: r[1:] for r in rows}
     for name in ("exp1", "exp2"):
         assert by_name[name][:3] == (True, False, False), (name, by_name[name])
