@@ -14,8 +14,9 @@ from matplotlib.figure import Figure as MplFigure
 from fae.report.scope import KEYS, Queryable, Table
 from fae.report.study import Study
 
-matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "fae-report", "font.size": 9,
-                            "axes.spines.top": False, "axes.spines.right": False})
+# applied only while the report draws (rc_context), so an embedding program's settings are left alone
+STYLE = {"svg.fonttype": "none", "svg.hashsalt": "fae-report", "font.size": 9,
+         "axes.spines.top": False, "axes.spines.right": False}
 COLORS = ("#3b6ea8", "#d9822b", "#4a9a5b", "#b8443f", "#7d5ba6", "#8c6d4f", "#c76fa8", "#7f7f7f")
 
 
@@ -241,7 +242,8 @@ def all_figures(log: Queryable, study: Study) -> list[Figure]:
         lambda: grouped_bars(study, _cv_long(study["token_cv"]), "level", "cv", "coefficient of variation",
                              "fig-token-cv", "Token coefficient of variation by level"),
     ]
-    return [f for f in (make() for make in makers) if f is not None]
+    with matplotlib.rc_context(STYLE):
+        return [f for f in (make() for make in makers) if f is not None]
 
 
 def _cv_long(table: Table) -> Table:
