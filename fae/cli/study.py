@@ -105,6 +105,12 @@ experiment_app = typer.Typer(help="Experiments as data: train memory stores, the
                              no_args_is_help=True)
 
 
+def _error_line(exc: BaseException) -> None:
+    """One unfolded line on stderr (piped output is read by scripts and greps)."""
+    Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 240).print(
+        f"[red]error:[/red] {exc}")
+
+
 def _errors(fn):
     """A user's mistake is one line on stderr and exit code 1 (the contract of fae's CLI)."""
     import functools
@@ -114,13 +120,13 @@ def _errors(fn):
         try:
             return fn(*args, **kwargs)
         except FaeError as exc:
-            Console(stderr=True, highlight=False).print(f"[red]error:[/red] {exc}")
+            _error_line(exc)
             raise typer.Exit(1) from None
         except BaseExceptionGroup as group:
             found = next((e for e in group.exceptions if isinstance(e, FaeError)), None)
             if found is None:
                 raise
-            Console(stderr=True, highlight=False).print(f"[red]error:[/red] {found}")
+            _error_line(found)
             raise typer.Exit(1) from None
 
     return wrapper

@@ -15,18 +15,22 @@ from fae.store.log import EventLog
 
 @contextmanager
 def study_log(path: str | Path) -> Iterator[Queryable]:
-    """The log at ``path``; while another process records into it, its live reader (metadata as it is)."""
+    """The log at ``path``; while another process records into it, its live reader (metadata as it is).
+
+    A log this process may not write (or whose schema is older) is opened read-only, as it is.
+    """
     path = Path(path)
     if not path.exists():
         raise StoreError(f"no log at {path}")
     try:
         log = EventLog(path)
     except StoreError as exc:
-        if "open in another process" not in str(exc):
-            raise
-        with LogReader(path) as reader:
-            yield reader
-        return
+        if "open in another process" in str(exc):
+            with LogReader(path) as reader:
+                yield reader
+            return
+        log = EventLog(path, read_only=True)  # a file we may not write: studied as it is
     with log:
-        materialise_task_meta(log)
+        if not log.read_only:
+            materialise_task_meta(log)
         yield log

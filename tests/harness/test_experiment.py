@@ -56,6 +56,11 @@ def recorded(tmp_path_factory):
         outputs = {}
         for name in names:
             result = _run(log, llm.base_url, name)
+            if result.exit_code == 2:
+                # a run failed on fae's side (its error is printed): --resume records that spec again,
+                # and the study counts only the new attempt
+                print(f"{name}: resuming after runs that did not finish:\n{result.output[-1500:]}")
+                result = _run(log, llm.base_url, name, "--resume")
             assert result.exit_code == 0, f"{name}: {result.output}"
             outputs[name] = result.output
         again = _run(log, llm.base_url, "exp1")
@@ -66,7 +71,7 @@ def recorded(tmp_path_factory):
 def test_every_run_carries_its_experiment_phase_configuration_and_trial(recorded):
     log, _, _, _ = recorded
     with EventLog(log, read_only=True) as opened:
-        _, rows = opened.query("SELECT experiment, phase, count(*) FROM runs GROUP BY ALL ORDER BY ALL")
+        _, rows = opened.query("SELECT experiment, phase, count(*) FROM run_results GROUP BY ALL ORDER BY ALL")
         counts = {(e, p): n for e, p, n in rows}
         _, unnamed = opened.query("SELECT count(*) FROM runs WHERE experiment IS NULL OR phase IS NULL")
     assert unnamed == [(0,)]
@@ -125,7 +130,7 @@ def test_an_experiment_already_in_the_log_needs_resume_and_resume_records_nothin
     assert again.exit_code == 1 and "already holds runs of experiment exp1" in again.output
     assert resumed.exit_code == 0, resumed.output
     with EventLog(log, read_only=True) as opened:
-        _, rows = opened.query("SELECT count(*) FROM runs WHERE experiment = 'exp1'")
+        _, rows = opened.query("SELECT count(*) FROM run_results WHERE experiment = 'exp1'")
     experiment = with_overrides(load_experiment("exp1"), tasks=1, trials=2)
     assert rows[0][0] == sum(p.runs if p.phase == "eval" else len(p.tasks) for p in plan_experiment(experiment))
 
@@ -135,12 +140,12 @@ def test_resume_continues_with_more_trials_and_keeps_the_trained_stores(tmp_path
     with LlmServer(create_app(_registry(["exp1"]))) as llm:
         first = runner.invoke(app, ["experiment", "run", "exp1", "--log", str(log), "--llm-url", llm.base_url,
                                     *REDUCED[:2], "--trials", "1", *REDUCED[4:], "--agent", "langchain:baseline"])
-        assert first.exit_code == 0, first.output
+        assert first.exit_code in (0, 2), first.output  # 2: a run failed on fae's side; the resume redoes it
         second = runner.invoke(app, ["experiment", "run", "exp1", "--log", str(log), "--llm-url", llm.base_url,
                                      *REDUCED, "--agent", "langchain:baseline", "--resume"])
         assert second.exit_code == 0, second.output
     with EventLog(log, read_only=True) as opened:
-        _, rows = opened.query("SELECT phase, list(repeat ORDER BY repeat) FROM runs GROUP BY ALL ORDER BY ALL")
+        _, rows = opened.query("SELECT phase, list(trial ORDER BY trial) FROM run_results GROUP BY ALL ORDER BY ALL")
     assert dict(rows) == {"eval": [0, 1], "train-nospec": [0], "train-spec": [0]}
 
 
