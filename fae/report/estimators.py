@@ -55,8 +55,12 @@ def paired_bootstrap_ci(clusters: Sequence[tuple[float, float]], *, resamples: i
     if data.shape[0] == 0:
         return (float("nan"), float("nan"))
     rng = np.random.default_rng(seed)
-    picks = rng.integers(0, data.shape[0], size=(resamples, data.shape[0]))
-    diffs = data[picks, 0].sum(axis=1) / data[picks, 1].sum(axis=1)
+    n = data.shape[0]
+    picks = rng.integers(0, n, size=(resamples, n))
+    # how often each resample drew each cluster, then both sums at once as one matrix product
+    counts = np.bincount((picks + n * np.arange(resamples)[:, None]).ravel(), minlength=resamples * n)
+    sums = counts.reshape(resamples, n).astype(float) @ data
+    diffs = sums[:, 0] / sums[:, 1]
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(diffs, [tail, 100 - tail])
     return float(low), float(high)
@@ -68,5 +72,8 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     if discordant == 0:
         return 1.0
     low = min(only_a, only_b)
-    tail = sum(comb(discordant, i) for i in range(low + 1)) / 2 ** discordant
-    return min(1.0, 2 * tail)
+    term, total = 1, 1  # C(n, 0); each next term from the last: C(n, i+1) = C(n, i) (n - i) / (i + 1)
+    for i in range(low):
+        term = term * (discordant - i) // (i + 1)
+        total += term
+    return min(1.0, 2 * (total / 2 ** discordant))

@@ -52,11 +52,14 @@ RUN_RESULTS = """
         FROM events WHERE (kind = 'FhirInteracted' AND actor = 'agent') OR kind = 'PromptParaphrased'
         GROUP BY run_id
     ),
-    chosen AS (  -- per run and judge (and task mode): the live rule set's latest verdict, else the latest
-        SELECT run_id, judge, mode, outcome, passed
-        FROM latest_verdicts
-        QUALIFY row_number() OVER (PARTITION BY run_id, judge, mode
-                                   ORDER BY live_rules DESC, judged_at DESC) = 1
+    live AS (SELECT DISTINCT run_id, judge, rule_set_hash FROM verdicts WHERE batch = 'live'),
+    chosen AS (  -- per run and judge (and task mode): the live rule set's newest verdict, else the newest
+        SELECT v.run_id, v.judge, v.rule_set->>'$.mode' AS mode, v.outcome, v.passed
+        FROM verdicts v LEFT JOIN live l
+          ON l.run_id = v.run_id AND l.judge = v.judge AND l.rule_set_hash = v.rule_set_hash
+        QUALIFY row_number() OVER (PARTITION BY v.run_id, v.judge, mode
+                                   ORDER BY l.run_id IS NOT NULL DESC, v.judged_at DESC,
+                                            v.batch DESC NULLS LAST) = 1
     ),
     judged AS (
         SELECT run_id,
