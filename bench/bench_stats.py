@@ -13,6 +13,7 @@ user runs them.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import tempfile
 import time
@@ -136,16 +137,19 @@ def main() -> None:
             started = time.perf_counter()
             count = build_log(path, args.runs)
             print(f"built {count} runs in {time.perf_counter() - started:.1f} s ({path.stat().st_size / 1e6:.0f} MB)")
+        load = os.getloadavg()[0]
+        print(f"load average {load:.1f} on {os.cpu_count()} cores (timings stretch on a shared machine)")
         runner = CliRunner()
         for name, argv in (("fae stats", ["stats", "--log", str(path), "--price", "bench-model=0.4/1.6"]),
                            ("fae stats --json", ["stats", "--log", str(path), "--json"]),
+            ("fae stats -t success", ["stats", "--log", str(path), "--table", "success"]),
                            ("fae report", ["report", "--log", str(path), "-o", str(Path(tmp) / "r.html")])):
             started = time.perf_counter()
             result = runner.invoke(app, argv)
             elapsed = time.perf_counter() - started
             if result.exit_code != 0:
                 raise SystemExit(f"{name} failed: {result.output[-2000:]}")
-            print(f"{name:18s} {elapsed:6.2f} s")
+            print(f"{name:22s} {elapsed:6.2f} s")
 
 
 if __name__ == "__main__":

@@ -60,10 +60,7 @@ def stats(
     prices, pairs = _options(price, pair)
     scope = Scope(experiment, phase)
     with study_log(log) as opened, cached_scope(opened, scope) as source:
-        study = compute_study(source, scope, prices=prices, pairs=pairs)
-    unknown = [name for name in table if name not in study.tables]
-    if unknown:
-        raise FaeError(f"no table {unknown[0]!r}; tables: {', '.join(study.tables)}")
+        study = compute_study(source, scope, prices=prices, pairs=pairs, only=set(table) or None)
     chosen = [t for t in study.tables.values() if not table or t.name in table]
     if as_json:
         sys.stdout.write(json_text(chosen) + "\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fae.errors import FaeError
@@ -40,29 +41,33 @@ def parse_price(text: str) -> tuple[str, tuple[float, float]]:
 
 
 def compute_study(log: Queryable, scope: Scope | None = None, *, prices: dict[str, tuple[float, float]] | None = None,
-                  pairs: list[tuple[str, str]] | None = None) -> Study:
-    """Every analysis of the runs in ``scope``, each with the SQL that produced it."""
+                  pairs: list[tuple[str, str]] | None = None, only: set[str] | None = None) -> Study:
+    """Every analysis of the runs in ``scope`` (or the tables named in ``only``), each with its SQL."""
     scope = scope or Scope()
     _, found = log.query(f"WITH {scope.cte()} SELECT count(*) FROM scope")
     if not found[0][0]:
         what = " and ".join(f"{k} {v!r}" for k, v in (("experiment", scope.experiment), ("phase", scope.phase)) if v)
         raise FaeError("the log holds no runs" + (f" of {what}" if what else ""))
+    makers: dict[str, Callable[[], Table | None]] = {
+        "overview": lambda: tables.overview(log, scope),
+        "success": lambda: tables.success(log, scope),
+        "success_ci": lambda: derived.success_ci(log, scope),
+        "pass_k": lambda: derived.pass_k(log, scope),
+        "variance": lambda: tables.variance(log, scope),
+        "paired": lambda: derived.paired(log, scope, pairs),
+        "tool_errors_by_tool": lambda: tables.tool_errors(log, scope, "tool"),
+        "tool_errors_by_resource_type": lambda: tables.tool_errors(log, scope, "resource_type"),
+        "failure_modes": lambda: tables.failure_modes(log, scope),
+        "calls_vs_expected": lambda: tables.calls_vs_expected(log, scope),
+        "tokens": lambda: tables.tokens(log, scope),
+        "token_cv": lambda: tables.token_cv(log, scope),
+        "harms": lambda: tables.harms(log, scope),
+        "cost": lambda: tables.cost(log, scope, prices or {}),
+    }
+    unknown = sorted((only or set()) - set(makers))
+    if unknown:
+        raise FaeError(f"no table {unknown[0]!r}; tables: {', '.join(makers)}")
     study = Study(scope)
-    made = [
-        tables.overview(log, scope),
-        tables.success(log, scope),
-        derived.success_ci(log, scope),
-        derived.pass_k(log, scope),
-        tables.variance(log, scope),
-        derived.paired(log, scope, pairs),
-        tables.tool_errors(log, scope, "tool"),
-        tables.tool_errors(log, scope, "resource_type"),
-        tables.failure_modes(log, scope),
-        tables.calls_vs_expected(log, scope),
-        tables.tokens(log, scope),
-        tables.token_cv(log, scope),
-        tables.harms(log, scope),
-        tables.cost(log, scope, prices or {}),
-    ]
-    study.tables = {t.name: t for t in made if t is not None}
+    wanted = [name for name in makers if not only or name in only or name == "overview"]
+    study.tables = {t.name: t for t in (makers[name]() for name in wanted) if t is not None}
     return study
