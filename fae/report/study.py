@@ -16,13 +16,8 @@ class Study:
 
     scope: Scope
     tables: dict[str, Table] = field(default_factory=dict)
-
-    @property
-    def shared_model(self) -> str | None:
-        """The model every configuration names (``…@MODEL``), if they all share one."""
-        names = {str(r[2]) for r in self.tables["overview"].rows}
-        models = {n.rpartition("@")[2] for n in names if "@" in n}
-        return models.pop() if len(models) == 1 and all("@" in n for n in names) else None
+    shared_model: str | None = None
+    """The model every configuration names (``…@MODEL``), if they all share one."""
 
     def __getitem__(self, name: str) -> Table:
         return self.tables[name]
@@ -70,4 +65,7 @@ def compute_study(log: Queryable, scope: Scope | None = None, *, prices: dict[st
     study = Study(scope)
     wanted = [name for name in makers if not only or name in only or name == "overview"]
     study.tables = {t.name: t for t in (makers[name]() for name in wanted) if t is not None}
+    names = {str(r[2]) for r in study.tables["overview"].rows}
+    models = {n.rpartition("@")[2] for n in names if "@" in n}
+    study.shared_model = models.pop() if len(models) == 1 and all("@" in n for n in names) else None
     return study
