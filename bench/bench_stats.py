@@ -44,7 +44,8 @@ PLAN = """
 CREATE TEMP TABLE plan AS
 SELECT *, row_number() OVER () AS n,
        CAST(2 + hash(run_id || 'calls') % 6 AS INTEGER) AS calls,
-       (hash(run_id) % 1000) / 1000.0 < skill + 0.1 * ci + (CAST(hash(task_id || variation) % 400 AS INTEGER) - 200) / 1000.0
+       (hash(run_id) % 1000) / 1000.0
+           < skill + 0.1 * ci + (CAST(hash(task_id || variation) % 400 AS INTEGER) - 200) / 1000.0
            AS passed
 FROM (SELECT e.experiment, c.config, c.ci, t.task_id, t.skill, v.range AS variation, r.range AS trial,
              e.experiment || '.' || t.task_id || '.v' || v.range || '.' || c.config || '.r' || r.range AS run_id
@@ -77,7 +78,8 @@ FROM (
     UNION ALL
     SELECT run_id, n, 3 + 5 * c.i, 'ToolCalled', 'agent', 'mcp',
            json_object('type', 'ToolCalled', 'tool', ['searchResources', 'getResourceById', 'createResource',
-                       'updateResource'][CAST(1 + hash(run_id || c.i || 't') % 4 AS INTEGER)], 'exchange_id', run_id || '-f' || c.i,
+                       'updateResource'][CAST(1 + hash(run_id || c.i || 't') % 4 AS INTEGER)],
+                       'exchange_id', run_id || '-f' || c.i,
                        'arguments', json_object('resourceType', ['Patient', 'Slot', 'Appointment', 'Condition',
                        'Coverage', 'ServiceRequest'][CAST(1 + hash(run_id || c.i || 'r') % 6 AS INTEGER)]),
                        'result', json_object('resourceType', 'Bundle', 'total', 1),
@@ -104,7 +106,8 @@ SELECT run_id, 'task', json_object('mode', mode), mode, 'bench',
 FROM plan, (SELECT unnest(['strict', 'light']) AS mode)
 UNION ALL
 SELECT run_id, 'failure_mode', '{}', 'fm', 'bench',
-       CASE WHEN passed THEN 'none' ELSE ['tool_error', 'incorrect_order', 'other'][CAST(1 + hash(run_id) % 3 AS INTEGER)] END,
+       CASE WHEN passed THEN 'none'
+            ELSE ['tool_error', 'incorrect_order', 'other'][CAST(1 + hash(run_id) % 3 AS INTEGER)] END,
        passed, '{}', TIMESTAMPTZ '2025-03-03 00:00:00+00' + to_seconds(n), 'live'
 FROM plan
 """

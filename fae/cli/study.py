@@ -147,12 +147,15 @@ def experiment_run(
     log: LogOption = Path("fae.duckdb"),
     resume: Annotated[bool, typer.Option(help="Continue an interrupted experiment; done runs are kept.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; record nothing.")] = False,
-    tasks: Annotated[int | None, typer.Option(help="Only the first N tasks of each phase (taken across families).")] = None,
+    tasks: Annotated[int | None, typer.Option(
+        help="Only the first N tasks of each phase (taken in turn from each family).")] = None,
     trials: Annotated[int | None, typer.Option(help="Trials per evaluated variation (default: the file's).")] = None,
     agent: Annotated[list[str], typer.Option("--agent", "-a", help="Configurations to evaluate instead "
                                              "(repeatable).")] = [],
-    model: Annotated[str | None, typer.Option(help="The agents' model (default: the file's).", envvar="FAE_MODEL")] = None,
-    paraphrase_model: Annotated[str | None, typer.Option(help="The paraphrase model (where the file paraphrases).")] = None,
+    model: Annotated[str | None, typer.Option(help="The agents' model (default: the file's).",
+                                              envvar="FAE_MODEL")] = None,
+    paraphrase_model: Annotated[str | None, typer.Option(
+        help="The paraphrase model (where the file paraphrases).")] = None,
     evaluator_model: Annotated[str | None, typer.Option(help="Reflexion evaluator model.")] = None,
     reflector_model: Annotated[str | None, typer.Option(help="Reflexion reflector model.")] = None,
     llm_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.", envvar="OPENAI_BASE_URL")] = None,

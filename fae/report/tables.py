@@ -178,7 +178,8 @@ GROUP BY ALL ORDER BY ALL"""
 def cost(log: Queryable, scope: Scope, prices: dict[str, tuple[float, float]]) -> Table | None:
     if not prices:
         return None
-    values = ", ".join(f"({literal(model)}, {usd_in!r}, {usd_out!r})" for model, (usd_in, usd_out) in sorted(prices.items()))
+    values = ", ".join(f"({literal(model)}, {usd_in!r}, {usd_out!r})"
+                       for model, (usd_in, usd_out) in sorted(prices.items()))
     sql = f"""
 WITH {scope.cte()},
 price(model, usd_in, usd_out) AS (VALUES {values}),
@@ -200,6 +201,7 @@ SELECT {KEYS}, count(*) AS runs, count(*) FILTER (WHERE strict) AS successes,
 FROM scope s LEFT JOIN spent x USING (run_id) GROUP BY ALL ORDER BY ALL"""
     return run_sql(log, "cost", "Cost per successful run (USD)", sql,
                    "usd = Σ prompt_tokens × in + completion_tokens × out, per million tokens, agent calls; "
-                   "per success = usd / strict passes. unpriced_calls: calls to a model with no --price (then no total is given).",
+                   "per success = usd / strict passes. unpriced_calls: calls to a model with no --price "
+                   "(then no total is given).",
                    {"usd": "{:.4f}", "usd_per_success": "{:.4f}"})
 

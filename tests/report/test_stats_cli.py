@@ -44,7 +44,8 @@ def test_stats_csv_and_a_filtered_experiment(log):
     result = runner.invoke(app, ["stats", "--log", str(log), "--csv", "--table", "pass_k", "--experiment", "e"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[0].startswith("# pass_k") and lines[1] == "experiment,phase,configuration,k,prompts,pass_hat_k,pass_at_k"
+    assert lines[0].startswith("# pass_k")
+    assert lines[1] == "experiment,phase,configuration,k,prompts,pass_hat_k,pass_at_k"
     assert "e,eval,A,3,4,0.25,0.75" in lines
 
 
