@@ -147,3 +147,21 @@ def test_a_bad_price_is_refused(text):
     with pytest.raises(FaeError, match="MODEL=IN/OUT"):
         parse_price(text)
     assert parse_price("org/model=0.5/1.5") == ("org/model", (0.5, 1.5))
+
+
+def test_llm_calls_carry_the_duration_of_their_exchange_and_latest_verdicts_keep_the_newest(tmp_path):
+    path = build(tmp_path / "s.duckdb")
+    with EventLog(path, read_only=True) as log:
+        _, rows = log.query("SELECT run_id, duration_ms FROM llm_calls WHERE actor = 'agent' AND run_id LIKE 'A.T1.v0.%'"
+                            " ORDER BY run_id")
+        assert rows == [("A.T1.v0.r0", 40.0), ("A.T1.v0.r1", 41.0), ("A.T1.v0.r2", 42.0)]
+        _, harness = log.query("SELECT duration_ms FROM llm_calls WHERE actor = 'harness' LIMIT 1")
+        assert harness == [(None,)]  # no exchange recorded for it: no duration invented
+        _, latest = log.query("SELECT outcome, batch, live_rules FROM latest_verdicts"
+                              " WHERE run_id = 'A.T1.v1.r0' AND judge = 'task' AND mode = 'strict'")
+        assert latest == [("pass", "live", True)]
+        _, rules = log.query("SELECT rule_set->>'$.accept_corrections', outcome, live_rules FROM latest_verdicts"
+                             " WHERE run_id = 'S2' AND judge = 'ensure_record' ORDER BY 1")
+        assert rules == [("false", "needs_review", False), ("true", "created_verified", True)]
+        _, results = log.query("SELECT ensure_record, oracle, strict FROM run_results WHERE run_id = 'S2'")
+        assert results == [("created_verified", "harmful", None)]  # the live rule set's verdict
