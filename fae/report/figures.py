@@ -79,7 +79,7 @@ def success_bars(study: Study) -> Figure | None:
     labels = [_label(r, single, study.shared_model) for r in rows]
     fig, ax = _new(max(4.5, 1.3 * len(rows)))
     x = range(len(rows))
-    ax.bar([i - 0.2 for i in x], [r["strict_mean"] for r in rows], 0.4, yerr=[r["strict_std"] for r in rows],
+    ax.bar([i - 0.2 for i in x], [r["strict_mean"] for r in rows], 0.4, yerr=[r["strict_std"] or 0 for r in rows],
            capsize=3, color=COLORS[0], label="strict")
     ax.bar([i + 0.2 for i in x], [r["light_mean"] or 0 for r in rows], 0.4, yerr=[r["light_std"] or 0 for r in rows],
            capsize=3, color=COLORS[1], label="light")
@@ -104,7 +104,7 @@ def success_by(study: Study, slice_name: str) -> Figure | None:
         found = {r["value"]: r for r in rows if _label(r, single, study.shared_model) == config}
         ax.bar([i + c * width - 0.4 + width / 2 for i in range(len(values))],
                [found[v]["strict_mean"] if v in found else 0 for v in values], width,
-               yerr=[found[v]["strict_std"] if v in found else 0 for v in values], capsize=2,
+               yerr=[(found[v]["strict_std"] or 0) if v in found else 0 for v in values], capsize=2,
                color=COLORS[c % len(COLORS)], label=config.replace("\n", " "))
     _tick(ax, [str(v) for v in values])
     ax.set_xlabel(slice_name)

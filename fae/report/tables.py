@@ -42,12 +42,12 @@ per_trial AS (
     FROM sliced GROUP BY ALL
 )
 SELECT {KEYS}, slice, value, sum(runs) AS runs, count(*) AS trials,
-       avg(strict_pct) AS strict_mean, coalesce(stddev_samp(strict_pct), 0) AS strict_std,
-       avg(light_pct) AS light_mean, coalesce(stddev_samp(light_pct), 0) AS light_std
+       avg(strict_pct) AS strict_mean, stddev_samp(strict_pct) AS strict_std,
+       avg(light_pct) AS light_mean, stddev_samp(light_pct) AS light_std
 FROM per_trial GROUP BY ALL ORDER BY {KEYS}, slice, value"""
     return run_sql(log, "success", "Success rate (%) mean ± std over trials", sql,
                    "Per trial t: rate_t = 100 * passed / scored runs of trial t; mean and sample std "
-                   "(n-1) of rate_t over the trials.",
+                   "(n-1) of rate_t over the trials (none for one trial).",
                    {"strict_mean": PCT, "strict_std": PCT, "light_mean": PCT, "light_std": PCT})
 
 
@@ -161,7 +161,8 @@ def harms(log: Queryable, scope: Scope) -> Table:
 WITH {scope.cte()},
 label AS (SELECT run_id, outcome AS label FROM latest_verdicts
           WHERE judge = 'oracle' AND outcome IN ('harmful', 'harmless')),
-checked AS (SELECT run_id, CAST(rule_set AS VARCHAR) AS rule_set,
+checked AS (SELECT run_id,  -- the rule set as key:value,key:value
+                   regexp_replace(CAST(rule_set AS VARCHAR), '[{{}}" ]', '', 'g') AS rule_set,
                    passed IS NOT TRUE AND outcome <> 'not_applicable' AS stopped
             FROM latest_verdicts WHERE judge = 'ensure_record')
 SELECT s.experiment, s.phase, s.configuration, c.rule_set, count(*) AS labelled,

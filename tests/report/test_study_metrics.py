@@ -107,9 +107,9 @@ def test_tokens_and_their_coefficient_of_variation(study):
 
 
 def test_harms_per_rule_set(study):
-    default = row(study, "harms", rule_set='{"accept_corrections": true}')
+    default = row(study, "harms", rule_set="accept_corrections:true")
     assert (default["labelled"], default["caught"], default["missed"], default["false_stops"]) == (4, 1, 1, 1)
-    strict = row(study, "harms", rule_set='{"accept_corrections": false}')
+    strict = row(study, "harms", rule_set="accept_corrections:false")
     assert (strict["caught"], strict["missed"]) == (1, 0)
 
 
