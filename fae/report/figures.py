@@ -49,6 +49,12 @@ def _short(configuration: str, model: str | None) -> str:
     return configuration.removesuffix(f"@{model}") if model else configuration
 
 
+def _from_zero(ax) -> None:
+    """A quantity that cannot be negative starts at 0 (and an all-zero one still shows an axis)."""
+    top = ax.get_ylim()[1]
+    ax.set_ylim(0, top if top > 0.06 else 1)
+
+
 def _legend(ax) -> None:
     ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
 
@@ -154,6 +160,7 @@ def variance_bars(study: Study) -> Figure | None:
         bottom = [b + v for b, v in zip(bottom, values)]
     _tick(ax, labels)
     ax.set_ylabel("variance (pp²)")
+    _from_zero(ax)
     _legend(ax)
     return Figure("fig-variance", "Variance decomposition of the strict outcome", table.sql, _svg(fig))
 
@@ -174,6 +181,7 @@ def grouped_bars(study: Study, table: Table, category: str, value: str, ylabel: 
                label=config.replace("\n", " "))
     _tick(ax, categories)
     ax.set_ylabel(ylabel)
+    _from_zero(ax)
     _legend(ax)
     return Figure(name, title, table.sql, _svg(fig))
 
