@@ -88,3 +88,17 @@ def test_record_ends_with_a_short_results_table(tmp_path):
     assert "Runs and outcomes per configuration" in result.output
     line = next(line for line in result.output.splitlines() if line.lstrip("│ ").startswith("gold"))
     assert "100.0" in line and " 2 " in line, line  # two runs, both passing the strict check
+
+
+def test_stats_while_the_log_is_being_recorded_reads_it_live(log):
+    from fae.store.live import LiveQueryServer
+    from fae.store.log import EventLog
+
+    with EventLog(log) as recording, LiveQueryServer(recording):  # the file is held, as by `fae record`
+        result = runner.invoke(app, ["stats", "--log", str(log), "--json", "--table", "success",
+                                     "--table", "variance"])
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.output)
+    overall = [r for r in found["success"]["rows"] if r["configuration"] == "A" and r["slice"] == "all"]
+    assert (overall[0]["strict_mean"], overall[0]["strict_std"]) == (50.0, 25.0)
+    assert [r["total_pp2"] for r in found["variance"]["rows"] if r["configuration"] == "A"] == [2500.0]
