@@ -90,6 +90,8 @@ _mount("fae.cli.mcp", "mcp", "MCP servers: FHIR CRUD (and more).")
 _mount("fae.cli.llm", "llm", "The local scripted OpenAI-compatible server.")
 _mount("fae.cli.tasks", "tasks", "The task suite.")
 _mount("fae.cli.memory", "memory", "The Reflexion memory: serve, show, search.")
+app.add_typer(__import__("fae.cli.study", fromlist=["experiment_app"]).experiment_app, name="experiment",
+              help="Experiments as data: train memory stores, then evaluate configurations.")
 
 
 def _split_ints(text: str) -> list[int]:
@@ -210,6 +212,9 @@ def record(
                       *(str(result.statuses.get(s, 0)) for s in ("finished", "errored", "failed", "interrupted")),
                       str(result.interrupted_marked))
         out.print(table)
+        from fae.cli.study import results_table
+
+        results_table(log, None, out, configurations=sorted({spec.agent for spec in specs}))
         if stop.requested:  # also when the signal came as the stack was closing
             err.print(f"stopped by {stop.signal_name}: runs in flight are stored interrupted; {RESUME_HINT}")
             raise typer.Exit(stop.exit_code)
@@ -351,6 +356,11 @@ app.command("compare")(user_errors(_compare))
 app.command("replay")(user_errors(_replay))
 app.command("train-memory")(user_errors(_train_memory))
 app.command("curate")(user_errors(_curate))
+
+from fae.cli.study import report as _report, stats as _stats  # noqa: E402
+
+app.command("stats")(user_errors(_stats))
+app.command("report")(user_errors(_report))
 
 
 def build_cli() -> Any:

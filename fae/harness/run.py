@@ -40,6 +40,8 @@ class RunSpec:
     agent: str
     repeat: int
     suite: str | None = None
+    experiment: str | None = None
+    phase: str | None = None
 
 
 def _now() -> datetime:
@@ -320,11 +322,12 @@ async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent,
     settle_s = default_settle_s() if settle_s is None else settle_s
     await stack.writer.write(
         runs=[RunRow(run_id=spec.run_id, task_id=spec.task_id, variation=spec.variation, agent=spec.agent,
-                     repeat=spec.repeat, suite=spec.suite, agent_config=agent.config(), started_at=started)],
+                     repeat=spec.repeat, suite=spec.suite, agent_config=agent.config(), started_at=started,
+                     experiment=spec.experiment, phase=spec.phase)],
         events=[Stamped(spec.run_id, ev.RunStarted(
             task_id=spec.task_id, variation=spec.variation, agent=spec.agent, repeat=spec.repeat,
             agent_config=agent.config(), task_now=rendered.now.isoformat(), prompt=rendered.prompt,
-            settle_s=settle_s),
+            settle_s=settle_s, experiment=spec.experiment, phase=spec.phase),
             actor="harness", wall_time=started)],
     )
     outcome = _Outcome()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -95,12 +95,13 @@ async def _mark_interrupted(stack: Stack) -> int:
     return len(rows)
 
 
-def _attempts(stack: Stack) -> dict[tuple[str, int, str, int], list[tuple[str, str, str | None]]]:
-    _, rows = stack.log.query(
-        "SELECT run_id, task_id, variation, agent, repeat, status, cause FROM runs ORDER BY started_at, run_id")
-    found: dict[tuple[str, int, str, int], list[tuple[str, str, str | None]]] = {}
-    for run_id, task_id, variation, agent, repeat, status, cause in rows:
-        found.setdefault((task_id, variation, agent, repeat), []).append((run_id, status, cause))
+def _attempts(stack: Stack) -> dict[tuple, list[tuple[str, str, str | None]]]:
+    """Attempts so far of each spec: (experiment, phase, task, variation, agent, repeat)."""
+    _, rows = stack.log.query("SELECT run_id, experiment, phase, task_id, variation, agent, repeat, status, cause"
+                              " FROM runs ORDER BY started_at, run_id")
+    found: dict[tuple, list[tuple[str, str, str | None]]] = {}
+    for run_id, experiment, phase, task_id, variation, agent, repeat, status, cause in rows:
+        found.setdefault((experiment, phase, task_id, variation, agent, repeat), []).append((run_id, status, cause))
     return found
 
 
@@ -141,7 +142,8 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
         todo: list[RunSpec] = []
         skipped = 0
         for spec in specs:
-            previous = attempts.get((spec.task_id, spec.variation, spec.agent, spec.repeat), [])
+            previous = attempts.get((spec.experiment, spec.phase, spec.task_id, spec.variation, spec.agent,
+                                     spec.repeat), [])
             if any(is_done(status, cause, retry_errored=retry_errored) for _, status, cause in previous):
                 if not resume:
                     raise RecordError(
@@ -152,8 +154,7 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
             if previous and not resume:
                 raise RecordError(f"the log already holds run {previous[0][0]} (unfinished); use --resume")
             run_id = spec.run_id if not previous else f"{spec.run_id}.a{len(previous) + 1}"
-            todo.append(RunSpec(run_id=run_id, task_id=spec.task_id, variation=spec.variation,
-                                agent=spec.agent, repeat=spec.repeat, suite=spec.suite))
+            todo.append(replace(spec, run_id=run_id))
         # an external server is one shared store: its runs go one at a time
         limiter = anyio.CapacityLimiter(1 if fhir_url else max(1, concurrency))
 

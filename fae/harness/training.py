@@ -76,8 +76,14 @@ async def train(log_path: str | Path, task_ids: list[str], *, store_dir: str | P
                 embedder: Embedder | None = None, use_specs: bool = False, api_key: str | None = None,
                 llm_options: dict[str, Any] | None = None, suite: str = "train-memory",
                 warn: Callable[[str], None] | None = None,
-                on_progress: Callable[[str, str], None] | None = None) -> TrainResult:
-    """Train a memory store from runs of ``task_ids`` played by ``agent``; returns what happened."""
+                on_progress: Callable[[str, str], None] | None = None,
+                experiment: str | None = None, phase: str | None = None, run_prefix: str = RUN_PREFIX,
+                paraphrase: Any = None) -> TrainResult:
+    """Train a memory store from runs of ``task_ids`` played by ``agent``; returns what happened.
+
+    ``experiment``, ``phase`` and ``run_prefix`` name the runs of an experiment's training phase;
+    ``paraphrase`` (a ``fae.harness.run.Paraphrase``) rewords each prompt the agent sees.
+    """
     from fae.agents.prefixes import build_agent
     from fae.harness.run import RunSpec, execute_run
     from fae.harness.stack import open_stack
@@ -100,12 +106,12 @@ async def train(log_path: str | Path, task_ids: list[str], *, store_dir: str | P
             meta = getattr(task, "meta", None)
             tags = [meta.family] if meta is not None else []
             for trial in range(trials):
-                run_id = RUN_PREFIX + base_run_id(task_id, variation, agent, trial)
+                run_id = run_prefix + base_run_id(task_id, variation, agent, trial)
                 if run_id in taken:
                     raise RecordError(f"the log already holds training run {run_id}; train into a new log")
                 spec = RunSpec(run_id=run_id, task_id=task_id, variation=variation, agent=agent,
-                               repeat=trial, suite=suite)
-                status = await execute_run(stack, spec, task, runner)
+                               repeat=trial, suite=suite, experiment=experiment, phase=phase)
+                status = await execute_run(stack, spec, task, runner, paraphrase=paraphrase)
                 run, passed, reasons = _strict_verdict(stack.log, run_id, task.now)
                 grounding = None
                 if use_specs:

@@ -310,7 +310,8 @@ class EventLog:
             cursor.close()
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
-        """A new cursor on the shared connection (never made while a batch is mid-write)."""
+        """A cursor of the caller's own on the shared connection (never made while a batch is mid-write;
+        temp tables made on it live as long as it, so close it after use)."""
         with self._lock:
             return self.con.cursor()
 

@@ -8,6 +8,8 @@ every column.
 
 from __future__ import annotations
 
+from fae.store.study_views import STUDY_VIEWS
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: the spine
     """
@@ -79,6 +81,19 @@ MIGRATIONS: tuple[str, ...] = (
         judged_runs  INTEGER
     );
     """,
+    # 6: task metadata beside the runs, so the study's views work on a log alone
+    """
+    CREATE TABLE task_meta (
+        task_id        VARCHAR NOT NULL,
+        variation      INTEGER NOT NULL,
+        family         VARCHAR,
+        difficulty     INTEGER,
+        writes         BOOLEAN,
+        min_tool_calls INTEGER,
+        gold_calls     INTEGER,
+        PRIMARY KEY (task_id, variation)
+    );
+    """,
 )
 
 LATEST_VERSION = len(MIGRATIONS)
@@ -115,19 +130,25 @@ VIEWS: dict[str, str] = {
         WHERE e.kind = 'HttpExchanged'
     """,
     "llm_calls": """
-        SELECT run_id, seq, wall_time, actor,
-               payload->>'$.api'    AS api,
-               payload->>'$.model'  AS model,
-               CAST(payload->>'$.stream' AS BOOLEAN) AS stream,
-               json_array_length(payload->'$.messages') AS message_count,
-               json_array_length(payload->'$.tool_calls') AS tool_call_count,
-               payload->>'$.finish_reason' AS finish_reason,
-               CAST(payload->>'$.prompt_tokens' AS BIGINT)     AS prompt_tokens,
-               CAST(payload->>'$.completion_tokens' AS BIGINT) AS completion_tokens,
-               CAST(payload->>'$.total_tokens' AS BIGINT)      AS total_tokens,
-               CAST(payload->>'$.status' AS INTEGER) AS status,
-               payload->>'$.error' AS error
-        FROM events WHERE kind = 'LlmCalled'
+        SELECT l.run_id, l.seq, l.wall_time, l.actor,
+               l.payload->>'$.api'    AS api,
+               l.payload->>'$.model'  AS model,
+               CAST(l.payload->>'$.stream' AS BOOLEAN) AS stream,
+               json_array_length(l.payload->'$.messages') AS message_count,
+               json_array_length(l.payload->'$.tool_calls') AS tool_call_count,
+               l.payload->>'$.finish_reason' AS finish_reason,
+               CAST(l.payload->>'$.prompt_tokens' AS BIGINT)     AS prompt_tokens,
+               CAST(l.payload->>'$.completion_tokens' AS BIGINT) AS completion_tokens,
+               CAST(l.payload->>'$.total_tokens' AS BIGINT)      AS total_tokens,
+               CAST(l.payload->>'$.status' AS INTEGER) AS status,
+               l.payload->>'$.error' AS error,
+               h.duration_ms
+        FROM events l
+        LEFT JOIN (SELECT run_id, payload->>'$.exchange_id' AS exchange_id,
+                          CAST(payload->>'$.duration_ms' AS DOUBLE) AS duration_ms
+                   FROM events WHERE kind = 'HttpExchanged') h
+          ON h.run_id = l.run_id AND h.exchange_id = l.payload->>'$.exchange_id'
+        WHERE l.kind = 'LlmCalled'
     """,
     "tool_calls": """
         SELECT run_id, seq, wall_time, actor,
@@ -156,3 +177,5 @@ VIEWS: dict[str, str] = {
         FROM runs r
     """,
 }
+
+VIEWS.update(STUDY_VIEWS)

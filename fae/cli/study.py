@@ -1,0 +1,217 @@
+"""``fae stats``, ``fae report`` and ``fae experiment run``: thin commands over fae.report and the harness."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from fae.errors import FaeError
+
+LogOption = Annotated[Path, typer.Option("--log", "-l", help="The DuckDB event log.", envvar="FAE_LOG")]
+ExperimentOption = Annotated[str | None, typer.Option("--experiment", "-e", help="Only this experiment's runs.")]
+PhaseOption = Annotated[str | None, typer.Option(help="Only this phase's runs (train or eval).")]
+PriceOption = Annotated[list[str], typer.Option(
+    "--price", help="MODEL=IN/OUT: USD per million prompt and completion tokens (repeatable).")]
+PairOption = Annotated[list[str], typer.Option(
+    "--pair", help="A,B: compare these two configurations (repeatable; default every pair).")]
+
+
+def _console() -> Console:
+    """Stdout at the terminal's width, or 100 columns when piped."""
+    width = shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100
+    return Console(highlight=False, width=width)
+
+
+def _options(price: list[str], pair: list[str]) -> tuple[dict, list[tuple[str, str]] | None]:
+    from fae.report.study import parse_price
+
+    prices = dict(parse_price(p) for p in price)
+    pairs = []
+    for text in pair:
+        a, sep, b = text.partition(",")
+        if not sep or not a or not b:
+            raise FaeError(f"--pair {text!r} is not A,B (two configurations)")
+        pairs.append((a.strip(), b.strip()))
+    return prices, pairs or None
+
+
+def stats(
+    log: LogOption = Path("fae.duckdb"),
+    experiment: ExperimentOption = None,
+    phase: PhaseOption = None,
+    price: PriceOption = [],
+    pair: PairOption = [],
+    table: Annotated[list[str], typer.Option("--table", "-t", help="Only this table (repeatable).")] = [],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON: every table with its SQL.")] = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV, one block per table.")] = False,
+) -> None:
+    """Success rates with spread, pass^k, variance, paired tests, errors, failure modes, tokens, cost."""
+    from fae.report.cache import cached_scope
+    from fae.report.scope import Scope
+    from fae.report.source import study_log
+    from fae.report.study import compute_study
+    from fae.report.text import as_csv as csv_text, as_json as json_text, rich_table
+
+    prices, pairs = _options(price, pair)
+    scope = Scope(experiment, phase)
+    with study_log(log) as opened, cached_scope(opened, scope) as source:
+        study = compute_study(source, scope, prices=prices, pairs=pairs, only=set(table) or None)
+    chosen = [t for t in study.tables.values() if not table or t.name in table]
+    if as_json:
+        sys.stdout.write(json_text(chosen) + "\n")
+        return
+    if as_csv:
+        sys.stdout.write("\n".join(f"# {t.name}: {t.title}\n{csv_text(t)}" for t in chosen))
+        return
+    console = _console()
+    for found in chosen:
+        if found.rows:
+            console.print(rich_table(found, console.width))
+            console.print()
+
+
+def report(
+    log: LogOption = Path("fae.duckdb"),
+    output: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write.")] = Path("report.html"),
+    experiment: ExperimentOption = None,
+    phase: PhaseOption = None,
+    price: PriceOption = [],
+    pair: PairOption = [],
+) -> None:
+    """Write one self-contained HTML page: figures, tables, and the SQL behind each (works from file://)."""
+    from fae.report.html import write_report
+    from fae.report.cache import cached_scope
+    from fae.report.scope import Scope
+    from fae.report.source import study_log
+    from fae.report.study import compute_study
+
+    prices, pairs = _options(price, pair)
+    scope = Scope(experiment, phase)
+    with study_log(log) as opened, cached_scope(opened, scope) as source:
+        study = compute_study(source, scope, prices=prices, pairs=pairs)
+        write_report(source, study, output, log_name=log.name)
+    _console().print(f"wrote {output}", markup=False)
+
+
+experiment_app = typer.Typer(help="Experiments as data: train memory stores, then evaluate configurations.",
+                             no_args_is_help=True)
+
+
+def _error_line(exc: BaseException) -> None:
+    """One unfolded line on stderr (piped output is read by scripts and greps)."""
+    Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 240).print(
+        f"[red]error:[/red] {exc}")
+
+
+def _errors(fn):
+    """A user's mistake is one line on stderr and exit code 1 (the contract of fae's CLI)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except FaeError as exc:
+            _error_line(exc)
+            raise typer.Exit(1) from None
+        except BaseExceptionGroup as group:
+            found = next((e for e in group.exceptions if isinstance(e, FaeError)), None)
+            if found is None:
+                raise
+            _error_line(found)
+            raise typer.Exit(1) from None
+
+    return wrapper
+
+
+@experiment_app.command("list")
+@_errors
+def experiment_list() -> None:
+    """The built-in experiment presets."""
+    from fae.harness.experiment_plan import load_experiment, presets
+
+    console = _console()
+    for name in presets():
+        console.print(f"{name}  {load_experiment(name).description}", markup=False)
+
+
+@experiment_app.command("run")
+@_errors
+def experiment_run(
+    experiment: Annotated[str, typer.Argument(help="An experiment YAML file, or a preset: exp1..exp4.")],
+    log: LogOption = Path("fae.duckdb"),
+    resume: Annotated[bool, typer.Option(help="Continue an interrupted experiment; done runs are kept.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; record nothing.")] = False,
+    tasks: Annotated[int | None, typer.Option(
+        help="Only the first N tasks of each phase (taken in turn from each family).")] = None,
+    trials: Annotated[int | None, typer.Option(help="Trials per evaluated variation (default: the file's).")] = None,
+    agent: Annotated[list[str], typer.Option("--agent", "-a", help="Configurations to evaluate instead "
+                                             "(repeatable).")] = [],
+    model: Annotated[str | None, typer.Option(help="The agents' model (default: the file's).",
+                                              envvar="FAE_MODEL")] = None,
+    paraphrase_model: Annotated[str | None, typer.Option(
+        help="The paraphrase model (where the file paraphrases).")] = None,
+    evaluator_model: Annotated[str | None, typer.Option(help="Reflexion evaluator model.")] = None,
+    reflector_model: Annotated[str | None, typer.Option(help="Reflexion reflector model.")] = None,
+    llm_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.", envvar="OPENAI_BASE_URL")] = None,
+    api_key: Annotated[str | None, typer.Option(help="API key for the LLM endpoint.", envvar="OPENAI_API_KEY",
+                                                show_default=False)] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Evaluation runs at once.")] = 4,
+) -> None:
+    """Train the two memory stores, then evaluate every configuration; every run carries experiment and phase."""
+    import functools
+
+    import anyio
+    from rich.table import Table as RichTable
+
+    from fae.harness.experiment import run_experiment
+    from fae.harness.experiment_plan import load_experiment, plan_experiment, with_overrides
+
+    chosen = with_overrides(load_experiment(experiment), tasks=tasks, trials=trials, agents=agent, model=model,
+                            paraphrase_model=paraphrase_model, evaluator_model=evaluator_model,
+                            reflector_model=reflector_model)
+    console = _console()
+    plan = plan_experiment(chosen)
+    table = RichTable(title=f"experiment {chosen.name}: {chosen.description}", title_justify="left")
+    for column in ("phase", "tasks", "variations", "agents", "trials", "runs (at most)", "paraphrased"):
+        table.add_column(column)
+    for phase in plan:
+        table.add_row(phase.phase, str(len(phase.tasks)), ",".join(map(str, phase.variations)),
+                      "\n".join(phase.agents), str(phase.trials), str(phase.runs), "yes" if phase.paraphrased else "no")
+    console.print(table)
+    console.print(f"{sum(p.runs for p in plan)} runs at most", markup=False)
+    if dry_run:
+        return
+    result = anyio.run(functools.partial(run_experiment, log, chosen, llm_url=llm_url, resume=resume,
+                                         concurrency=concurrency, api_key=api_key))
+    results_table(log, chosen.name, console)
+    if result.statuses.get("failed"):
+        raise typer.Exit(2)
+
+
+def results_table(log: Path, experiment: str | None, console: Console, configurations: list[str] | None = None) -> None:
+    """The short results table `fae record` and `fae experiment run` end with."""
+    from fae.report.scope import Scope
+    from fae.report.source import study_log
+    from fae.report.tables import overview
+    from fae.report.text import rich_table
+
+    scope = Scope(experiment=experiment)
+    with study_log(log) as source:
+        table = overview(source, scope)
+        _, failed = source.query(f"WITH {scope.cte()} SELECT run_id, status, error FROM scope"
+                                 " WHERE status IN ('failed', 'interrupted') ORDER BY run_id")
+    if configurations is not None:
+        keep = table.columns.index("configuration")
+        table.rows = [r for r in table.rows if r[keep] in configurations]
+    table.note = f"fae stats --log {log}" + (f" --experiment {experiment}" if experiment else "") + " for the rest"
+    console.print(rich_table(table, console.width))
+    for run_id, status, error in failed[:5]:
+        console.print(f"{status}: {run_id}: {error}", markup=False, soft_wrap=True)
+    if len(failed) > 5:
+        console.print(f"... and {len(failed) - 5} more runs that did not finish", markup=False)

@@ -1,0 +1,43 @@
+"""Materialise task metadata into a log, so its study views slice runs by family and difficulty offline."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fae.errors import FaeError
+from fae.plan import ToolStep
+from fae.store.log import EventLog
+from fae.store.task_meta import TaskMetaRow, missing_task_variations, write_task_meta
+from fae.tasks.fixture import BUILTIN_TASK, render_builtin
+from fae.tasks.scenarios import TASK_ID as SCENARIO_TASK, render as render_scenario
+from fae.tasks.suite import rendered_task
+
+
+def task_meta_row(task_id: str, variation: int) -> TaskMetaRow:
+    """The metadata of one task variation; a task the suite does not know gets only what its plan says."""
+    found = rendered_task(task_id, variation)
+    if found is not None:
+        _, rendered = found
+        meta = rendered.meta
+        return TaskMetaRow(task_id, variation, meta.family, meta.difficulty, meta.writes,
+                           meta.min_tool_calls, _tool_steps(rendered.gold_plan))
+    plan = None
+    try:
+        if task_id == BUILTIN_TASK:
+            plan = render_builtin(variation).gold_plan
+        elif task_id == SCENARIO_TASK:
+            plan = render_scenario(variation).gold_plan
+    except FaeError:
+        plan = None
+    return TaskMetaRow(task_id, variation, None, None, None, None,
+                       _tool_steps(plan) if plan is not None else None)
+
+
+def _tool_steps(plan) -> int:
+    return sum(isinstance(step, ToolStep) for step in plan.steps)
+
+
+def materialise_task_meta(log: EventLog, pairs: Iterable[tuple[str, int]] | None = None) -> int:
+    """Write the metadata of ``pairs`` (default: every task variation the runs name and the log lacks)."""
+    wanted = list(pairs) if pairs is not None else missing_task_variations(log)
+    return write_task_meta(log, (task_meta_row(t, v) for t, v in dict.fromkeys(wanted)))

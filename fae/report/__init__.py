@@ -1,0 +1,1 @@
+"""The study layer: analyses computed from the log alone, `fae stats` tables and the `fae report` page."""

@@ -1,0 +1,263 @@
+"""The report's figures: matplotlib drawn to inline SVG from the study's tables (no pyplot, no global state)."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import matplotlib
+from matplotlib.figure import Figure as MplFigure
+
+from fae.report.scope import KEYS, Queryable, Table
+from fae.report.study import Study
+
+# applied only while the report draws (rc_context), so an embedding program's settings are left alone
+STYLE = {"svg.fonttype": "none", "svg.hashsalt": "fae-report", "font.size": 9,
+         "axes.spines.top": False, "axes.spines.right": False}
+COLORS = ("#3b6ea8", "#d9822b", "#4a9a5b", "#b8443f", "#7d5ba6", "#8c6d4f", "#c76fa8", "#7f7f7f")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of the report: its id, caption, the SQL behind it and the drawing."""
+
+    name: str
+    title: str
+    sql: str
+    svg: str
+
+
+def _svg(fig: MplFigure) -> str:
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    text = buffer.getvalue()
+    return re.sub(r"^.*?(<svg\b)", r"\1", text, count=1, flags=re.S)  # drop the XML prologue and doctype
+
+
+def _label(row: dict, single: bool, model: str | None) -> str:
+    configuration = _short(str(row["configuration"]), model)
+    if single:
+        return configuration
+    return "/".join(str(row[k]) for k in ("experiment", "phase") if row[k] is not None) + f"\n{configuration}"
+
+
+def _short(configuration: str, model: str | None) -> str:
+    """A configuration without the model every configuration shares (the report's header names it)."""
+    return configuration.removesuffix(f"@{model}") if model else configuration
+
+
+def _from_zero(ax) -> None:
+    """A quantity that cannot be negative starts at 0 (and an all-zero one still shows an axis)."""
+    top = ax.get_ylim()[1]
+    ax.set_ylim(0, top if top > 0.06 else 1)
+
+
+def _legend(ax) -> None:
+    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+
+
+def _labels(table: Table, model: str | None) -> tuple[bool, list[str]]:
+    rows = table.dicts()
+    single = len({(r.get("experiment"), r.get("phase")) for r in rows}) <= 1
+    return single, list(dict.fromkeys(_label(r, single, model) for r in rows))
+
+
+def _new(width: float, height: float = 3.6) -> tuple[MplFigure, object]:
+    fig = MplFigure(figsize=(min(max(width, 7.0), 12.0), height))
+    return fig, fig.add_subplot()
+
+
+def _tick(ax, labels: list[str]) -> None:
+    longest = max((len(line) for label in labels for line in label.split("\n")), default=0)
+    crowded = longest * len(labels) > 90
+    ax.set_xticks(range(len(labels)), labels, rotation=25 if crowded else 0, ha="right" if crowded else "center")
+
+
+def success_bars(study: Study) -> Figure | None:
+    table = study["success"]
+    rows = [r for r in table.dicts() if r["slice"] == "all"]
+    if not rows:
+        return None
+    single, _ = _labels(table, study.shared_model)
+    labels = [_label(r, single, study.shared_model) for r in rows]
+    fig, ax = _new(max(4.5, 1.3 * len(rows)))
+    x = range(len(rows))
+    ax.bar([i - 0.2 for i in x], [r["strict_mean"] for r in rows], 0.4, yerr=[r["strict_std"] or 0 for r in rows],
+           capsize=3, color=COLORS[0], label="strict")
+    ax.bar([i + 0.2 for i in x], [r["light_mean"] or 0 for r in rows], 0.4, yerr=[r["light_std"] or 0 for r in rows],
+           capsize=3, color=COLORS[1], label="light")
+    _tick(ax, labels)
+    ax.set_ylabel("success rate (%)")
+    ax.set_ylim(0, 105)
+    _legend(ax)
+    return Figure("fig-success", "Success rate per configuration, mean ± std over trials", table.sql, _svg(fig))
+
+
+def success_by(study: Study, slice_name: str) -> Figure | None:
+    table = study["success"]
+    rows = [r for r in table.dicts() if r["slice"] == slice_name]
+    if not rows:
+        return None
+    single, _ = _labels(table, study.shared_model)
+    configs = list(dict.fromkeys(_label(r, single, study.shared_model) for r in rows))
+    values = sorted({r["value"] for r in rows})
+    fig, ax = _new(max(4.5, 0.9 * len(values) * max(1, len(configs)) * 0.5 + 2))
+    width = 0.8 / len(configs)
+    for c, config in enumerate(configs):
+        found = {r["value"]: r for r in rows if _label(r, single, study.shared_model) == config}
+        ax.bar([i + c * width - 0.4 + width / 2 for i in range(len(values))],
+               [found[v]["strict_mean"] if v in found else 0 for v in values], width,
+               yerr=[(found[v]["strict_std"] or 0) if v in found else 0 for v in values], capsize=2,
+               color=COLORS[c % len(COLORS)], label=config.replace("\n", " "))
+    _tick(ax, [str(v) for v in values])
+    ax.set_xlabel(slice_name)
+    ax.set_ylabel("strict success (%)")
+    ax.set_ylim(0, 105)
+    _legend(ax)
+    return Figure(f"fig-success-{slice_name}", f"Strict success by {slice_name}, mean ± std over trials",
+                  table.sql, _svg(fig))
+
+
+def pass_curves(study: Study) -> Figure | None:
+    table = study["pass_k"]
+    rows = table.dicts()
+    if not rows:
+        return None
+    single, _ = _labels(table, study.shared_model)
+    series: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        series[_label(r, single, study.shared_model)].append(r)
+    fig, ax = _new(5.5)
+    for c, (config, found) in enumerate(series.items()):
+        color = COLORS[c % len(COLORS)]
+        ks = [r["k"] for r in found]
+        ax.plot(ks, [r["pass_hat_k"] for r in found], "-o", color=color, label=f"{config.replace(chr(10), ' ')} pass^k")
+        ax.plot(ks, [r["pass_at_k"] for r in found], "--", color=color, alpha=0.6)
+    ax.set_xlabel("k")
+    ax.set_ylabel("pass^k (solid), pass@k (dashed)")
+    ax.set_ylim(0, 1.05)
+    ax.set_xticks(sorted({r["k"] for r in rows}))
+    _legend(ax)
+    return Figure("fig-pass-k", "pass^k and pass@k curves (strict)", table.sql, _svg(fig))
+
+
+def variance_bars(study: Study) -> Figure | None:
+    table = study["variance"]
+    rows = table.dicts()
+    if not rows:
+        return None
+    single, labels = _labels(table, study.shared_model)
+    fig, ax = _new(max(4.5, 1.2 * len(rows)))
+    bottom = [0.0] * len(rows)
+    for c, (column, name) in enumerate((("between_task_pp2", "between tasks"),
+                                        ("within_task_pp2", "within task (variations)"),
+                                        ("same_prompt_pp2", "same prompt (run to run)"))):
+        values = [r[column] or 0 for r in rows]
+        ax.bar(range(len(rows)), values, 0.6, bottom=bottom, color=COLORS[c], label=name)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    _tick(ax, labels)
+    ax.set_ylabel("variance (pp²)")
+    _from_zero(ax)
+    _legend(ax)
+    return Figure("fig-variance", "Variance decomposition of the strict outcome", table.sql, _svg(fig))
+
+
+def grouped_bars(study: Study, table: Table, category: str, value: str, ylabel: str, name: str, title: str,
+                 scale: float = 1.0) -> Figure | None:
+    rows = table.dicts()
+    if not rows:
+        return None
+    single, configs = _labels(table, study.shared_model)
+    categories = list(dict.fromkeys(str(r[category]) for r in rows))
+    fig, ax = _new(max(5.0, 0.35 * len(categories) * len(configs) + 2), 3.4)
+    width = 0.8 / len(configs)
+    for c, config in enumerate(configs):
+        found = {str(r[category]): r[value] for r in rows if _label(r, single, study.shared_model) == config}
+        ax.bar([i + c * width - 0.4 + width / 2 for i in range(len(categories))],
+               [(found.get(k) or 0) * scale for k in categories], width, color=COLORS[c % len(COLORS)],
+               label=config.replace("\n", " "))
+    _tick(ax, categories)
+    ax.set_ylabel(ylabel)
+    _from_zero(ax)
+    _legend(ax)
+    return Figure(name, title, table.sql, _svg(fig))
+
+
+def distribution(log: Queryable, study: Study, column: str, by: tuple[str, str] | None, name: str, title: str,
+                 ylabel: str, violin: bool, where: str = "true") -> Figure | None:
+    """Violins (or boxes) of ``column`` per configuration, split by ``by`` = (SQL expression, its name)."""
+    group = f", {by[0]} AS {by[1]}" if by else ""
+    order = f", {by[1]}" if by else ""
+    sql = (f"WITH {study.scope.cte()}\nSELECT {KEYS}{group}, {column} AS value FROM scope\n"
+           f"WHERE {where} ORDER BY {KEYS}{order}")
+    _, rows = log.query(sql)
+    if not rows:
+        return None
+    single = len({(r[0], r[1]) for r in rows}) <= 1
+    groups: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        label = _short(r[2], study.shared_model) if single else f"{r[0]}/{r[1]}\n{_short(r[2], study.shared_model)}"
+        groups[label][str(r[3]) if by else ""].append(float(r[-1] or 0))
+    labels = list(groups)
+    splits = sorted({k for found in groups.values() for k in found})
+    fig, ax = _new(max(5.0, (0.5 + 0.45 * len(splits)) * len(labels)), 3.6)
+    width = 0.8 / len(splits)
+    for j, split in enumerate(splits):
+        positions = [i - 0.4 + width * (j + 0.5) for i, label in enumerate(labels) if split in groups[label]]
+        data = [groups[label][split] for label in labels if split in groups[label]]
+        color = COLORS[j % len(COLORS)]
+        if violin and all(len(set(d)) > 1 for d in data):
+            parts = ax.violinplot(data, positions=positions, widths=width * 0.9, showmedians=True)
+            for body in parts["bodies"]:
+                body.set_facecolor(color)
+        else:
+            ax.boxplot(data, positions=positions, widths=width * 0.7, showfliers=False, patch_artist=True,
+                       boxprops={"facecolor": color, "alpha": 0.55}, medianprops={"color": "black"})
+        if by:
+            ax.bar([0], [0], color=color, label=f"{by[1]} {split}")  # a legend entry only
+    _tick(ax, labels)
+    ax.set_ylabel(ylabel)
+    if by:
+        _legend(ax)
+    return Figure(name, title, sql, _svg(fig))
+
+
+def all_figures(log: Queryable, study: Study) -> list[Figure]:
+    """Every figure the study's data allows, in report order."""
+    makers: list[Callable[[], Figure | None]] = [
+        lambda: success_bars(study),
+        lambda: success_by(study, "difficulty"),
+        lambda: success_by(study, "family"),
+        lambda: pass_curves(study),
+        lambda: variance_bars(study),
+        lambda: grouped_bars(study, study["tool_errors_by_resource_type"], "resource_type", "error_rate",
+                             "tool-call error rate (%)", "fig-tool-errors",
+                             "Tool-call error rate by FHIR resource type", 100),
+        lambda: grouped_bars(study, study["failure_modes"], "failure_mode", "runs", "failed runs",
+                             "fig-failure-modes", "Failure modes of failed runs"),
+        lambda: distribution(log, study, "tool_calls - gold_calls",
+                             ("CASE WHEN strict THEN 'pass' ELSE 'fail' END", "outcome"),
+                             "fig-calls", "Tool calls per run beyond the gold plan's, by outcome",
+                             "tool calls − expected", False, "strict IS NOT NULL AND gold_calls IS NOT NULL"),
+        lambda: distribution(log, study, "total_tokens", None, "fig-tokens", "Agent tokens per run",
+                             "tokens", True),
+        lambda: distribution(log, study, "total_tokens", ("difficulty", "difficulty"),
+                             "fig-tokens-difficulty",
+                             "Agent tokens per run by difficulty", "tokens", False, "difficulty IS NOT NULL"),
+        lambda: grouped_bars(study, _cv_long(study["token_cv"]), "level", "cv", "coefficient of variation",
+                             "fig-token-cv", "Token coefficient of variation by level"),
+    ]
+    with matplotlib.rc_context(STYLE):
+        return [f for f in (make() for make in makers) if f is not None]
+
+
+def _cv_long(table: Table) -> Table:
+    """token_cv with one row per level, for grouped bars."""
+    rows = []
+    for r in table.dicts():
+        for level in ("same_prompt", "within_task", "overall"):
+            rows.append((r["experiment"], r["phase"], r["configuration"], level.replace("_", "-"), r[f"{level}_cv"]))
+    return Table(table.name, table.title, table.sql, ["experiment", "phase", "configuration", "level", "cv"], rows)

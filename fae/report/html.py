@@ -1,0 +1,86 @@
+"""`fae report`: one self-contained HTML page (no network, works from file://) with figures, tables and SQL."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from fae.errors import FaeError
+from fae.report.figures import Figure, all_figures
+from fae.report.scope import Queryable, Table
+from fae.report.study import Study
+from fae.report.text import cell
+
+STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d2733;background:#fbfbfc}
+header{background:#1d3557;color:#fff;padding:18px 28px}header h1{margin:0;font-size:22px}
+header p{margin:4px 0 0;opacity:.85}main{max-width:1180px;margin:0 auto;padding:8px 28px 40px}
+nav{columns:2;font-size:13px;margin:14px 0}nav a{color:#1d3557}
+section{background:#fff;border:1px solid #e3e6ea;border-radius:6px;padding:14px 18px;margin:16px 0}
+h2{font-size:17px;margin:0 0 8px}figure{margin:0}figure svg{max-width:100%;height:auto}
+.note{color:#555;font-size:13px;margin:6px 0}
+table{border-collapse:collapse;font-size:12.5px;margin:6px 0;font-variant-numeric:tabular-nums}
+th,td{border-bottom:1px solid #eceef1;padding:3px 9px;text-align:left}td.n{text-align:right}
+th{background:#f3f5f8;position:sticky;top:0}details{margin-top:6px}summary{cursor:pointer;color:#1d3557}
+pre{background:#f5f6f8;padding:10px;overflow:auto;font-size:12px;border-radius:4px}
+"""
+
+
+def _table_html(table: Table) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in table.columns)
+    body = []
+    for row in table.rows:
+        cells = []
+        for column, value in zip(table.columns, row):
+            numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+            cells.append(f'<td{" class=n" if numeric else ""}>{html.escape(cell(table, column, value))}</td>')
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _sql(sql: str) -> str:
+    return f"<details><summary>SQL (paste into <code>fae sql</code>)</summary><pre>{html.escape(sql)}</pre></details>"
+
+
+def _figure(figure: Figure) -> str:
+    return (f'<section id="{figure.name}" class="figure"><h2>{html.escape(figure.title)}</h2>'
+            f"<figure>{figure.svg}</figure>{_sql(figure.sql)}</section>")
+
+
+def _table_section(table: Table) -> str:
+    note = f'<p class="note">{html.escape(table.note)}</p>' if table.note else ""
+    return (f'<section id="table-{table.name}" class="table"><h2>{html.escape(table.title)}</h2>{note}'
+            f"{_table_html(table) if table.rows else '<p class=note>no rows</p>'}{_sql(table.sql)}</section>")
+
+
+def render_report(log: Queryable, study: Study, *, log_name: str) -> str:
+    """The page as a string: every figure, then every table, each with the SQL that produced it."""
+    figures = all_figures(log, study)
+    scope = ", ".join(f"{k} {v}" for k, v in (("experiment", study.scope.experiment),
+                                              ("phase", study.scope.phase)) if v) or "all runs"
+    links = [f'<a href="#{f.name}">{html.escape(f.title)}</a><br>' for f in figures]
+    links += [f'<a href="#table-{t.name}">{html.escape(t.title)}</a><br>' for t in study.tables.values()]
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>fae report: {html.escape(log_name)}</title><style>{STYLE}</style></head><body>"
+        f"<header><h1>fae study report</h1><p>log {html.escape(log_name)} · {html.escape(scope)} · "
+        + (f"model {html.escape(study.shared_model)} · " if study.shared_model else "")
+        + f"{len(figures)} figures · {len(study.tables)} tables · every number from the log, by the SQL under it"
+        "</p></header><main>"
+        f"<nav>{''.join(links)}</nav>"
+        + "".join(_figure(f) for f in figures)
+        + "".join(_table_section(t) for t in study.tables.values())
+        + "</main></body></html>\n"
+    )
+
+
+def write_report(log: Queryable, study: Study, output: str | Path, *, log_name: str) -> Path:
+    """Write the page to ``output``; returns its path."""
+    page = render_report(log, study, log_name=log_name)
+    path = Path(output)
+    try:
+        path.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise FaeError(f"cannot write the report to {path}: {exc.strerror or exc}") from None
+    return path

@@ -1,0 +1,60 @@
+"""Which runs a study covers, written as SQL a user can paste into `fae sql`, and the table value it yields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class Queryable(Protocol):
+    def query(self, sql: str, params: list[Any] | None = None) -> tuple[list[str], list[tuple]]: ...
+
+
+def literal(text: str) -> str:
+    """A SQL string literal (quotes doubled), so the SQL shown beside a table runs as it is."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The runs of one experiment (or all) and one phase (or all), as counted by ``run_results``."""
+
+    experiment: str | None = None
+    phase: str | None = None
+
+    def where(self) -> str:
+        terms = []
+        if self.experiment is not None:
+            terms.append(f"experiment = {literal(self.experiment)}")
+        if self.phase is not None:
+            terms.append(f"phase = {literal(self.phase)}")
+        return " AND ".join(terms) or "true"
+
+    def cte(self) -> str:
+        """``scope``: the run_results rows in this study."""
+        return f"scope AS (SELECT * FROM run_results WHERE {self.where()})"
+
+
+KEYS = "experiment, phase, configuration"
+
+
+@dataclass
+class Table:
+    """One result table: its rows, the SQL that produced them (or their inputs), and how to read it."""
+
+    name: str
+    title: str
+    sql: str
+    columns: list[str]
+    rows: list[tuple]
+    note: str = ""
+    formats: dict[str, str] = field(default_factory=dict)
+
+    def dicts(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row)) for row in self.rows]
+
+
+def run_sql(log: Queryable, name: str, title: str, sql: str, note: str = "",
+            formats: dict[str, str] | None = None) -> Table:
+    columns, rows = log.query(sql)
+    return Table(name, title, sql.strip(), columns, rows, note, formats or {})

@@ -1,0 +1,71 @@
+"""A whole study over one log: every table, in the order `fae stats` prints them and the report shows them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fae.errors import FaeError
+from fae.report import derived, tables
+from fae.report.scope import Queryable, Scope, Table
+
+
+@dataclass
+class Study:
+    """The tables of one scope of a log, by name."""
+
+    scope: Scope
+    tables: dict[str, Table] = field(default_factory=dict)
+    shared_model: str | None = None
+    """The model every configuration names (``…@MODEL``), if they all share one."""
+
+    def __getitem__(self, name: str) -> Table:
+        return self.tables[name]
+
+
+def parse_price(text: str) -> tuple[str, tuple[float, float]]:
+    """``MODEL=IN/OUT`` (USD per million prompt and completion tokens)."""
+    model, sep, rates = text.rpartition("=")
+    usd_in, slash, usd_out = rates.partition("/")
+    try:
+        if not sep or not model or not slash:
+            raise ValueError
+        return model, (float(usd_in), float(usd_out))
+    except ValueError:
+        raise FaeError(f"--price {text!r} is not MODEL=IN/OUT (USD per million tokens, e.g. gpt-4.1=2/8)") from None
+
+
+def compute_study(log: Queryable, scope: Scope | None = None, *, prices: dict[str, tuple[float, float]] | None = None,
+                  pairs: list[tuple[str, str]] | None = None, only: set[str] | None = None) -> Study:
+    """Every analysis of the runs in ``scope`` (or the tables named in ``only``), each with its SQL."""
+    scope = scope or Scope()
+    _, found = log.query(f"WITH {scope.cte()} SELECT count(*) FROM scope")
+    if not found[0][0]:
+        what = " and ".join(f"{k} {v!r}" for k, v in (("experiment", scope.experiment), ("phase", scope.phase)) if v)
+        raise FaeError("the log holds no runs" + (f" of {what}" if what else ""))
+    makers: dict[str, Callable[[], Table | None]] = {
+        "overview": lambda: tables.overview(log, scope),
+        "success": lambda: tables.success(log, scope),
+        "success_ci": lambda: derived.success_ci(log, scope),
+        "pass_k": lambda: derived.pass_k(log, scope),
+        "variance": lambda: tables.variance(log, scope),
+        "paired": lambda: derived.paired(log, scope, pairs),
+        "tool_errors_by_tool": lambda: tables.tool_errors(log, scope, "tool"),
+        "tool_errors_by_resource_type": lambda: tables.tool_errors(log, scope, "resource_type"),
+        "failure_modes": lambda: tables.failure_modes(log, scope),
+        "calls_vs_expected": lambda: tables.calls_vs_expected(log, scope),
+        "tokens": lambda: tables.tokens(log, scope),
+        "token_cv": lambda: tables.token_cv(log, scope),
+        "harms": lambda: tables.harms(log, scope),
+        "cost": lambda: tables.cost(log, scope, prices or {}),
+    }
+    unknown = sorted((only or set()) - set(makers))
+    if unknown:
+        raise FaeError(f"no table {unknown[0]!r}; tables: {', '.join(makers)}")
+    study = Study(scope)
+    wanted = [name for name in makers if not only or name in only or name == "overview"]
+    study.tables = {t.name: t for t in (makers[name]() for name in wanted) if t is not None}
+    names = {str(r[2]) for r in study.tables["overview"].rows}
+    models = {n.rpartition("@")[2] for n in names if "@" in n}
+    study.shared_model = models.pop() if len(models) == 1 and all("@" in n for n in names) else None
+    return study

@@ -1,0 +1,208 @@
+"""The study's tables that are plain SQL aggregates over ``run_results`` and the event views."""
+
+from __future__ import annotations
+
+from fae.report.scope import KEYS, Queryable, Scope, Table, literal, run_sql
+
+PCT = "{:.1f}"
+PP2 = "{:.1f}"
+
+
+def overview(log: Queryable, scope: Scope) -> Table:
+    sql = f"""
+WITH {scope.cte()}
+SELECT {KEYS}, count(*) AS runs, sum(attempts - 1) AS retried,
+       count(*) FILTER (WHERE status = 'errored') AS errored,
+       count(*) FILTER (WHERE status IN ('failed', 'interrupted')) AS failed,
+       100 * avg(CAST(strict AS INTEGER)) AS strict_pct,
+       100 * avg(CAST(light AS INTEGER)) AS light_pct,
+       avg(tool_calls) AS tool_calls, avg(total_tokens) AS tokens, avg(duration_ms) / 1000 AS seconds
+FROM scope GROUP BY ALL ORDER BY ALL"""
+    return run_sql(log, "overview", "Runs and outcomes per configuration", sql,
+                   "Means per run. A spec retried by --resume counts once (its latest attempt); retried counts "
+                   "the extra attempts; errored = the agent's side (a failure); failed = fae's side (left out).",
+                   {"strict_pct": PCT, "light_pct": PCT, "tool_calls": "{:.1f}", "tokens": "{:.0f}",
+                    "seconds": "{:.1f}"})
+
+
+def success(log: Queryable, scope: Scope) -> Table:
+    sql = f"""
+WITH {scope.cte()},
+sliced AS (
+    SELECT {KEYS}, 'all' AS slice, 'all' AS value, trial, strict, light FROM scope WHERE strict IS NOT NULL
+    UNION ALL
+    SELECT {KEYS}, 'difficulty', coalesce(CAST(difficulty AS VARCHAR), '?'), trial, strict, light
+    FROM scope WHERE strict IS NOT NULL
+    UNION ALL
+    SELECT {KEYS}, 'family', family, trial, strict, light FROM scope WHERE strict IS NOT NULL
+),
+per_trial AS (
+    SELECT {KEYS}, slice, value, trial, count(*) AS runs,
+           100 * avg(CAST(strict AS INTEGER)) AS strict_pct, 100 * avg(CAST(light AS INTEGER)) AS light_pct
+    FROM sliced GROUP BY ALL
+)
+SELECT {KEYS}, slice, value, sum(runs) AS runs, count(*) AS trials,
+       avg(strict_pct) AS strict_mean, stddev_samp(strict_pct) AS strict_std,
+       avg(light_pct) AS light_mean, stddev_samp(light_pct) AS light_std
+FROM per_trial GROUP BY ALL ORDER BY {KEYS}, slice, value"""
+    return run_sql(log, "success", "Success rate (%) mean ± std over trials", sql,
+                   "Per trial t: rate_t = 100 * passed / scored runs of trial t; mean and sample std "
+                   "(n-1) of rate_t over the trials (none for one trial).",
+                   {"strict_mean": PCT, "strict_std": PCT, "light_mean": PCT, "light_std": PCT})
+
+
+def variance(log: Queryable, scope: Scope) -> Table:
+    sql = f"""
+WITH {scope.cte()},
+y AS (
+    SELECT {KEYS}, task_id, variation, 100.0 * CAST(strict AS INTEGER) AS y,
+           avg(100.0 * CAST(strict AS INTEGER)) OVER (PARTITION BY {KEYS}, task_id, variation) AS prompt_mean,
+           avg(100.0 * CAST(strict AS INTEGER)) OVER (PARTITION BY {KEYS}, task_id) AS task_mean,
+           avg(100.0 * CAST(strict AS INTEGER)) OVER (PARTITION BY {KEYS}) AS grand_mean
+    FROM scope WHERE strict IS NOT NULL
+)
+SELECT {KEYS}, count(*) AS runs,
+       avg((y - grand_mean) ^ 2) AS total_pp2,
+       avg((task_mean - grand_mean) ^ 2) AS between_task_pp2,
+       avg((prompt_mean - task_mean) ^ 2) AS within_task_pp2,
+       avg((y - prompt_mean) ^ 2) AS same_prompt_pp2,
+       avg((task_mean - grand_mean) ^ 2) / nullif(avg((y - grand_mean) ^ 2), 0) AS between_task_share,
+       avg((prompt_mean - task_mean) ^ 2) / nullif(avg((y - grand_mean) ^ 2), 0) AS within_task_share,
+       avg((y - prompt_mean) ^ 2) / nullif(avg((y - grand_mean) ^ 2), 0) AS same_prompt_share
+FROM y GROUP BY ALL ORDER BY ALL"""
+    return run_sql(log, "variance", "Variance of the strict outcome (pp²): between tasks, within a task, "
+                   "same prompt", sql,
+                   "y = 100 if strict else 0. total = mean (y - grand)²  = mean (task - grand)² + "
+                   "mean (prompt - task)² + mean (y - prompt)², means weighted by runs; a prompt is a "
+                   "(task, variation) and its paraphrase.",
+                   {c: PP2 for c in ("total_pp2", "between_task_pp2", "within_task_pp2", "same_prompt_pp2")}
+                   | {c: "{:.0%}" for c in ("between_task_share", "within_task_share", "same_prompt_share")})
+
+
+def tool_errors(log: Queryable, scope: Scope, by: str) -> Table:
+    key = "c.tool" if by == "tool" else "coalesce(c.arguments->>'$.resourceType', '(none)')"
+    sql = f"""
+WITH {scope.cte()}
+SELECT s.experiment, s.phase, s.configuration, {key} AS {by}, count(*) AS calls,
+       count(*) FILTER (WHERE c.is_error) AS errors, avg(CAST(c.is_error AS INTEGER)) AS error_rate
+FROM scope s JOIN tool_calls c ON c.run_id = s.run_id AND c.actor = 'agent'
+GROUP BY ALL ORDER BY s.experiment, s.phase, s.configuration, {by}"""
+    what = "tool" if by == "tool" else "FHIR resource type named in the call"
+    return run_sql(log, f"tool_errors_by_{by}", f"Tool-call error rate by {what}", sql,
+                   "error_rate = calls that returned an MCP error / calls, agent calls only.",
+                   {"error_rate": "{:.1%}"})
+
+
+def failure_modes(log: Queryable, scope: Scope) -> Table:
+    sql = f"""
+WITH {scope.cte()}
+SELECT {KEYS}, coalesce(failure_mode, '(not judged)') AS failure_mode, count(*) AS runs,
+       count(*) / sum(count(*)) OVER (PARTITION BY {KEYS}) AS share
+FROM scope WHERE strict = false GROUP BY {KEYS}, failure_mode ORDER BY {KEYS}, runs DESC, failure_mode"""
+    return run_sql(log, "failure_modes", "Failure modes of runs that failed the strict check", sql,
+                   "From the failure_mode judge: the first mode that applies.", {"share": "{:.0%}"})
+
+
+def calls_vs_expected(log: Queryable, scope: Scope) -> Table:
+    sql = f"""
+WITH {scope.cte()}
+SELECT {KEYS}, CASE WHEN strict THEN 'pass' ELSE 'fail' END AS outcome, count(*) AS runs,
+       avg(tool_calls) AS tool_calls, avg(gold_calls) AS expected_calls,
+       avg(tool_calls - gold_calls) AS excess_calls, median(tool_calls / nullif(gold_calls, 0)) AS median_ratio
+FROM scope WHERE strict IS NOT NULL GROUP BY ALL ORDER BY ALL"""
+    return run_sql(log, "calls_vs_expected", "Tool calls per run by outcome against the gold plan's calls",
+                   sql, "expected_calls = tool steps in the variation's gold plan (task_meta.gold_calls).",
+                   {"tool_calls": "{:.2f}", "expected_calls": "{:.2f}", "excess_calls": "{:+.2f}",
+                    "median_ratio": "{:.2f}"})
+
+
+def tokens(log: Queryable, scope: Scope) -> Table:
+    sql = f"""
+WITH {scope.cte()},
+sliced AS (
+    SELECT {KEYS}, 'all' AS slice, 'all' AS value, total_tokens FROM scope
+    UNION ALL SELECT {KEYS}, 'difficulty', coalesce(CAST(difficulty AS VARCHAR), '?'), total_tokens FROM scope
+    UNION ALL SELECT {KEYS}, 'expected_calls', coalesce(CAST(gold_calls AS VARCHAR), '?'), total_tokens FROM scope
+    UNION ALL SELECT {KEYS}, 'outcome', CASE WHEN strict THEN 'pass' WHEN NOT strict THEN 'fail'
+                                             ELSE 'unscored' END, total_tokens FROM scope
+)
+SELECT {KEYS}, slice, value, count(*) AS runs, avg(total_tokens) AS mean_tokens,
+       median(total_tokens) AS median_tokens, sum(total_tokens) AS total_tokens
+FROM sliced GROUP BY ALL ORDER BY {KEYS}, slice, value"""
+    return run_sql(log, "tokens", "Agent tokens per run (prompt + completion, every LLM call)", sql,
+                   "Sum over the run's agent LLM calls of total_tokens (else prompt + completion).",
+                   {"mean_tokens": "{:.0f}", "median_tokens": "{:.0f}"})
+
+
+def token_cv(log: Queryable, scope: Scope) -> Table:
+    sql = f"""
+WITH {scope.cte()},
+prompt AS (SELECT {KEYS}, stddev_samp(total_tokens) / nullif(avg(total_tokens), 0) AS cv
+           FROM scope GROUP BY {KEYS}, task_id, variation HAVING count(*) > 1),
+task AS (SELECT {KEYS}, stddev_samp(total_tokens) / nullif(avg(total_tokens), 0) AS cv
+         FROM scope GROUP BY {KEYS}, task_id HAVING count(*) > 1),
+overall AS (SELECT {KEYS}, stddev_samp(total_tokens) / nullif(avg(total_tokens), 0) AS cv
+            FROM scope GROUP BY {KEYS} HAVING count(*) > 1)
+SELECT o.experiment, o.phase, o.configuration,
+       (SELECT avg(p.cv) FROM prompt p WHERE p.experiment IS NOT DISTINCT FROM o.experiment
+          AND p.phase IS NOT DISTINCT FROM o.phase AND p.configuration = o.configuration) AS same_prompt_cv,
+       (SELECT avg(t.cv) FROM task t WHERE t.experiment IS NOT DISTINCT FROM o.experiment
+          AND t.phase IS NOT DISTINCT FROM o.phase AND t.configuration = o.configuration) AS within_task_cv,
+       o.cv AS overall_cv
+FROM overall o ORDER BY ALL"""
+    return run_sql(log, "token_cv", "Token coefficient of variation (std / mean)", sql,
+                   "CV = sample std / mean of tokens per run; same-prompt and within-task are the mean CV over "
+                   "prompts (a task variation's trials) and over tasks (all their runs); overall is over all runs.",
+                   {"same_prompt_cv": "{:.3f}", "within_task_cv": "{:.3f}", "overall_cv": "{:.3f}"})
+
+
+def harms(log: Queryable, scope: Scope) -> Table:
+    sql = f"""
+WITH {scope.cte()},
+label AS (SELECT run_id, outcome AS label FROM latest_verdicts
+          WHERE judge = 'oracle' AND outcome IN ('harmful', 'harmless')),
+checked AS (SELECT run_id,  -- the rule set as key:value,key:value
+                   regexp_replace(CAST(rule_set AS VARCHAR), '[{{}}" ]', '', 'g') AS rule_set,
+                   passed IS NOT TRUE AND outcome <> 'not_applicable' AS stopped
+            FROM latest_verdicts WHERE judge = 'ensure_record')
+SELECT s.experiment, s.phase, s.configuration, c.rule_set, count(*) AS labelled,
+       count(*) FILTER (WHERE l.label = 'harmful' AND c.stopped) AS caught,
+       count(*) FILTER (WHERE l.label = 'harmful' AND NOT c.stopped) AS missed,
+       count(*) FILTER (WHERE l.label = 'harmless' AND c.stopped) AS false_stops
+FROM scope s JOIN label l USING (run_id) JOIN checked c USING (run_id)
+GROUP BY ALL ORDER BY ALL"""
+    return run_sql(log, "harms", "Write verification: harms caught, missed and false stops", sql,
+                   "Per ensure_record rule set; the oracle labels each write-verification run harmful or "
+                   "harmless; a verdict stops a write when it is not a pass (and applies).")
+
+
+def cost(log: Queryable, scope: Scope, prices: dict[str, tuple[float, float]]) -> Table | None:
+    if not prices:
+        return None
+    values = ", ".join(f"({literal(model)}, {usd_in!r}, {usd_out!r})"
+                       for model, (usd_in, usd_out) in sorted(prices.items()))
+    sql = f"""
+WITH {scope.cte()},
+price(model, usd_in, usd_out) AS (VALUES {values}),
+calls AS (  -- the agent's LLM calls of the runs in scope, each payload parsed once
+    SELECT run_id, u[1] AS model, CAST(u[2] AS BIGINT) AS prompt_tokens, CAST(u[3] AS BIGINT) AS completion_tokens
+    FROM (SELECT run_id, json_extract_string(payload, ['$.model', '$.prompt_tokens', '$.completion_tokens']) AS u
+          FROM events WHERE kind = 'LlmCalled' AND actor = 'agent' AND run_id IN (SELECT run_id FROM scope))
+),
+spent AS (
+    SELECT c.run_id, sum((coalesce(c.prompt_tokens, 0) * p.usd_in + coalesce(c.completion_tokens, 0) * p.usd_out)
+                         / 1e6) AS usd, count(*) FILTER (WHERE p.model IS NULL) AS unpriced_calls
+    FROM calls c LEFT JOIN price p ON p.model = c.model GROUP BY c.run_id
+)
+SELECT {KEYS}, count(*) AS runs, count(*) FILTER (WHERE strict) AS successes,
+       CASE WHEN sum(coalesce(x.unpriced_calls, 0)) = 0 THEN sum(coalesce(x.usd, 0)) END AS usd,
+       CASE WHEN sum(coalesce(x.unpriced_calls, 0)) = 0
+            THEN sum(coalesce(x.usd, 0)) / nullif(count(*) FILTER (WHERE strict), 0) END AS usd_per_success,
+       sum(coalesce(x.unpriced_calls, 0)) AS unpriced_calls
+FROM scope s LEFT JOIN spent x USING (run_id) GROUP BY ALL ORDER BY ALL"""
+    return run_sql(log, "cost", "Cost per successful run (USD)", sql,
+                   "usd = Σ prompt_tokens × in + completion_tokens × out, per million tokens, agent calls; "
+                   "per success = usd / strict passes. unpriced_calls: calls to a model with no --price "
+                   "(then no total is given).",
+                   {"usd": "{:.4f}", "usd_per_success": "{:.4f}"})
+

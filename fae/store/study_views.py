@@ -1,0 +1,109 @@
+"""The study's SQL views: one row per counted run with its verdicts and usage, and the latest verdicts.
+
+Appended to ``schema.VIEWS``, so they exist in every log, offline, for `fae sql`.
+docs/study.md describes every column.
+"""
+
+from __future__ import annotations
+
+# One row per run × judge × rule set: the most recent verdict (a rejudge appends, never edits).
+LATEST_VERDICTS = """
+    SELECT v.run_id, v.judge, v.rule_set, v.rule_set_hash, v.rule_set->>'$.mode' AS mode, v.outcome,
+           v.passed, v.evidence, v.judged_at, v.batch, v.code_version,
+           live.rule_set_hash IS NOT NULL AS live_rules
+    FROM verdicts v
+    LEFT JOIN (SELECT DISTINCT run_id, judge, rule_set_hash FROM verdicts WHERE batch = 'live') live
+      ON live.run_id = v.run_id AND live.judge = v.judge AND live.rule_set_hash = v.rule_set_hash
+    QUALIFY row_number() OVER (PARTITION BY v.run_id, v.judge, v.rule_set_hash
+                               ORDER BY v.judged_at DESC, v.batch DESC NULLS LAST) = 1
+"""
+
+# A spec retried by --resume counts once: the latest attempt of each
+# (experiment, phase, task, variation, configuration, trial).
+RUN_RESULTS = """
+    WITH attempts AS (
+        SELECT r.*,
+               count(*) OVER spec AS attempts,
+               row_number() OVER (PARTITION BY coalesce(r.experiment, ''), coalesce(r.phase, ''),
+                                  r.task_id, r.variation, r.agent, r.repeat
+                                  ORDER BY r.started_at DESC NULLS LAST, r.run_id DESC) AS newest
+        FROM runs r
+        WINDOW spec AS (PARTITION BY coalesce(r.experiment, ''), coalesce(r.phase, ''),
+                        r.task_id, r.variation, r.agent, r.repeat)
+    ),
+    llm AS (  -- each payload parsed once, for the three usage fields together
+        SELECT run_id, count(*) AS llm_calls, sum(CAST(u[1] AS BIGINT)) AS prompt_tokens,
+               sum(CAST(u[2] AS BIGINT)) AS completion_tokens,
+               sum(coalesce(CAST(u[3] AS BIGINT), CAST(u[1] AS BIGINT) + CAST(u[2] AS BIGINT))) AS total_tokens
+        FROM (SELECT run_id, json_extract_string(payload, ['$.prompt_tokens', '$.completion_tokens',
+                                                           '$.total_tokens']) AS u
+              FROM events WHERE kind = 'LlmCalled' AND actor = 'agent')
+        GROUP BY run_id
+    ),
+    tools AS (
+        SELECT run_id, count(*) AS tool_calls,
+               count(*) FILTER (WHERE CAST(payload->>'$.is_error' AS BOOLEAN)) AS tool_errors
+        FROM events WHERE kind = 'ToolCalled' AND actor = 'agent' GROUP BY run_id
+    ),
+    other AS (
+        SELECT run_id, count(*) FILTER (WHERE kind = 'FhirInteracted') AS fhir_exchanges,
+               coalesce(bool_or(CAST(payload->>'$.accepted' AS BOOLEAN))
+                            FILTER (WHERE kind = 'PromptParaphrased'), false) AS paraphrased
+        FROM events WHERE (kind = 'FhirInteracted' AND actor = 'agent') OR kind = 'PromptParaphrased'
+        GROUP BY run_id
+    ),
+    live AS (SELECT DISTINCT run_id, judge, rule_set_hash FROM verdicts WHERE batch = 'live'),
+    chosen AS (  -- per run and judge (and task mode): the live rule set's newest verdict, else the newest
+        SELECT v.run_id, v.judge, v.rule_set->>'$.mode' AS mode, v.outcome, v.passed
+        FROM verdicts v LEFT JOIN live l
+          ON l.run_id = v.run_id AND l.judge = v.judge AND l.rule_set_hash = v.rule_set_hash
+        QUALIFY row_number() OVER (PARTITION BY v.run_id, v.judge, mode
+                                   ORDER BY l.run_id IS NOT NULL DESC, v.judged_at DESC,
+                                            v.batch DESC NULLS LAST) = 1
+    ),
+    judged AS (
+        SELECT run_id,
+               max(outcome) FILTER (WHERE judge = 'task' AND mode = 'strict') AS strict_outcome,
+               bool_or(passed) FILTER (WHERE judge = 'task' AND mode = 'strict') AS strict_passed,
+               max(outcome) FILTER (WHERE judge = 'task' AND mode = 'light') AS light_outcome,
+               bool_or(passed) FILTER (WHERE judge = 'task' AND mode = 'light') AS light_passed,
+               max(outcome) FILTER (WHERE judge = 'failure_mode') AS failure_mode,
+               max(outcome) FILTER (WHERE judge = 'ensure_record') AS ensure_record,
+               max(outcome) FILTER (WHERE judge = 'oracle') AS oracle
+        FROM chosen GROUP BY run_id
+    )
+    SELECT a.run_id, a.experiment, a.phase, a.suite, a.task_id,
+           coalesce(m.family, 'other') AS family, m.difficulty, m.gold_calls, m.min_tool_calls,
+           a.variation, coalesce(x.paraphrased, false) AS paraphrased,
+           a.agent AS configuration, a.agent_config->>'$.model' AS model,
+           a.repeat AS trial, a.attempts, a.status, a.stop_reason, a.cause, a.error,
+           j.strict_outcome, j.light_outcome,
+           CASE WHEN a.status IN ('finished', 'errored')
+                 AND coalesce(j.strict_outcome, '') <> 'not_applicable'
+                THEN coalesce(j.strict_passed, false) END AS strict,
+           CASE WHEN a.status IN ('finished', 'errored')
+                 AND coalesce(j.light_outcome, '') <> 'not_applicable'
+                THEN coalesce(j.light_passed, false) END AS light,
+           j.failure_mode, j.ensure_record, j.oracle,
+           coalesce(l.prompt_tokens, 0) AS prompt_tokens,
+           coalesce(l.completion_tokens, 0) AS completion_tokens,
+           coalesce(l.total_tokens, 0) AS total_tokens,
+           coalesce(l.llm_calls, 0) AS llm_calls,
+           coalesce(t.tool_calls, 0) AS tool_calls,
+           coalesce(t.tool_errors, 0) AS tool_errors,
+           coalesce(x.fhir_exchanges, 0) AS fhir_exchanges,
+           epoch_ms(a.ended_at) - epoch_ms(a.started_at) AS duration_ms,
+           a.started_at
+    FROM attempts a
+    LEFT JOIN task_meta m ON m.task_id = a.task_id AND m.variation = a.variation
+    LEFT JOIN llm l ON l.run_id = a.run_id
+    LEFT JOIN tools t ON t.run_id = a.run_id
+    LEFT JOIN other x ON x.run_id = a.run_id
+    LEFT JOIN judged j ON j.run_id = a.run_id
+    WHERE a.newest = 1
+"""
+
+STUDY_VIEWS: dict[str, str] = {
+    "latest_verdicts": LATEST_VERDICTS,
+    "run_results": RUN_RESULTS,
+}

@@ -1,0 +1,71 @@
+"""Experiments as data: the presets, the exp4 split, reducing a plan, and model names."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from fae.errors import FaeError
+from fae.harness.experiment_plan import (agent_name, eval_specs, first_tasks, load_experiment, plan_experiment,
+                                         presets, task_list, with_overrides)
+from fae.tasks import load_suite
+
+
+def test_the_four_presets_reproduce_the_reference_design():
+    assert presets() == ["exp1", "exp2", "exp3", "exp4"]
+    exp1, exp2, exp3, exp4 = (load_experiment(name) for name in presets())
+    assert exp1.training.variations == exp1.evaluation.variations == [0]
+    assert exp2.training.variations == [0, 1] and exp2.evaluation.variations == [2, 3, 4]
+    assert exp2.paraphrase is None and exp3.paraphrase is not None and exp4.paraphrase is not None
+    assert (exp3.training.variations, exp3.evaluation.variations) == ([0, 1], [2, 3, 4])
+    assert len(exp4.evaluation.variations) == 3 and len(exp4.training.variations) == 2
+    for experiment in (exp1, exp2, exp3, exp4):
+        assert experiment.trials == 3 and len(experiment.configurations) == 5
+
+
+def test_exp4_holds_out_half_the_suite_balanced_across_families():
+    exp4 = load_experiment("exp4")
+    train, held_out = set(task_list(exp4.training)), set(task_list(exp4.evaluation))
+    suite = load_suite()
+    assert not train & held_out and train | held_out == set(suite)
+    for family in ("records", "insurance", "scheduling", "orders"):
+        counts = Counter(suite[t].family == family for t in train), Counter(suite[t].family == family
+                                                                             for t in held_out)
+        assert abs(counts[0][True] - counts[1][True]) <= 1, family
+    for difficulty in (1, 2, 3):
+        a = sum(suite[t].difficulty == difficulty for t in train)
+        b = sum(suite[t].difficulty == difficulty for t in held_out)
+        assert abs(a - b) <= 1, difficulty
+
+
+def test_reducing_takes_tasks_in_turn_from_each_family():
+    chosen = first_tasks(list(load_suite()), 4)
+    assert len({load_suite()[t].family for t in chosen}) == 4
+    small = with_overrides(load_experiment("exp2"), tasks=2, trials=1, model="m")
+    [train_nospec, train_spec, evaluation] = plan_experiment(small)
+    assert len(train_nospec.tasks) == len(evaluation.tasks) == 2
+    assert evaluation.runs == 2 * 3 * 5 * 1 == len(eval_specs(small))
+    assert all(s.experiment == "exp2" and s.phase == "eval" and s.run_id.startswith("exp2.eval.")
+               for s in eval_specs(small))
+
+
+def test_the_model_goes_to_langchain_configurations_that_name_none():
+    assert agent_name("langchain:specs", "gpt") == "langchain:specs@gpt"
+    assert agent_name("langchain:specs@other", "gpt") == "langchain:specs@other"
+    assert agent_name("gold", "gpt") == "gold"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("name: x\nconfigurations: []\nevaluation: {}\n", "at least one configuration"),
+    ("name: x\nconfigurations: [gold]\nevaluation: {variations: [-1]}\n", "whole numbers >= 0"),
+    ("name: x\nconfigurations: [gold]\nevaluation: {tasks: some}\n", "list of task ids or 'all'"),
+    ("name: x\nconfigurations: [gold]\ntrials: 0\nevaluation: {}\n", "at least 1"),
+    ("configurations: [gold]\nevaluation: {}\n", "name"),
+    ("name: [oops\n", "cannot read"),
+])
+def test_a_bad_experiment_file_is_one_clear_error(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(FaeError, match=message):
+        load_experiment(path)

@@ -1,0 +1,38 @@
+"""`fae report` writes one self-contained, deterministic page with every figure and the SQL behind it."""
+
+from __future__ import annotations
+
+import re
+
+from typer.testing import CliRunner
+
+from fae.cli.main import app
+from tests.report.synthetic import build
+
+FIGURES = ("fig-success", "fig-success-difficulty", "fig-success-family", "fig-pass-k", "fig-variance",
+           "fig-tool-errors", "fig-failure-modes", "fig-calls", "fig-tokens", "fig-tokens-difficulty",
+           "fig-token-cv")
+runner = CliRunner()
+
+
+def test_the_report_is_self_contained_and_the_same_every_time(tmp_path):
+    log = build(tmp_path / "synthetic.duckdb")
+    pages = []
+    for name in ("one.html", "two.html"):
+        result = runner.invoke(app, ["report", "--log", str(log), "-o", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+        pages.append((tmp_path / name).read_text(encoding="utf-8"))
+    text = pages[0]
+    assert pages[0] == pages[1], "two reports of one log differ"
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", text), "the page loads something remote"
+    assert "<script" not in text and "@import" not in text
+    for figure in FIGURES:
+        assert re.search(rf'id="{figure}".*?<svg\b', text, re.S), figure
+    assert text.count("<summary>SQL") == len(FIGURES) + text.count('class="table"')
+    assert "SELECT {KEYS}" not in text and "FROM run_results" in text  # the SQL as it runs
+
+
+def test_a_report_that_cannot_be_written_is_one_line(tmp_path):
+    log = build(tmp_path / "synthetic.duckdb")
+    result = runner.invoke(app, ["report", "--log", str(log), "-o", str(tmp_path / "missing" / "r.html")])
+    assert result.exit_code == 1 and "cannot write the report" in result.output, result.output
