@@ -1,7 +1,7 @@
 """fae — FHIR Agent Eval: record, replay and judge LLM agents that act on FHIR servers.
 
 The public API (docs/api.md): ``open_log``, ``query``, ``tasks``, ``plan_runs``,
-``record``, ``rejudge``, ``compare``, ``replay``, and for plugins ``register_judge``,
+``record``, ``rejudge``, ``compare``, ``replay``, ``stats``, ``write_report``, and for plugins ``register_judge``,
 ``Rule``, ``Verdict``, ``RunContext``, ``register_agent``, ``add_task_dir``.
 Names load on first use, so ``import fae.store`` stays light.
 """
@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Agent", "AgentContext", "AgentResult", "Comparison", "EventLog", "FaeError", "RejudgeResult",
     "ReplayReport", "Rule", "RunContext", "SuiteResult", "Verdict", "add_task_dir", "compare",
-    "open_log", "plan_runs", "query", "record", "register_agent", "register_judge", "rejudge", "replay", "tasks",
+    "open_log", "plan_runs", "query", "record", "register_agent", "register_judge", "rejudge", "replay", "stats",
+    "Study", "tasks", "write_report",
 ]
 
 

@@ -29,6 +29,11 @@ from fae.judge.registry import judge as register_judge
 from fae.judge.rejudge import RejudgeResult
 from fae.judge.rejudge import rejudge as _rejudge
 from fae.recorder.redact import Redactor
+from fae.report.cache import cached_scope
+from fae.report.html import write_report as _write_report
+from fae.report.scope import Scope
+from fae.report.source import study_log
+from fae.report.study import Study, compute_study
 from fae.store.live import LogReader
 from fae.store.log import EventLog
 from fae.tasks.fixture import BUILTIN_TASK
@@ -38,7 +43,8 @@ from fae.tasks.suite import Suite, load_suite
 __all__ = [
     "Agent", "AgentContext", "AgentResult", "Comparison", "EventLog", "FaeError", "RejudgeResult",
     "ReplayReport", "Rule", "RunContext", "SuiteResult", "Verdict", "add_task_dir", "compare",
-    "open_log", "plan_runs", "query", "record", "register_agent", "register_judge", "rejudge", "replay", "tasks",
+    "open_log", "plan_runs", "query", "record", "register_agent", "register_judge", "rejudge", "replay", "stats",
+    "Study", "tasks", "write_report",
 ]
 
 
@@ -129,6 +135,30 @@ def compare(log: str | Path, old: Mapping[str, Any] | str | None, new: Mapping[s
         if reader.live:
             raise StoreError(f"log {log} is being recorded; compare it when the recording ends")
         return _compare(reader, _rules(old), _rules(new), judge_name=judge_name, runs=runs)
+
+
+def stats(log: str | Path, *, experiment: str | None = None, phase: str | None = None,
+          prices: Mapping[str, tuple[float, float]] | None = None, pairs: Sequence[tuple[str, str]] | None = None,
+          tables: Sequence[str] | None = None) -> Study:
+    """Every analysis of the log's runs (docs/study.md), each table with the SQL that made it.
+
+    ``prices``: model -> (USD per million prompt tokens, per million completion tokens);
+    ``pairs``: configurations to test against each other (default every pair); ``tables``: only these.
+    """
+    scope = Scope(experiment, phase)
+    with study_log(log) as opened, cached_scope(opened, scope) as source:
+        return compute_study(source, scope, prices=dict(prices or {}), pairs=list(pairs) if pairs else None,
+                             only=set(tables) if tables else None)
+
+
+def write_report(log: str | Path, output: str | Path, *, experiment: str | None = None, phase: str | None = None,
+           prices: Mapping[str, tuple[float, float]] | None = None,
+           pairs: Sequence[tuple[str, str]] | None = None) -> Path:
+    """Write one self-contained HTML report (figures, tables, the SQL behind each); returns its path."""
+    scope = Scope(experiment, phase)
+    with study_log(log) as opened, cached_scope(opened, scope) as source:
+        study = compute_study(source, scope, prices=dict(prices or {}), pairs=list(pairs) if pairs else None)
+        return _write_report(source, study, output, log_name=Path(log).name)
 
 
 def replay(log: str | Path, run_id: str, *, lenient: bool = False, out: str | Path | None = None,

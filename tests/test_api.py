@@ -39,3 +39,13 @@ def test_user_mistakes_are_fae_errors(tmp_path):
         fae.plan_runs(["nope"])
     with pytest.raises(FaeError, match="at least one task"):
         fae.plan_runs([])
+
+
+def test_stats_from_python_match_the_recorded_verdicts(tmp_path):
+    log = tmp_path / "s.duckdb"
+    fae.record(log, ["rec-find-patient"], variations=[0, 1], agents=["gold"])
+    study = fae.stats(log, tables=["success"])
+    rows = study.tables["success"].dicts()
+    assert rows and all(row["strict_mean"] == 100.0 for row in rows), rows
+    written = fae.write_report(log, tmp_path / "r.html")
+    assert written.read_text().startswith("<!DOCTYPE html>") or "<html" in written.read_text()[:200]

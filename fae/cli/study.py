@@ -51,16 +51,13 @@ def stats(
     as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV, one block per table.")] = False,
 ) -> None:
     """Success rates with spread, pass^k, variance, paired tests, errors, failure modes, tokens, cost."""
-    from fae.report.cache import cached_scope
-    from fae.report.scope import Scope
-    from fae.report.source import study_log
-    from fae.report.study import compute_study
-    from fae.report.text import as_csv as csv_text, as_json as json_text, rich_table
+    from fae import api
+    from fae.report.text import as_csv as csv_text
+    from fae.report.text import as_json as json_text
+    from fae.report.text import rich_table
 
     prices, pairs = _options(price, pair)
-    scope = Scope(experiment, phase)
-    with study_log(log) as opened, cached_scope(opened, scope) as source:
-        study = compute_study(source, scope, prices=prices, pairs=pairs, only=set(table) or None)
+    study = api.stats(log, experiment=experiment, phase=phase, prices=prices, pairs=pairs, tables=table or None)
     chosen = [t for t in study.tables.values() if not table or t.name in table]
     if as_json:
         sys.stdout.write(json_text(chosen) + "\n")
@@ -84,17 +81,10 @@ def report(
     pair: PairOption = [],
 ) -> None:
     """Write one self-contained HTML page: figures, tables, and the SQL behind each (works from file://)."""
-    from fae.report.html import write_report
-    from fae.report.cache import cached_scope
-    from fae.report.scope import Scope
-    from fae.report.source import study_log
-    from fae.report.study import compute_study
+    from fae import api
 
     prices, pairs = _options(price, pair)
-    scope = Scope(experiment, phase)
-    with study_log(log) as opened, cached_scope(opened, scope) as source:
-        study = compute_study(source, scope, prices=prices, pairs=pairs)
-        write_report(source, study, output, log_name=log.name)
+    api.write_report(log, output, experiment=experiment, phase=phase, prices=prices, pairs=pairs)
     _console().print(f"wrote {output}", markup=False)
 
 
