@@ -19,18 +19,22 @@ RunsOption = Annotated[str | None, typer.Option(
     "--runs", help="Only these runs: a run-id glob (rec-*) or key=value[,key=value] with key task, agent, "
                    "status, suite, variation or run.")]
 
+WorkersOption = Annotated[int | None, typer.Option(
+    "--workers", "-w", help="Judge on this many processes (default: every core).")]
+
 
 def rejudge(
     log: LogOption = Path("fae.duckdb"),
     judge: Annotated[str | None, typer.Option("--judge", "-j", help="One judge (default: every default judge).")] = None,
     rule: Annotated[list[str], typer.Option("--rule", "-r", help="A rule as key=value (repeatable).")] = [],
     runs: RunsOption = None,
+    workers: WorkersOption = None,
 ) -> None:
     """Judge recorded runs again from the log alone and append the verdicts (old ones are kept)."""
     from fae.judge.registry import parse_rules
     from fae.judge.rejudge import rejudge as run_rejudge
 
-    result = run_rejudge(log, judge_name=judge, overrides=parse_rules(rule), runs=runs)
+    result = run_rejudge(log, judge_name=judge, overrides=parse_rules(rule), runs=runs, workers=workers)
     table = Table(title=f"rejudged {result.runs} runs into {log} (batch {result.batch})")
     for column in ("judge", "rule set", "outcome", "runs"):
         table.add_column(column)
@@ -46,6 +50,7 @@ def compare(
     judge: Annotated[str | None, typer.Option("--judge", "-j", help="The judge (default: those taking the rules).")] = None,
     runs: RunsOption = None,
     show: Annotated[int, typer.Option(help="List at most this many flipped runs per judge.")] = 50,
+    workers: WorkersOption = None,
 ) -> None:
     """Compare verdicts under old and new rules: outcome changes, flipped runs, harms caught and missed."""
     from fae.judge.compare import compare as run_compare
@@ -57,7 +62,7 @@ def compare(
         if reader.live:
             raise StoreError(f"log {log} is being recorded; compare it when the recording ends")
         result = run_compare(reader, parse_rules([old] if old else []), parse_rules([new] if new else []),
-                             judge_name=judge, runs=runs)
+                             judge_name=judge, runs=runs, log_path=log, workers=workers)
     out.print(f"{result.runs} runs; {result.computed} verdicts judged now (not in the log)")
     for item in result.judges:
         table = Table(title=f"{item.judge}: {rules_text(item.old_rules)} → {rules_text(item.new_rules)}")

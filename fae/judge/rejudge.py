@@ -1,96 +1,28 @@
-"""Judging recorded runs: one code path for the live verdict and for ``fae rejudge``.
+"""Judging recorded runs again: the live verdict of one run, and ``fae rejudge`` over a whole log.
 
-``judge_run`` turns one run into verdict rows for a list of (judge, rule set)
-pairs; ``rejudge`` does it for many runs of a log and appends the rows in
-batches. Old verdicts are never touched: a rescore is new rows.
+``rejudge`` shards the runs across worker processes (fae/judge/parallel.py)
+and appends all their verdicts as one batch. Old verdicts are never touched:
+a rescore is new rows.
 """
 
 from __future__ import annotations
 
-import gc
+import tempfile
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fae.errors import FaeError, JudgeError, StoreError
-from fae.judge.context import RunContext
-from fae.judge.registry import CODE_VERSION, JudgeFn, get_judge, rule_set, rule_set_hash
-from fae.replay.source import BodyCache, RunLog, load_runs, run_ids
-from fae.store.log import Batch, EventLog, VerdictRow
-
-# What a live recording judges, and what `fae rejudge` judges when no judge is named.
-DEFAULT_PLAN: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("task", {"mode": "strict"}),
-    ("task", {"mode": "light"}),
-    ("failure_mode", {}),
-    ("state_drift", {}),
-    ("ensure_record", {}),
-    ("oracle", {}),
-)
-JUDGED_STATUSES = ("finished", "errored")
-
-
-@dataclass(frozen=True)
-class Judging:
-    """One judge built for one rule set."""
-
-    name: str
-    rules: dict[str, Any]
-    rules_hash: str
-    fn: JudgeFn
-
-
-def build_plan(judge_name: str | None = None, overrides: Mapping[str, Any] | None = None) -> list[Judging]:
-    """The judges to run: one named judge with rule overrides, or the default plan."""
-    if judge_name is None:
-        pairs = list(DEFAULT_PLAN)
-        if overrides:
-            applied = set()
-            merged = []
-            for name, base in pairs:
-                known = get_judge(name).rules
-                mine = {k: v for k, v in overrides.items() if k in known}
-                applied |= set(mine)
-                merged.append((name, {**base, **mine}))
-            unknown = sorted(set(overrides) - applied)
-            if unknown:
-                raise JudgeError(f"no judge takes rule {unknown[0]!r}; name a judge with --judge")
-            pairs = merged
-    else:
-        pairs = [(judge_name, dict(overrides or {}))]
-    plan = []
-    seen = set()
-    for name, given in pairs:
-        rules = rule_set(name, given)
-        digest = rule_set_hash(rules)
-        if (name, digest) in seen:
-            continue
-        seen.add((name, digest))
-        plan.append(Judging(name, rules, digest, get_judge(name).factory(rules)))
-    return plan
-
-
-def judge_run(run: RunLog, plan: Sequence[Judging], *, source: str = "fold", judged_at: datetime,
-              batch: str | None = None) -> list[VerdictRow]:
-    """Verdict rows for one run; a judge that cannot read the run gives an ``error`` verdict."""
-    ctx = RunContext(run, source)
-    rows = []
-    for judging in plan:
-        try:
-            verdict = judging.fn(ctx)
-            outcome, passed, evidence = verdict.outcome, verdict.passed, verdict.evidence
-        except FaeError as exc:
-            outcome, passed, evidence = "error", None, {"error": str(exc)}
-        rows.append(VerdictRow(run_id=run.run_id, judge=judging.name, rule_set=judging.rules,
-                               rule_set_hash=judging.rules_hash, code_version=CODE_VERSION, outcome=outcome,
-                               passed=passed, evidence=evidence, judged_at=judged_at, batch=batch))
-    return rows
-
+from fae.errors import JudgeError, StoreError
+from fae.judge.judging import (DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run,  # noqa: F401
+                               relaxed_gc)
+from fae.judge.parallel import ShardJob, insert_verdicts, run_shards, workers_default
+from fae.replay.source import load_runs, run_ids
+from fae.replay.stream import shards, spans
+from fae.store.log import EventLog, VerdictRow
 
 def live_verdicts(log: Any, run_id: str, *, judged_at: datetime) -> list[VerdictRow]:
     """The default plan's verdicts for a run just recorded, judged against its live capture."""
@@ -106,53 +38,32 @@ class RejudgeResult:
     outcomes: Counter = field(default_factory=Counter)
 
 
-@contextmanager
-def relaxed_gc(young: int = 50_000) -> Iterator[None]:
-    """Fewer garbage-collector passes while many short-lived runs are judged.
-
-    Judging allocates many small containers per run that die with the run; the default
-    young-generation threshold (700) makes the collector walk them over and over. Objects
-    alive on entry (the task suite, the spec data) are frozen out of those walks. Verdicts
-    cannot depend on this: it only changes when memory is reclaimed.
-    """
-    before = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(young, before[1], before[2])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
-        gc.unfreeze()
-
-
 def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: Mapping[str, Any] | None = None,
             runs: str | None = None, clock: Callable[[], datetime] | None = None,
-            chunk: int = 500) -> RejudgeResult:
-    """Judge every matching run of a log again and append the verdicts as one batch."""
+            chunk: int = 256, workers: int | None = None) -> RejudgeResult:
+    """Judge every matching run of a log again, on ``workers`` processes, and append the verdicts as one batch."""
     plan = build_plan(judge_name, overrides)
     now = (clock or (lambda: datetime.now(UTC)))()
     batch = f"rejudge-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     path = Path(log_path)
     if not path.exists():
         raise StoreError(f"no log at {path}")
-    with EventLog(path) as log:
+    if workers is not None and workers < 1:
+        raise JudgeError(f"--workers must be at least 1, not {workers}")
+    with EventLog(path) as log:  # opened for writing first: migrates, and moves a left-over journal in
         ids = run_ids(log, runs, statuses=JUDGED_STATUSES)
         if not ids:
             raise JudgeError(f"no finished runs in {path} match {runs!r}" if runs else f"no finished runs in {path}")
-        result = RejudgeResult(batch=batch, runs=0, verdicts=0)
-        pending: list[VerdictRow] = []
-        bodies = BodyCache(log)
-        with relaxed_gc():
-            for run in load_runs(log, ids, bodies=bodies, lean=True):
-                rows = judge_run(run, plan, judged_at=now, batch=batch)
-                pending.extend(rows)
-                result.runs += 1
-                result.outcomes.update((r.judge, r.rule_set_hash, r.outcome) for r in rows)
-                if len(pending) >= chunk * len(plan):
-                    log.write_batch(Batch(verdicts=pending))
-                    result.verdicts += len(pending)
-                    pending = []
-        if pending:
-            log.write_batch(Batch(verdicts=pending))
-            result.verdicts += len(pending)
+        found = spans(log, ids)
+    count = workers or workers_default()
+    judges = tuple((j.name, j.rules) for j in plan)
+    with tempfile.TemporaryDirectory(prefix="fae-rejudge-") as spool:
+        jobs = [ShardJob(str(path), tuple(part), judges, now, batch, out=str(Path(spool) / f"shard-{index}.parquet"),
+                         chunk=chunk) for index, part in enumerate(shards(found, count))]
+        results = run_shards(jobs, count)
+        with EventLog(path) as log:
+            written = insert_verdicts(log, [job.out for job in jobs if job.out])
+    result = RejudgeResult(batch=batch, runs=sum(r.runs for r in results), verdicts=written)
+    for part in results:
+        result.outcomes.update(part.outcomes)
     return result

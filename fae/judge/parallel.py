@@ -1,0 +1,159 @@
+"""Judging a log's runs on every core: shards of runs in worker processes, one writer after them.
+
+Each worker opens the log read-only, streams its shard (fae/replay/stream.py),
+judges each run with the same ``judge_run`` as the live path, and keeps the
+verdict rows columnar in a Parquet file of its own. DuckDB lets no process
+write a file that others read, so the parent writes after the workers are
+done: one ``INSERT ... SELECT`` from the workers' files, in one transaction.
+The pool is the standard library's; shards are contiguous ranges of the log
+so each worker reads its own part of the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from fae.errors import StoreError
+from fae.judge.judging import Judging, judge_run, relaxed_gc
+from fae.judge.registry import get_judge, rule_set_hash
+from fae.replay.source import load_runs
+from fae.replay.stream import Span, StreamStats, stream_runs
+from fae.store.log import EventLog
+
+_VERDICT_COLUMNS = ("run_id VARCHAR, judge VARCHAR, rule_set JSON, rule_set_hash VARCHAR, code_version VARCHAR,"
+                    " outcome VARCHAR, passed BOOLEAN, evidence JSON, judged_at TIMESTAMPTZ, batch VARCHAR")
+
+_COLUMN_NAMES = ", ".join(part.split()[0] for part in _VERDICT_COLUMNS.split(", "))
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """What one worker judges: its runs' spans, the judges by name and rules, and where its verdicts go."""
+
+    log_path: str
+    spans: tuple[Span, ...]
+    judges: tuple[tuple[str, dict[str, Any]], ...]
+    judged_at: datetime
+    batch: str | None
+    out: str | None  # Parquet file for the verdict rows; None keeps only (run, judge, hash, outcome, passed)
+    chunk: int = 256
+
+
+@dataclass
+class ShardResult:
+    runs: int = 0
+    verdicts: int = 0
+    outcomes: Counter = field(default_factory=Counter)
+    judged: list[tuple[str, str, str, str, bool | None]] = field(default_factory=list)
+    stats: StreamStats = field(default_factory=StreamStats)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def workers_default() -> int:
+    """All the cores this process may use."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+def _plan(judges: Sequence[tuple[str, dict[str, Any]]]) -> list[Judging]:
+    return [Judging(name, rules, rule_set_hash(rules), get_judge(name).factory(rules)) for name, rules in judges]
+
+
+def _sparse(part: Sequence[Span]) -> bool:
+    """A shard whose runs are a small part of the rows they span is read by id, not streamed."""
+    spanned = [s for s in part if s.events]
+    if not spanned:
+        return True
+    width = max(s.last for s in spanned) - min(s.first for s in spanned) + 1
+    return sum(s.events for s in spanned) * 4 < width
+
+
+def judge_shard(job: ShardJob) -> ShardResult:
+    """Judge one shard of a log (in a worker process, or in this one when there is one worker)."""
+    plan = _plan(job.judges)
+    result = ShardResult()
+    sink = duckdb.connect() if job.out else None
+    if sink is not None:
+        sink.execute("SET threads = 1")
+        sink.execute(f"CREATE TABLE verdicts ({_VERDICT_COLUMNS})")
+    with EventLog(job.log_path, read_only=True) as log:
+        log.con.execute("SET threads = 1")  # one worker, one core: DuckDB's own threads would only contend
+        if _sparse(job.spans):
+            runs = load_runs(log, [s.run_id for s in job.spans], lean=True)
+        else:
+            runs = stream_runs(log.con, job.spans, lean=True, chunk=job.chunk, stats=result.stats)
+        pending: list[tuple] = []
+        with relaxed_gc():
+            for run in runs:
+                rows = judge_run(run, plan, judged_at=job.judged_at, batch=job.batch)
+                result.runs += 1
+                result.verdicts += len(rows)
+                for row in rows:
+                    result.outcomes[(row.judge, row.rule_set_hash, row.outcome)] += 1
+                    if sink is None:
+                        result.judged.append((row.run_id, row.judge, row.rule_set_hash, row.outcome, row.passed))
+                    else:
+                        pending.append((row.run_id, row.judge, _json(row.rule_set), row.rule_set_hash,
+                                        row.code_version, row.outcome, row.passed, _json(row.evidence),
+                                        row.judged_at, row.batch))
+                if len(pending) >= 8192 and sink is not None:
+                    _append(sink, pending)
+                    pending = []
+    if sink is not None:
+        _append(sink, pending)
+        sink.execute(f"COPY verdicts TO '{_sql_path(job.out)}' (FORMAT parquet)")
+        sink.close()
+    return result
+
+
+def _append(sink: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:
+    if rows:
+        with sink.appender("verdicts") as appender:
+            appender.append_rows(rows)
+
+
+def _sql_path(path: str | Path) -> str:
+    return Path(path).as_posix().replace("'", "''")
+
+
+def run_shards(jobs: Sequence[ShardJob], workers: int) -> list[ShardResult]:
+    """Judge the shards, in worker processes when there is more than one."""
+    if workers <= 1 or len(jobs) <= 1:
+        return [judge_shard(job) for job in jobs]
+    # spawn, not fork: the parent holds DuckDB's threads, and a forked copy of them is undefined
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        return list(pool.map(judge_shard, jobs))
+
+
+def insert_verdicts(log: EventLog, files: Sequence[str | Path]) -> int:
+    """Append the workers' verdict files to the log in one transaction; returns the rows written."""
+    present = [_sql_path(f) for f in files if Path(f).exists()]
+    if not present:
+        return 0
+    listed = ", ".join(f"'{f}'" for f in present)
+    con = log.con
+    try:
+        con.execute("BEGIN TRANSACTION")
+        con.execute(f"INSERT INTO verdicts ({_COLUMN_NAMES}) SELECT {_COLUMN_NAMES} FROM read_parquet([{listed}])")
+        (count,) = con.execute(f"SELECT count(*) FROM read_parquet([{listed}])").fetchone()
+        con.execute("COMMIT")
+    except duckdb.Error as exc:
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass
+        raise StoreError(f"cannot write verdicts to log {log.path}: {exc}") from None
+    return int(count)
