@@ -151,7 +151,7 @@ def _fetch_bodies(con: Any, cache: BodyCache, locator: BlobLocator, hashes: set[
 
 
 def stream_runs(con: Any, part: Sequence[Span], *, lean: bool = True, chunk: int = 256,
-                stats: StreamStats | None = None) -> Iterator[RunLog]:
+                stats: StreamStats | None = None, window: int = 65_536) -> Iterator[RunLog]:
     """The runs of one shard, each handed out once all its events are read (in about the order written)."""
     stats = stats if stats is not None else StreamStats()
     ids = [s.run_id for s in part]
@@ -162,7 +162,7 @@ def stream_runs(con: Any, part: Sequence[Span], *, lean: bool = True, chunk: int
             raise StoreError(f"no run {run_id!r} in the log")
     expected = {s.run_id: s.events for s in part}
     cache = BodyCache(ConnectionQueries(con))
-    locator = BlobLocator(con)
+    locator = BlobLocator(con, window=window, look_ahead=min(window, 20_000))
     empty = [s.run_id for s in part if s.events == 0]
     spanned = [s for s in part if s.events]
 
