@@ -72,6 +72,7 @@ _mount("fae.cli.mcp", "mcp", "MCP servers: FHIR CRUD (and more).")
 _mount("fae.cli.llm", "llm", "The local scripted OpenAI-compatible server.")
 _mount("fae.cli.tasks", "tasks", "The task suite.")
 _mount("fae.cli.memory", "memory", "The Reflexion memory: serve, show, search.")
+_mount("fae.cli.log", "log", "Log files as a whole: merge the shards of a cluster recording.")
 
 
 def _split_ints(text: str) -> list[int]:
