@@ -36,6 +36,9 @@ _VERDICT_COLUMNS = ("run_id VARCHAR, judge VARCHAR, rule_set JSON, rule_set_hash
 
 _COLUMN_NAMES = ", ".join(part.split()[0] for part in _VERDICT_COLUMNS.split(", "))
 
+READ_MEMORY = "256MB"
+SPILL_ROWS = 30_000
+
 
 @dataclass(frozen=True)
 class ShardJob:
@@ -46,7 +49,7 @@ class ShardJob:
     judges: tuple[tuple[str, dict[str, Any]], ...]
     judged_at: datetime
     batch: str | None
-    out: str | None  # Parquet file for the verdict rows; None keeps only (run, judge, hash, outcome, passed)
+    out: str | None  # stem of the Parquet files for the verdict rows; None keeps (run, judge, hash, outcome, passed)
     chunk: int = 256
 
 
@@ -89,8 +92,10 @@ def judge_shard(job: ShardJob) -> ShardResult:
     if sink is not None:
         sink.execute("SET threads = 1")
         sink.execute(f"CREATE TABLE verdicts ({_VERDICT_COLUMNS})")
+    parts = 0
     with EventLog(job.log_path, read_only=True) as log:
         log.con.execute("SET threads = 1")  # one worker, one core: DuckDB's own threads would only contend
+        log.con.execute(f"SET memory_limit = '{READ_MEMORY}'")  # a pass reads each block once: no need to cache
         if _sparse(job.spans):
             runs = load_runs(log, [s.run_id for s in job.spans], lean=True)
         else:
@@ -109,20 +114,24 @@ def judge_shard(job: ShardJob) -> ShardResult:
                         pending.append((row.run_id, row.judge, _json(row.rule_set), row.rule_set_hash,
                                         row.code_version, row.outcome, row.passed, _json(row.evidence),
                                         row.judged_at, row.batch))
-                if len(pending) >= 8192 and sink is not None:
-                    _append(sink, pending)
+                if sink is not None and len(pending) >= SPILL_ROWS:
+                    parts = _spill(sink, pending, f"{job.out}-{parts:05d}.parquet", parts)
                     pending = []
     if sink is not None:
-        _append(sink, pending)
-        sink.execute(f"COPY verdicts TO '{_sql_path(job.out)}' (FORMAT parquet)")
+        _spill(sink, pending, f"{job.out}-{parts:05d}.parquet", parts)
         sink.close()
     return result
 
 
-def _append(sink: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:
-    if rows:
-        with sink.appender("verdicts") as appender:
-            appender.append_rows(rows)
+def _spill(sink: duckdb.DuckDBPyConnection, rows: list[tuple], path: str, parts: int) -> int:
+    """Write these verdict rows to one more Parquet file, so a worker holds a bounded number of them."""
+    if not rows:
+        return parts
+    with sink.appender("verdicts") as appender:
+        appender.append_rows(rows)
+    sink.execute(f"COPY verdicts TO '{_sql_path(path)}' (FORMAT parquet)")
+    sink.execute("DELETE FROM verdicts")
+    return parts + 1
 
 
 def _sql_path(path: str | Path) -> str:
@@ -138,9 +147,9 @@ def run_shards(jobs: Sequence[ShardJob], workers: int) -> list[ShardResult]:
         return list(pool.map(judge_shard, jobs))
 
 
-def insert_verdicts(log: EventLog, files: Sequence[str | Path]) -> int:
+def insert_verdicts(log: EventLog, stems: Sequence[str | Path]) -> int:
     """Append the workers' verdict files to the log in one transaction; returns the rows written."""
-    present = [_sql_path(f) for f in files if Path(f).exists()]
+    present = [_sql_path(f) for stem in stems for f in sorted(Path(stem).parent.glob(Path(stem).name + "-*.parquet"))]
     if not present:
         return 0
     listed = ", ".join(f"'{f}'" for f in present)

@@ -58,7 +58,7 @@ def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: M
     count = workers or workers_default()
     judges = tuple((j.name, j.rules) for j in plan)
     with tempfile.TemporaryDirectory(prefix="fae-rejudge-") as spool:
-        jobs = [ShardJob(str(path), tuple(part), judges, now, batch, out=str(Path(spool) / f"shard-{index}.parquet"),
+        jobs = [ShardJob(str(path), tuple(part), judges, now, batch, out=str(Path(spool) / f"shard-{index}"),
                          chunk=chunk) for index, part in enumerate(shards(found, count))]
         results = run_shards(jobs, count)
         with EventLog(path) as log:

@@ -85,18 +85,24 @@ class RunLog:
 class BodyCache:
     """Bodies by hash: the current chunk's bodies, and a bounded cache of earlier ones (seeds are shared)."""
 
-    def __init__(self, log: Queryable, capacity: int = 4096):
+    def __init__(self, log: Queryable, capacity: int = 4096, capacity_bytes: int = 64 << 20):
         self.log = log
         self.capacity = capacity
+        self.capacity_bytes = capacity_bytes
         self._cache: OrderedDict[str, bytes] = OrderedDict()
+        self._bytes = 0
         self._chunk: dict[str, bytes] = {}
 
     def keep(self, hash_: str, data: bytes) -> None:
-        """Remember a body in the bounded cache."""
+        """Remember a body in the cache, bounded in count and in bytes (least recently used go first)."""
+        old = self._cache.pop(hash_, None)
+        if old is not None:
+            self._bytes -= len(old)
         self._cache[hash_] = data
-        self._cache.move_to_end(hash_)
-        while len(self._cache) > self.capacity:
-            self._cache.popitem(last=False)
+        self._bytes += len(data)
+        while len(self._cache) > self.capacity or (self._bytes > self.capacity_bytes and len(self._cache) > 1):
+            _, dropped = self._cache.popitem(last=False)
+            self._bytes -= len(dropped)
 
     def prefetch(self, hashes: Iterable[str]) -> None:
         """Fetch a chunk's bodies in bulk; they stay at hand until the next prefetch, whatever the capacity."""
@@ -123,7 +129,11 @@ class BodyCache:
     def cached(self, hash_: str) -> bytes | None:
         """A body already at hand (this chunk's or the bounded cache's), without a query."""
         found = self._chunk.get(hash_)
-        return found if found is not None else self._cache.get(hash_)
+        if found is None:
+            found = self._cache.get(hash_)
+            if found is not None:
+                self._cache.move_to_end(hash_)  # least recently used goes first: shared seeds stay
+        return found
 
     def hold(self, chunk: dict[str, bytes]) -> None:
         """Make these bodies the current chunk's: at hand until the next chunk, whatever the capacity."""
