@@ -28,7 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
+from multiprocessing import get_context
 from pathlib import Path
 
 import anyio
@@ -75,9 +77,11 @@ def one(mode: str, path: Path) -> None:
     else:
         runs = rejudge(path, workers=int(mode.split("/")[1])).runs
     seconds = time.perf_counter() - start
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    print(json.dumps({"runs": runs, "seconds": seconds, "rss_mib": own / 1024, "worker_rss_mib": children / 1024}))
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    print(json.dumps({"runs": runs, "seconds": seconds, "cpu_s": cpu, "rss_mib": own.ru_maxrss / 1024,
+                      "worker_rss_mib": children.ru_maxrss / 1024}))
 
 
 def measure(mode: str, path: Path) -> dict:
@@ -86,6 +90,36 @@ def measure(mode: str, path: Path) -> dict:
     if done.returncode:
         raise SystemExit(f"{mode} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+_BARRIER = None
+
+
+def _hold(barrier) -> None:
+    global _BARRIER
+    _BARRIER = barrier
+
+
+def _burn(n: int) -> tuple[float, float]:
+    if _BARRIER is not None:
+        _BARRIER.wait()  # both processes started: the work begins together
+    start = time.monotonic()
+    total = 0
+    for i in range(n):
+        total += i * i
+    return start, time.monotonic()
+
+
+def cpu_control(n: int = 5_000_000) -> tuple[float, float]:
+    """Seconds for two pieces of pure-Python work one after the other, then at once on two processes."""
+    start = time.monotonic()
+    _burn(n)
+    _burn(n)
+    serial = time.monotonic() - start
+    context = get_context("spawn")
+    with ProcessPoolExecutor(2, mp_context=context, initializer=_hold, initargs=(context.Barrier(2),)) as pool:
+        spans = list(pool.map(_burn, [n, n]))
+    return serial, max(end for _, end in spans) - min(begin for begin, _ in spans)
 
 
 def log_size(path: Path) -> str:
@@ -119,6 +153,9 @@ def main() -> None:
     modes = ([] if args.skip_chunked else ["chunked"]) + ["stream/1"] + [
         f"stream/{n}" for n in args.workers.split(",") if int(n) > 1]
     kind = "shared" if args.shared_bodies else "own"
+    serial, parallel = cpu_control()
+    print(f"control: pure-Python work on 2 processes runs {serial / parallel:.2f}x as fast as on 1 here and now "
+          f"(the most any 2-worker ratio below can reach on this machine at this moment)")
     for size in (int(s) for s in args.sizes.split(",")):
         path = folder / f"grown-{size}-{kind}.duckdb"
         if not path.exists():
@@ -133,6 +170,7 @@ def main() -> None:
             workers = 1 if mode in ("chunked", "stream/1") else int(mode.split("/")[1])
             rate = found["runs"] / found["seconds"]
             print(f"  {mode:9} {rate:7.0f} runs/s  {rate / workers:7.0f} runs/s per worker  "
+                  f"{found['runs'] / found['cpu_s']:6.0f} runs per CPU-second  "
                   f"{found['seconds']:6.1f} s  peak RSS {found['rss_mib']:6.0f} MiB"
                   + (f" (each worker {found['worker_rss_mib']:.0f} MiB)" if workers > 1 else ""))
         if "chunked" in results:

@@ -239,13 +239,19 @@ def sql(
     query: Annotated[str, typer.Argument(help="SQL over the log (views: fhir_exchanges, llm_calls, tool_calls, run_summary).")],
     log: LogOption = DEFAULT_LOG,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines instead of a table.")] = False,
+    parquet: Annotated[Path | None, typer.Option(
+        "--parquet", help="Query a directory of `fae export --parquet` exports instead of a log.")] = None,
 ) -> None:
-    """Run SQL over the log (works while a recording is going on)."""
+    """Run SQL over the log (works while a recording is going on), or over a directory of Parquet exports."""
+    from fae.store.export import query_parquet
     from fae.store.live import check_read_only
 
     check_read_only(query)
-    with _reader(log) as reader:
-        columns, rows = reader.query(query)
+    if parquet is not None:
+        columns, rows = query_parquet(parquet, query)
+    else:
+        with _reader(log) as reader:
+            columns, rows = reader.query(query)
     if as_json:
         for row in rows:
             out.print(json.dumps(dict(zip(columns, row)), default=str), markup=False, soft_wrap=True)
@@ -256,10 +262,11 @@ def sql(
 @app.command()
 @user_errors
 def export(
-    parquet: Annotated[Path, typer.Option("--parquet", help="Directory to write one Parquet file per table.")],
+    parquet: Annotated[Path, typer.Option(
+        "--parquet", help="Directory of exports: one folder per table, partitioned by suite, experiment and day.")],
     log: LogOption = DEFAULT_LOG,
 ) -> None:
-    """Export the log's tables and views to Parquet."""
+    """Export the log's tables to Parquet, partitioned; many logs can share one directory (`fae sql --parquet`)."""
     from fae.store.export import export_parquet
 
     written = export_parquet(log, parquet)

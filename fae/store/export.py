@@ -1,8 +1,23 @@
-"""Export a log's tables and views to Parquet."""
+"""Export a log to a directory of Parquet files partitioned by suite, experiment and day, and query such a directory.
+
+Layout (Hive style, so DuckDB, Polars and Spark read it as one table each)::
+
+    DIR/runs/part_suite=S/part_experiment=E/day=2026-12-01/<log id>_0.parquet
+    DIR/events/...   DIR/verdicts/...   (the rows of a run sit in its run's partition)
+    DIR/blobs/<log id>.parquet
+
+Many logs (the shards of a cluster recording, a month of suites) export into
+one directory side by side: each file is named for the log it came from, so
+exporting a log again replaces its own files and nobody else's. A run's day
+is the day it started (UTC). ``query_parquet`` opens such a directory with the
+log's own views.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -11,23 +26,85 @@ from fae.store.log import EventLog
 from fae.store.schema import VIEWS
 
 TABLES = ("runs", "events", "blobs", "verdicts")
+_PARTITIONED = ("runs", "events", "verdicts")
+_PARTS = ("coalesce(r.suite, '-') AS part_suite, coalesce(r.experiment, '-') AS part_experiment,"
+          " coalesce(CAST(CAST(r.started_at AT TIME ZONE 'UTC' AS DATE) AS VARCHAR), '-') AS day")
+
+
+def log_id(log_path: str | Path) -> str:
+    """A short name for a log's files in an export: its file name and a digest of its full path."""
+    path = Path(log_path).resolve()
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:10]
+    stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in path.stem)[:40]
+    return f"{stem}-{digest}"
+
+
+def _sql_text(path: Path) -> str:
+    return path.as_posix().replace("'", "''")
+
+
+def _select(table: str) -> str:
+    if table == "runs":
+        return f"SELECT *, {_PARTS.replace('r.', '')} FROM runs"
+    return f"SELECT t.*, {_PARTS} FROM {table} t JOIN runs r USING (run_id)"
 
 
 def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Path, int]]:
-    """Write one Parquet file per table and view; returns (file, rows) for each."""
+    """Export every table into ``directory`` (partitioned); returns (table folder, rows) for each."""
     directory = Path(directory)
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreError(f"cannot create {directory}: {exc.strerror}") from None
+    name = log_id(log_path)
     written = []
     with EventLog(log_path, read_only=True) as log:
-        for name in (*TABLES, *VIEWS):
-            target = directory / f"{name}.parquet"
+        for table in TABLES:
+            target = directory / table
             try:
-                log.con.execute(f"COPY (SELECT * FROM {name}) TO '{target.as_posix()}' (FORMAT parquet)")
-                (count,) = log.con.execute(f"SELECT count(*) FROM {name}").fetchone()
-            except duckdb.Error as exc:
-                raise StoreError(f"cannot export {name}: {exc}") from None
+                if table in _PARTITIONED:
+                    for stale in target.glob(f"**/{name}_*.parquet"):
+                        stale.unlink()  # this log's files from an earlier export; the new ones replace them
+                    log.con.execute(
+                        f"COPY ({_select(table)}) TO '{_sql_text(target)}' (FORMAT parquet,"
+                        f" PARTITION_BY (part_suite, part_experiment, day), FILENAME_PATTERN '{name}_{{i}}',"
+                        " OVERWRITE_OR_IGNORE, WRITE_PARTITION_COLUMNS false)")
+                else:
+                    target.mkdir(exist_ok=True)
+                    log.con.execute(f"COPY (SELECT * FROM {table}) TO '{_sql_text(target / name)}.parquet'"
+                                    " (FORMAT parquet)")
+                (count,) = log.con.execute(f"SELECT count(*) FROM {table}").fetchone()
+            except (duckdb.Error, OSError) as exc:
+                raise StoreError(f"cannot export {table}: {exc}") from None
             written.append((target, int(count)))
     return written
+
+
+def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the log's tables over an export directory, and the log's views over those."""
+    directory = Path(directory)
+    if not (directory / "runs").is_dir():
+        raise StoreError(f"{directory} holds no fae export (no runs/ folder); `fae export --parquet` writes one")
+    con = duckdb.connect()
+    for table in TABLES:
+        files = [p for p in (directory / table).glob("**/*.parquet")]
+        if not files:
+            raise StoreError(f"{directory / table} holds no Parquet files")
+        pattern = _sql_text(directory / table) + ("/**/*.parquet" if table in _PARTITIONED else "/*.parquet")
+        con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{pattern}',"
+                    f" hive_partitioning = {'true' if table in _PARTITIONED else 'false'}, union_by_name = true)")
+    for view, sql in VIEWS.items():
+        con.execute(f"CREATE VIEW {view} AS {sql}")
+    return con
+
+
+def query_parquet(directory: str | Path, sql: str, params: list[Any] | None = None) -> tuple[list[str], list[tuple]]:
+    """Run one read query over an export directory, with the same views as a log."""
+    con = open_parquet(directory)
+    try:
+        result = con.execute(sql, params or [])
+        return [d[0] for d in result.description or []], result.fetchall()
+    except duckdb.Error as exc:
+        raise StoreError(f"bad SQL: {exc}") from None
+    finally:
+        con.close()

@@ -2,45 +2,24 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import sys
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from fae.cli import app
 from fae.errors import StoreError
-from fae.store import events as ev
 from fae.store.journal import Journal
-from fae.store.log import Batch, EventLog, EventRow, RunRow, VerdictRow, blob_hash
+from fae.store.log import Batch, EventLog, VerdictRow
 from fae.store.merge import merge_logs
 
+sys.path.insert(0, str(Path(__file__).parent))
+
+from logs import T0, finished_run as _run, write_log as _shard  # noqa: E402
+
 runner = CliRunner()
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-SEED = b'{"resourceType": "Bundle", "entry": []}'
-
-
-def _run(run_id: str, *, task: str = "t", start: datetime = T0, body: bytes = b"") -> Batch:
-    """One finished run: started, seeded (with the shared seed body), answered, finished; plus a verdict."""
-    blobs = {blob_hash(SEED): SEED}
-    if body:
-        blobs[blob_hash(body)] = body
-    events = [ev.RunStarted(task_id=task, variation=0, agent="scripted:gold"),
-              ev.SandboxSeeded(sandbox="sb", fhir_base="http://fhir", resource_count=0, seed_blob=blob_hash(SEED)),
-              ev.AnswerGiven(text=body.decode() or "done"), ev.RunFinished()]
-    return Batch(
-        blobs=blobs,
-        runs=[RunRow(run_id=run_id, task_id=task, variation=0, agent="scripted:gold", repeat=0, status="finished",
-                     started_at=start)],
-        events=[EventRow(run_id, seq, type(e).__struct_config__.tag, start + timedelta(seconds=seq), seq, "harness",
-                         None, ev.encode(e)) for seq, e in enumerate(events, 1)],
-        verdicts=[VerdictRow(run_id, "task", {"mode": "strict"}, "h", "v1", "pass", True, {"n": 1}, start, "live")])
-
-
-def _shard(path, *batches: Batch):
-    with EventLog(path) as log:
-        for batch in batches:
-            log.write_batch(batch)
-    return path
 
 
 def _counts(path) -> dict[str, int]:
