@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -60,6 +61,7 @@ class ShardResult:
     outcomes: Counter = field(default_factory=Counter)
     judged: list[tuple[str, str, str, str, bool | None]] = field(default_factory=list)
     stats: StreamStats = field(default_factory=StreamStats)
+    cpu_s: float = 0.0  # CPU seconds the shard took in its process (measured, never used to decide anything)
 
 
 def _json(value: Any) -> str:
@@ -86,6 +88,7 @@ def _sparse(part: Sequence[Span]) -> bool:
 
 def judge_shard(job: ShardJob) -> ShardResult:
     """Judge one shard of a log (in a worker process, or in this one when there is one worker)."""
+    started = time.process_time()
     plan = _plan(job.judges)
     result = ShardResult()
     sink = duckdb.connect() if job.out else None
@@ -120,6 +123,7 @@ def judge_shard(job: ShardJob) -> ShardResult:
     if sink is not None:
         _spill(sink, pending, f"{job.out}-{parts:05d}.parquet", parts)
         sink.close()
+    result.cpu_s = time.process_time() - started
     return result
 
 
