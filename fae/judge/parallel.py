@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import datetime
 from multiprocessing import get_context
@@ -25,7 +26,7 @@ from typing import Any
 
 import duckdb
 
-from fae.errors import StoreError
+from fae.errors import JudgeError, StoreError
 from fae.judge.judging import Judging, judge_run, relaxed_gc
 from fae.judge.registry import get_judge, rule_set_hash
 from fae.replay.source import load_runs
@@ -147,8 +148,11 @@ def run_shards(jobs: Sequence[ShardJob], workers: int) -> list[ShardResult]:
     if workers <= 1 or len(jobs) <= 1:
         return [judge_shard(job) for job in jobs]
     # spawn, not fork: the parent holds DuckDB's threads, and a forked copy of them is undefined
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        return list(pool.map(judge_shard, jobs))
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+            return list(pool.map(judge_shard, jobs))
+    except BrokenProcessPool as exc:
+        raise JudgeError(f"a judging worker process died ({exc}); no verdict was written") from None
 
 
 def insert_verdicts(log: EventLog, stems: Sequence[str | Path]) -> int:

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from bench.grow_log import grow
 from fae.cli import app
+from fae.errors import ReplayDrift
 from fae.judge.compare import compare
 from fae.judge.judging import build_plan, judge_run
 from fae.judge.rejudge import rejudge
@@ -92,3 +93,18 @@ def test_cli_workers(grown, tmp_path):
         assert failed.exit_code == 1, failed.output
         flat = " ".join(failed.output.split())
         assert flat.startswith("error:") and "--workers must be at least 1" in flat and "Traceback" not in flat
+
+
+def test_a_run_no_worker_can_read_stops_the_rejudge_and_nothing_is_written(grown, tmp_path):
+    """One unreadable event in one shard: the error names the run and seq, and no verdict of any shard lands."""
+    log = tmp_path / "broken.duckdb"
+    shutil.copy(grown, log)
+    with EventLog(log) as opened:
+        opened.con.execute("UPDATE events SET payload = '{\"type\": \"NoSuchEvent\"}'"
+                           " WHERE run_id = (SELECT max(run_id) FROM runs) AND seq = 2")
+        _, [(before,)] = opened.query("SELECT count(*) FROM verdicts")
+    with pytest.raises(ReplayDrift, match=r"cannot be decoded") as caught:
+        rejudge(log, workers=2)
+    assert caught.value.seq == 2 and caught.value.run_id
+    with EventLog(log, read_only=True) as opened:
+        assert opened.query("SELECT count(*) FROM verdicts")[1] == [(before,)]
