@@ -72,16 +72,19 @@ def chunked(path: Path) -> int:
 def one(mode: str, path: Path) -> None:
     """Run one mode in this process and print what it cost as JSON."""
     start = time.perf_counter()
+    workers = []
     if mode == "chunked":
         runs = chunked(path)
     else:
-        runs = rejudge(path, workers=int(mode.split("/")[1])).runs
+        result = rejudge(path, workers=int(mode.split("/")[1]))
+        runs = result.runs
+        if len(result.shards) > 1:  # judged in worker processes: they report their own CPU time and memory
+            workers = result.shards
     seconds = time.perf_counter() - start
     own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    cpu = own.ru_utime + own.ru_stime + sum(w.cpu_s for w in workers)
     print(json.dumps({"runs": runs, "seconds": seconds, "cpu_s": cpu, "rss_mib": own.ru_maxrss / 1024,
-                      "worker_rss_mib": children.ru_maxrss / 1024}))
+                      "worker_rss_mib": max((w.rss_mib for w in workers), default=0)}))
 
 
 def measure(mode: str, path: Path) -> dict:

@@ -85,8 +85,8 @@ def _verdicts(log: Queryable, plan: list[Judging], ids: Sequence[str], *, log_pa
     missing = sorted({run_id for j in plan for run_id in ids if run_id not in found[(j.name, j.rules_hash)]})
     computed = 0
     now = datetime.now(UTC)
-    if log_path is not None and missing and (workers or workers_default()) > 1:
-        count = workers or workers_default()
+    count = workers or workers_default(len(missing))
+    if log_path is not None and missing and count > 1:
         judges = tuple((j.name, j.rules) for j in plan)
         jobs = [ShardJob(str(log_path), tuple(part), judges, now, None, out=None)
                 for part in shards(spans(log, missing), count)]

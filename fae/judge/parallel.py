@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -39,6 +40,7 @@ _VERDICT_COLUMNS = ("run_id VARCHAR, judge VARCHAR, rule_set JSON, rule_set_hash
 _COLUMN_NAMES = ", ".join(part.split()[0] for part in _VERDICT_COLUMNS.split(", "))
 
 READ_MEMORY = "256MB"
+RUNS_PER_WORKER = 1_000
 SPILL_ROWS = 30_000
 
 
@@ -63,15 +65,17 @@ class ShardResult:
     judged: list[tuple[str, str, str, str, bool | None]] = field(default_factory=list)
     stats: StreamStats = field(default_factory=StreamStats)
     cpu_s: float = 0.0  # CPU seconds the shard took in its process (measured, never used to decide anything)
+    rss_mib: float = 0.0  # the peak resident memory of the process that judged it
 
 
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def workers_default() -> int:
-    """All the cores this process may use."""
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+def workers_default(runs: int | None = None) -> int:
+    """All the cores this process may use, but no more than one per ``RUNS_PER_WORKER`` runs (a start costs ~1 s)."""
+    cores = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    return cores if runs is None else max(1, min(cores, runs // RUNS_PER_WORKER))
 
 
 def _plan(judges: Sequence[tuple[str, dict[str, Any]]]) -> list[Judging]:
@@ -125,6 +129,7 @@ def judge_shard(job: ShardJob) -> ShardResult:
         _spill(sink, pending, f"{job.out}-{parts:05d}.parquet", parts)
         sink.close()
     result.cpu_s = time.process_time() - started
+    result.rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return result
 
 
@@ -147,9 +152,11 @@ def run_shards(jobs: Sequence[ShardJob], workers: int) -> list[ShardResult]:
     """Judge the shards, in worker processes when there is more than one."""
     if workers <= 1 or len(jobs) <= 1:
         return [judge_shard(job) for job in jobs]
-    # spawn, not fork: the parent holds DuckDB's threads, and a forked copy of them is undefined
+    # forkserver: a clean process (no DuckDB threads, unlike this one) that imports fae once and forks each worker
+    context = get_context("forkserver")
+    context.set_forkserver_preload(["fae.judge.parallel", "fae.judge.builtin_judges"])
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             return list(pool.map(judge_shard, jobs))
     except BrokenProcessPool as exc:
         raise JudgeError(f"a judging worker process died ({exc}); no verdict was written") from None

@@ -19,7 +19,7 @@ from typing import Any
 from fae.errors import JudgeError, StoreError
 from fae.judge.judging import (DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run,  # noqa: F401
                                relaxed_gc)
-from fae.judge.parallel import ShardJob, insert_verdicts, run_shards, workers_default
+from fae.judge.parallel import ShardJob, ShardResult, insert_verdicts, run_shards, workers_default
 from fae.replay.source import load_runs, run_ids
 from fae.replay.stream import shards, spans
 from fae.store.log import EventLog, VerdictRow
@@ -36,6 +36,7 @@ class RejudgeResult:
     runs: int
     verdicts: int
     outcomes: Counter = field(default_factory=Counter)
+    shards: list[ShardResult] = field(default_factory=list)  # what each worker judged and what it cost
 
 
 def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: Mapping[str, Any] | None = None,
@@ -55,7 +56,7 @@ def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: M
         if not ids:
             raise JudgeError(f"no finished runs in {path} match {runs!r}" if runs else f"no finished runs in {path}")
         found = spans(log, ids)
-    count = workers or workers_default()
+    count = workers or workers_default(len(ids))
     judges = tuple((j.name, j.rules) for j in plan)
     with tempfile.TemporaryDirectory(prefix="fae-rejudge-") as spool:
         jobs = [ShardJob(str(path), tuple(part), judges, now, batch, out=str(Path(spool) / f"shard-{index}"),
@@ -63,7 +64,7 @@ def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: M
         results = run_shards(jobs, count)
         with EventLog(path) as log:
             written = insert_verdicts(log, [job.out for job in jobs if job.out])
-    result = RejudgeResult(batch=batch, runs=sum(r.runs for r in results), verdicts=written)
+    result = RejudgeResult(batch=batch, runs=sum(r.runs for r in results), verdicts=written, shards=results)
     for part in results:
         result.outcomes.update(part.outcomes)
     return result
