@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.grow_log import grow  # noqa: E402
 from fae.harness.suite_runner import plan_suite, record_suite  # noqa: E402
 from fae.judge.judging import build_plan, judge_run, relaxed_gc  # noqa: E402
+from fae.judge.parallel import peak_rss_mib  # noqa: E402
 from fae.judge.rejudge import JUDGED_STATUSES, rejudge  # noqa: E402
 from fae.replay.source import BodyCache, load_runs, run_ids  # noqa: E402
 from fae.store.log import Batch, EventLog  # noqa: E402
@@ -83,7 +84,7 @@ def one(mode: str, path: Path) -> None:
     seconds = time.perf_counter() - start
     own = resource.getrusage(resource.RUSAGE_SELF)
     cpu = own.ru_utime + own.ru_stime + sum(w.cpu_s for w in workers)
-    print(json.dumps({"runs": runs, "seconds": seconds, "cpu_s": cpu, "rss_mib": own.ru_maxrss / 1024,
+    print(json.dumps({"runs": runs, "seconds": seconds, "cpu_s": cpu, "rss_mib": peak_rss_mib(),
                       "worker_rss_mib": max((w.rss_mib for w in workers), default=0)}))
 
 

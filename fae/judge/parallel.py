@@ -72,6 +72,17 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def peak_rss_mib() -> float:
+    """This process's peak resident memory (VmHWM: unlike ru_maxrss it does not carry a parent's peak over exec)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def workers_default(runs: int | None = None) -> int:
     """All the cores this process may use, but no more than one per ``RUNS_PER_WORKER`` runs (a start costs ~1 s)."""
     cores = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
@@ -129,7 +140,7 @@ def judge_shard(job: ShardJob) -> ShardResult:
         _spill(sink, pending, f"{job.out}-{parts:05d}.parquet", parts)
         sink.close()
     result.cpu_s = time.process_time() - started
-    result.rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result.rss_mib = peak_rss_mib()
     return result
 
 
