@@ -74,17 +74,26 @@ def main() -> None:
         runs, seconds = record(variations)
         print(f"{runs} runs in {seconds:.1f} s ({runs / seconds:.1f} runs/s), one process")
         return
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(time.process_time)  # CPU time: waiting in select() is not work
     profiler.enable()
     runs, seconds = record(variations)
     profiler.disable()
     shares: Counter = Counter()
-    for (filename, _, _), (_, _, own, _, _) in pstats.Stats(profiler).stats.items():  # type: ignore[attr-defined]
-        shares[part_of(filename)] += own
+    others: Counter = Counter()
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    for (filename, _, name), (_, _, own, _, callers) in stats.items():
+        part = part_of(filename)
+        if part == "builtins (C)" and callers:  # a C function counts for the part that called it most
+            caller = max(callers.items(), key=lambda item: item[1][2])[0]
+            part = part_of(caller[0])
+        shares[part] += own
+        if part in ("other", "builtins (C)"):
+            others[f"{filename}:{name}"] += own
     total = sum(shares.values())
     print(f"{runs} runs in {seconds:.1f} s under the profiler; CPU time by part (own time of its functions):")
     for part, own in shares.most_common():
         print(f"  {part:24} {own:7.1f} s  {100 * own / total:5.1f} %")
+    print("largest unattributed:", "; ".join(f"{name} {own:.1f} s" for name, own in others.most_common(6)))
 
 
 if __name__ == "__main__":

@@ -66,13 +66,13 @@ def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Pa
                     for stale in target.glob(f"**/{name}_*.parquet"):
                         stale.unlink()  # this log's files from an earlier export; the new ones replace them
                     log.con.execute(
-                        f"COPY ({_select(table)}) TO '{_sql_text(target)}' (FORMAT parquet,"
+                        f"COPY ({_select(table)}) TO '{_sql_text(target)}' (FORMAT parquet, COMPRESSION zstd,"
                         f" PARTITION_BY (part_suite, part_experiment, day), FILENAME_PATTERN '{name}_{{i}}',"
                         " OVERWRITE_OR_IGNORE, WRITE_PARTITION_COLUMNS false)")
                 else:
                     target.mkdir(exist_ok=True)
                     log.con.execute(f"COPY (SELECT * FROM {table}) TO '{_sql_text(target / name)}.parquet'"
-                                    " (FORMAT parquet)")
+                                    " (FORMAT parquet, COMPRESSION zstd)")
                 (count,) = log.con.execute(f"SELECT count(*) FROM {table}").fetchone()
             except (duckdb.Error, OSError) as exc:
                 raise StoreError(f"cannot export {table}: {exc}") from None
