@@ -27,8 +27,12 @@ from fae.store.schema import VIEWS
 
 TABLES = ("runs", "events", "blobs", "verdicts")
 _PARTITIONED = ("runs", "events", "verdicts")
-_PARTS = ("coalesce(r.suite, '-') AS part_suite, coalesce(r.experiment, '-') AS part_experiment,"
-          " coalesce(CAST(CAST(r.started_at AT TIME ZONE 'UTC' AS DATE) AS VARCHAR), '-') AS day")
+
+
+def _parts(runs: str) -> str:
+    """The partition columns, from the runs table under the alias ``runs``: suite, experiment, the run's UTC day."""
+    return (f"coalesce({runs}.suite, '-') AS part_suite, coalesce({runs}.experiment, '-') AS part_experiment,"
+            f" coalesce(CAST(CAST({runs}.started_at AT TIME ZONE 'UTC' AS DATE) AS VARCHAR), '-') AS day")
 
 
 def log_id(log_path: str | Path) -> str:
@@ -45,8 +49,8 @@ def _sql_text(path: Path) -> str:
 
 def _select(table: str) -> str:
     if table == "runs":
-        return f"SELECT *, {_PARTS.replace('r.', '')} FROM runs"
-    return f"SELECT t.*, {_PARTS} FROM {table} t JOIN runs r USING (run_id)"
+        return f"SELECT *, {_parts('runs')} FROM runs"
+    return f"SELECT t.*, {_parts('r')} FROM {table} t JOIN runs r USING (run_id)"
 
 
 def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Path, int]]:
