@@ -59,7 +59,12 @@ def shards(found: Sequence[Span], count: int) -> list[list[Span]]:
 
 
 class BlobLocator:
-    """Row ids of blobs by hash, found by walking the hash column forward from where a shard begins."""
+    """Row ids of blobs by hash, found by walking the hash column forward from where the bodies lie.
+
+    The walk starts at the middle of the first bodies a shard asks for, and moves (``seek``) to where
+    bodies looked up by hash turned out to lie when it has drifted away from them, so a walk that began
+    in the wrong place costs one chunk of slow lookups, not all of them.
+    """
 
     def __init__(self, con: Any, *, window: int = 65_536, look_ahead: int = 20_000):
         self.con = con
@@ -68,22 +73,38 @@ class BlobLocator:
         self._seen: OrderedDict[str, int] = OrderedDict()
         self._cursor: Any = None
         self._done = False
+        self.position = -1  # the last row id walked
         self.scanned = 0
+        self.seeks = 0
 
-    def _start(self, hashes: list[str]) -> None:
-        rows = self.con.execute("SELECT rowid FROM blobs WHERE hash IN (SELECT unnest(?)) ORDER BY rowid",
-                                [hashes]).fetchall()
-        start = rows[len(rows) // 10][0] if rows else 0
+    def seek(self, rowid: int) -> None:
+        """Walk on from a little before this row id."""
+        if self._cursor is not None:
+            self._cursor.close()
+        start = max(0, rowid - self.look_ahead // 2)
         self._cursor = self.con.cursor()
-        self._cursor.execute("SELECT rowid, hash FROM blobs WHERE rowid >= ?", [max(0, start - self.look_ahead)])
+        self._cursor.execute("SELECT rowid, hash FROM blobs WHERE rowid >= ?", [start])
+        self._done = False
+        self.position = start - 1
+        self.seeks += 1
+
+    def drifted(self, positions: Sequence[int]) -> None:
+        """Bodies the walk missed lie at these row ids: move the walk there if they are out of its reach."""
+        if not positions:
+            return
+        middle = sorted(positions)[len(positions) // 2]
+        if middle > self.position + self.look_ahead or middle < self.position - self.window:
+            self.seek(middle)
 
     def find(self, hashes: Iterable[str]) -> dict[str, int]:
         """Row ids of as many of these hashes as lie near the walk; the rest are left out."""
         wanted = set(hashes)
-        if self._cursor is None and not self._done:
+        if self._cursor is None:
             if not wanted:
                 return {}
-            self._start(sorted(wanted))
+            rows = self.con.execute("SELECT rowid FROM blobs WHERE hash IN (SELECT unnest(?)) ORDER BY rowid",
+                                    [sorted(wanted)]).fetchall()
+            self.seek(rows[len(rows) // 2][0] if rows else 0)
         found = {h: self._seen[h] for h in wanted if h in self._seen}
         missing = wanted - found.keys()
         since_last = 0
@@ -94,6 +115,7 @@ class BlobLocator:
                 break
             self.scanned += len(rows)
             since_last += len(rows)
+            self.position = rows[-1][0]
             for rowid, hash_ in rows:
                 self._seen[hash_] = rowid
                 if hash_ in missing:
@@ -118,6 +140,7 @@ class StreamStats:
     by_hash: int = 0
     cached: int = 0
     hashes_walked: int = 0
+    seeks: int = 0
 
 
 def _fetch_bodies(con: Any, cache: BodyCache, locator: BlobLocator, hashes: set[str], stats: StreamStats) -> None:
@@ -141,12 +164,13 @@ def _fetch_bodies(con: Any, cache: BodyCache, locator: BlobLocator, hashes: set[
         stats.by_position += len(rows)
     rest = [h for h in unknown if h not in chunk]
     if rest:
-        rows = con.execute("SELECT hash, any_value(data) FROM blobs WHERE hash IN (SELECT unnest(?)) GROUP BY hash",
-                           [rest]).fetchall()
-        for hash_, data in rows:
+        rows = con.execute("SELECT hash, min(rowid), any_value(data) FROM blobs WHERE hash IN (SELECT unnest(?))"
+                           " GROUP BY hash", [rest]).fetchall()
+        for hash_, _, data in rows:
             chunk[hash_] = body = bytes(data)
             cache.keep(hash_, body)
         stats.by_hash += len(rest)
+        locator.drifted([rowid for _, rowid, _ in rows])
     cache.hold(chunk)
 
 
@@ -208,6 +232,7 @@ def stream_runs(con: Any, part: Sequence[Span], *, lean: bool = True, chunk: int
             cursor.close()
             locator.close()
     stats.hashes_walked += locator.scanned
+    stats.seeks += locator.seeks
 
 
 class ConnectionQueries:
