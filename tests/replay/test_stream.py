@@ -10,8 +10,8 @@ import pytest
 from bench.grow_log import grow
 from fae.errors import StoreError
 from fae.replay.source import load_runs, needed_hashes, run_ids
-from fae.replay.stream import Span, StreamStats, shards, spans, stream_runs
-from fae.store.log import EventLog
+from fae.replay.stream import BlobLocator, Span, StreamStats, shards, spans, stream_runs
+from fae.store.log import Batch, EventLog, blob_hash
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +101,24 @@ def test_needed_hashes_name_the_bodies_judges_read(grown):
         _, rows = log.query("SELECT run_id, seq, kind, 0, 0, actor, upstream, payload FROM events"
                             " WHERE kind IN ('SandboxSeeded', 'StateCaptured')")
     assert len(set(needed_hashes(rows))) >= 2
+
+
+def test_a_walk_out_of_reach_of_the_bodies_moves_to_them(tmp_path):
+    """Bodies far ahead of the walk are not found by walking; once their place is known the walk moves there."""
+    bodies = [b"body %d" % n for n in range(12_000)]
+    with EventLog(tmp_path / "blobs.duckdb") as log:
+        log.write_batch(Batch(blobs={blob_hash(b): b for b in bodies}))
+        _, rows = log.query("SELECT hash, rowid FROM blobs")
+        where = dict(rows)
+        locator = BlobLocator(log.con, window=2_000, look_ahead=1_000)
+        near = [blob_hash(b) for b in bodies[:5]]
+        far = [h for h, rowid in where.items() if 10_000 <= rowid < 10_010]
+        locator.seek(0)
+        assert locator.find(near).keys() == set(near)
+        assert locator.find(far) == {}  # out of reach: the walk gives up after look_ahead rows
+        locator.drifted([locator.position - 10, locator.position + 10])  # within reach: the walk stays
+        assert locator.seeks == 1
+        locator.drifted([where[h] for h in far])
+        assert locator.seeks == 2
+        assert locator.find(far) == {h: where[h] for h in far}
+        locator.close()
