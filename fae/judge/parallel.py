@@ -39,7 +39,7 @@ _VERDICT_COLUMNS = ("run_id VARCHAR, judge VARCHAR, rule_set JSON, rule_set_hash
 
 _COLUMN_NAMES = ", ".join(part.split()[0] for part in _VERDICT_COLUMNS.split(", "))
 
-READ_MEMORY = "256MB"
+READ_MEMORY = "64MB"
 RUNS_PER_WORKER = 1_000
 SPILL_ROWS = 30_000
 
@@ -151,7 +151,8 @@ def _spill(sink: duckdb.DuckDBPyConnection, rows: list[tuple], path: str, parts:
     with sink.appender("verdicts") as appender:
         appender.append_rows(rows)
     sink.execute(f"COPY verdicts TO '{_sql_path(path)}' (FORMAT parquet)")
-    sink.execute("DELETE FROM verdicts")
+    sink.execute("DROP TABLE verdicts")  # a DELETE would keep the rows' memory in an in-memory database
+    sink.execute(f"CREATE TABLE verdicts ({_VERDICT_COLUMNS})")
     return parts + 1
 
 
