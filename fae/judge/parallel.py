@@ -39,7 +39,7 @@ _VERDICT_COLUMNS = ("run_id VARCHAR, judge VARCHAR, rule_set JSON, rule_set_hash
 
 _COLUMN_NAMES = ", ".join(part.split()[0] for part in _VERDICT_COLUMNS.split(", "))
 
-READ_MEMORY = "256MB"
+READ_MEMORY = "128MB"
 RUNS_PER_WORKER = 1_000
 SPILL_ROWS = 30_000
 

@@ -164,11 +164,12 @@ def _fetch_bodies(con: Any, cache: BodyCache, locator: BlobLocator, hashes: set[
         stats.by_position += len(rows)
     rest = [h for h in unknown if h not in chunk]
     if rest:
-        rows = con.execute("SELECT hash, min(rowid), any_value(data) FROM blobs WHERE hash IN (SELECT unnest(?))"
-                           " GROUP BY hash", [rest]).fetchall()
+        # no GROUP BY: an aggregate would hold every body in DuckDB's memory at once; a repeat is skipped here
+        rows = con.execute("SELECT hash, rowid, data FROM blobs WHERE hash IN (SELECT unnest(?))", [rest]).fetchall()
         for hash_, _, data in rows:
-            chunk[hash_] = body = bytes(data)
-            cache.keep(hash_, body)
+            if hash_ not in chunk:
+                chunk[hash_] = body = bytes(data)
+                cache.keep(hash_, body)
         stats.by_hash += len(rest)
         locator.drifted([rowid for _, rowid, _ in rows])
     cache.hold(chunk)
