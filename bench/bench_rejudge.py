@@ -1,116 +1,190 @@
-"""Rejudge throughput: runs per second over a log of at least 10,000 recorded runs.
+"""Rejudge throughput and memory on realistic logs of growing size, old and new loading side by side.
 
-Records every task's gold run (variations 0-1) through the real stack, then
-copies those runs under new ids until the log holds ``--runs`` runs (copies
-share seed bodies, as repeats of a variation do). Times ``fae rejudge`` of the
-deterministic judges (task strict and light, failure_mode, state_drift) on
-one core, and prints runs/s, the log's size, and where the time goes.
+Records the gold suite (every task, variations 0-2: 147 runs) through the real
+stack once, then grows copies of it to each size with bench/grow_log.py: every
+copy has its own bodies (new sandbox ids, exchange ids, server timestamps), only
+the seed bundles are shared, as with repeats in a real log (``--shared-bodies``
+gives the old, easier log). For each size it runs, each in a fresh process so
+peak RSS is its own:
 
-    uv run python bench/bench_rejudge.py [--runs 10000] [--keep PATH]
+  chunked   the loader before this change: a chunk of runs by id, bodies by hash, one process
+  stream/1  ``fae rejudge --workers 1``: one pass in written order, bodies by position
+  stream/N  ``fae rejudge --workers N`` for each N in --workers
+
+All judge the default plan (6 judges) and write the verdicts. Prints runs/s,
+runs/s per worker, peak RSS, and the log's bytes per run and per event.
+The machine may be shared: compare the ratios within one run, not across runs.
+
+    uv run python bench/bench_rejudge.py [--sizes 2000,10000] [--workers 2] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import cProfile
-import pstats
+import json
+import resource
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
+from multiprocessing import get_context
 from pathlib import Path
 
 import anyio
-import duckdb
 
-from fae.harness.suite_runner import plan_suite, record_suite
-from fae.judge.rejudge import build_plan, judge_run, rejudge, relaxed_gc
-from fae.replay.source import BodyCache, load_runs, run_ids
-from fae.store.log import EventLog
-from fae.tasks import load_suite
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-JUDGES = [("task", {"mode": "strict"}), ("task", {"mode": "light"}), ("failure_mode", {}), ("state_drift", {})]
+from bench.grow_log import grow  # noqa: E402
+from fae.harness.suite_runner import plan_suite, record_suite  # noqa: E402
+from fae.judge.judging import build_plan, judge_run, relaxed_gc  # noqa: E402
+from fae.judge.parallel import peak_rss_mib  # noqa: E402
+from fae.judge.rejudge import JUDGED_STATUSES, rejudge  # noqa: E402
+from fae.replay.source import BodyCache, load_runs, run_ids  # noqa: E402
+from fae.store.log import Batch, EventLog  # noqa: E402
+from fae.tasks import load_suite  # noqa: E402
 
 
-def build_log(path: Path, runs: int) -> int:
-    specs = plan_suite(list(load_suite()), [0, 1], ["gold"], 1, "bench")
+def record_base(path: Path) -> None:
+    specs = plan_suite(list(load_suite()), [0, 1, 2], ["gold"], 1, "bench")
     anyio.run(lambda: record_suite(path, specs, concurrency=8))
-    con = duckdb.connect(str(path))
-    base = con.execute("SELECT count(*) FROM runs").fetchone()[0]
-    copies = -(-runs // base) - 1
-    for n in range(1, copies + 1):
-        con.execute("INSERT INTO runs SELECT run_id || '.c' || ?, suite, task_id, variation, agent, agent_config,"
-                    " repeat + ?, status, started_at, ended_at, stop_reason, error FROM runs WHERE repeat = 0",
-                    [n, n])
-        con.execute("INSERT INTO events SELECT e.run_id || '.c' || ?, seq, kind, wall_time, mono_ns, actor, upstream,"
-                    " payload FROM events e JOIN runs r ON r.run_id = e.run_id AND r.repeat = 0", [n])
-    con.execute("DELETE FROM verdicts")
-    con.execute("CHECKPOINT")
-    total = con.execute("SELECT count(*) FROM runs").fetchone()[0]
-    con.close()
-    return total
+
+
+def chunked(path: Path) -> int:
+    """The loading ``fae rejudge`` had before: chunks of runs by id, bodies by hash (kept here to compare)."""
+    plan = build_plan()
+    now = datetime.now(UTC)
+    with EventLog(path) as log:
+        ids = run_ids(log, statuses=JUDGED_STATUSES)
+        pending = []
+        with relaxed_gc():
+            for run in load_runs(log, ids, bodies=BodyCache(log), lean=True, chunk=400):
+                pending.extend(judge_run(run, plan, judged_at=now, batch="bench-chunked"))
+                if len(pending) >= 500 * len(plan):
+                    log.write_batch(Batch(verdicts=pending))
+                    pending = []
+        if pending:
+            log.write_batch(Batch(verdicts=pending))
+    return len(ids)
+
+
+def one(mode: str, path: Path) -> None:
+    """Run one mode in this process and print what it cost as JSON."""
+    start = time.perf_counter()
+    workers = []
+    if mode == "chunked":
+        runs = chunked(path)
+    else:
+        result = rejudge(path, workers=int(mode.split("/")[1]))
+        runs = result.runs
+        if len(result.shards) > 1:  # judged in worker processes: they report their own CPU time and memory
+            workers = result.shards
+    seconds = time.perf_counter() - start
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = own.ru_utime + own.ru_stime + sum(w.cpu_s for w in workers)
+    print(json.dumps({"runs": runs, "seconds": seconds, "cpu_s": cpu, "rss_mib": peak_rss_mib(),
+                      "worker_rss_mib": max((w.rss_mib for w in workers), default=0)}))
+
+
+def measure(mode: str, path: Path) -> dict:
+    done = subprocess.run([sys.executable, __file__, "--one", mode, "--log", str(path)],
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{mode} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+_BARRIER = None
+
+
+def _hold(barrier) -> None:
+    global _BARRIER
+    _BARRIER = barrier
+
+
+def _burn(n: int) -> tuple[float, float]:
+    if _BARRIER is not None:
+        _BARRIER.wait()  # both processes started: the work begins together
+    start = time.monotonic()
+    total = 0
+    for i in range(n):
+        total += i * i
+    return start, time.monotonic()
+
+
+def cpu_control(n: int = 5_000_000) -> tuple[float, float]:
+    """Seconds for two pieces of pure-Python work one after the other, then at once on two processes."""
+    start = time.monotonic()
+    _burn(n)
+    _burn(n)
+    serial = time.monotonic() - start
+    context = get_context("spawn")
+    with ProcessPoolExecutor(2, mp_context=context, initializer=_hold, initargs=(context.Barrier(2),)) as pool:
+        spans = list(pool.map(_burn, [n, n]))
+    return serial, max(end for _, end in spans) - min(begin for begin, _ in spans)
+
+
+def log_size(path: Path) -> str:
+    """Bytes per run and per event: the blocks in use (a migrated file keeps its freed blocks for reuse)."""
+    with EventLog(path) as log:  # opened for writing once: brings an older log to the current schema
+        _, [(runs, events)] = log.query("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM events)")
+        log.con.execute("CHECKPOINT")
+        _, [(used,)] = log.query("SELECT used_blocks * block_size FROM pragma_database_size()")
+    return (f"{runs} runs, {events} events, {used / 2**20:.0f} MiB in use: {used / runs / 1024:.1f} KiB per run, "
+            f"{used / events:.0f} B per event (Inspect's .eval: 7.3 KiB per sample)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=10_000)
-    parser.add_argument("--keep", type=Path, help="build (or reuse) the log here")
-    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--sizes", default="2000", help="comma-separated run counts (e.g. 2000,10000,50000,100000)")
+    parser.add_argument("--workers", default="2", help="comma-separated worker counts for the streaming path")
+    parser.add_argument("--keep", type=Path, help="build (or reuse) the logs in this directory")
+    parser.add_argument("--shared-bodies", action="store_true", help="copies share every body (the easy log)")
+    parser.add_argument("--skip-chunked", action="store_true", help="leave out the old loader (slow at 50k+)")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--log", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="fae-bench-"))
-    path = args.keep or folder / "bench.duckdb"
-    if not path.exists():
-        t0 = time.perf_counter()
-        total = build_log(path, args.runs)
-        print(f"built log: {total} runs in {time.perf_counter() - t0:.1f} s")
-    with EventLog(path, read_only=True) as log:
-        _, [(total, events)] = log.query("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM events)")
-    size = path.stat().st_size
-    print(f"log: {total} runs, {events} events, {size / 2**20:.1f} MiB ({size / total / 1024:.1f} KiB per run)")
-
-    # load only: how fast the log reads back
-    with EventLog(path, read_only=True) as log:
-        ids = run_ids(log)
-        t0 = time.perf_counter()
-        loaded = sum(1 for _ in load_runs(log, ids, bodies=BodyCache(log), lean=True))
-        load_s = time.perf_counter() - t0
-    print(f"load only:            {loaded / load_s:8.0f} runs/s")
-
-    plan = [j for name, rules in JUDGES for j in build_plan(name, rules)]
-    now = datetime.now(UTC)
-    def judge_all(gc_mode) -> tuple[float, int]:
-        with EventLog(path, read_only=True) as log:
+    if args.one:
+        one(args.one, args.log)
+        return
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="fae-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    base = folder / "base.duckdb"
+    if not base.exists():
+        start = time.perf_counter()
+        record_base(base)
+        print(f"recorded the gold suite in {time.perf_counter() - start:.0f} s: {log_size(base)}")
+    modes = ([] if args.skip_chunked else ["chunked"]) + ["stream/1"] + [
+        f"stream/{n}" for n in args.workers.split(",") if int(n) > 1]
+    kind = "shared" if args.shared_bodies else "own"
+    serial, parallel = cpu_control()
+    print(f"control: pure-Python work on 2 processes runs {serial / parallel:.2f}x as fast as on 1 here and now "
+          f"(the most any 2-worker ratio below can reach on this machine at this moment)")
+    for size in (int(s) for s in args.sizes.split(",")):
+        path = folder / f"grown-{size}-{kind}.duckdb"
+        if not path.exists():
             start = time.perf_counter()
-            count = 0
-            with gc_mode():
-                for run in load_runs(log, ids, bodies=BodyCache(log), lean=True):
-                    count += len(judge_run(run, plan, judged_at=now))
-            return time.perf_counter() - start, count
-
-    profiler = cProfile.Profile() if args.profile else None
-    if profiler:
-        profiler.enable()
-    # side by side: the collector's default thresholds, then what `fae rejudge` uses
-    default_s, _ = judge_all(contextlib.nullcontext)
-    judge_s, verdicts = judge_all(relaxed_gc)
-    if profiler:
-        profiler.disable()
-    print(f"load + judge (4 judges, in memory): {total / judge_s:8.0f} runs/s, {verdicts / judge_s:8.0f} verdicts/s"
-          f"   (default gc thresholds: {total / default_s:.0f} runs/s; relaxed/default {default_s / judge_s:.2f}x)")
-    if profiler:
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
-
-    t0 = time.perf_counter()
-    for name, rules in JUDGES:
-        rejudge(path, judge_name=name, overrides=rules)
-    full_s = time.perf_counter() - t0
-    print(f"fae rejudge, 4 judges one at a time, verdicts written: {4 * total / full_s:8.0f} run-judgements/s "
-          f"({full_s:.1f} s for {4 * total} verdicts)")
-    t0 = time.perf_counter()
-    rejudge(path, judge_name="failure_mode")
-    fm_s = time.perf_counter() - t0
-    print(f"fae rejudge --judge failure_mode: {total / fm_s:8.0f} runs/s")
-    print(f"one process, one core; log {size / 2**20:.1f} MiB for {total} runs")
+            shutil.copy(base, path)
+            grow(str(path), size, shared_bodies=args.shared_bodies)
+            print(f"grew {path.name} in {time.perf_counter() - start:.0f} s")
+        print(f"\n== {size} runs ({kind} bodies): {log_size(path)}")
+        results = {}
+        for mode in modes:
+            found = results[mode] = measure(mode, path)
+            workers = 1 if mode in ("chunked", "stream/1") else int(mode.split("/")[1])
+            rate = found["runs"] / found["seconds"]
+            print(f"  {mode:9} {rate:7.0f} runs/s  {rate / workers:7.0f} runs/s per worker  "
+                  f"{found['runs'] / found['cpu_s']:6.0f} runs per CPU-second  "
+                  f"{found['seconds']:6.1f} s  peak RSS {found['rss_mib']:6.0f} MiB"
+                  + (f" (each worker {found['worker_rss_mib']:.0f} MiB)" if workers > 1 else ""))
+        if "chunked" in results:
+            print(f"  stream/1 vs chunked: {results['chunked']['seconds'] / results['stream/1']['seconds']:.2f}x")
+        for mode in modes:
+            if mode.startswith("stream/") and mode != "stream/1":
+                print(f"  {mode} vs stream/1: {results['stream/1']['seconds'] / results[mode]['seconds']:.2f}x")
+    print(f"\nlogs in {folder}; 6 judges, verdicts written; one run of this script is one set of side-by-side numbers")
 
 
 if __name__ == "__main__":

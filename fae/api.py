@@ -119,22 +119,25 @@ def _rules(rules: Mapping[str, Any] | str | Sequence[str] | None) -> dict[str, A
 
 def rejudge(log: str | Path, *, judge_name: str | None = None,
             rules: Mapping[str, Any] | str | Sequence[str] | None = None, runs: str | None = None,
-            chunk: int = 500, on_progress: Callable[[int, int], None] | None = None) -> RejudgeResult:
-    """Judge recorded runs again from the log alone and append the verdicts as one batch.
-
-    ``on_progress(judged, planned)`` is called after each chunk of ``chunk`` runs is written.
-    """
-    return _rejudge(log, judge_name=judge_name, overrides=_rules(rules), runs=runs, chunk=chunk,
+            chunk: int = 256, workers: int | None = None,
+            on_progress: Callable[[int, int], None] | None = None) -> RejudgeResult:
+    """Judge recorded runs again from the log alone, on ``workers`` processes (default: every core),
+    and append the verdicts as one batch; ``on_progress(judged, planned)`` reports progress."""
+    return _rejudge(log, judge_name=judge_name, overrides=_rules(rules), runs=runs, chunk=chunk, workers=workers,
                     on_progress=on_progress)
 
 
 def compare(log: str | Path, old: Mapping[str, Any] | str | None, new: Mapping[str, Any] | str | None, *,
-            judge_name: str | None = None, runs: str | None = None) -> Comparison:
-    """Verdicts under ``old`` and ``new`` rules, run by run: outcome changes, flipped runs, harms."""
+            judge_name: str | None = None, runs: str | None = None, workers: int | None = None) -> Comparison:
+    """Verdicts under ``old`` and ``new`` rules, run by run: outcome changes, flipped runs, harms.
+
+    Verdicts the log lacks are judged now, on ``workers`` processes (default: every core).
+    """
     with LogReader(log) as reader:
         if reader.live:
             raise StoreError(f"log {log} is being recorded; compare it when the recording ends")
-        return _compare(reader, _rules(old), _rules(new), judge_name=judge_name, runs=runs)
+        return _compare(reader, _rules(old), _rules(new), judge_name=judge_name, runs=runs, log_path=Path(log),
+                        workers=workers)
 
 
 def stats(log: str | Path, *, experiment: str | None = None, phase: str | None = None,

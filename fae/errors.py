@@ -24,6 +24,10 @@ class FaeError(Exception):
         self.run_id = run_id
         self.seq = seq
 
+    def __reduce__(self) -> tuple:
+        """Pickled with its run id and seq, so an error raised in a worker process reads the same in the parent."""
+        return (_rebuild, (type(self), self.args, self.run_id, self.seq))
+
     def __str__(self) -> str:
         where = []
         if self.run_id is not None:
@@ -33,6 +37,13 @@ class FaeError(Exception):
         base = super().__str__()
         return f"{base} ({', '.join(where)})" if where else base
 
+
+
+def _rebuild(kind: type[FaeError], args: tuple, run_id: str | None, seq: int | None) -> FaeError:
+    error = kind.__new__(kind)
+    Exception.__init__(error, *args)
+    error.run_id, error.seq = run_id, seq
+    return error
 
 class StoreError(FaeError):
     """The event log cannot be opened, read, migrated or written."""

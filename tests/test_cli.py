@@ -71,9 +71,14 @@ def test_sql_over_the_documented_views(recorded):
 def test_export_writes_parquet_per_table(recorded, tmp_path):
     result = runner.invoke(app, ["export", "--parquet", str(tmp_path / "pq"), "--log", str(recorded)])
     assert result.exit_code == 0, result.output
-    count = duckdb.connect().execute(f"SELECT count(*) FROM '{tmp_path / 'pq' / 'runs.parquet'}'").fetchall()[0][0]
+    count = duckdb.connect().execute(
+        f"SELECT count(*) FROM read_parquet('{(tmp_path / 'pq').as_posix()}/runs/**/*.parquet')").fetchall()[0][0]
     assert count == 2
-    assert (tmp_path / "pq" / "fhir_exchanges.parquet").exists()
+    query = "SELECT interaction, resource_type, status FROM fhir_exchanges WHERE actor = 'agent' ORDER BY run_id"
+    exchanges = runner.invoke(app, ["sql", "--json", "--parquet", str(tmp_path / "pq"), query])
+    assert exchanges.exit_code == 0, exchanges.output
+    assert [json.loads(x) for x in exchanges.output.splitlines()] == [
+        {"interaction": "create", "resource_type": "Patient", "status": 201}] * 2
 
 
 @pytest.mark.parametrize("args, message", [

@@ -12,6 +12,9 @@ from fae.cli.console import err, out, rules_label, table
 from fae.cli.options import LogOption, RunsOption
 from fae.cli.progress import progress
 
+WorkersOption = Annotated[int | None, typer.Option(
+    "--workers", "-w", help="Judge on this many processes (default: every core).")]
+
 
 def rejudge(
     log: LogOption = Path("fae.duckdb"),
@@ -19,7 +22,8 @@ def rejudge(
         "--judge", "-j", help="One judge (default: every default judge).")] = None,
     rule: Annotated[list[str], typer.Option("--rule", "-r", help="A rule as key=value (repeatable).")] = [],
     runs: RunsOption = None,
-    chunk: Annotated[int, typer.Option(min=1, help="Runs judged per transaction (progress shows after each).")] = 500,
+    chunk: Annotated[int, typer.Option(min=1, help="Runs per spill part of a worker.")] = 256,
+    workers: WorkersOption = None,
 ) -> None:
     """Judge recorded runs again from the log alone and append the verdicts (old ones are kept)."""
     from fae import api
@@ -31,7 +35,8 @@ def rejudge(
             step(judged - seen[0], total=planned)
             seen[0] = judged
 
-        result = api.rejudge(log, judge_name=judge, rules=rule, runs=runs, chunk=chunk, on_progress=report)
+        result = api.rejudge(log, judge_name=judge, rules=rule, runs=runs, chunk=chunk, workers=workers,
+                             on_progress=report)
     print_rejudged(result, log, judge_name=judge, rules=rule)
 
 
@@ -62,11 +67,12 @@ def compare(
     runs: RunsOption = None,
     show: Annotated[int, typer.Option(help="List at most this many flipped runs per judge.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    workers: WorkersOption = None,
 ) -> None:
     """Compare verdicts under old and new rules: outcome changes, flipped runs, harms caught and missed."""
     from fae import api
 
-    result = api.compare(log, old, new, judge_name=judge, runs=runs)
+    result = api.compare(log, old, new, judge_name=judge, runs=runs, workers=workers)
     if as_json:
         from fae.judge.compare import as_json as comparison_json
 

@@ -92,6 +92,7 @@ _mount("fae.cli.tasks", "tasks", "The task suite.")
 _mount("fae.cli.memory", "memory", "The Reflexion memory: serve, show, search.")
 app.add_typer(__import__("fae.cli.study", fromlist=["experiment_app"]).experiment_app, name="experiment",
               help="Experiments as data: train memory stores, then evaluate configurations.")
+_mount("fae.cli.log", "log", "Log files as a whole: merge the shards of a cluster recording.")
 
 
 def _split_ints(text: str) -> list[int]:
@@ -292,10 +293,18 @@ def sql(
         help="SQL over the log (views: fhir_exchanges, llm_calls, tool_calls, run_summary).")],
     log: LogOption = DEFAULT_LOG,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines instead of a table.")] = False,
+    parquet: Annotated[Path | None, typer.Option(
+        "--parquet", help="Query a directory of `fae export --parquet` exports instead of a log.")] = None,
 ) -> None:
-    """Run one read-only SQL query over the log (works while a recording is going on)."""
-    with _reader(log) as reader:
-        columns, rows = reader.query(query)
+    """Run one read-only SQL query over the log (works while a recording is going on), or over a directory of
+    Parquet exports."""
+    from fae.store.export import query_parquet
+
+    if parquet is not None:
+        columns, rows = query_parquet(parquet, query)
+    else:
+        with _reader(log) as reader:
+            columns, rows = reader.query(query)
     if as_json:
         for row in rows:
             out.print(json.dumps(dict(zip(columns, row, strict=True)), default=str), markup=False, soft_wrap=True)
@@ -306,10 +315,11 @@ def sql(
 @app.command()
 @user_errors
 def export(
-    parquet: Annotated[Path, typer.Option("--parquet", help="Directory to write one Parquet file per table.")],
+    parquet: Annotated[Path, typer.Option(
+        "--parquet", help="Directory of exports: one folder per table, partitioned by suite, experiment and day.")],
     log: LogOption = DEFAULT_LOG,
 ) -> None:
-    """Export the log's tables and views to Parquet."""
+    """Export the log's tables to Parquet, partitioned; many logs can share one directory (`fae sql --parquet`)."""
     from fae.store.export import export_parquet
 
     written = export_parquet(log, parquet)

@@ -12,12 +12,15 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from fae.errors import JudgeError
 from fae.judge.registry import CODE_VERSION, get_judge, rule_set
-from fae.judge.rejudge import DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run
+from fae.judge.judging import DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run
+from fae.judge.parallel import ShardJob, run_shards, workers_default
 from fae.replay.source import Queryable, load_runs, run_ids
+from fae.replay.stream import shards, spans
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,12 +90,30 @@ def _stored(log: Queryable, judge: str, digest: str, ids: Sequence[str]) -> dict
     return {run_id: Judged(outcome, passed) for run_id, outcome, passed in rows}
 
 
-def _verdicts(log: Queryable, plan: list[Judging], ids: Sequence[str]) -> tuple[dict[tuple[str, str], dict[str, Judged]], int]:
-    """(judge, hash) -> run -> verdict, from the log or judged now; and how many were judged now."""
+def _verdicts(log: Queryable, plan: list[Judging], ids: Sequence[str], *, log_path: Path | None = None,
+              workers: int | None = None) -> tuple[dict[tuple[str, str], dict[str, Judged]], int]:
+    """(judge, hash) -> run -> verdict, from the log or judged now; and how many were judged now.
+
+    With the log's path, runs missing a verdict are judged on ``workers`` processes (default every core),
+    each reading the file read-only; a judge whose verdict the log already holds is judged again there, and
+    the stored verdict wins.
+    """
     found = {(j.name, j.rules_hash): _stored(log, j.name, j.rules_hash, ids) for j in plan}
     missing = sorted({run_id for j in plan for run_id in ids if run_id not in found[(j.name, j.rules_hash)]})
     computed = 0
     now = datetime.now(UTC)
+    count = workers or workers_default(len(missing))
+    if log_path is not None and missing and count > 1:
+        judges = tuple((j.name, j.rules) for j in plan)
+        jobs = [ShardJob(str(log_path), tuple(part), judges, now, None, out=None)
+                for part in shards(spans(log, missing), count)]
+        for result in run_shards(jobs, count):
+            for run_id, judge, digest, outcome, passed in result.judged:
+                known = found[(judge, digest)]
+                if run_id not in known:
+                    known[run_id] = Judged(outcome, passed)
+                    computed += 1
+        return found, computed
     for run in load_runs(log, missing, lean=True):
         needed = [j for j in plan if run.run_id not in found[(j.name, j.rules_hash)]]
         for row in judge_run(run, needed, judged_at=now):
@@ -107,7 +128,10 @@ def stopped(judged: Judged | None) -> bool:
 
 
 def compare(log: Queryable, old: Mapping[str, Any], new: Mapping[str, Any], *, judge_name: str | None = None,
-            runs: str | None = None) -> Comparison:
+            runs: str | None = None, log_path: Path | None = None, workers: int | None = None) -> Comparison:
+    """Verdicts under old and new rules, run by run; missing ones judged now (on every core given the log's path)."""
+    if workers is not None and workers < 1:
+        raise JudgeError(f"--workers must be at least 1, not {workers}")
     names = judges_for(judge_name, old, new)
     ids = run_ids(log, runs, statuses=JUDGED_STATUSES)
     if not ids:
@@ -124,7 +148,7 @@ def compare(log: Queryable, old: Mapping[str, Any], new: Mapping[str, Any], *, j
     oracle = build_plan("oracle")[0]
     plan.append(oracle)
     unique = list({(j.name, j.rules_hash): j for j in plan}.values())
-    found, computed = _verdicts(log, unique, ids)
+    found, computed = _verdicts(log, unique, ids, log_path=log_path, workers=workers)
     labels = found[(oracle.name, oracle.rules_hash)]
     result = Comparison(runs=len(ids), computed=computed, judges=[],
                         incomplete_batches=incomplete_batches(log, unique))

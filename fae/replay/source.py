@@ -85,17 +85,24 @@ class RunLog:
 class BodyCache:
     """Bodies by hash: the current chunk's bodies, and a bounded cache of earlier ones (seeds are shared)."""
 
-    def __init__(self, log: Queryable, capacity: int = 4096):
+    def __init__(self, log: Queryable, capacity: int = 4096, capacity_bytes: int = 64 << 20):
         self.log = log
         self.capacity = capacity
+        self.capacity_bytes = capacity_bytes
         self._cache: OrderedDict[str, bytes] = OrderedDict()
+        self._bytes = 0
         self._chunk: dict[str, bytes] = {}
 
-    def _keep(self, hash_: str, data: bytes) -> None:
+    def keep(self, hash_: str, data: bytes) -> None:
+        """Remember a body in the cache, bounded in count and in bytes (least recently used go first)."""
+        old = self._cache.pop(hash_, None)
+        if old is not None:
+            self._bytes -= len(old)
         self._cache[hash_] = data
-        self._cache.move_to_end(hash_)
-        while len(self._cache) > self.capacity:
-            self._cache.popitem(last=False)
+        self._bytes += len(data)
+        while len(self._cache) > self.capacity or (self._bytes > self.capacity_bytes and len(self._cache) > 1):
+            _, dropped = self._cache.popitem(last=False)
+            self._bytes -= len(dropped)
 
     def prefetch(self, hashes: Iterable[str]) -> None:
         """Fetch a chunk's bodies in bulk; they stay at hand until the next prefetch, whatever the capacity."""
@@ -116,7 +123,20 @@ class BodyCache:
                                      " GROUP BY hash", [part])
             for hash_, data in rows:
                 chunk[hash_] = body = bytes(data)
-                self._keep(hash_, body)
+                self.keep(hash_, body)
+        self._chunk = chunk
+
+    def cached(self, hash_: str) -> bytes | None:
+        """A body already at hand (this chunk's or the bounded cache's), without a query."""
+        found = self._chunk.get(hash_)
+        if found is None:
+            found = self._cache.get(hash_)
+            if found is not None:
+                self._cache.move_to_end(hash_)  # least recently used goes first: shared seeds stay
+        return found
+
+    def hold(self, chunk: dict[str, bytes]) -> None:
+        """Make these bodies the current chunk's: at hand until the next chunk, whatever the capacity."""
         self._chunk = chunk
 
     def get(self, hash_: str) -> bytes | None:
@@ -130,7 +150,7 @@ class BodyCache:
         if not rows:
             return None
         data = bytes(rows[0][0])
-        self._keep(hash_, data)
+        self.keep(hash_, data)
         return data
 
 
@@ -151,7 +171,7 @@ class _BodyRefs(msgspec.Struct):
 _body_refs = msgspec.json.Decoder(_BodyRefs)
 
 
-def _needed_hashes(rows: Iterable[tuple]) -> Iterator[str]:
+def needed_hashes(rows: Iterable[tuple]) -> Iterator[str]:
     """The bodies every judge reads — seed, capture, FHIR write request and response — from raw event rows."""
     for _, _, kind, _, _, _, upstream, payload in rows:
         if kind not in ("SandboxSeeded", "StateCaptured") and not (kind == "HttpExchanged" and upstream == "fhir"):
@@ -173,7 +193,7 @@ def _needed_hashes(rows: Iterable[tuple]) -> Iterator[str]:
                 yield refs.request_blob
 
 
-def _decoded(rows: Sequence[tuple]) -> list[Recorded]:
+def decode_rows(rows: Sequence[tuple]) -> list[Recorded]:
     """One run's raw event rows as decoded events."""
     found = []
     for run_id, seq, _, wall_us, mono_ns, actor, upstream, payload in rows:
@@ -252,7 +272,7 @@ def load_runs(log: Queryable, ids: Sequence[str], *, chunk: int = CHUNK,
         _, event_rows = log.query(
             "SELECT run_id, seq, kind, epoch_us(wall_time), mono_ns, actor, upstream, payload FROM events"
             " WHERE run_id IN (SELECT unnest(?))" + skip + " ORDER BY run_id, seq", [part])
-        cache.prefetch(_needed_hashes(event_rows))
+        cache.prefetch(needed_hashes(event_rows))
         by_run: dict[str, tuple[int, int]] = {}  # run id -> its rows' slice (rows come ordered by run id)
         first = 0
         for index in range(1, len(event_rows) + 1):
@@ -265,7 +285,7 @@ def load_runs(log: Queryable, ids: Sequence[str], *, chunk: int = CHUNK,
                 raise StoreError(f"no run {run_id!r} in the log")
             low, high = by_run.get(run_id, (0, 0))
             yield RunLog(run_id=row[0], task_id=row[1], variation=int(row[2]), agent=row[3], repeat=int(row[4]),
-                         status=row[5], events=_decoded(event_rows[low:high]), _bodies=cache)
+                         status=row[5], events=decode_rows(event_rows[low:high]), _bodies=cache)
 
 
 def load_run(log: Queryable, run_id: str) -> RunLog:

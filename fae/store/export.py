@@ -1,36 +1,123 @@
-"""Export a log's tables and views to Parquet."""
+"""Export a log to a directory of Parquet files partitioned by suite, experiment and day, and query such a directory.
+
+Layout (Hive style, so DuckDB, Polars and Spark read it as one table each)::
+
+    DIR/runs/part_suite=S/part_experiment=E/day=2026-12-01/<log id>_0.parquet
+    DIR/events/...   DIR/verdicts/...   (the rows of a run sit in its run's partition)
+    DIR/blobs/<log id>.parquet
+
+Many logs (the shards of a cluster recording, a month of suites) export into
+one directory side by side: each file is named for the log it came from, so
+exporting a log again replaces its own files and nobody else's. A run's day
+is the day it started (UTC). ``query_parquet`` opens such a directory with the
+log's own views.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
 from fae.errors import StoreError
 from fae.store.files import keep_private, remove_stale
 from fae.store.log import EventLog
+from fae.store.sandbox import lock_down, run_query
 from fae.store.schema import VIEWS
 
-TABLES = ("runs", "events", "blobs", "verdicts", "verdict_batches")
+TABLES = ("runs", "events", "blobs", "verdicts", "verdict_batches", "task_meta")
+_PARTITIONED = ("runs", "events", "verdicts")
+
+
+def _parts(runs: str) -> str:
+    """The partition columns, from the runs table under the alias ``runs``: suite, experiment, the run's UTC day."""
+    return (f"coalesce({runs}.suite, '-') AS part_suite, coalesce({runs}.experiment, '-') AS part_experiment,"
+            f" coalesce(CAST(CAST({runs}.started_at AT TIME ZONE 'UTC' AS DATE) AS VARCHAR), '-') AS day")
+
+
+def log_id(log_path: str | Path) -> str:
+    """A short name for a log's files in an export: its file name and a digest of its full path."""
+    path = Path(log_path).resolve()
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:10]
+    stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in path.stem)[:40]
+    return f"{stem}-{digest}"
+
+
+def _sql_text(path: Path) -> str:
+    return path.as_posix().replace("'", "''")
+
+
+def _select(table: str) -> str:
+    if table == "runs":
+        return f"SELECT *, {_parts('runs')} FROM runs"
+    return f"SELECT t.*, {_parts('r')} FROM {table} t JOIN runs r USING (run_id)"
 
 
 def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Path, int]]:
-    """Write one Parquet file per table and view; returns (file, rows) for each."""
+    """Export every table into ``directory`` (partitioned); returns (table folder, rows) for each."""
     directory = Path(directory)
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreError(f"cannot create {directory}: {exc.strerror}") from None
     keep_private()  # the exports hold every body in the log
+    name = log_id(log_path)
     written = []
     with EventLog(log_path, read_only=True) as log:
-        for name in (*TABLES, *VIEWS):
-            target = directory / f"{name}.parquet"
-            remove_stale(target)  # a fresh owner-only file: never an old file's mode, never through a link
+        for table in TABLES:
+            target = directory / table
             try:
-                log.con.execute(f"COPY (SELECT * FROM {name}) TO '{target.as_posix()}' (FORMAT parquet)")
-                (count,) = log.con.execute(f"SELECT count(*) FROM {name}").fetchone()
-            except duckdb.Error as exc:
-                raise StoreError(f"cannot export {name}: {exc}") from None
+                if table in _PARTITIONED:
+                    for stale in target.glob(f"**/{name}_*.parquet"):
+                        stale.unlink()  # this log's files from an earlier export; the new ones replace them
+                    log.con.execute(
+                        f"COPY ({_select(table)}) TO '{_sql_text(target)}' (FORMAT parquet, COMPRESSION zstd,"
+                        f" PARTITION_BY (part_suite, part_experiment, day), FILENAME_PATTERN '{name}_{{i}}',"
+                        " OVERWRITE_OR_IGNORE, WRITE_PARTITION_COLUMNS false)")
+                else:
+                    target.mkdir(exist_ok=True)
+                    remove_stale(target / f"{name}.parquet")  # fresh and owner-only, never through a link
+                    log.con.execute(f"COPY (SELECT * FROM {table}) TO '{_sql_text(target / name)}.parquet'"
+                                    " (FORMAT parquet, COMPRESSION zstd)")
+                (count,) = log.con.execute(f"SELECT count(*) FROM {table}").fetchall()[0]
+            except (duckdb.Error, OSError) as exc:
+                raise StoreError(f"cannot export {table}: {exc}") from None
             written.append((target, int(count)))
     return written
+
+
+def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the log's tables over an export directory, and the log's views over those."""
+    directory = Path(directory)
+    if not (directory / "runs").is_dir():
+        raise StoreError(f"{directory} holds no fae export (no runs/ folder); `fae export --parquet` writes one")
+    con = duckdb.connect()
+    for table in TABLES:
+        files = [p for p in (directory / table).glob("**/*.parquet")]
+        if not files:
+            raise StoreError(f"{directory / table} holds no Parquet files")
+        pattern = _sql_text(directory / table) + ("/**/*.parquet" if table in _PARTITIONED else "/*.parquet")
+        con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{pattern}',"
+                    f" hive_partitioning = {'true' if table in _PARTITIONED else 'false'}, union_by_name = true)")
+    for view, sql in VIEWS.items():
+        con.execute(f"CREATE VIEW {view} AS {sql}")
+    return con
+
+
+def query_parquet(directory: str | Path, sql: str, params: list[Any] | None = None) -> tuple[list[str], list[tuple]]:
+    """Run one read query over an export directory, with the same views as a log, in the same sandbox.
+
+    Only the export directory can be read (DuckDB's ``allowed_directories`` with external access
+    off); the statement is checked as on a log (one query whose plan writes nothing).
+    """
+    con = open_parquet(directory)
+    try:
+        con.execute("SET allowed_directories = [?]", [str(Path(directory).resolve()) + "/"])
+        lock_down(con, "1GB")
+        return run_query(con, sql, params, None)
+    except duckdb.Error as exc:
+        raise StoreError(f"bad SQL: {exc}") from None
+    finally:
+        con.close()

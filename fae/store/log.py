@@ -163,9 +163,8 @@ class EventLog:
                 make_private(self.path)
                 make_private(wal)
             self._migrate()
-            self._known_blobs: set[str] = set()
+            self._known: set[str] | None = None  # the stored blob hashes, read at the first write that has blobs
             if not read_only:
-                self._known_blobs = {h for (h,) in self.con.execute("SELECT hash FROM blobs").fetchall()}
                 self.replay_journal()
         except duckdb.Error as exc:
             self.con.close()
@@ -234,6 +233,12 @@ class EventLog:
             segment.unlink()
         return moved
 
+    def _known_blobs(self) -> set[str]:
+        """Hashes already stored (blobs are written once per hash); read once, when a write first needs them."""
+        if self._known is None:
+            self._known = {h for (h,) in self.con.execute("SELECT hash FROM blobs").fetchall()}
+        return self._known
+
     def write_batch(self, batch: Batch, *, segment: str | None = None) -> None:
         """Write one batch atomically (with the journal segment it empties); raises StoreError if it cannot."""
         if self.read_only:
@@ -242,7 +247,8 @@ class EventLog:
             con = self.con
             try:
                 con.execute("BEGIN TRANSACTION")
-                new_blobs = [(h, len(d), d) for h, d in batch.blobs.items() if h not in self._known_blobs]
+                known = self._known_blobs() if batch.blobs else set()
+                new_blobs = [(h, len(d), d) for h, d in batch.blobs.items() if h not in known]
                 if new_blobs:
                     with con.appender("blobs") as appender:
                         appender.append_rows(new_blobs)
@@ -295,7 +301,8 @@ class EventLog:
                 except duckdb.Error:
                     pass
                 raise StoreError(f"cannot write to log {self.path}: {exc}") from None
-            self._known_blobs.update(h for h, _, _ in new_blobs)
+            if new_blobs:
+                self._known_blobs().update(h for h, _, _ in new_blobs)
 
     # -- reading ------------------------------------------------------------------------
 

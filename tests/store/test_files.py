@@ -112,17 +112,29 @@ def test_the_live_file_is_created_fresh_0600_over_a_stale_file_or_link(tmp_path,
 
 
 def test_parquet_exports_are_owner_only_even_over_old_files_and_links(tmp_path):
+    from datetime import UTC, datetime
+
+    from fae.store.export import log_id
+    from fae.store.log import Batch, EventRow, RunRow
+
     path = tmp_path / "log.duckdb"
-    EventLog(path).close()
+    with EventLog(path) as log:
+        started = datetime(2026, 1, 1, tzinfo=UTC)
+        log.write_batch(Batch(runs=[RunRow("r1", "t", 0, "gold", 0, started_at=started)], events=[
+            EventRow("r1", 1, "RunStarted", started, 0, "harness", None, b'{"type":"RunStarted"}')]))
     out = tmp_path / "export"
-    out.mkdir()
+    name = log_id(path)
     target = _bait(tmp_path)
-    (out / "runs.parquet").write_bytes(b"old")
-    (out / "runs.parquet").chmod(0o644)
-    (out / "events.parquet").symlink_to(target)
-    written = export_parquet(path, out)
-    assert written
-    for file, _ in written:
+    (out / "blobs").mkdir(parents=True)
+    (out / "blobs" / f"{name}.parquet").symlink_to(target)  # a link where this log's export goes
+    stale = out / "runs" / "part_suite=-" / "part_experiment=-" / "day=2026-01-01" / f"{name}_0.parquet"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"old")
+    stale.chmod(0o644)  # an old file of this log, readable by all
+    assert export_parquet(path, out)
+    files = sorted(out.rglob("*.parquet"))
+    assert files and any(f.parent.name == "day=2026-01-01" for f in files), files
+    for file in files:
         assert not file.is_symlink() and _mode(file) == 0o600, file
     assert target.read_text() == "precious" and _mode(target) == 0o644
 

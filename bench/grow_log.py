@@ -1,0 +1,121 @@
+"""Grow a recorded log to N runs the way repeats grow a real one: each copy gets its own bodies.
+
+A repeat of a task makes new bodies (server-assigned times, sandbox ids,
+exchange ids), so its blobs hash differently; only the seed bundle is shared by
+every repeat of a variation. A copy here rewrites, inside every body and every
+event payload of the run it copies, the sandbox id, the exchange ids and the
+server timestamps (shifted by the copy number, in milliseconds, so their order
+is kept), then stores the bodies under their new content hashes. The rewrite
+is the same function for every body of a run, so a copy is judged exactly like
+its original. ``shared_bodies=True`` gives the old, easier log: copies share
+every body.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import duckdb
+
+from fae.store.log import Batch, EventLog, EventRow, RunRow
+
+_HASH = re.compile(rb"[0-9a-f]{64}")
+_SANDBOX = re.compile(rb"sb-[0-9a-f]{20}")
+_EXCHANGE = re.compile(rb'"exchange_id":"([0-9a-f]{32})"')
+_INSTANT = re.compile(rb"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z")
+
+
+@dataclass
+class _Template:
+    run: tuple
+    events: list[tuple]
+    hashes: set[bytes]
+
+
+def _derived(token: bytes, copy: int, width: int) -> bytes:
+    return hashlib.blake2b(token + b"/%d" % copy, digest_size=16).hexdigest().encode()[:width]
+
+
+class _Copier:
+    """The rewrite for one copy number: the same token always maps to the same new token."""
+
+    def __init__(self, copy: int):
+        self.copy = copy
+        self.hashes: dict[bytes, bytes] = {}
+
+    def _sandbox(self, m: re.Match) -> bytes:
+        return b"sb-" + _derived(m.group(0), self.copy, 20)
+
+    def _instant(self, m: re.Match) -> bytes:
+        moment = datetime.fromisoformat(m.group(1).decode()) + timedelta(milliseconds=self.copy)
+        return moment.isoformat(timespec="milliseconds").encode() + b"Z"
+
+    def body(self, data: bytes) -> bytes:
+        return _INSTANT.sub(self._instant, _SANDBOX.sub(self._sandbox, data))
+
+    def payload(self, text: bytes) -> bytes:
+        text = _SANDBOX.sub(self._sandbox, text)
+        text = _EXCHANGE.sub(lambda m: b'"exchange_id":"' + _derived(m.group(1), self.copy, 32) + b'"', text)
+        return _HASH.sub(lambda m: self.hashes.get(m.group(0), m.group(0)), text)
+
+
+def grow(path: str, runs: int, *, shared_bodies: bool = False) -> int:
+    """Add copies of the log's repeat-0 runs until it holds at least ``runs`` runs; returns the count."""
+    con = duckdb.connect(path, read_only=True)
+    base_runs = con.execute("SELECT run_id, suite, task_id, variation, agent, repeat, status, started_at, ended_at,"
+                            " stop_reason FROM runs WHERE repeat = 0 ORDER BY run_id").fetchall()
+    rows = con.execute("SELECT e.run_id, seq, kind, wall_time, mono_ns, actor, upstream, payload FROM events e"
+                       " JOIN runs r USING (run_id) WHERE r.repeat = 0 ORDER BY e.run_id, seq").fetchall()
+    blobs = {h.encode(): bytes(d) for h, d in con.execute("SELECT hash, any_value(data) FROM blobs GROUP BY hash").fetchall()}
+    (have,) = con.execute("SELECT count(*) FROM runs").fetchone()
+    con.close()
+    by_run: dict[str, list[tuple]] = defaultdict(list)
+    for row in rows:
+        by_run[row[0]].append(row)
+    seeds = set()
+    templates = []
+    for run in base_runs:
+        events = by_run[run[0]]
+        hashes = set()
+        for event in events:
+            found = set(_HASH.findall(event[7].encode())) & blobs.keys()
+            if event[2] == "SandboxSeeded":
+                seeds |= found
+            hashes |= found
+        templates.append(_Template(run, events, hashes))
+    copy = 0
+    with EventLog(path) as log:
+        while have < runs:
+            copy += 1
+            copier = _Copier(copy)
+            batch = Batch()
+            for template in templates:
+                if have >= runs:
+                    break
+                have += 1
+                for old in template.hashes:
+                    if shared_bodies or old in seeds:
+                        continue
+                    data = copier.body(blobs[old])
+                    new = hashlib.sha256(data).hexdigest().encode()
+                    copier.hashes[old] = new
+                    batch.blobs[new.decode()] = data
+                run_id, suite, task_id, variation, agent, repeat, status, started, _, _ = template.run
+                new_id = f"{run_id}.c{copy}"
+                shift = timedelta(milliseconds=copy)
+                batch.runs.append(RunRow(run_id=new_id, task_id=task_id, variation=variation, agent=agent,
+                                         repeat=repeat + copy, suite=suite, status=status,
+                                         started_at=started + shift if started else None))
+                for _, seq, kind, wall, mono, actor, upstream, payload in template.events:
+                    batch.events.append(EventRow(new_id, seq, kind, wall + shift, mono, actor, upstream,
+                                                 copier.payload(payload.encode())))
+            log.write_batch(batch)
+        log.con.execute("UPDATE runs SET ended_at = b.ended_at + to_milliseconds(runs.repeat - b.repeat),"
+                        " stop_reason = b.stop_reason FROM runs b"
+                        " WHERE b.repeat = 0 AND runs.run_id = b.run_id || '.c' || CAST(runs.repeat AS VARCHAR)")
+        log.con.execute("CHECKPOINT")
+    return have

@@ -1,0 +1,30 @@
+"""``fae log``: work on log files as a whole (merge the shards of a cluster recording)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fae.errors import FaeError
+
+app = typer.Typer(help="Log files as a whole: merge shards.", no_args_is_help=True)
+
+
+@app.command("merge")
+def merge(
+    shards: Annotated[list[Path], typer.Argument(help="Shard logs to merge (each a fae DuckDB log).")],
+    into: Annotated[Path, typer.Option("--into", help="The log to merge into (created if missing).")],
+) -> None:
+    """Merge shard logs into one: runs and events copied once, blobs deduplicated, verdicts kept (idempotent)."""
+    from fae.store.merge import merge_logs
+
+    try:
+        done = merge_logs(shards, into)
+    except FaeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    for item in done:
+        typer.echo(f"{item.shard}: {item.runs} runs ({item.skipped_runs} already there), {item.events} events, "
+                   f"{item.blobs} new blobs, {item.verdicts} verdicts")

@@ -1,0 +1,204 @@
+"""Judging a log's runs on every core: shards of runs in worker processes, one writer after them.
+
+Each worker opens the log read-only, streams its shard (fae/replay/stream.py),
+judges each run with the same ``judge_run`` as the live path, and keeps the
+verdict rows columnar in a Parquet file of its own. DuckDB lets no process
+write a file that others read, so the parent writes after the workers are
+done: one ``INSERT ... SELECT`` from the workers' files, in one transaction.
+The pool is the standard library's; shards are contiguous ranges of the log
+so each worker reads its own part of the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from datetime import datetime
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from fae.errors import JudgeError, StoreError
+from fae.judge.judging import Judging, judge_run, relaxed_gc
+from fae.judge.registry import get_judge, rule_set_hash
+from fae.replay.source import load_runs
+from fae.replay.stream import Span, StreamStats, stream_runs
+from fae.store.log import EventLog
+
+_VERDICT_COLUMNS = ("run_id VARCHAR, judge VARCHAR, rule_set JSON, rule_set_hash VARCHAR, code_version VARCHAR,"
+                    " outcome VARCHAR, passed BOOLEAN, evidence JSON, judged_at TIMESTAMPTZ, batch VARCHAR")
+
+_COLUMN_NAMES = ", ".join(part.split()[0] for part in _VERDICT_COLUMNS.split(", "))
+
+READ_MEMORY = "128MB"
+RUNS_PER_WORKER = 1_000
+SPILL_ROWS = 30_000
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """What one worker judges: its runs' spans, the judges by name and rules, and where its verdicts go."""
+
+    log_path: str
+    spans: tuple[Span, ...]
+    judges: tuple[tuple[str, dict[str, Any]], ...]
+    judged_at: datetime
+    batch: str | None
+    out: str | None  # stem of the Parquet files for the verdict rows; None keeps (run, judge, hash, outcome, passed)
+    chunk: int = 256
+
+
+@dataclass
+class ShardResult:
+    runs: int = 0
+    verdicts: int = 0
+    outcomes: Counter = field(default_factory=Counter)
+    judged: list[tuple[str, str, str, str, bool | None]] = field(default_factory=list)
+    stats: StreamStats = field(default_factory=StreamStats)
+    cpu_s: float = 0.0  # CPU seconds the shard took in its process (measured, never used to decide anything)
+    rss_mib: float = 0.0  # the peak resident memory of the process that judged it
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory (VmHWM: unlike ru_maxrss it does not carry a parent's peak over exec)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def workers_default(runs: int | None = None) -> int:
+    """All the cores this process may use, but no more than one per ``RUNS_PER_WORKER`` runs (a start costs ~1 s)."""
+    cores = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    return cores if runs is None else max(1, min(cores, runs // RUNS_PER_WORKER))
+
+
+def _plan(judges: Sequence[tuple[str, dict[str, Any]]]) -> list[Judging]:
+    return [Judging(name, rules, rule_set_hash(rules), get_judge(name).factory(rules)) for name, rules in judges]
+
+
+def _sparse(part: Sequence[Span]) -> bool:
+    """A shard whose runs are a small part of the rows they span is read by id, not streamed."""
+    spanned = [s for s in part if s.events]
+    if not spanned:
+        return True
+    width = max(s.last for s in spanned) - min(s.first for s in spanned) + 1
+    return sum(s.events for s in spanned) * 4 < width
+
+
+def judge_shard(job: ShardJob) -> ShardResult:
+    """Judge one shard of a log (in a worker process, or in this one when there is one worker)."""
+    started = time.process_time()
+    plan = _plan(job.judges)
+    result = ShardResult()
+    sink = duckdb.connect() if job.out else None
+    if sink is not None:
+        sink.execute("SET threads = 1")
+        sink.execute(f"CREATE TABLE verdicts ({_VERDICT_COLUMNS})")
+    parts = 0
+    with EventLog(job.log_path, read_only=True) as log:
+        log.con.execute("SET threads = 1")  # one worker, one core: DuckDB's own threads would only contend
+        log.con.execute(f"SET memory_limit = '{READ_MEMORY}'")  # a pass reads each block once: no need to cache
+        if _sparse(job.spans):
+            runs = load_runs(log, [s.run_id for s in job.spans], lean=True)
+        else:
+            runs = stream_runs(log.con, job.spans, lean=True, chunk=job.chunk, stats=result.stats)
+        pending: list[tuple] = []
+        with relaxed_gc():
+            for run in runs:
+                rows = judge_run(run, plan, judged_at=job.judged_at, batch=job.batch)
+                result.runs += 1
+                result.verdicts += len(rows)
+                for row in rows:
+                    result.outcomes[(row.judge, row.rule_set_hash, row.outcome)] += 1
+                    if sink is None:
+                        result.judged.append((row.run_id, row.judge, row.rule_set_hash, row.outcome, row.passed))
+                    else:
+                        pending.append((row.run_id, row.judge, _json(row.rule_set), row.rule_set_hash,
+                                        row.code_version, row.outcome, row.passed, _json(row.evidence),
+                                        row.judged_at, row.batch))
+                if sink is not None and len(pending) >= SPILL_ROWS:
+                    parts = _spill(sink, pending, f"{job.out}-{parts:05d}.parquet", parts)
+                    pending = []
+    if sink is not None:
+        _spill(sink, pending, f"{job.out}-{parts:05d}.parquet", parts)
+        sink.close()
+    result.cpu_s = time.process_time() - started
+    result.rss_mib = peak_rss_mib()
+    return result
+
+
+def _spill(sink: duckdb.DuckDBPyConnection, rows: list[tuple], path: str, parts: int) -> int:
+    """Write these verdict rows to one more Parquet file, so a worker holds a bounded number of them."""
+    if not rows:
+        return parts
+    with sink.appender("verdicts") as appender:
+        appender.append_rows(rows)
+    sink.execute(f"COPY verdicts TO '{_sql_path(path)}' (FORMAT parquet)")
+    sink.execute("DROP TABLE verdicts")  # a DELETE would keep the rows' memory in an in-memory database
+    sink.execute(f"CREATE TABLE verdicts ({_VERDICT_COLUMNS})")
+    return parts + 1
+
+
+def _sql_path(path: str | Path) -> str:
+    return Path(path).as_posix().replace("'", "''")
+
+
+def run_shards(jobs: Sequence[ShardJob], workers: int) -> list[ShardResult]:
+    """Judge the shards, in worker processes when there is more than one."""
+    if workers <= 1 or len(jobs) <= 1:
+        return [judge_shard(job) for job in jobs]
+    # forkserver: a clean process (no DuckDB threads, unlike this one) that imports fae once and forks each worker
+    context = get_context("forkserver")
+    context.set_forkserver_preload(["fae.judge.parallel", "fae.judge.builtin_judges"])
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            return list(pool.map(judge_shard, jobs))
+    except BrokenProcessPool as exc:
+        raise JudgeError(f"a judging worker process died ({exc}); no verdict was written") from None
+
+
+def insert_verdicts(log: EventLog, stems: Sequence[str | Path],
+                    completes: tuple[str, datetime, int] | None = None) -> int:
+    """Append the workers' verdict files to the log in one transaction; returns the rows written.
+
+    ``completes`` (batch, completed at, judged runs) marks that verdict batch complete in the same
+    transaction, so a batch is complete exactly when its verdicts are in.
+    """
+    present = [_sql_path(f) for stem in stems for f in sorted(Path(stem).parent.glob(Path(stem).name + "-*.parquet"))]
+    listed = ", ".join(f"'{f}'" for f in present)
+    con = log.con
+    count = 0
+    try:
+        con.execute("BEGIN TRANSACTION")
+        if present:
+            con.execute(f"INSERT INTO verdicts ({_COLUMN_NAMES}) SELECT {_COLUMN_NAMES} FROM read_parquet([{listed}])")
+            (count,) = con.execute(f"SELECT count(*) FROM read_parquet([{listed}])").fetchall()[0]
+        if completes is not None:
+            batch, completed_at, judged = completes
+            con.execute("UPDATE verdict_batches SET completed_at = ?, judged_runs = ? WHERE batch = ?",
+                        [completed_at, judged, batch])
+        con.execute("COMMIT")
+    except duckdb.Error as exc:
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass
+        raise StoreError(f"cannot write verdicts to log {log.path}: {exc}") from None
+    return int(count)

@@ -1,0 +1,115 @@
+"""Merging log shards into one log: what each cluster worker recorded, brought together.
+
+Each shard is attached read-only and copied in one transaction: its runs and
+their events, the blobs the log lacks (content addressed, so stored once),
+and every verdict the log lacks. Merging is idempotent: a run already in the
+log with the same identity (task, variation, agent, repeat, start and event
+count) is skipped, and a verdict row already there is not added twice. Two
+different runs under one id stop the merge with an error before anything of
+that shard is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from fae.errors import StoreError
+from fae.store.log import EventLog
+from fae.store.schema import LATEST_VERSION
+
+_RUN_KEY = ("task_id", "variation", "agent", "repeat", "started_at")
+
+
+@dataclass(frozen=True)
+class Merged:
+    """What one shard added: runs, events, blobs and verdicts, and the runs it already had."""
+
+    shard: Path
+    runs: int
+    events: int
+    blobs: int
+    verdicts: int
+    skipped_runs: int
+
+
+def _sql_text(path: Path) -> str:
+    return path.as_posix().replace("'", "''")
+
+
+def _check_shard(path: Path, into: Path) -> None:
+    if not path.exists():
+        raise StoreError(f"no shard at {path}")
+    if path.resolve() == into.resolve():
+        raise StoreError(f"{path} is the log being merged into")
+    with EventLog(path):  # a shard left by a killed worker: its journal moves in, its schema is brought up to date
+        pass
+
+
+def _conflicts(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Run ids in both the log and the shard that name different runs."""
+    same = " AND ".join(f"m.{c} IS NOT DISTINCT FROM s.{c}" for c in _RUN_KEY)
+    rows = con.execute(
+        "SELECT s.run_id FROM shard.runs s JOIN main.runs m USING (run_id)"
+        f" WHERE NOT ({same}) OR (SELECT count(*) FROM shard.events e WHERE e.run_id = s.run_id)"
+        " <> (SELECT count(*) FROM main.events e WHERE e.run_id = s.run_id) ORDER BY 1 LIMIT 3").fetchall()
+    return [r for (r,) in rows]
+
+
+def _merge_one(con: duckdb.DuckDBPyConnection, path: Path) -> Merged:
+    con.execute(f"ATTACH '{_sql_text(path)}' AS shard (READ_ONLY)")
+    try:
+        (version,) = con.execute("SELECT max(version) FROM shard.schema_version").fetchone()
+        if version != LATEST_VERSION:
+            raise StoreError(f"shard {path} has schema version {version}, the log {LATEST_VERSION}")
+        clash = _conflicts(con)
+        if clash:
+            raise StoreError(f"shard {path} holds run {clash[0]!r}, and the log holds a different run under that id")
+        columns = ", ".join(c for (c,) in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database()"
+            " AND table_name = 'runs' ORDER BY column_index").fetchall())
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute("CREATE TEMP TABLE new_runs AS SELECT run_id FROM shard.runs"
+                        " WHERE run_id NOT IN (SELECT run_id FROM main.runs)")
+            (runs,) = con.execute("SELECT count(*) FROM new_runs").fetchone()
+            (total,) = con.execute("SELECT count(*) FROM shard.runs").fetchone()
+            con.execute(f"INSERT INTO main.runs ({columns}) SELECT {columns} FROM shard.runs"
+                        " WHERE run_id IN (SELECT run_id FROM new_runs)")
+            blobs = con.execute(
+                "INSERT INTO main.blobs SELECT hash, any_value(size), any_value(data) FROM shard.blobs"
+                " WHERE hash NOT IN (SELECT hash FROM main.blobs) GROUP BY hash").fetchone()[0]
+            events = con.execute("INSERT INTO main.events SELECT * FROM shard.events"
+                                 " WHERE run_id IN (SELECT run_id FROM new_runs)").fetchone()[0]
+            verdicts = con.execute(
+                "INSERT INTO main.verdicts SELECT * FROM (SELECT * FROM shard.verdicts EXCEPT ALL"
+                " SELECT * FROM main.verdicts WHERE run_id IN (SELECT run_id FROM shard.runs))").fetchone()[0]
+            con.execute("DROP TABLE new_runs")
+            con.execute("COMMIT")
+        except duckdb.Error:
+            con.execute("ROLLBACK")
+            raise
+    finally:
+        con.execute("DETACH shard")
+    return Merged(path, int(runs), int(events), int(blobs), int(verdicts), int(total) - int(runs))
+
+
+def merge_logs(shards: Sequence[str | Path], into: str | Path) -> list[Merged]:
+    """Merge each shard into the log ``into`` (created if missing); returns what each shard added."""
+    target = Path(into)
+    paths = [Path(s) for s in shards]
+    if not paths:
+        raise StoreError("name at least one shard to merge")
+    for path in paths:
+        _check_shard(path, target)
+    done = []
+    with EventLog(target) as log:
+        for path in paths:
+            try:
+                done.append(_merge_one(log.con, path))
+            except duckdb.Error as exc:
+                raise StoreError(f"cannot merge {path} into {target}: {exc}") from None
+    return done

@@ -1,0 +1,124 @@
+"""The one-pass loader reads exactly what the chunked loader reads, finds bodies by position, and stays right
+when a body lies far behind its run."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from bench.grow_log import grow
+from fae.errors import StoreError
+from fae.replay.source import load_runs, needed_hashes, run_ids
+from fae.replay.stream import BlobLocator, Span, StreamStats, shards, spans, stream_runs
+from fae.store.log import Batch, EventLog, blob_hash
+
+
+@pytest.fixture(scope="module")
+def grown(replay_log, tmp_path_factory):
+    """The replay log grown to 40 runs, each copy with its own bodies."""
+    log = tmp_path_factory.mktemp("stream") / "grown.duckdb"
+    shutil.copy(replay_log, log)
+    assert grow(str(log), 40) == 40
+    return log
+
+
+def _seen(run) -> tuple:
+    """A run as the judges see it: its events and every body they read."""
+    rows = [(r.seq, None, r.event.__struct_config__.tag, r.wall_us, r.mono_ns, r.actor, r.upstream, None)
+            for r in run.events]
+    bodies = {}
+    for recorded in run.events:
+        for name in ("seed_blob", "state_blob", "request_blob", "response_blob", "decoded_blob"):
+            hash_ = getattr(recorded.event, name, None)
+            if hash_:
+                bodies[hash_] = run.body(hash_)
+    return run.run_id, run.status, [(r.seq, r.actor, r.event) for r in run.events], bodies, rows and len(rows)
+
+
+def test_stream_reads_what_the_chunked_loader_reads(grown):
+    with EventLog(grown, read_only=True) as log:
+        ids = run_ids(log)
+        expected = {run.run_id: _seen(run) for run in load_runs(log, ids, lean=True)}
+        stats = StreamStats()
+        got = {run.run_id: _seen(run) for run in stream_runs(log.con, spans(log, ids), stats=stats, chunk=7)}
+    assert got.keys() == expected.keys() and len(got) == 40
+    for run_id, seen in expected.items():
+        assert got[run_id] == seen, run_id
+    assert all(seen[3] and all(body is not None for body in seen[3].values()) for seen in got.values())
+    # bodies came by position; only what the shared cache already held was not read again
+    assert stats.by_position > 0 and stats.by_hash == 0, stats
+
+
+def test_a_body_far_behind_its_run_is_found_by_hash(grown):
+    """With a hash window too small to hold the seeds, the loader falls back to a lookup by hash: slower, same runs."""
+    with EventLog(grown, read_only=True) as log:
+        ids = run_ids(log)
+        expected = {run.run_id: _seen(run) for run in load_runs(log, ids, lean=True)}
+        stats = StreamStats()
+        got = {run.run_id: _seen(run) for run in stream_runs(log.con, spans(log, ids), stats=stats, chunk=3,
+                                                              window=4)}
+    assert got == expected
+    assert stats.by_hash > 0, stats
+
+
+def test_shards_cover_every_run_once_in_written_order(grown):
+    with EventLog(grown, read_only=True) as log:
+        found = spans(log, run_ids(log))
+    for count in (1, 2, 3, 7, 100):
+        parts = shards(found, count)
+        assert [s for part in parts for s in part] == found
+        assert len(parts) <= min(count, len(found)) and all(part for part in parts)
+        if count <= 3:  # a few shards of about equal events each
+            assert len(parts) == count
+            sizes = [sum(s.events for s in part) for part in parts]
+            assert max(sizes) - min(sizes) <= 2 * max(s.events for s in found), sizes
+    firsts = [s.first for s in found]
+    assert firsts == sorted(firsts)
+
+
+def test_shards_of_one_log_stream_to_the_whole(grown):
+    with EventLog(grown, read_only=True) as log:
+        found = spans(log, run_ids(log))
+        streamed = [run.run_id for part in shards(found, 3) for run in stream_runs(log.con, part)]
+    assert sorted(streamed) == sorted(s.run_id for s in found) and len(set(streamed)) == len(streamed)
+
+
+def test_a_subset_streams_only_its_runs(grown):
+    with EventLog(grown, read_only=True) as log:
+        ids = run_ids(log)[::5]
+        got = [run.run_id for run in stream_runs(log.con, spans(log, ids))]
+    assert sorted(got) == sorted(ids)
+
+
+def test_an_unknown_run_is_an_error(grown):
+    with EventLog(grown, read_only=True) as log, pytest.raises(StoreError, match="no run 'nope'"):
+        list(stream_runs(log.con, [Span("nope", -1, -1, 0)]))
+
+
+def test_needed_hashes_name_the_bodies_judges_read(grown):
+    with EventLog(grown, read_only=True) as log:
+        _, rows = log.query("SELECT run_id, seq, kind, 0, 0, actor, upstream, payload FROM events"
+                            " WHERE kind IN ('SandboxSeeded', 'StateCaptured')")
+    assert len(set(needed_hashes(rows))) >= 2
+
+
+def test_a_walk_out_of_reach_of_the_bodies_moves_to_them(tmp_path):
+    """Bodies far ahead of the walk are not found by walking; once their place is known the walk moves there."""
+    bodies = [b"body %d" % n for n in range(12_000)]
+    with EventLog(tmp_path / "blobs.duckdb") as log:
+        log.write_batch(Batch(blobs={blob_hash(b): b for b in bodies}))
+        _, rows = log.query("SELECT hash, rowid FROM blobs")
+        where = dict(rows)
+        locator = BlobLocator(log.con, window=2_000, look_ahead=1_000)
+        near = [blob_hash(b) for b in bodies[:5]]
+        far = [h for h, rowid in where.items() if 10_000 <= rowid < 10_010]
+        locator.seek(0)
+        assert locator.find(near).keys() == set(near)
+        assert locator.find(far) == {}  # out of reach: the walk gives up after look_ahead rows
+        locator.drifted([locator.position - 10, locator.position + 10])  # within reach: the walk stays
+        assert locator.seeks == 1
+        locator.drifted([where[h] for h in far])
+        assert locator.seeks == 2
+        assert locator.find(far) == {h: where[h] for h in far}
+        locator.close()

@@ -1,0 +1,80 @@
+"""fae export --parquet writes Hive-partitioned folders that many logs share; fae sql --parquet queries them with the
+log's views and gets what the logs give."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from fae.cli import app
+from fae.errors import StoreError
+from fae.store.export import export_parquet, query_parquet
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from logs import T0, finished_run, write_log  # noqa: E402
+
+runner = CliRunner()
+SUMMARY = "SELECT run_id, task_id, events, answer FROM run_summary ORDER BY run_id"
+
+
+@pytest.fixture
+def two_logs(tmp_path):
+    a = write_log(tmp_path / "a.duckdb", finished_run("a1", suite="s1", body=b"one"),
+                  finished_run("a2", suite="s1", start=T0 + timedelta(days=1), body=b"two"))
+    b = write_log(tmp_path / "b.duckdb", finished_run("b1", suite="s2", body=b"three"))
+    return a, b
+
+
+def _json_rows(output: str) -> list[dict]:
+    return [json.loads(line) for line in output.splitlines() if line.strip()]
+
+
+def test_two_logs_export_into_one_directory_partitioned_by_suite_and_day(two_logs, tmp_path):
+    a, b = two_logs
+    out = tmp_path / "exports"
+    export_parquet(a, out)
+    export_parquet(b, out)
+    days = sorted(p.relative_to(out / "events").as_posix() for p in (out / "events").glob("*/*/*"))
+    assert days == ["part_suite=s1/part_experiment=-/day=2026-01-01", "part_suite=s1/part_experiment=-/day=2026-01-02",
+                    "part_suite=s2/part_experiment=-/day=2026-01-01"]
+    _, rows = query_parquet(out, SUMMARY)
+    assert rows == [("a1", "t", 4, "one"), ("a2", "t", 4, "two"), ("b1", "t", 4, "three")]
+    # plain DuckDB reads the folders without fae
+    (count,) = duckdb.connect().execute(
+        f"SELECT count(*) FROM read_parquet('{out.as_posix()}/events/**/*.parquet', hive_partitioning = true)"
+        " WHERE part_suite = 's1'").fetchone()
+    assert count == 8
+
+
+def test_exporting_a_log_again_replaces_its_own_files_only(two_logs, tmp_path):
+    a, b = two_logs
+    out = tmp_path / "exports"
+    for log in (a, b, a, a):
+        export_parquet(log, out)
+    assert query_parquet(out, "SELECT count(*), count(DISTINCT run_id) FROM runs")[1] == [(3, 3)]
+    assert query_parquet(out, "SELECT count(*) FROM events")[1] == [(12,)]
+
+
+def test_cli_sql_on_an_export_matches_sql_on_the_log(two_logs, tmp_path):
+    a, _ = two_logs
+    out = tmp_path / "exports"
+    done = runner.invoke(app, ["export", "--parquet", str(out), "--log", str(a)])
+    assert done.exit_code == 0, done.output
+    on_log = runner.invoke(app, ["sql", "--json", "--log", str(a), SUMMARY])
+    on_export = runner.invoke(app, ["sql", "--json", "--parquet", str(out), SUMMARY])
+    assert on_log.exit_code == on_export.exit_code == 0, on_export.output
+    assert _json_rows(on_export.output) == _json_rows(on_log.output) and len(_json_rows(on_log.output)) == 2
+
+
+def test_a_directory_that_is_no_export_is_one_clear_error(tmp_path):
+    with pytest.raises(StoreError, match="holds no fae export"):
+        query_parquet(tmp_path, "SELECT 1")
+    done = runner.invoke(app, ["sql", "--parquet", str(tmp_path), "SELECT 1"])
+    assert done.exit_code == 1 and "holds no fae export" in done.output and "Traceback" not in done.output
