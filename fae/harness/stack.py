@@ -21,8 +21,8 @@ import httpx
 
 from fae.errors import FaeError, RecordError
 from fae.fhir.audit import IDENTITY_HEADER
-from fae.proxy.routes import Upstream
 from fae.proxy.addon import DEFAULT_MAX_BODY_BYTES
+from fae.proxy.routes import Upstream
 from fae.proxy.server import ProxyHandle, run_proxy
 from fae.recorder.recorder import Recorder
 from fae.recorder.redact import Redactor

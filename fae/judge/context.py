@@ -8,10 +8,9 @@ same verdicts.
 
 from __future__ import annotations
 
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any
 
-from fae.errors import FaeError
 from fae.replay.drift import Capture, capture_seq, read_capture
 from fae.replay.fold import Exchange, FoldedState, fhir_exchanges, fold_state
 from fae.replay.source import RunLog
@@ -95,7 +94,8 @@ class RunContext:
 
     @cached_property
     def agent_writes(self) -> frozenset[str]:
-        """``Type/id`` of every resource the agent's own requests (actor agent, or unnamed in old logs) created or updated."""
+        """``Type/id`` of every resource the agent's own requests (actor agent, or unnamed in old logs) created or
+        updated."""
         return frozenset(
             version.ref
             for versions in self.fold.history.values()

@@ -157,7 +157,7 @@ def variance_bars(study: Study) -> Figure | None:
                                         ("same_prompt_pp2", "same prompt (run to run)"))):
         values = [r[column] or 0 for r in rows]
         ax.bar(range(len(rows)), values, 0.6, bottom=bottom, color=COLORS[c], label=name)
-        bottom = [b + v for b, v in zip(bottom, values)]
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     _tick(ax, labels)
     ax.set_ylabel("variance (pp²)")
     _from_zero(ax)
