@@ -181,7 +181,7 @@ async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_u
         writer = await stack.enter_async_context(open_writer(log, fsync=fsync))
         upstreams: dict[str, Upstream] = {}
         embedded = fhir_url is None
-        if embedded:
+        if fhir_url is None:
             from fae.fhir.app import create_app
             from fae.fhir.engine import FhirEngine
 

@@ -8,6 +8,7 @@ same verdicts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
@@ -21,7 +22,7 @@ from fae.tasks.suite import rendered_task
 class _CapturedState:
     """The harness's capture as a StateView over the fold's seed."""
 
-    def __init__(self, resources: list[dict[str, Any]], seed: Any):
+    def __init__(self, resources: Sequence[dict[str, Any]], seed: Any):
         from fae.replay.fold import _Snapshot
 
         by_type: dict[str, dict[str, dict[str, Any]]] = {}
