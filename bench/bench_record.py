@@ -27,8 +27,8 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fae.harness.suite_runner import plan_suite, record_suite  # noqa: E402
-from fae.tasks import load_suite  # noqa: E402
+from fae.harness.suite_runner import plan_suite, record_suite
+from fae.tasks import load_suite
 
 # the first matching fragment of a function's file names its part
 PARTS = (

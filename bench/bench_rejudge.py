@@ -37,14 +37,14 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.grow_log import grow  # noqa: E402
-from fae.harness.suite_runner import plan_suite, record_suite  # noqa: E402
-from fae.judge.judging import build_plan, judge_run, relaxed_gc  # noqa: E402
-from fae.judge.parallel import peak_rss_mib  # noqa: E402
-from fae.judge.rejudge import JUDGED_STATUSES, rejudge  # noqa: E402
-from fae.replay.source import BodyCache, load_runs, run_ids  # noqa: E402
-from fae.store.log import Batch, EventLog  # noqa: E402
-from fae.tasks import load_suite  # noqa: E402
+from bench.grow_log import grow
+from fae.harness.suite_runner import plan_suite, record_suite
+from fae.judge.judging import build_plan, judge_run, relaxed_gc
+from fae.judge.parallel import peak_rss_mib
+from fae.judge.rejudge import JUDGED_STATUSES, rejudge
+from fae.replay.source import BodyCache, load_runs, run_ids
+from fae.store.log import Batch, EventLog
+from fae.tasks import load_suite
 
 
 def record_base(path: Path) -> None:

@@ -70,7 +70,8 @@ def grow(path: str, runs: int, *, shared_bodies: bool = False) -> int:
                             " stop_reason FROM runs WHERE repeat = 0 ORDER BY run_id").fetchall()
     rows = con.execute("SELECT e.run_id, seq, kind, wall_time, mono_ns, actor, upstream, payload FROM events e"
                        " JOIN runs r USING (run_id) WHERE r.repeat = 0 ORDER BY e.run_id, seq").fetchall()
-    blobs = {h.encode(): bytes(d) for h, d in con.execute("SELECT hash, any_value(data) FROM blobs GROUP BY hash").fetchall()}
+    blobs = {h.encode(): bytes(d)
+             for h, d in con.execute("SELECT hash, any_value(data) FROM blobs GROUP BY hash").fetchall()}
     (have,) = con.execute("SELECT count(*) FROM runs").fetchone()
     con.close()
     by_run: dict[str, list[tuple]] = defaultdict(list)

@@ -367,7 +367,8 @@ app.command("replay")(user_errors(_replay))
 app.command("train-memory")(user_errors(_train_memory))
 app.command("curate")(user_errors(_curate))
 
-from fae.cli.study import report as _report, stats as _stats  # noqa: E402
+from fae.cli.study import report as _report  # noqa: E402
+from fae.cli.study import stats as _stats  # noqa: E402
 
 app.command("stats")(user_errors(_stats))
 app.command("report")(user_errors(_report))

@@ -12,13 +12,13 @@ import anyio
 import httpx
 
 from fae.agents.base import Agent, AgentContext, AgentError, AgentResult
-from fae.plan import HTTP_ACTORS
 from fae.errors import FaeError, PlanError
 from fae.fhir.audit import IDENTITY_HEADER
 from fae.harness.interrupt import StopRequest
 from fae.harness.settle import default_settle_s, settle
 from fae.harness.stack import Stack, sandbox_id
 from fae.mcp.fhir_links import link_url, rebase_link, server_base_path
+from fae.plan import HTTP_ACTORS
 from fae.store import events as ev
 from fae.store.log import RunRow, RunUpdate, blob_hash
 from fae.store.writer import Stamped

@@ -24,7 +24,8 @@ async def settle(stack: Stack, run_id: str, settle_s: float) -> float:
     await stack.writer.flush()
     _, rows = stack.log.query(
         "SELECT max(CAST(e.payload->>'$.started_at' AS DOUBLE)) FROM events e JOIN events f"
-        " ON f.run_id = e.run_id AND f.kind = 'FhirInteracted' AND f.payload->>'$.exchange_id' = e.payload->>'$.exchange_id'"
+        " ON f.run_id = e.run_id AND f.kind = 'FhirInteracted'"
+        " AND f.payload->>'$.exchange_id' = e.payload->>'$.exchange_id'"
         " WHERE e.run_id = ? AND e.kind = 'HttpExchanged' AND e.actor NOT IN ('harness', 'setup')"
         " AND e.payload->>'$.method' IN ('POST', 'PUT', 'PATCH', 'DELETE')", [run_id])
     last = rows[0][0] if rows else None

@@ -21,8 +21,8 @@ import httpx
 
 from fae.errors import FaeError, RecordError
 from fae.fhir.audit import IDENTITY_HEADER
-from fae.proxy.routes import Upstream
 from fae.proxy.addon import DEFAULT_MAX_BODY_BYTES
+from fae.proxy.routes import Upstream
 from fae.proxy.server import ProxyHandle, run_proxy
 from fae.recorder.recorder import Recorder
 from fae.recorder.redact import Redactor
@@ -181,7 +181,7 @@ async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_u
         writer = await stack.enter_async_context(open_writer(log, fsync=fsync))
         upstreams: dict[str, Upstream] = {}
         embedded = fhir_url is None
-        if embedded:
+        if fhir_url is None:
             from fae.fhir.app import create_app
             from fae.fhir.engine import FhirEngine
 

@@ -13,8 +13,7 @@ import anyio
 
 from fae.agents.base import Agent, agent_slug
 from fae.agents.prefixes import build_agent
-from fae.errors import FaeError, RecordError, TaskError
-from fae.tasks.fixture import BUILTIN_TASK, render_builtin
+from fae.errors import RecordError, TaskError
 from fae.harness.interrupt import StopRequest
 from fae.harness.run import Paraphrase, RunSpec, execute_run
 from fae.harness.stack import Stack, open_stack
@@ -23,6 +22,7 @@ from fae.recorder.redact import Redactor
 from fae.store import events as ev
 from fae.store.log import RunUpdate
 from fae.store.writer import Stamped
+from fae.tasks.fixture import BUILTIN_TASK, render_builtin
 
 AGENT_CAUSES = (None, "agent")
 """Causes of an errored run that are the agent's own (None: recorded before causes were)."""

@@ -9,7 +9,8 @@ from fae.plan import ToolStep
 from fae.store.log import EventLog
 from fae.store.task_meta import TaskMetaRow, missing_task_variations, write_task_meta
 from fae.tasks.fixture import BUILTIN_TASK, render_builtin
-from fae.tasks.scenarios import TASK_ID as SCENARIO_TASK, render as render_scenario
+from fae.tasks.scenarios import TASK_ID as SCENARIO_TASK
+from fae.tasks.scenarios import render as render_scenario
 from fae.tasks.suite import rendered_task
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from fae.errors import JudgeError
-from fae.judge.registry import CODE_VERSION, get_judge, rule_set
 from fae.judge.judging import DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run
 from fae.judge.parallel import ShardJob, run_shards, workers_default
+from fae.judge.registry import CODE_VERSION, get_judge, rule_set
 from fae.replay.source import Queryable, load_runs, run_ids
 from fae.replay.stream import shards, spans
 

@@ -8,10 +8,10 @@ same verdicts.
 
 from __future__ import annotations
 
-from functools import cached_property, lru_cache
+from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 
-from fae.errors import FaeError
 from fae.replay.drift import Capture, capture_seq, read_capture
 from fae.replay.fold import Exchange, FoldedState, fhir_exchanges, fold_state
 from fae.replay.source import RunLog
@@ -22,7 +22,7 @@ from fae.tasks.suite import rendered_task
 class _CapturedState:
     """The harness's capture as a StateView over the fold's seed."""
 
-    def __init__(self, resources: list[dict[str, Any]], seed: Any):
+    def __init__(self, resources: Sequence[dict[str, Any]], seed: Any):
         from fae.replay.fold import _Snapshot
 
         by_type: dict[str, dict[str, dict[str, Any]]] = {}
@@ -95,7 +95,8 @@ class RunContext:
 
     @cached_property
     def agent_writes(self) -> frozenset[str]:
-        """``Type/id`` of every resource the agent's own requests (actor agent, or unnamed in old logs) created or updated."""
+        """``Type/id`` of every resource the agent's own requests (actor agent, or unnamed in old logs) created or
+        updated."""
         return frozenset(
             version.ref
             for versions in self.fold.history.values()

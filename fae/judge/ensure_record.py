@@ -46,8 +46,7 @@ from fae.judge.context import RunContext
 from fae.judge.reads import reads_of, received_once
 from fae.judge.registry import JudgeFn, Rule, Verdict, judge
 from fae.judge.trail import HARNESS_IDENTITIES, Trail, audit_trail, proxy_trail, recorded_audit_events
-from fae.judge.verify import (OWN_ACTORS, RecordVersion, Window, agent_creates, matches, record_under_check,
-                              verify)
+from fae.judge.verify import OWN_ACTORS, RecordVersion, Window, agent_creates, matches, record_under_check, verify
 from fae.replay.fold import Exchange, fold_state
 from fae.store import events as ev
 from fae.tasks.targets import targets_for
@@ -110,7 +109,7 @@ def recorded_settle_s(ctx: RunContext) -> float:
     """How long the harness waited after the agent's last write before its capture (0 for runs recorded
     before it waited)."""
     started = ctx.run.first(ev.RunStarted)
-    found = started.event.settle_s if started is not None else None
+    found = started.event.settle_s if started is not None and isinstance(started.event, ev.RunStarted) else None
     return float(found) if found is not None else 0.0
 
 
@@ -183,7 +182,8 @@ def proxy_verdict(ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any]
     at_check = ctx.fold if window.readback_seq >= (ctx.captured[0] if ctx.captured else 0) else \
         _fold_at(ctx, window.readback_seq)
     if window.readback_version is None and record:
-        captured = {(r.get("resourceType"), r.get("id")): r for r in ctx.captured[1]} if ctx.captured else {}
+        captured: dict[tuple[Any, ...], dict[str, Any]] = \
+            {(r.get("resourceType"), r.get("id")): r for r in ctx.captured[1]} if ctx.captured else {}
         found = captured.get(tuple(record.split("/", 1)))
         version = (found or {}).get("meta", {}).get("versionId")
         window = Window(window.start_seq, window.readback_seq, window.readback_at,
@@ -239,7 +239,8 @@ def trail_verdict(ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any]
         kind, rid = ref.split("/", 1)
         folded = fold.versions(kind, rid)
         bodies = {v.version_id: v.resource for v in folded}
-        before = [(v.version_id, v.resource, None) for v in folded if v.seq is None or v.seq <= seed_seq]
+        before: list[RecordVersion] = [(v.version_id, v.resource, None) for v in folded
+                                       if v.seq is None or v.seq <= seed_seq]
         written = [(a.version or "?", bodies.get(a.version or ""), a.seq) for a in trail.accesses
                    if a.kind == "write" and a.ref == ref]
         return before + written

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -77,6 +77,7 @@ def _types(value: Any, found: set[str]) -> None:
     mine: set[str] = set()
     while level:
         deeper: list[Any] = []
+        children: Iterable[Any]
         for item in level:
             if isinstance(item, dict):
                 kind = item.get("resourceType")

@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from fae.judge.context import RunContext
-from fae.judge.verify import OWN_ACTORS, matches
 from fae.judge.reads import reads_of, received_once
 from fae.judge.registry import JudgeFn, Verdict, judge
 from fae.judge.task_checks import task_check
+from fae.judge.verify import OWN_ACTORS, matches
 from fae.replay.fold import FoldedState
 from fae.tasks import checks
 from fae.tasks.scenarios import scenario_oracle
@@ -157,7 +157,7 @@ def harms(ctx: RunContext) -> tuple[list[str], dict[str, Any]] | None:
         for v in versions:
             if v.seq is not None and v.actor == "agent":
                 first_write[v.ref] = min(first_write.get(v.ref, v.seq), v.seq)
-    for target, record in zip(targets, records):
+    for target, record in zip(targets, records, strict=True):
         found.extend(h for h in target_harms(ctx, target, record, captured, seed) if h not in found)
     chosen = {k for k in records if k}
     for key in sorted(set(captured) | set(seed)):

@@ -73,8 +73,8 @@ def _ref(resource: Any) -> str | None:
 
 
 def _version(resource: dict[str, Any]) -> str | None:
-    meta = resource.get("meta") if isinstance(resource.get("meta"), dict) else {}
-    found = meta.get("versionId")
+    meta = resource.get("meta")
+    found = meta.get("versionId") if isinstance(meta, dict) else None
     return str(found) if found is not None else None
 
 
@@ -85,8 +85,7 @@ def _bundle_reads(bundle: Any, how: str) -> list[Read]:
     found = []
     for entry in bundle.get("entry") or []:
         resource = entry.get("resource") if isinstance(entry, dict) else None
-        ref = _ref(resource)
-        if ref and resource["resourceType"] != "OperationOutcome":
+        if isinstance(resource, dict) and (ref := _ref(resource)) and resource["resourceType"] != "OperationOutcome":
             found.append(Read(how, ref, _version(resource), resource))
     return found
 
@@ -109,13 +108,13 @@ def _batch_reads(exchange: Exchange) -> list[Read]:
         if not isinstance(call, dict) or str(call.get("method", "")).upper() not in ("GET", "HEAD"):
             continue
         reply = answered[index] if index < len(answered) else None
-        if not _entry_ok(reply):
+        if not isinstance(reply, dict) or not _entry_ok(reply):
             continue
         resource = reply.get("resource")
         if isinstance(resource, dict) and resource.get("resourceType") == "Bundle":
             found.extend(_bundle_reads(resource, "batch-search"))
-        elif _ref(resource):
-            found.append(Read("batch-read", _ref(resource), _version(resource), resource))
+        elif isinstance(resource, dict) and (ref := _ref(resource)):
+            found.append(Read("batch-read", ref, _version(resource), resource))
         else:  # an answer without the body still handed the record over
             path = [p for p in str(call.get("url", "")).split("?")[0].split("/") if p]
             if len(path) >= 2 and path[0][:1].isupper():

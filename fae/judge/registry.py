@@ -51,7 +51,8 @@ class JudgeDef:
 _JUDGES: dict[str, JudgeDef] = {}
 
 
-def judge(name: str, **rules: Rule) -> Callable[[Callable[[dict[str, Any]], JudgeFn]], Callable[[dict[str, Any]], JudgeFn]]:
+def judge(name: str, **rules: Rule) -> Callable[[Callable[[dict[str, Any]], JudgeFn]],
+                                                 Callable[[dict[str, Any]], JudgeFn]]:
     """Register a judge factory under ``name`` with the rules it takes."""
 
     def register(factory: Callable[[dict[str, Any]], JudgeFn]) -> Callable[[dict[str, Any]], JudgeFn]:

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from fae.errors import JudgeError, StoreError
-from fae.judge.judging import (DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run,  # noqa: F401
-                               relaxed_gc)
+from fae.judge.judging import DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run, relaxed_gc  # noqa: F401
 from fae.judge.parallel import ShardJob, ShardResult, insert_verdicts, run_shards, workers_default
 from fae.replay.source import load_runs, run_ids
 from fae.replay.stream import shards, spans
 from fae.store.log import Batch, EventLog, VerdictBatchStarted, VerdictRow
+
 
 def live_verdicts(log: Any, run_id: str, *, judged_at: datetime) -> list[VerdictRow]:
     """The default plan's verdicts for a run just recorded, judged against its live capture."""

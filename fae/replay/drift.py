@@ -43,7 +43,8 @@ _NOT_READ = object()
 
 def _canonical(resource: dict[str, Any]) -> tuple[bytes, bytes, bytes]:
     """(up to meta's value, after meta's value, without meta): the resource as the harness's json.dumps writes it."""
-    before, after = [], []
+    before: list[str] = []
+    after: list[str] = []
     for key in sorted(resource):
         if key != "meta":
             item = f"{_canonical_encoder.encode(key)}: {_canonical_encoder.encode(resource[key])}"

@@ -267,11 +267,11 @@ def _fold_write(state: FoldedState, exchange: Exchange) -> None:
             problem("the write response carries no resource and the request cannot stand in for it")
             return
         written = {**written, "id": exchange.resource_id}
-    version = _version_of(exchange, written)
-    if version is None:
+    written_version = _version_of(exchange, written)
+    if written_version is None:
         problem("the write response names no version")
         return
-    state.apply(Version(written["resourceType"], written["id"], version, written, exchange.seq,
+    state.apply(Version(written["resourceType"], written["id"], written_version, written, exchange.seq,
                         exchange.actor, exchange.started_at))
 
 
@@ -289,6 +289,9 @@ def _fold_bundle(state: FoldedState, exchange: Exchange, problem: Any) -> None:
         if not status.startswith("2") or method in ("GET", "HEAD"):
             continue
         location = [p for p in str(reply.get("location", "")).split("/") if p]
+        rtype: str | None
+        rid: str | None
+        vid: str | None
         if "_history" in location and location.index("_history") >= 2:
             at = location.index("_history")
             rtype, rid, vid = location[at - 2], location[at - 1], location[at + 1] if at + 1 < len(location) else None

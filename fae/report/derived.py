@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from fae.report.estimators import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_mean_ci, mcnemar_exact,
-                                   pass_curves, paired_bootstrap_ci)
+from fae.report.estimators import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    bootstrap_mean_ci,
+    mcnemar_exact,
+    paired_bootstrap_ci,
+    pass_curves,
+)
 from fae.report.scope import KEYS, Queryable, Scope, Table, literal
 
 

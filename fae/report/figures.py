@@ -7,16 +7,20 @@ import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, cast
 
 import matplotlib
+from matplotlib.axes import Axes
+from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure as MplFigure
+from matplotlib.typing import RcKeyType
 
 from fae.report.scope import KEYS, Queryable, Table
 from fae.report.study import Study
 
 # applied only while the report draws (rc_context), so an embedding program's settings are left alone
-STYLE = {"svg.fonttype": "none", "svg.hashsalt": "fae-report", "font.size": 9,
-         "axes.spines.top": False, "axes.spines.right": False}
+STYLE: dict[RcKeyType, Any] = {"svg.fonttype": "none", "svg.hashsalt": "fae-report", "font.size": 9,
+                               "axes.spines.top": False, "axes.spines.right": False}
 COLORS = ("#3b6ea8", "#d9822b", "#4a9a5b", "#b8443f", "#7d5ba6", "#8c6d4f", "#c76fa8", "#7f7f7f")
 
 
@@ -49,13 +53,13 @@ def _short(configuration: str, model: str | None) -> str:
     return configuration.removesuffix(f"@{model}") if model else configuration
 
 
-def _from_zero(ax) -> None:
+def _from_zero(ax: Axes) -> None:
     """A quantity that cannot be negative starts at 0 (and an all-zero one still shows an axis)."""
     top = ax.get_ylim()[1]
     ax.set_ylim(0, top if top > 0.06 else 1)
 
 
-def _legend(ax) -> None:
+def _legend(ax: Axes) -> None:
     ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
 
 
@@ -65,12 +69,12 @@ def _labels(table: Table, model: str | None) -> tuple[bool, list[str]]:
     return single, list(dict.fromkeys(_label(r, single, model) for r in rows))
 
 
-def _new(width: float, height: float = 3.6) -> tuple[MplFigure, object]:
+def _new(width: float, height: float = 3.6) -> tuple[MplFigure, Axes]:
     fig = MplFigure(figsize=(min(max(width, 7.0), 12.0), height))
     return fig, fig.add_subplot()
 
 
-def _tick(ax, labels: list[str]) -> None:
+def _tick(ax: Axes, labels: list[str]) -> None:
     longest = max((len(line) for label in labels for line in label.split("\n")), default=0)
     crowded = longest * len(labels) > 90
     ax.set_xticks(range(len(labels)), labels, rotation=25 if crowded else 0, ha="right" if crowded else "center")
@@ -157,7 +161,7 @@ def variance_bars(study: Study) -> Figure | None:
                                         ("same_prompt_pp2", "same prompt (run to run)"))):
         values = [r[column] or 0 for r in rows]
         ax.bar(range(len(rows)), values, 0.6, bottom=bottom, color=COLORS[c], label=name)
-        bottom = [b + v for b, v in zip(bottom, values)]
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     _tick(ax, labels)
     ax.set_ylabel("variance (pp²)")
     _from_zero(ax)
@@ -211,7 +215,8 @@ def distribution(log: Queryable, study: Study, column: str, by: tuple[str, str] 
         color = COLORS[j % len(COLORS)]
         if violin and all(len(set(d)) > 1 for d in data):
             parts = ax.violinplot(data, positions=positions, widths=width * 0.9, showmedians=True)
-            for body in parts["bodies"]:
+            # matplotlib's stubs say one Collection; at run time "bodies" is the list of each violin's PolyCollection
+            for body in cast("list[PolyCollection]", parts["bodies"]):
                 body.set_facecolor(color)
         else:
             ax.boxplot(data, positions=positions, widths=width * 0.7, showfliers=False, patch_artist=True,

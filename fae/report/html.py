@@ -31,7 +31,7 @@ def _table_html(table: Table) -> str:
     body = []
     for row in table.rows:
         cells = []
-        for column, value in zip(table.columns, row):
+        for column, value in zip(table.columns, row, strict=True):
             numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
             cells.append(f'<td{" class=n" if numeric else ""}>{html.escape(cell(table, column, value))}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")

@@ -51,7 +51,7 @@ class Table:
     formats: dict[str, str] = field(default_factory=dict)
 
     def dicts(self) -> list[dict[str, Any]]:
-        return [dict(zip(self.columns, row)) for row in self.rows]
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
 
 
 def run_sql(log: Queryable, name: str, title: str, sql: str, note: str = "",

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -59,10 +60,18 @@ def _conflicts(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [r for (r,) in rows]
 
 
+def _value(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
+    """The one value of a statement that always answers one row (an aggregate, an INSERT's row count)."""
+    row = con.execute(sql).fetchone()
+    if row is None:
+        raise StoreError(f"no row from {sql!r}")
+    return row[0]
+
+
 def _merge_one(con: duckdb.DuckDBPyConnection, path: Path) -> Merged:
     con.execute(f"ATTACH '{_sql_text(path)}' AS shard (READ_ONLY)")
     try:
-        (version,) = con.execute("SELECT max(version) FROM shard.schema_version").fetchone()
+        version = _value(con, "SELECT max(version) FROM shard.schema_version")
         if version != LATEST_VERSION:
             raise StoreError(f"shard {path} has schema version {version}, the log {LATEST_VERSION}")
         clash = _conflicts(con)
@@ -75,18 +84,18 @@ def _merge_one(con: duckdb.DuckDBPyConnection, path: Path) -> Merged:
         try:
             con.execute("CREATE TEMP TABLE new_runs AS SELECT run_id FROM shard.runs"
                         " WHERE run_id NOT IN (SELECT run_id FROM main.runs)")
-            (runs,) = con.execute("SELECT count(*) FROM new_runs").fetchone()
-            (total,) = con.execute("SELECT count(*) FROM shard.runs").fetchone()
+            runs = _value(con, "SELECT count(*) FROM new_runs")
+            total = _value(con, "SELECT count(*) FROM shard.runs")
             con.execute(f"INSERT INTO main.runs ({columns}) SELECT {columns} FROM shard.runs"
                         " WHERE run_id IN (SELECT run_id FROM new_runs)")
-            blobs = con.execute(
-                "INSERT INTO main.blobs SELECT hash, any_value(size), any_value(data) FROM shard.blobs"
-                " WHERE hash NOT IN (SELECT hash FROM main.blobs) GROUP BY hash").fetchone()[0]
-            events = con.execute("INSERT INTO main.events SELECT * FROM shard.events"
-                                 " WHERE run_id IN (SELECT run_id FROM new_runs)").fetchone()[0]
-            verdicts = con.execute(
-                "INSERT INTO main.verdicts SELECT * FROM (SELECT * FROM shard.verdicts EXCEPT ALL"
-                " SELECT * FROM main.verdicts WHERE run_id IN (SELECT run_id FROM shard.runs))").fetchone()[0]
+            blobs = _value(
+                con, "INSERT INTO main.blobs SELECT hash, any_value(size), any_value(data) FROM shard.blobs"
+                " WHERE hash NOT IN (SELECT hash FROM main.blobs) GROUP BY hash")
+            events = _value(con, "INSERT INTO main.events SELECT * FROM shard.events"
+                            " WHERE run_id IN (SELECT run_id FROM new_runs)")
+            verdicts = _value(
+                con, "INSERT INTO main.verdicts SELECT * FROM (SELECT * FROM shard.verdicts EXCEPT ALL"
+                " SELECT * FROM main.verdicts WHERE run_id IN (SELECT run_id FROM shard.runs))")
             con.execute("DROP TABLE new_runs")
             con.execute("COMMIT")
         except duckdb.Error:

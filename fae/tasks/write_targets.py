@@ -20,8 +20,8 @@ has no targets (read-only, deletes, a type with no known identity).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
 from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fae.tasks.checks import values

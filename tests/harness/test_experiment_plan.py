@@ -7,8 +7,16 @@ from collections import Counter
 import pytest
 
 from fae.errors import FaeError
-from fae.harness.experiment_plan import (agent_name, eval_specs, first_tasks, load_experiment, plan_experiment,
-                                         presets, task_list, with_overrides)
+from fae.harness.experiment_plan import (
+    agent_name,
+    eval_specs,
+    first_tasks,
+    load_experiment,
+    plan_experiment,
+    presets,
+    task_list,
+    with_overrides,
+)
 from fae.tasks import load_suite
 
 

@@ -32,11 +32,12 @@ def test_external_server_is_reset_between_serialised_runs(tmp_path):
     assert result.statuses == {"finished": 4}, why_not_finished(log)
     with EventLog(log, read_only=True) as opened:
         _, runs = opened.query("SELECT run_id, epoch_ms(started_at), epoch_ms(ended_at) FROM runs ORDER BY 2")
-        for (_, _, end), (_, start, _) in zip(runs, runs[1:]):
+        for (_, _, end), (_, start, _) in zip(runs, runs[1:], strict=False):
             assert start >= end  # one at a time
         _, verdicts = opened.query("SELECT outcome FROM verdicts WHERE judge = 'task'")
         assert {v for (v,) in verdicts} == {"pass"}
-        _, deletes = opened.query("SELECT count(*) FROM fhir_exchanges WHERE actor = 'setup' AND interaction = 'delete'")
+        _, deletes = opened.query(
+            "SELECT count(*) FROM fhir_exchanges WHERE actor = 'setup' AND interaction = 'delete'")
         assert deletes[0][0] > 0
         _, captures = opened.query("SELECT payload FROM events WHERE kind = 'StateCaptured'")
         for (payload,) in captures:

@@ -50,7 +50,8 @@ def test_malformed_forwarded_headers_are_ignored():
                 "x-forwarded-host": "evil.example/<script>", "x-forwarded-prefix": "/a b"})
             assert bad.json()["base"] == "http://inner/sandbox/s/fhir"
             good = await client.post("/sandbox?id=t", json=SEED, headers={
-                "x-forwarded-host": "proxy:8080", "x-forwarded-proto": "https", "x-forwarded-prefix": "/run/r/agent/fhir"})
+                "x-forwarded-host": "proxy:8080", "x-forwarded-proto": "https",
+                "x-forwarded-prefix": "/run/r/agent/fhir"})
             assert good.json()["base"] == "https://proxy:8080/run/r/agent/fhir/sandbox/t/fhir"
 
     anyio.run(main)

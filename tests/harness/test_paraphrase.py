@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 
 import anyio
-import pytest
 
-from fae.plan import plan_to_dict
 from fae.harness.run import Paraphrase
 from fae.harness.suite_runner import plan_suite, record_suite, render_task
 from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
+from fae.plan import plan_to_dict
 from fae.store.log import EventLog
 from tests.run_report import why_not_finished
 

@@ -20,7 +20,8 @@ runner = CliRunner()
 
 
 def _record(log, *extra):
-    return [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", "builtin-create-patient", "--variations", f"0-{VARIATIONS - 1}",
+    return [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", "builtin-create-patient",
+            "--variations", f"0-{VARIATIONS - 1}",
             "--concurrency", "2", *extra]
 
 

@@ -19,7 +19,6 @@ import pytest
 from typer.testing import CliRunner
 
 from fae.cli import app
-
 from fae.store.live import LogReader
 from fae.store.log import EventLog
 

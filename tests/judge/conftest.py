@@ -10,9 +10,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from recording import BUILTIN_SCENARIOS, record_runs, scenario_runs, suite_runs  # noqa: E402
+from recording import BUILTIN_SCENARIOS, record_runs, scenario_runs, suite_runs
 
-from tests.run_report import why_not_finished  # noqa: E402
+from tests.run_report import why_not_finished
 
 
 @pytest.fixture(scope="session")

@@ -56,7 +56,8 @@ def suite_runs(variation: int = 0) -> tuple[list[tuple[RunSpec, Any, Any]], set[
     """Every task's gold run, and per task one mutation agent that plays a plan (kinds taken in turn).
 
     Mutants that change an outcome after the fact (a wrong answer, a dropped field) cannot be
-    recorded live and are left out, and so are those that must pass (a change of form only). Returns the runs and the mutation kinds covered.
+    recorded live and are left out, and so are those that must pass (a change of form only). Returns the runs and
+    the mutation kinds covered.
     """
     from fae.tasks import load_suite
 

@@ -8,15 +8,15 @@ from datetime import UTC, datetime, timedelta
 
 import duckdb
 import pytest
+from recording import BUILTIN_SCENARIOS
 
 from fae.fhir.engine import FhirEngine
 from fae.judge.ensure_record import Window, WriteTarget, verify
 from fae.judge.rejudge import build_plan, judge_run
-from fae.tasks.scenarios import TASK_ID, registry
 from fae.judge.trail import audit_trail
 from fae.replay.source import load_run
 from fae.store.log import EventLog
-from recording import BUILTIN_SCENARIOS
+from fae.tasks.scenarios import TASK_ID, registry
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from recording import BUILTIN_SCENARIOS
 
 from fae.judge.scenario_table import current_section, replace_section, scenario_markdown, scenario_rows
 from fae.replay.source import load_runs, run_ids
 from fae.store.log import EventLog
-from recording import BUILTIN_SCENARIOS
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "judging.md"
 

@@ -13,12 +13,12 @@ from typer.testing import CliRunner
 
 from fae.cli import app
 from fae.judge.rejudge import build_plan, judge_run
-from fae.tasks.scenarios import TASK_ID
 from fae.judge.trail import audit_trail, recorded_audit_events
 from fae.replay.drift import captured_resources
 from fae.replay.source import load_run
 from fae.store import events as ev
 from fae.store.log import EventLog
+from fae.tasks.scenarios import TASK_ID
 from tests.run_report import why_not_finished
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)

@@ -14,11 +14,11 @@ from fae.agents.scripted_agent import ScriptedAgent
 from fae.harness.run import RunSpec
 from fae.judge.ensure_record import matches
 from fae.judge.rejudge import build_plan, judge_run
-from fae.tasks.write_targets import not_covered, spec_target, spec_targets
 from fae.replay.source import load_runs, run_ids
 from fae.store.log import EventLog
 from fae.tasks import load_suite
 from fae.tasks.state import bundle_resources
+from fae.tasks.write_targets import not_covered, spec_target, spec_targets
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 # Tasks that write more than one record: one target per record, verified only if every one is.

@@ -10,11 +10,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "judge"))
 
-from recording import record_runs, scenario_runs  # noqa: E402
+from recording import record_runs, scenario_runs
 
-from fae.agents.scripted_agent import ScriptedAgent  # noqa: E402
-from fae.harness.run import RunSpec  # noqa: E402
-from tests.run_report import why_not_finished  # noqa: E402
+from fae.agents.scripted_agent import ScriptedAgent
+from fae.harness.run import RunSpec
+from tests.run_report import why_not_finished
 
 TASKS = ("sched-book-appointment", "rec-create-patient")
 

@@ -8,10 +8,10 @@ from typer.testing import CliRunner
 
 from fae.cli import app
 from fae.errors import ReplayDrift
-from fae.tasks.scenarios import scenario_plan
 from fae.harness.redrive import call_key, replay_scripted
 from fae.replay.source import load_run
 from fae.store.log import EventLog
+from fae.tasks.scenarios import scenario_plan
 
 runner = CliRunner()
 FIX = "wv-register-patient.v0.scripted-fix"

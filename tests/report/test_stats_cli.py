@@ -68,7 +68,7 @@ def test_a_missing_log_is_one_line(tmp_path):
 
 
 def test_stats_fills_task_metadata_the_log_lacks(tmp_path):
-    from fae.store.log import EventLog, RunRow, Batch
+    from fae.store.log import Batch, EventLog, RunRow
 
     path = tmp_path / "real-tasks.duckdb"
     with EventLog(path) as written:

@@ -129,8 +129,9 @@ def test_every_table_sql_runs_alone_and_gives_its_rows(study, tmp_path_factory):
             if table.name not in ("pass_k", "success_ci", "paired"):  # those show their input query
                 # floats compared approximately: DuckDB's parallel sums may add in another order
                 assert columns == table.columns and len(rows) == len(table.rows), table.name
-                for got, want in zip(rows, table.rows):
-                    assert all(isclose(a, b) if isinstance(a, float) else a == b for a, b in zip(got, want)), \
+                for got, want in zip(rows, table.rows, strict=True):
+                    assert all(isclose(a, b) if isinstance(a, float) else a == b for a, b in
+                               zip(got, want, strict=True)), \
                         (table.name, got, want)
 
 
@@ -152,8 +153,8 @@ def test_a_bad_price_is_refused(text):
 def test_llm_calls_carry_the_duration_of_their_exchange_and_latest_verdicts_keep_the_newest(tmp_path):
     path = build(tmp_path / "s.duckdb")
     with EventLog(path, read_only=True) as log:
-        _, rows = log.query("SELECT run_id, duration_ms FROM llm_calls WHERE actor = 'agent' AND run_id LIKE 'A.T1.v0.%'"
-                            " ORDER BY run_id")
+        _, rows = log.query("SELECT run_id, duration_ms FROM llm_calls WHERE actor = 'agent'"
+                            " AND run_id LIKE 'A.T1.v0.%' ORDER BY run_id")
         assert rows == [("A.T1.v0.r0", 40.0), ("A.T1.v0.r1", 41.0), ("A.T1.v0.r2", 42.0)]
         _, harness = log.query("SELECT duration_ms FROM llm_calls WHERE actor = 'harness' LIMIT 1")
         assert harness == [(None,)]  # no exchange recorded for it: no duration invented

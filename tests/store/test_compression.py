@@ -13,7 +13,7 @@ from fae.store.log import Batch, EventLog
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from logs import T0, finished_run  # noqa: E402
+from logs import T0, finished_run
 
 
 def _payload_compression(log: EventLog) -> set[str]:

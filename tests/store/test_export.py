@@ -18,7 +18,7 @@ from fae.store.export import export_parquet, query_parquet
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from logs import T0, finished_run, write_log  # noqa: E402
+from logs import T0, finished_run, write_log
 
 runner = CliRunner()
 SUMMARY = "SELECT run_id, task_id, events, answer FROM run_summary ORDER BY run_id"

@@ -17,7 +17,9 @@ from fae.store.merge import merge_logs
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from logs import T0, finished_run as _run, write_log as _shard  # noqa: E402
+from logs import T0
+from logs import finished_run as _run
+from logs import write_log as _shard
 
 runner = CliRunner()
 
@@ -89,6 +91,7 @@ def test_cli_merge_and_its_mistakes(tmp_path):
     done = runner.invoke(app, ["log", "merge", str(a), "--into", str(into)])
     assert done.exit_code == 0, done.output
     assert "1 runs (0 already there), 4 events" in done.output
-    for args, message in (([str(tmp_path / "none.duckdb")], "no shard at"), ([str(into)], "is the log being merged into")):
+    for args, message in (([str(tmp_path / "none.duckdb")], "no shard at"),
+                          ([str(into)], "is the log being merged into")):
         failed = runner.invoke(app, ["log", "merge", *args, "--into", str(into)])
         assert failed.exit_code == 1 and message in failed.output and "Traceback" not in failed.output, failed.output
