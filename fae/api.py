@@ -16,6 +16,7 @@ import anyio
 from fae.agents.base import Agent, AgentContext, AgentResult
 from fae.agents.prefixes import register_agent
 from fae.errors import FaeError, StoreError, TaskError
+from fae.harness.interrupt import StopRequest
 from fae.harness.redrive import ReplayReport
 from fae.harness.replay_run import replay_run
 from fae.harness.run import Paraphrase, RunSpec
@@ -37,6 +38,7 @@ from fae.report.study import Study, compute_study
 from fae.store.live import LogReader
 from fae.store.log import EventLog
 from fae.tasks.fixture import BUILTIN_TASK
+from fae.tasks.scenarios import add_scenario_dir, is_scenario_task
 from fae.tasks.sources import add_task_dir
 from fae.tasks.suite import Suite, load_suite
 
@@ -69,15 +71,22 @@ def tasks() -> Suite:
 
 
 def plan_runs(task_ids: Sequence[str], *, variations: Sequence[int] = (0,), agents: Sequence[str] = ("gold",),
-              repeats: int = 1, suite: str | None = None) -> list[RunSpec]:
-    """The runs ``record`` would make: every (task, variation, agent, repeat), in a stable order."""
+              repeats: int = 1, suite: str | None = None,
+              scenario_dirs: Sequence[str | Path] = ()) -> list[RunSpec]:
+    """The runs ``record`` would make: every (task, variation, agent, repeat), in a stable order.
+
+    A task is one of the suite's (with task directories and plugins), a write-verification scenario
+    task (with ``scenario_dirs``), or the built-in fixture.
+    """
+    for folder in scenario_dirs:
+        add_scenario_dir(folder)
     if not task_ids:
         raise TaskError("name at least one task (or 'all')")
     if list(task_ids) == ["all"]:
         task_ids = list(load_suite())
     known = load_suite()
     for task_id in task_ids:
-        if task_id != BUILTIN_TASK and task_id not in known:
+        if task_id != BUILTIN_TASK and task_id not in known and not is_scenario_task(task_id):
             known[task_id]  # raises the one-line TaskError naming `fae tasks list`
     if repeats < 1:
         raise TaskError("repeats must be at least 1")
@@ -90,21 +99,29 @@ def record(log: str | Path, task_ids: Sequence[str], *, variations: Sequence[int
            model: str | None = None, api_key: str | None = None, memory: Sequence[str] = (),
            paraphrase_model: str | None = None, paraphrase_seed: int = 0, audit_events: bool = False,
            redact_headers: Sequence[str] = (), redact_params: Sequence[str] = (),
+           retry_errored: bool = False, fsync: bool = False, max_body_mib: int = 32,
+           settle_s: float | None = None, scenario_dirs: Sequence[str | Path] = (),
+           stop: StopRequest | None = None,
            on_progress: Callable[[RunSpec, str], None] | None = None) -> SuiteResult:
     """Record runs through the proxy into ``log`` and judge each as it ends; returns the statuses.
 
     ``agents`` are command-line agent names (``gold``, ``plan:PATH``,
     ``langchain:CONFIG[@MODEL]``, a plugin's prefix); ``memory`` holds
-    ``NAME=DIR`` Reflexion stores for the memory configurations.
+    ``NAME=DIR`` Reflexion stores for the memory configurations. ``api_key`` and every
+    redacted value are scrubbed from all that is stored. ``stop`` (``fae.harness.interrupt``) lets a
+    signal end the recording cleanly: in-flight runs are stored interrupted.
     """
-    specs = plan_runs(task_ids, variations=variations, agents=agents, repeats=repeats, suite=suite)
+    specs = plan_runs(task_ids, variations=variations, agents=agents, repeats=repeats, suite=suite,
+                      scenario_dirs=scenario_dirs)
     llm_options = {key: value for key, value in (("model", model), ("api_key", api_key)) if value}
+    redactor = Redactor.with_extra(headers=list(redact_headers), query_params=list(redact_params), values=[api_key])
     return anyio.run(lambda: record_suite(
         log, specs, resume=resume, concurrency=concurrency, fhir_url=fhir_url, llm_url=llm_url,
-        redactor=Redactor.with_extra(headers=list(redact_headers), query_params=list(redact_params)),
-        on_progress=on_progress, memory_stores=parse_memory_stores(list(memory)), llm_options=llm_options,
+        redactor=redactor, on_progress=on_progress, memory_stores=parse_memory_stores(list(memory)),
+        llm_options=llm_options,
         paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
-        audit_events=audit_events))
+        audit_events=audit_events, stop=stop, retry_errored=retry_errored, fsync=fsync,
+        max_body_bytes=max_body_mib * 1024 * 1024, settle_s=settle_s))
 
 
 def _rules(rules: Mapping[str, Any] | str | Sequence[str] | None) -> dict[str, Any]:

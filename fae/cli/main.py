@@ -173,36 +173,27 @@ def record(
     """Record a suite of (task, variation, agent, repeat) runs through the proxy into the log."""
     # caught before anything starts, so no embedded server or library sees them first
     with catch_stop_signals() as stop:
-        import anyio
+        from fae import api
 
-        from fae.harness.run import Paraphrase
-        from fae.harness.stack import parse_memory_stores
-        from fae.harness.suite_runner import plan_suite, record_suite
-        from fae.recorder.redact import Redactor
-        from fae.tasks.scenarios import add_scenario_dir
-
-        for folder in scenarios_dir:
-            add_scenario_dir(folder)
-        llm_options = {k: v for k, v in (("model", model), ("api_key", api_key)) if v}
-        memory_stores = parse_memory_stores(memory)
         try:
             variation_list = _split_ints(variations)
         except ValueError as exc:
             raise FaeError(f"--variations {variations!r} is not a list like 0,1 or 0-2 ({exc})") from None
-        specs = plan_suite(_task_ids(task), variation_list, agent or ["gold"], repeats, suite)
-        redactor = Redactor.with_extra(headers=redact_header, query_params=redact_param, values=[api_key])
+        task_ids = _task_ids(task)
+        specs = api.plan_runs(task_ids, variations=variation_list, agents=agent or ["gold"], repeats=repeats,
+                              suite=suite, scenario_dirs=scenarios_dir)
         with progress("recording", len(specs)) as step:
 
             def advance(spec: Any, status: str) -> None:
                 step(1, f"{spec.run_id}: {status}")
 
-            result = anyio.run(functools.partial(
-                record_suite, log, specs, resume=resume, concurrency=concurrency, fhir_url=fhir_url,
-                llm_url=llm_url, redactor=redactor, on_progress=advance, memory_stores=memory_stores,
-                llm_options=llm_options,
-                paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
-                audit_events=audit_events, stop=stop, retry_errored=retry_errored, fsync=fsync,
-                max_body_bytes=max_body_mib * 1024 * 1024, settle_s=settle))
+            result = api.record(
+                log, task_ids, variations=variation_list, agents=agent or ["gold"], repeats=repeats,
+                concurrency=concurrency, resume=resume, suite=suite, fhir_url=fhir_url, llm_url=llm_url,
+                model=model, api_key=api_key, memory=memory, paraphrase_model=paraphrase_model,
+                paraphrase_seed=paraphrase_seed, audit_events=audit_events, redact_headers=redact_header,
+                redact_params=redact_param, retry_errored=retry_errored, fsync=fsync, max_body_mib=max_body_mib,
+                settle_s=settle, scenario_dirs=scenarios_dir, stop=stop, on_progress=advance)
         table = Table(title=f"recorded into {log}")
         table.add_column("planned", justify="right")
         table.add_column("already done", justify="right")

@@ -53,6 +53,9 @@ class Suite(Mapping[str, Task]):
         except KeyError:
             raise TaskError(f"no task {task_id!r}; `fae tasks list` shows the ids") from None
 
+    def __contains__(self, task_id: object) -> bool:
+        return task_id in self._tasks
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._tasks)
 

@@ -137,7 +137,7 @@ def test_the_cli_reports_a_broken_scenario_file_without_a_traceback(tmp_path, fr
                                str(folder), "--agent", "scenario:x"])
     assert done.exit_code != 0
     assert "Traceback" not in done.output and f"{folder / 'x.yaml'}: scenarios.x" in done.output, done.output
-    missing = runner.invoke(app, ["record", "--log", str(tmp_path / "l.duckdb"), "--scenarios-dir",
+    missing = runner.invoke(app, ["record", "--log", str(tmp_path / "l.duckdb"), "--task", "t", "--scenarios-dir",
                                   str(tmp_path / "nowhere"), "--agent", "scenario:x"])
     assert missing.exit_code != 0 and "does not exist" in missing.output, missing.output
 

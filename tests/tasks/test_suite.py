@@ -230,3 +230,9 @@ def test_malformed_task_files_are_task_errors():
         task_from_dict({**good, "prompt": "{nothing_here}"}, "records").render(0)
     with pytest.raises(TaskError):
         load_suite()["no-such-task"]
+
+
+def test_membership_is_a_plain_answer_not_an_error():
+    suite = load_suite()
+    assert "rec-find-patient" in suite
+    assert "no-such-task" not in suite
