@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fae.fhir.fhirpath import evaluate
+from fae.fhir.fhirpath import evaluate, split_top_level
 from fae.fhir.outcome import FhirProblem
 from fae.fhir.spec import Spec
 from fae.fhir.types import Resource
@@ -41,21 +41,8 @@ def _bad(message: str) -> FhirProblem:
 
 def split_steps(path: str) -> list[str]:
     """Top-level `.`-separated steps of a path (dots inside quotes or parentheses stay)."""
-    steps, depth, quote, start = [], 0, False, 0
-    for i, ch in enumerate(path):
-        if ch == "'":
-            quote = not quote
-        elif quote:
-            continue
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "." and depth == 0:
-            steps.append(path[start:i])
-            start = i + 1
-    steps.append(path[start:])
-    if depth or quote or any(not s.strip() for s in steps):
+    steps, balanced = split_top_level(path, ".")
+    if not balanced or any(not s.strip() for s in steps):
         raise _bad(f"malformed path {path[:120]!r}")
     return [s.strip() for s in steps]
 

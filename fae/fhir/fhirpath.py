@@ -35,10 +35,10 @@ def _resolve(inputs: list) -> list:
 OPTIONS = {"userInvocationTable": {"resolve": {"fn": _resolve, "arity": {0: []}}}}
 
 
-def split_union(expression: str) -> list[str]:
-    """Split an expression on its top-level `|` operators."""
-    parts, depth, quote, start = [], 0, False, 0
-    for i, ch in enumerate(expression):
+def split_top_level(text: str, separator: str) -> tuple[list[str], bool]:
+    """``text`` split on ``separator`` outside quotes and parentheses, and whether those balance."""
+    pieces, depth, quote, start = [], 0, False, 0
+    for i, ch in enumerate(text):
         if ch == "'":
             quote = not quote
         elif quote:
@@ -47,11 +47,17 @@ def split_union(expression: str) -> list[str]:
             depth += 1
         elif ch == ")":
             depth -= 1
-        elif ch == "|" and depth == 0:
-            parts.append(expression[start:i].strip())
+        elif ch == separator and depth == 0:
+            pieces.append(text[start:i])
             start = i + 1
-    parts.append(expression[start:].strip())
-    return [p for p in parts if p]
+    pieces.append(text[start:])
+    return pieces, depth == 0 and not quote
+
+
+def split_union(expression: str) -> list[str]:
+    """Split an expression on its top-level `|` operators."""
+    parts, _ = split_top_level(expression, "|")
+    return [p.strip() for p in parts if p.strip()]
 
 
 def _root(part: str) -> str:
