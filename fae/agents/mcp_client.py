@@ -1,10 +1,10 @@
 """A small adapter over the official MCP client: list tools, call them, get ``ToolOutcome``s.
 
 We stay on mcp 2 (``langchain-mcp-adapters`` pins ``mcp<2``), so agents reach
-MCP servers through this adapter: ``McpToolbox`` connects over streamable HTTP
-(or stdio), lists tools with their JSON input schemas (enough for OpenAI tool
-definitions), and turns each tool result into the ``ToolOutcome`` a scripted
-agent's ``run_plan`` consumes.
+MCP servers through this adapter: ``McpToolbox`` connects over streamable HTTP,
+legacy HTTP+SSE (a URL whose path ends in ``/sse``) or stdio, lists tools with
+their JSON input schemas (enough for OpenAI tool definitions), and turns each
+tool result into the ``ToolOutcome`` a scripted agent's ``run_plan`` consumes.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ import json
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any, Self
+from urllib.parse import urlsplit
 
 import httpx2
 import msgspec
 from mcp import Client, StdioServerParameters
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
@@ -77,10 +79,10 @@ def _first_cause(exc: BaseException) -> str:
 class McpToolbox:
     """The tools of one MCP server, used inside ``async with``.
 
-    ``url`` is a streamable-HTTP endpoint (``http://host:port/mcp``); ``headers``
-    go on every HTTP request. ``McpToolbox.stdio(params)`` launches a server
-    process instead. A server that cannot be reached raises ``ConnectionError``
-    on entry; a failing tool never raises (see ``call_tool``).
+    ``url`` is a streamable-HTTP endpoint (``http://host:port/mcp``), or a legacy
+    SSE one when its path ends in ``/sse``; ``headers`` go on every HTTP request.
+    ``McpToolbox.stdio(params)`` launches a server process instead. A server that
+    cannot be reached raises ``ConnectionError`` on entry; a failing tool never raises (see ``call_tool``).
     """
 
     def __init__(
@@ -108,6 +110,10 @@ class McpToolbox:
         async with AsyncExitStack() as stack:
             if self._stdio is not None:
                 target: Any = self._stdio
+            elif urlsplit(self.url).path.rstrip("/").endswith("/sse"):
+                # The legacy transport holds one event stream open for the session; it is idle while a tool runs.
+                target = sse_client(self.url, headers=self.headers, timeout=30.0,
+                                    sse_read_timeout=self.read_timeout_s or 300.0)
             else:
                 # The SDK's transport speaks httpx2; a server may hold a read open while a tool runs.
                 timeout = httpx2.Timeout(30.0, read=self.read_timeout_s)

@@ -9,6 +9,7 @@ reflections go to a memory store stamped with the task's fixed "now".
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -119,8 +120,11 @@ async def train(log_path: str | Path, task_ids: list[str], *, store_dir: str | P
                     if specs_url:
                         grounding = specs_grounding(specs_url)
                     else:
-                        (warn or print)("warning: no specs MCP server in this stack; reflecting without spec "
-                                        "grounding")
+                        message = "no specs MCP server in this stack; reflecting without spec grounding"
+                        if warn is not None:
+                            warn(f"warning: {message}")
+                        else:
+                            warnings.warn(message, stacklevel=2)
                 llm_base = stack.llm_base(run_id, ACTOR)
                 if llm_base is None:
                     raise RecordError("reflection needs an LLM URL to ask")

@@ -93,6 +93,22 @@ async def test_fhir_sse_transport_acts_on_fhir_and_serves_sse_only(standin):
 
 
 @pytest.mark.anyio
+async def test_the_agents_toolbox_speaks_sse_to_a_url_ending_in_sse(standin):
+    origin_fhir, fhir = standin
+    with served("mcp", "fhir", "--fhir-base", f"{origin_fhir}/toolbox/fhir", "--transport", "sse") as origin:
+        async with McpToolbox(f"{origin}/sse") as box:  # an SSE-only server: streamable HTTP would get 404
+            names = {tool.name for tool in await box.list_tools()}
+            created = await box.call_tool(
+                "createResource", {"resourceType": "Patient", "body_json": {"name": [{"family": "Box"}]}})
+        with pytest.raises(ConnectionError, match="cannot reach MCP server"):
+            async with McpToolbox(f"{origin}/mcp"):
+                pass
+    assert "createResource" in names
+    assert not created.is_error, created
+    assert fhir.stores["/toolbox/fhir"][("Patient", created.result["id"])]["name"][0]["family"] == "Box"
+
+
+@pytest.mark.anyio
 async def test_memory_serve_over_sse(tmp_path, embedder):
     MemoryStore.create(tmp_path / "m", embedder, created_at=NOW)
     with served("memory", "serve", "--store", str(tmp_path / "m"), "--transport", "sse") as origin:
