@@ -35,5 +35,6 @@ class Exchange:
     streamed: bool = False
     chunks: list[Chunk] = field(default_factory=list)
     error: str | None = None
+    fault: str | None = None  # what the proxy changed in flight (a scenario's fault), for the log's reader
     duration_ms: float | None = None
     ended_mono_ns: int | None = None

@@ -3,7 +3,8 @@
 The harness arms a run's faults (``FaultBook.arm``) before its agent starts.
 The ``FaultAddon`` runs after the recording addon in every hook, so the log
 keeps what the agent sent and what the server answered, while the server gets
-the changed request and the agent gets the dropped or delayed reply:
+the changed request and the agent gets the dropped or delayed reply; the
+exchange's ``fault`` field says which fault touched it:
 
 - ``set``: a field of the agent's N-th write request body is changed before
   it reaches the server (the server stores the changed record);
@@ -21,10 +22,12 @@ from typing import Any
 
 from mitmproxy import http
 
+from fae.proxy.exchange import Exchange
 from fae.proxy.routes import Route
 from fae.tasks.scenario_files import Fault
 
 _ROUTE_KEY = "fae_route"  # set by the recording addon's requestheaders hook
+_EXCHANGE_KEY = "fae_exchange"  # the recording addon's value for this flow, set by its request hook
 _DROP_KEY = "fae_drop_reply"
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 
@@ -76,6 +79,18 @@ def set_path(body: Any, path: str, value: Any) -> Any:
     return body
 
 
+def describe(fault: Fault) -> str:
+    """One line naming what a fault does, as the exchange it touched records it."""
+    parts = []
+    if fault.set is not None:
+        parts.append(f"set {fault.set.path}={json.dumps(fault.set.value)} in the request the server got")
+    if fault.drop_reply:
+        parts.append("reply dropped before it reached the agent")
+    if fault.delay_s:
+        parts.append(f"request held {fault.delay_s:g} s")
+    return f"write {fault.write}: " + ", ".join(parts or ["no change"])
+
+
 class FaultAddon:
     """Applies armed faults to agent writes on FHIR upstreams; does nothing for runs without faults."""
 
@@ -87,7 +102,11 @@ class FaultAddon:
         if route is None or flow.response is not None or route.actor != "agent" or route.upstream.kind != "fhir" \
                 or flow.request.method.upper() not in WRITE_METHODS:
             return
-        for fault in self.book.next_write(route.run_id):
+        faults = self.book.next_write(route.run_id)
+        exchange: Exchange | None = flow.metadata.get(_EXCHANGE_KEY)
+        if faults and exchange is not None:  # the log keeps what the agent sent, and says what the proxy changed
+            exchange.fault = "; ".join(describe(fault) for fault in faults)
+        for fault in faults:
             if fault.delay_s:
                 await asyncio.sleep(fault.delay_s)
             if fault.drop_reply:

@@ -71,6 +71,7 @@ def exchange_events(exchange: Exchange, redactor: Redactor) -> tuple[list[Event]
         error=exchange.error,
         started_at=exchange.started_at,
         duration_ms=exchange.duration_ms,
+        fault=exchange.fault,
     )
     events: list[Event] = [http]
     if exchange.kind == "fhir":

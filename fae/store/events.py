@@ -72,6 +72,7 @@ class HttpExchanged(Event, tag="HttpExchanged", frozen=True):
     error: str | None = None
     started_at: float | None = None
     duration_ms: float | None = None
+    fault: str | None = None  # a fault the proxy applied in flight: the server or the agent saw something else
 
 
 class OperationIssue(msgspec.Struct, frozen=True):

@@ -87,6 +87,12 @@ def test_a_users_scenario_is_recorded_from_a_directory(tmp_path, fresh_registry,
                                                           judged_at=NOW)}
         peek = {row.judge: row for row in judge_run(peeked, build_plan("ensure_record") + build_plan("oracle"),
                                                       judged_at=NOW)}
+        _, touched = opened.query(
+            "SELECT r.agent, e.payload->>'$.method', e.payload->>'$.fault' FROM events e JOIN runs r USING (run_id)"
+            " WHERE e.kind = 'HttpExchanged' AND e.payload->>'$.fault' IS NOT NULL ORDER BY r.agent")
+    # the log says which exchange the proxy changed: each run's first write, and nothing else
+    assert touched == [(agent, "POST", 'write 1: set telecom.0.value="555-3999" in the request the server got')
+                       for agent in ("scenario:user-fix", "scenario:user-peek")], touched
     # the fault garbled the create; the agent's fix made it right and nobody saw it wrong
     assert verdicts["ensure_record"].outcome == "created_verified", verdicts["ensure_record"].evidence
     assert verdicts["ensure_record"].evidence["corrected"] is True
