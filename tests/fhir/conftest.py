@@ -41,7 +41,7 @@ class LiveServer:
 
     def __enter__(self) -> LiveServer:
         self.thread.start()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120
         while not self.server.started:
             if time.monotonic() > deadline:
                 raise RuntimeError("uvicorn did not start")

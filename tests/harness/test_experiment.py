@@ -22,7 +22,7 @@ from fae.store.log import EventLog
 runner = CliRunner()
 REDUCED = ["--tasks", "1", "--trials", "2", "--model", "scripted:gold", "--paraphrase-model", "scripted:paraphrase",
            "--evaluator-model", "scripted:evaluator", "--reflector-model", "scripted:reflector"]
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # the module fixture records four experiments
 
 
 def _registry(names: list[str]) -> PlanRegistry:
