@@ -43,7 +43,7 @@ from fae.store.merge import merge_logs
 from fae.store.writer import open_writer
 from fae.tasks.scenarios import add_scenario_dir, scenario_dirs
 from fae.tasks.sources import add_task_dir, task_dirs
-from fae.util.ray_cluster import cluster_cpus, ray_connection, short_error
+from fae.util.ray_cluster import cluster_cpus, import_ray, ray_connection, short_error
 
 WAIT_S = 0.25
 """How long the driver waits on the runs in flight before it looks at the stop request again."""
@@ -150,6 +150,7 @@ def record_on_ray(log_path: str | Path, specs: Sequence[RunSpec], *, address: st
     if fhir_url:
         raise RecordError("--ray records on the embedded FHIR server only: an external server is one shared "
                           "store, so its runs go one at a time (record without --ray)")
+    import_ray("fae record --ray")  # before anything is planned or written
     if actors is not None and actors < 1:
         raise RecordError(f"--ray-actors must be at least 1, not {actors}")
     log_path = Path(log_path).resolve()

@@ -8,6 +8,8 @@ Ray instance started on this machine for the one command. A process already conn
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -40,14 +42,25 @@ def ray_connection(address: str, command: str) -> Iterator[Any]:
     options: dict[str, Any] = {"logging_level": "WARNING", "log_to_driver": False}
     if address == LOCAL:
         options["include_dashboard"] = False
+    handlers = _python_handlers()
     try:
         ray.init(address=None if address == LOCAL else address, **options)
     except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:
         raise FaeError(f"{command}: cannot reach the Ray cluster at {address!r}: {exc}") from None
+    for signum, handler in handlers.items():  # Ray's core worker installs its own (it aborts on SIGTERM)
+        signal.signal(signum, handler)
     try:
         yield ray
     finally:
         ray.shutdown()
+
+
+def _python_handlers() -> dict[int, Any]:
+    """This process's Python handlers of SIGINT and SIGTERM (the stop signals of fae record), main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    return {signum: handler for signum, handler in handlers.items() if callable(handler)}
 
 
 def cluster_cpus(ray: Any) -> int:
