@@ -71,6 +71,10 @@ def main() -> None:
         print(f"local, 1 process: {local_s:.1f} s wall, {runs / local_s:.2f} runs/s")
         print(f"ray, 2 nodes x 1 actor: {ray_s:.1f} s wall, {runs / ray_s:.2f} runs/s ({local_s / ray_s:.2f}x local)")
         print(f"merge of the shards: {sum(merged_s):.2f} s, {1000 * sum(merged_s) / runs:.1f} ms per run")
+        for name, log in (("local", local_log), ("ray", ray_log)):
+            rows = api.query(log, "SELECT median(epoch(ended_at) - epoch(started_at)) AS run_s,"
+                                  " epoch(max(ended_at)) - epoch(min(started_at)) AS span_s FROM runs")
+            print(f"{name}: median run {rows[0]['run_s']:.2f} s, first start to last end {rows[0]['span_s']:.1f} s")
         print(f"log size: local {local_log.stat().st_size / runs / 1024:.1f} KiB/run, "
               f"ray {ray_log.stat().st_size / runs / 1024:.1f} KiB/run")
     print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
