@@ -17,6 +17,7 @@ from fae.agents.base import Agent, AgentContext, AgentResult
 from fae.agents.prefixes import register_agent
 from fae.errors import FaeError, StoreError, TaskError
 from fae.harness.interrupt import StopRequest
+from fae.harness.ray_record import record_on_ray
 from fae.harness.redrive import ReplayReport
 from fae.harness.replay_run import replay_run
 from fae.harness.run import Paraphrase, RunSpec
@@ -101,7 +102,7 @@ def record(log: str | Path, task_ids: Sequence[str], *, variations: Sequence[int
            redact_headers: Sequence[str] = (), redact_params: Sequence[str] = (),
            retry_errored: bool = False, fsync: bool = False, max_body_mib: int = 32,
            settle_s: float | None = None, scenario_dirs: Sequence[str | Path] = (),
-           stop: StopRequest | None = None,
+           stop: StopRequest | None = None, ray: str | None = None, ray_actors: int | None = None,
            on_progress: Callable[[RunSpec, str], None] | None = None) -> SuiteResult:
     """Record runs through the proxy into ``log`` and judge each as it ends; returns the statuses.
 
@@ -109,12 +110,22 @@ def record(log: str | Path, task_ids: Sequence[str], *, variations: Sequence[int
     ``langchain:CONFIG[@MODEL]``, a plugin's prefix); ``memory`` holds
     ``NAME=DIR`` Reflexion stores for the memory configurations. ``api_key`` and every
     redacted value are scrubbed from all that is stored. ``stop`` (``fae.harness.interrupt``) lets a
-    signal end the recording cleanly: in-flight runs are stored interrupted.
+    signal end the recording cleanly: in-flight runs are stored interrupted. ``ray``: record on Ray actors
+    at this address (``local``, ``auto``, ``ray://HOST:PORT``; docs/scale.md), ``ray_actors`` of them
+    (default one per CPU of the cluster), each into its own shard, merged into ``log`` at the end.
     """
     specs = plan_runs(task_ids, variations=variations, agents=agents, repeats=repeats, suite=suite,
                       scenario_dirs=scenario_dirs)
     llm_options = {key: value for key, value in (("model", model), ("api_key", api_key)) if value}
     redactor = Redactor.with_extra(headers=list(redact_headers), query_params=list(redact_params), values=[api_key])
+    if ray is not None:
+        return record_on_ray(
+            log, specs, address=ray, actors=ray_actors, resume=resume, concurrency=concurrency, fhir_url=fhir_url,
+            stack_options={"llm_url": llm_url, "redactor": redactor, "audit_events": audit_events, "fsync": fsync,
+                           "max_body_bytes": max_body_mib * 1024 * 1024},
+            memory_stores=parse_memory_stores(list(memory)), llm_options=llm_options,
+            paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
+            stop=stop, retry_errored=retry_errored, settle_s=settle_s, on_progress=on_progress)
     return anyio.run(lambda: record_suite(
         log, specs, resume=resume, concurrency=concurrency, fhir_url=fhir_url, llm_url=llm_url,
         redactor=redactor, on_progress=on_progress, memory_stores=parse_memory_stores(list(memory)),
@@ -136,12 +147,13 @@ def _rules(rules: Mapping[str, Any] | str | Sequence[str] | None) -> dict[str, A
 
 def rejudge(log: str | Path, *, judge_name: str | None = None,
             rules: Mapping[str, Any] | str | Sequence[str] | None = None, runs: str | None = None,
-            chunk: int = 256, workers: int | None = None,
+            chunk: int = 256, workers: int | None = None, ray: str | None = None,
             on_progress: Callable[[int, int], None] | None = None) -> RejudgeResult:
     """Judge recorded runs again from the log alone, on ``workers`` processes (default: every core),
-    and append the verdicts as one batch; ``on_progress(judged, planned)`` reports progress."""
+    and append the verdicts as one batch; ``on_progress(judged, planned)`` reports progress.
+    ``ray``: judge ``workers`` shards as tasks on the Ray cluster at this address (the log on shared storage)."""
     return _rejudge(log, judge_name=judge_name, overrides=_rules(rules), runs=runs, chunk=chunk, workers=workers,
-                    on_progress=on_progress)
+                    ray=ray, on_progress=on_progress)
 
 
 def compare(log: str | Path, old: Mapping[str, Any] | str | None, new: Mapping[str, Any] | str | None, *,

@@ -1,5 +1,7 @@
 import pytest
 
+pytest_plugins = ["tests.ray_cluster"]
+
 
 @pytest.fixture
 def anyio_backend():

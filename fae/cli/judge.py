@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from fae.cli.console import err, out, rules_label, table
-from fae.cli.options import LogOption, RunsOption
+from fae.cli.options import LogOption, RayOption, RunsOption
 from fae.cli.progress import progress
 
 WorkersOption = Annotated[int | None, typer.Option(
@@ -24,6 +24,7 @@ def rejudge(
     runs: RunsOption = None,
     chunk: Annotated[int, typer.Option(min=1, help="Runs per spill part of a worker.")] = 256,
     workers: WorkersOption = None,
+    ray: RayOption = None,
 ) -> None:
     """Judge recorded runs again from the log alone and append the verdicts (old ones are kept)."""
     from fae import api
@@ -35,7 +36,7 @@ def rejudge(
             step(judged - seen[0], total=planned)
             seen[0] = judged
 
-        result = api.rejudge(log, judge_name=judge, rules=rule, runs=runs, chunk=chunk, workers=workers,
+        result = api.rejudge(log, judge_name=judge, rules=rule, runs=runs, chunk=chunk, workers=workers, ray=ray,
                              on_progress=report)
     print_rejudged(result, log, judge_name=judge, rules=rule)
 

@@ -16,7 +16,7 @@ from fae.cli.console import err, out, print_rows
 from fae.cli.curate import curate as _curate
 from fae.cli.judge import compare as _compare
 from fae.cli.judge import rejudge as _rejudge
-from fae.cli.options import DEFAULT_LOG, LogOption, RunsOption
+from fae.cli.options import DEFAULT_LOG, LogOption, RayOption, RunsOption
 from fae.cli.progress import progress
 from fae.cli.replay import replay as _replay
 from fae.cli.training import train_memory as _train_memory
@@ -169,6 +169,10 @@ def record(
     scenarios_dir: Annotated[list[Path], typer.Option(
         "--scenarios-dir", help="A directory of write-verification scenario files (repeatable; "
                                 "also FAE_SCENARIOS_PATH; docs/judging.md).")] = [],
+    ray: RayOption = None,
+    ray_actors: Annotated[int | None, typer.Option(
+        min=1, help="With --ray: this many actors, each with its own stack and log shard "
+                    "(default: one per CPU of the cluster).")] = None,
 ) -> None:
     """Record a suite of (task, variation, agent, repeat) runs through the proxy into the log."""
     # caught before anything starts, so no embedded server or library sees them first
@@ -193,7 +197,8 @@ def record(
                 model=model, api_key=api_key, memory=memory, paraphrase_model=paraphrase_model,
                 paraphrase_seed=paraphrase_seed, audit_events=audit_events, redact_headers=redact_header,
                 redact_params=redact_param, retry_errored=retry_errored, fsync=fsync, max_body_mib=max_body_mib,
-                settle_s=settle, scenario_dirs=scenarios_dir, stop=stop, on_progress=advance)
+                settle_s=settle, scenario_dirs=scenarios_dir, stop=stop, ray=ray, ray_actors=ray_actors,
+                on_progress=advance)
         table = Table(title=f"recorded into {log}")
         table.add_column("planned", justify="right")
         table.add_column("already done", justify="right")

@@ -20,8 +20,8 @@ from fae.harness.stack import Stack, open_stack
 from fae.proxy.addon import DEFAULT_MAX_BODY_BYTES
 from fae.recorder.redact import Redactor
 from fae.store import events as ev
-from fae.store.log import RunUpdate
-from fae.store.writer import Stamped
+from fae.store.log import EventLog, RunUpdate
+from fae.store.writer import LogWriter, Stamped
 from fae.tasks.fixture import BUILTIN_TASK, render_builtin
 
 AGENT_CAUSES = (None, "agent")
@@ -83,10 +83,15 @@ class SuiteResult:
 
 async def _mark_interrupted(stack: Stack) -> int:
     """Runs left 'running' by a process that died: we hold the lock now, so nobody is running them."""
-    _, rows = stack.log.query("SELECT run_id FROM runs WHERE status = 'running'")
+    return await mark_interrupted(stack.log, stack.writer)
+
+
+async def mark_interrupted(log: EventLog, writer: LogWriter) -> int:
+    """Mark a log's runs left 'running' interrupted (the caller holds its lock, so none is running)."""
+    _, rows = log.query("SELECT run_id FROM runs WHERE status = 'running'")
     now = datetime.now(UTC)
     for (run_id,) in rows:
-        await stack.writer.write(
+        await writer.write(
             events=[Stamped(run_id, ev.RunFailed(status="interrupted", reason="the recording process stopped",
                                                  cause="harness"),
                             actor="harness", wall_time=now)],
@@ -95,14 +100,36 @@ async def _mark_interrupted(stack: Stack) -> int:
     return len(rows)
 
 
-def _attempts(stack: Stack) -> dict[tuple, list[tuple[str, str, str | None]]]:
+def attempts(log: EventLog) -> dict[tuple, list[tuple[str, str, str | None]]]:
     """Attempts so far of each spec: (experiment, phase, task, variation, agent, repeat)."""
-    _, rows = stack.log.query("SELECT run_id, experiment, phase, task_id, variation, agent, repeat, status, cause"
+    _, rows = log.query("SELECT run_id, experiment, phase, task_id, variation, agent, repeat, status, cause"
                               " FROM runs ORDER BY started_at, run_id")
     found: dict[tuple, list[tuple[str, str, str | None]]] = {}
     for run_id, experiment, phase, task_id, variation, agent, repeat, status, cause in rows:
         found.setdefault((experiment, phase, task_id, variation, agent, repeat), []).append((run_id, status, cause))
     return found
+
+
+def runs_to_do(specs: Sequence[RunSpec], previous_attempts: Mapping[tuple, list[tuple[str, str, str | None]]], *,
+               resume: bool, retry_errored: bool = False) -> tuple[list[RunSpec], int]:
+    """The specs still to record (a retry gets its own id, ``….aN``) and how many are already done."""
+    todo: list[RunSpec] = []
+    skipped = 0
+    for spec in specs:
+        previous = previous_attempts.get((spec.experiment, spec.phase, spec.task_id, spec.variation, spec.agent,
+                                          spec.repeat), [])
+        if any(is_done(status, cause, retry_errored=retry_errored) for _, status, cause in previous):
+            if not resume:
+                raise RecordError(
+                    f"the log already holds run {previous[0][0]}; use --resume to finish the suite, "
+                    f"or record into a new log")
+            skipped += 1
+            continue
+        if previous and not resume:
+            raise RecordError(f"the log already holds run {previous[0][0]} (unfinished); use --resume")
+        run_id = spec.run_id if not previous else f"{spec.run_id}.a{len(previous) + 1}"
+        todo.append(replace(spec, run_id=run_id))
+    return todo, skipped
 
 
 async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume: bool = False,
@@ -124,7 +151,7 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
     the wait after the agent's last write before the read-back (default: ensure_record's).
     """
     agents: dict[str, Agent] = {spec.agent: build_agent(spec.agent, **(llm_options or {})) for spec in specs}
-    _check_servers(agents, memory_stores or {})
+    check_servers(agents, memory_stores or {})
     rendered: dict[tuple[str, int], Any] = {}
     for spec in specs:
         key = (spec.task_id, spec.variation)
@@ -138,23 +165,7 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
         if stop is not None:
             stop.bind()
         marked = await _mark_interrupted(stack)
-        attempts = _attempts(stack)
-        todo: list[RunSpec] = []
-        skipped = 0
-        for spec in specs:
-            previous = attempts.get((spec.experiment, spec.phase, spec.task_id, spec.variation, spec.agent,
-                                     spec.repeat), [])
-            if any(is_done(status, cause, retry_errored=retry_errored) for _, status, cause in previous):
-                if not resume:
-                    raise RecordError(
-                        f"the log already holds run {previous[0][0]}; use --resume to finish the suite, "
-                        f"or record into a new log")
-                skipped += 1
-                continue
-            if previous and not resume:
-                raise RecordError(f"the log already holds run {previous[0][0]} (unfinished); use --resume")
-            run_id = spec.run_id if not previous else f"{spec.run_id}.a{len(previous) + 1}"
-            todo.append(replace(spec, run_id=run_id))
+        todo, skipped = runs_to_do(specs, attempts(stack.log), resume=resume, retry_errored=retry_errored)
         # an external server is one shared store: its runs go one at a time
         limiter = anyio.CapacityLimiter(1 if fhir_url else max(1, concurrency))
 
@@ -198,7 +209,7 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
                        stopped=stop if stop is not None and stop.requested else None)
 
 
-def _check_servers(agents: Mapping[str, Agent], memory_stores: Mapping[str, Path]) -> None:
+def check_servers(agents: Mapping[str, Agent], memory_stores: Mapping[str, Path]) -> None:
     """Every extra MCP server an agent needs will be served (``specs`` always is), before anything starts."""
     served = {"specs", *(f"memory:{name}" for name in memory_stores)}
     for name, agent in agents.items():

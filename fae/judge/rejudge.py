@@ -11,6 +11,7 @@ import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,9 +20,11 @@ from typing import Any
 from fae.errors import JudgeError, StoreError
 from fae.judge.judging import DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run, relaxed_gc  # noqa: F401
 from fae.judge.parallel import ShardJob, ShardResult, insert_verdicts, run_shards, workers_default
+from fae.judge.ray_judge import ray_workers, run_shards_on_ray
 from fae.replay.source import load_runs, run_ids
 from fae.replay.stream import shards, spans
 from fae.store.log import Batch, EventLog, VerdictBatchStarted, VerdictRow
+from fae.util.ray_cluster import ray_connection
 
 
 def live_verdicts(log: Any, run_id: str, *, judged_at: datetime) -> list[VerdictRow]:
@@ -41,19 +44,20 @@ class RejudgeResult:
 
 def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: Mapping[str, Any] | None = None,
             runs: str | None = None, clock: Callable[[], datetime] | None = None,
-            chunk: int = 256, workers: int | None = None,
+            chunk: int = 256, workers: int | None = None, ray: str | None = None,
             on_progress: Callable[[int, int], None] | None = None) -> RejudgeResult:
     """Judge every matching run of a log again, on ``workers`` processes, and append the verdicts as one batch.
 
     The batch's start is committed first; its verdicts and its completion are committed together in
     one transaction, so a rejudge killed part way leaves a batch the log shows as started and never
     completed (view ``batch_status``), with no verdict of it. ``on_progress(judged, planned)`` is
-    called as the rejudge starts and when its verdicts are written.
+    called as the rejudge starts and when its verdicts are written. ``ray``: judge the shards as tasks on the
+    Ray cluster at this address instead (fae/judge/ray_judge.py); ``workers`` is then the number of shards.
     """
     plan = build_plan(judge_name, overrides)
     now = (clock or (lambda: datetime.now(UTC)))()
     batch = f"rejudge-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
-    path = Path(log_path)
+    path = Path(log_path).resolve()  # the workers, maybe on other machines, open it by this path
     if not path.exists():
         raise StoreError(f"no log at {path}")
     if workers is not None and workers < 1:
@@ -68,12 +72,17 @@ def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: M
             judges=[{"judge": j.name, "rule_set": j.rules, "rule_set_hash": j.rules_hash} for j in plan])]))
     if on_progress:
         on_progress(0, len(ids))
-    count = workers or workers_default(len(ids))
     judges = tuple((j.name, j.rules) for j in plan)
-    with tempfile.TemporaryDirectory(prefix="fae-rejudge-") as spool:
+    with ExitStack() as scope:
+        spool = scope.enter_context(tempfile.TemporaryDirectory(prefix="fae-rejudge-"))
+        if ray is None:
+            count = workers or workers_default(len(ids))
+        else:
+            cluster = scope.enter_context(ray_connection(ray, "fae rejudge --ray"))
+            count = workers or ray_workers(cluster, len(ids))
         jobs = [ShardJob(str(path), tuple(part), judges, now, batch, out=str(Path(spool) / f"shard-{index}"),
                          chunk=chunk) for index, part in enumerate(shards(found, count))]
-        results = run_shards(jobs, count)
+        results = run_shards(jobs, count) if ray is None else run_shards_on_ray(cluster, jobs)
         judged = sum(r.runs for r in results)
         with EventLog(path) as log:
             written = insert_verdicts(log, [job.out for job in jobs if job.out],

@@ -1,0 +1,122 @@
+"""``fae record --ray`` on a two-node Ray cluster: shards merged, a killed actor's runs resumed, a stopped driver."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from fae import api
+from fae.errors import FaeError
+from fae.harness.ray_record import shard_dir
+from fae.store.live import LogReader
+from fae.store.log import EventLog
+from tests.run_report import why_not_finished
+
+TASK = "builtin-create-patient"
+
+
+def _runs(log: Path) -> list[tuple[str, int, str]]:
+    with EventLog(log, read_only=True) as opened:
+        _, rows = opened.query("SELECT run_id, variation, status FROM runs ORDER BY run_id")
+    return rows
+
+
+def _actor_holding(shard: Path) -> int | None:
+    """The pid of the actor process that holds a shard open (found by its open files, as `lsof` would)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd) == str(shard) for fd in (entry / "fd").iterdir()):
+                return int(entry.name)
+        except OSError:
+            continue
+    return None
+
+
+def _finished_in_a_shard(shards: Path) -> bool:
+    """Whether an actor has finished a run, read live while it holds its shard."""
+    for shard in shards.glob("actor-*.duckdb"):
+        try:
+            with LogReader(shard) as reader:
+                _, rows = reader.query("SELECT count(*) FROM runs WHERE status = 'finished'")
+        except Exception:  # not opened yet, or its live endpoint not up yet
+            continue
+        if rows[0][0]:
+            return True
+    return False
+
+
+def test_a_killed_actor_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_path):
+    log = tmp_path / "suite.duckdb"
+    victim = shard_dir(log.resolve()) / "actor-1.duckdb"
+    killed: list[int] = []
+
+    def kill_actor_one(spec, status):
+        pid = _actor_holding(victim) if not killed else None
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)  # mid-suite, with its runs in flight
+            killed.append(pid)
+
+    first = api.record(log, [TASK], variations=range(8), ray="auto", ray_actors=2, concurrency=2,
+                       on_progress=kill_actor_one)
+    assert killed, "actor 1 was never seen holding its shard"
+    assert first.interrupted_marked >= 1, f"the kill caught no run in flight: {first}"
+    assert not shard_dir(log).exists()  # merged, then removed
+    after_kill = _runs(log)
+    assert {status for _, _, status in after_kill} <= {"finished", "interrupted"}, after_kill
+    assert Counter(status for _, _, status in after_kill)["interrupted"] == first.interrupted_marked
+
+    again = api.record(log, [TASK], variations=range(8), ray="auto", ray_actors=2, concurrency=2, resume=True)
+    assert again.skipped == 8 - first.interrupted_marked, again
+    runs = _runs(log)
+    finished = Counter(variation for _, variation, status in runs if status == "finished")
+    assert finished == dict.fromkeys(range(8), 1), why_not_finished(log)
+    assert len({run_id for run_id, _, _ in runs}) == len(runs)
+    assert any(run_id.endswith(".a2") for run_id, _, _ in runs)  # the retried run under its own id
+    with EventLog(log, read_only=True) as opened:
+        _, rows = opened.query("SELECT count(DISTINCT run_id) FROM verdicts WHERE batch = 'live'")
+    assert rows[0][0] == 8  # each finished run judged live in its shard, the verdicts merged with it
+
+
+def test_sigterm_stops_the_driver_and_merges_what_was_recorded(ray_cluster, tmp_path):
+    log = tmp_path / "stopped.duckdb"
+    address = ray_cluster.get_runtime_context().gcs_address
+    command = [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", TASK, "--variations", "0-11",
+               "--ray", address, "--ray-actors", "2", "--concurrency", "1"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 240
+    shards = shard_dir(log)
+    while time.monotonic() < deadline and proc.poll() is None and not _finished_in_a_shard(shards):
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=180)[0].decode()
+    assert proc.returncode == 128 + signal.SIGTERM, output[-3000:]
+    assert not shards.exists(), output[-3000:]
+    stopped = _runs(log)
+    assert stopped and {status for _, _, status in stopped} <= {"finished", "interrupted"}, stopped
+    assert Counter(status for _, _, status in stopped)["finished"] < 12, "the stop came after the suite ended"
+    with EventLog(log, read_only=True) as opened:  # a run in flight was cancelled by the signal, not lost
+        _, rows = opened.query("SELECT count(*) FROM runs WHERE status = 'interrupted' AND cause = 'signal'")
+    assert rows[0][0] == Counter(status for _, _, status in stopped)["interrupted"]
+    assert "stopped by SIGTERM" in output, output[-3000:]
+
+
+def test_an_external_fhir_server_is_refused_before_anything_starts(tmp_path):
+    with pytest.raises(FaeError, match="embedded FHIR server only"):
+        api.record(tmp_path / "x.duckdb", [TASK], ray="auto", fhir_url="http://127.0.0.1:9/fhir")
+    assert not (tmp_path / "x.duckdb").exists()
+
+
+def test_without_the_ray_extra_the_error_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # what an install without the extra sees: import ray fails
+    with pytest.raises(FaeError, match=r"fae record --ray needs the ray extra: pip install 'fae\[ray\]'"):
+        api.record(tmp_path / "x.duckdb", [TASK], ray="auto")
