@@ -140,7 +140,11 @@ class RecordingAddon:
         if route is None:
             return
         passing = flow.request.stream
-        body = Pieces(tuple(passing.parts)) if isinstance(passing, _Passing) else flow.request.raw_content
+        if isinstance(passing, _Passing):
+            body: bodies.Body | None = Pieces(tuple(passing.parts))
+            passing.parts = []  # the flow outlives its exchange: only the exchange holds the body, until recorded
+        else:
+            body = flow.request.raw_content
         flow.metadata[_EXCHANGE_KEY] = self._exchange(flow, route, body)
 
     def _exchange(self, flow: http.HTTPFlow, route: Route, body: bodies.Body | None) -> Exchange:
