@@ -49,7 +49,8 @@ async def test_a_large_body_is_scrubbed_before_its_side_file_is_written_and_its_
         async with open_writer(log) as writer:
             writer.secrets.add(SECRET)
             writer.submit(runs=[RunRow(run_id="r", task_id="t", variation=0, agent="a", repeat=0)],
-                          events=[Stamped("r", ev.SandboxSeeded(sandbox="s", fhir_base="x", resource_count=1, seed_blob=raw_digest))],
+                          events=[Stamped("r", ev.SandboxSeeded(sandbox="s", fhir_base="x", resource_count=1,
+                                                                seed_blob=raw_digest))],
                           blobs={raw_digest: pieces})
             await writer.flush()
         _, rows = log.query("SELECT payload->>'$.seed_blob' FROM events WHERE kind = 'SandboxSeeded'")
