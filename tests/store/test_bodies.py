@@ -20,7 +20,7 @@ from fae.store.export import export_parquet, query_parquet
 from fae.store.log import EventLog, RunRow, blob_hash
 from fae.store.merge import merge_logs
 from fae.store.secrets import SecretValues
-from fae.store.writer import Stamped, open_writer
+from fae.store.writer import LogWriter, Stamped, open_writer
 
 SECRET = "sk-live-0123456789abcdef"
 
@@ -118,3 +118,16 @@ def test_a_run_whose_bodies_are_side_files_replays_rejudges_merges_and_exports(t
     assert rejudge(merged, workers=1).outcomes == judged.outcomes
     _, rows = query_parquet(export, "SELECT count(*), sum(octet_length(data)) FROM blobs WHERE external")
     assert rows == [(len(external), 0)]
+
+
+def test_a_large_body_journaled_by_a_process_that_died_is_in_the_log_when_it_is_next_opened(tmp_path):
+    path = tmp_path / "log.duckdb"
+    body = os.urandom(bodies.BODY_FILE_BYTES + 1)
+    log = EventLog(path)
+    writer = LogWriter(log)  # never run: nothing reaches DuckDB, as if the process were killed after the answer
+    writer.submit(blobs={blob_hash(body): body})
+    writer.journal.close()
+    log.close()
+    with EventLog(path) as reopened:
+        assert reopened.blob(blob_hash(body)) == body
+        assert reopened.query("SELECT external FROM blobs")[1] == [(True,)]
