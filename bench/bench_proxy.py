@@ -1,18 +1,22 @@
 """Proxy overhead and ingest rate, measured side by side in one run.
 
-    uv run python bench/bench_proxy.py [--requests 400] [--events 100000]
+    uv run python bench/bench_proxy.py [--requests 400] [--events 100000] [--rss-limits 8,32,64]
 
 Prints, per exchange, the latency direct to a local upstream and through the
 recording proxy (which answers only once the exchange is durable in the
 log's journal; DuckDB gets it in the next batch),
 interleaved request by request so machine noise hits both alike; then the rate
-at which the single writer ingests events.
+at which the single writer ingests events; then, at each body size limit, the
+peak RSS growth of a recording proxy (a process of its own) keeping a request
+body and a response body one byte under the limit, over its warmed-up size.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -90,15 +94,55 @@ async def ingest(count: int, batch: int, directory: Path) -> None:
           f"(submitted in batches of {batch}; {writer.batches_written} transactions)")
 
 
+def body_memory(limit: int, directory: Path) -> tuple[float, float]:
+    """(request, response): peak RSS growth / limit while keeping a body of ``limit - 1`` bytes each way."""
+    child = subprocess.Popen([sys.executable, "-m", "tests.proxy.body_limit_child", str(directory / f"rss{limit}"),
+                              str(limit)], cwd=Path(__file__).resolve().parents[1], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+
+    def ask(command: str) -> list[str]:
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.write(command + "\n")
+        child.stdin.flush()
+        return child.stdout.readline().split()
+
+    assert child.stdout is not None
+    port = int(child.stdout.readline().split()[1])
+    url = f"http://127.0.0.1:{port}/run/r1/agent/api/"
+    body = os.urandom(limit - 1)
+    try:
+        for _ in range(3):
+            httpx.post(url + "warm", content=b"w" * 65536).raise_for_status()
+            httpx.get(url + "bytes/65536").raise_for_status()
+        ask("flush")
+        baseline = int(ask("rss")[2])
+        growth = []
+        for send in (lambda: httpx.post(url + "kept", content=body, timeout=300),
+                     lambda: httpx.get(url + f"bytes/{limit - 1}", timeout=300)):
+            ask("mark")
+            send().raise_for_status()
+            ask("flush")
+            growth.append((int(ask("rss")[1]) - baseline) * 1024 / limit)
+    finally:
+        ask("quit")
+        child.wait(60)
+    return growth[0], growth[1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--rss-limits", default="32", help="body size limits in MiB, comma separated ('' skips)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         anyio.run(latency, args.requests, Path(tmp))
         anyio.run(ingest, args.events, args.batch, Path(tmp))
+        for mib in filter(None, args.rss_limits.split(",")):
+            request, response = body_memory(int(mib) << 20, Path(tmp))
+            print(f"body memory: limit {mib} MiB: peak RSS growth keeping a request body of limit - 1 bytes "
+                  f"{request:.2f}x the limit, a response body {response:.2f}x")
 
 
 if __name__ == "__main__":

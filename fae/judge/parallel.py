@@ -118,7 +118,7 @@ def judge_shard(job: ShardJob) -> ShardResult:
         if _sparse(job.spans):
             runs = load_runs(log, [s.run_id for s in job.spans], lean=True)
         else:
-            runs = stream_runs(log.con, job.spans, lean=True, chunk=job.chunk, stats=result.stats)
+            runs = stream_runs(log.con, log.path, job.spans, lean=True, chunk=job.chunk, stats=result.stats)
         pending: list[tuple] = []
         with relaxed_gc():
             for run in runs:

@@ -1,8 +1,16 @@
 """The mitmproxy addon: attribute each flow by its path, copy it into an Exchange, hand it on.
 
-Hooks do no parsing and no I/O of their own: they route, copy bytes and await
+Hooks do no parsing and no I/O of their own: they route, copy bytes and call
 the sink. If the sink cannot record, the client gets an error response instead
 of the upstream's answer, so nothing passes unrecorded.
+
+A body whose Content-Length is at least ``BODY_FILE_BYTES`` (up to the limit)
+is streamed instead of buffered, and kept as the pieces it arrived in:
+mitmproxy would join a buffered body's pieces into one copy, holding it twice.
+A request's pieces pass on as they come; a response's are held until the
+exchange is recorded and then released, so a client still never gets a body
+that is not in the log (if recording fails it gets the headers and a cut
+connection).
 """
 
 from __future__ import annotations
@@ -15,6 +23,8 @@ from mitmproxy import http
 
 from fae.proxy.exchange import Chunk, Exchange
 from fae.proxy.routes import Route, RouteError, Upstream, parse_route
+from fae.store import bodies
+from fae.store.bodies import Pieces
 
 _ROUTE_KEY = "fae_route"
 _ADDED_HEADERS = ("x-fae-run", "x-fae-actor", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-prefix")
@@ -27,7 +37,7 @@ class ExchangeSink(Protocol):
     @property
     def healthy(self) -> bool: ...
 
-    async def exchange(self, exchange: Exchange) -> None: ...
+    def exchange(self, exchange: Exchange) -> None: ...
 
     def chunk(self, exchange: Exchange, index: int, chunk: Chunk) -> None: ...
 
@@ -54,6 +64,40 @@ class _StreamTap:
         return data
 
 
+class _Passing:
+    """A large request body: its pieces go on to the upstream as they come, and are kept for the log."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def __call__(self, data: bytes) -> bytes:
+        if data:
+            self.parts.append(data)
+        return data
+
+
+class _Held:
+    """A large response body: its pieces are held until the exchange is recorded, then all let through."""
+
+    def __init__(self, addon: RecordingAddon, flow: http.HTTPFlow, exchange: Exchange):
+        self.addon = addon
+        self.flow = flow
+        self.exchange = exchange
+        self.parts: list[bytes] = []
+
+    def __call__(self, data: bytes) -> list[bytes]:
+        if data:
+            self.parts.append(data)
+            return []
+        parts, self.parts = self.parts, []  # the end of the body
+        return parts if self.addon._record_held(self.flow, self.exchange, Pieces(tuple(parts))) else []
+
+
+def _declared_size(headers: http.Headers) -> int | None:
+    value = headers.get("content-length", "")
+    return int(value) if value.isdigit() else None
+
+
 class RecordingAddon:
     """Routes ``/run/{run}/{actor}/{upstream}/...`` to its upstream and records the exchange."""
 
@@ -62,6 +106,7 @@ class RecordingAddon:
         self.upstreams = upstreams
         self.sink = sink
         self.max_body_bytes = max_body_bytes
+        self.stream_bytes = bodies.BODY_FILE_BYTES
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         try:
@@ -86,14 +131,23 @@ class RecordingAddon:
         flow.request.headers["x-fae-run"] = route.run_id
         flow.request.headers["x-fae-actor"] = route.actor
         flow.metadata[_ROUTE_KEY] = route
+        declared = _declared_size(flow.request.headers)
+        if declared is not None and declared >= self.stream_bytes:  # over the limit: mitmproxy refused it already
+            flow.request.stream = _Passing()
 
     def request(self, flow: http.HTTPFlow) -> None:
         route: Route | None = flow.metadata.get(_ROUTE_KEY)
         if route is None:
             return
-        flow.metadata[_EXCHANGE_KEY] = self._exchange(flow, route, flow.request.raw_content)
+        passing = flow.request.stream
+        if isinstance(passing, _Passing):
+            body: bodies.Body | None = Pieces(tuple(passing.parts))
+            passing.parts = []  # the flow outlives its exchange: only the exchange holds the body, until recorded
+        else:
+            body = flow.request.raw_content
+        flow.metadata[_EXCHANGE_KEY] = self._exchange(flow, route, body)
 
-    def _exchange(self, flow: http.HTTPFlow, route: Route, body: bytes | None) -> Exchange:
+    def _exchange(self, flow: http.HTTPFlow, route: Route, body: bodies.Body | None) -> Exchange:
         headers = [(k, v) for k, v in flow.request.headers.items(multi=True)
                    if k.lower() not in _ADDED_HEADERS]
         return Exchange(
@@ -119,11 +173,23 @@ class RecordingAddon:
         if content_type.startswith("text/event-stream"):
             exchange.streamed = True
             flow.response.stream = _StreamTap(self.sink, exchange)
-
-    async def response(self, flow: http.HTTPFlow) -> None:
-        exchange: Exchange | None = flow.metadata.get(_EXCHANGE_KEY)
-        if exchange is None or flow.response is None:
             return
+        declared = _declared_size(flow.response.headers)
+        if declared is not None and declared >= self.stream_bytes and not flow.response.headers.get("content-encoding"):
+            flow.response.stream = _Held(self, flow, exchange)
+
+    def _record_held(self, flow: http.HTTPFlow, exchange: Exchange, body: Pieces) -> bool:
+        """Record an exchange whose large response body is held; True if the body may now pass."""
+        assert flow.response is not None
+        exchange.status = flow.response.status_code
+        exchange.response_headers = list(flow.response.headers.items(multi=True))
+        exchange.response_body = body
+        return self._finish(flow, exchange, replace_response=False)
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        exchange: Exchange | None = flow.metadata.get(_EXCHANGE_KEY)
+        if exchange is None or flow.response is None or exchange.duration_ms is not None:
+            return  # a held body's exchange was recorded at the end of its body
         response = flow.response
         exchange.status = response.status_code
         exchange.response_headers = list(response.headers.items(multi=True))
@@ -136,9 +202,9 @@ class RecordingAddon:
                     exchange.decoded_body = response.get_content(strict=True)
                 except ValueError as exc:
                     exchange.decode_error = f"cannot decode {response.headers.get('content-encoding')}: {exc}"
-        await self._finish(flow, exchange)
+        self._finish(flow, exchange)
 
-    async def error(self, flow: http.HTTPFlow) -> None:
+    def error(self, flow: http.HTTPFlow) -> None:
         exchange: Exchange | None = flow.metadata.get(_EXCHANGE_KEY)
         route: Route | None = flow.metadata.get(_ROUTE_KEY)
         message = flow.error.msg if flow.error else "unknown error"
@@ -149,7 +215,7 @@ class RecordingAddon:
             declared = flow.request.headers.get("content-length")
             exchange.error = (f"request body {f'of {declared} bytes ' if declared else ''}is over the proxy's "
                               f"{self.max_body_bytes} byte limit (--max-body-mib); refused with 413, not forwarded")
-            await self._finish(flow, exchange, replace_response=False)
+            self._finish(flow, exchange, replace_response=False)
             return
         if exchange is None or exchange.duration_ms is not None:
             return
@@ -157,15 +223,20 @@ class RecordingAddon:
             message = (f"response body is over the proxy's {self.max_body_bytes} byte limit (--max-body-mib); "
                        f"the client got 502")
         exchange.error = message
-        await self._finish(flow, exchange, replace_response=False)
+        self._finish(flow, exchange, replace_response=False)
 
-    async def _finish(self, flow: http.HTTPFlow, exchange: Exchange, replace_response: bool = True) -> None:
+    def _finish(self, flow: http.HTTPFlow, exchange: Exchange, replace_response: bool = True) -> bool:
+        """Record the exchange; if that fails, stop its traffic. True if it was recorded."""
         exchange.ended_mono_ns = time.monotonic_ns()
         exchange.duration_ms = (exchange.ended_mono_ns - exchange.started_mono_ns) / 1e6
         try:
-            await self.sink.exchange(exchange)
+            self.sink.exchange(exchange)
         except Exception as exc:  # any recording failure must stop the traffic
             if replace_response and not exchange.streamed:
                 flow.response = _error_response(502, f"fae proxy: exchange not recorded, so not delivered: {exc}")
-            else:
+            elif flow.killable:
                 flow.kill()
+            return False
+        finally:
+            exchange.request_body = exchange.response_body = None  # in the log now, or never: the flow may live on
+        return True

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fae.store.bodies import Body
+
 
 @dataclass(slots=True)
 class Chunk:
@@ -24,12 +26,12 @@ class Exchange:
     url: str
     path: str
     request_headers: list[tuple[str, str]]
-    request_body: bytes | None
+    request_body: Body | None
     started_at: float
     started_mono_ns: int
     status: int | None = None
     response_headers: list[tuple[str, str]] = field(default_factory=list)
-    response_body: bytes | None = None
+    response_body: Body | None = None
     decoded_body: bytes | None = None
     decode_error: str | None = None
     streamed: bool = False

@@ -11,6 +11,10 @@ exchange's ``fault`` field says which fault touched it:
 - ``drop_reply``: the server handles the write, the agent's connection is
   cut before the reply reaches it;
 - ``delay_s``: the request waits that long before it goes on.
+
+An armed run's agent writes are buffered whole, never streamed (see
+``fae.proxy.addon``): a ``set`` must change the body before it goes on, and a
+dropped reply must not have been let through already.
 """
 
 from __future__ import annotations
@@ -97,10 +101,27 @@ class FaultAddon:
     def __init__(self, book: FaultBook):
         self.book = book
 
-    async def request(self, flow: http.HTTPFlow) -> None:
+    def _may_fault(self, flow: http.HTTPFlow) -> Route | None:
+        """The route of an agent's FHIR write, when it could be faulted."""
         route: Route | None = flow.metadata.get(_ROUTE_KEY)
         if route is None or flow.response is not None or route.actor != "agent" or route.upstream.kind != "fhir" \
                 or flow.request.method.upper() not in WRITE_METHODS:
+            return None
+        return route
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        route = self._may_fault(flow)
+        if route is not None and route.run_id in self.book.armed:
+            flow.request.stream = False
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        if flow.metadata.get(_DROP_KEY) and flow.response is not None \
+                and not flow.response.headers.get("content-type", "").startswith("text/event-stream"):
+            flow.response.stream = False
+
+    async def request(self, flow: http.HTTPFlow) -> None:
+        route = self._may_fault(flow)
+        if route is None:
             return
         faults = self.book.next_write(route.run_id)
         exchange: Exchange | None = flow.metadata.get(_EXCHANGE_KEY)

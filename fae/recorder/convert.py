@@ -10,6 +10,7 @@ from fae.recorder.llm import llm_event
 from fae.recorder.mcp import mcp_events
 from fae.recorder.mcp_sse import posted_session
 from fae.recorder.redact import Redactor
+from fae.store.bodies import Body, Pieces
 from fae.store.events import Event, Header, HttpExchanged
 from fae.store.log import blob_hash
 
@@ -21,7 +22,12 @@ def _header(headers: list[tuple[str, str]], name: str) -> str:
     return ""
 
 
-def _scrub_encoded(exchange: Exchange, redactor: Redactor) -> tuple[bytes | None, bytes | None]:
+def _whole(body: Body | None) -> bytes | None:
+    """One bytes value for the parsers (a large body kept in pieces is joined only here)."""
+    return body.joined() if isinstance(body, Pieces) else body
+
+
+def _scrub_encoded(exchange: Exchange, redactor: Redactor) -> tuple[Body | None, bytes | None]:
     """(raw, decoded) response bodies; a compressed body whose decoded copy held a secret is re-encoded clean."""
     raw, decoded = exchange.response_body, exchange.decoded_body
     if decoded is None:
@@ -36,11 +42,11 @@ def _scrub_encoded(exchange: Exchange, redactor: Redactor) -> tuple[bytes | None
     return reencoded if isinstance(reencoded, bytes) else None, clean
 
 
-def exchange_events(exchange: Exchange, redactor: Redactor) -> tuple[list[Event], dict[str, bytes]]:
+def exchange_events(exchange: Exchange, redactor: Redactor) -> tuple[list[Event], dict[str, Body]]:
     """The events one exchange becomes, and the bodies they point at."""
-    blobs: dict[str, bytes] = {}
+    blobs: dict[str, Body] = {}
 
-    def keep(body: bytes | None) -> str | None:
+    def keep(body: Body | None) -> str | None:
         if body is None:
             return None
         digest = blob_hash(body)
@@ -51,7 +57,7 @@ def exchange_events(exchange: Exchange, redactor: Redactor) -> tuple[list[Event]
     url, path = redactor.url(exchange.url), redactor.path(exchange.path)
     response_headers = redactor.header_list(exchange.response_headers)
     raw_body, decoded_body = _scrub_encoded(exchange, redactor)
-    response_body = decoded_body if decoded_body is not None else raw_body
+    stored_response = decoded_body if decoded_body is not None else raw_body
     http = HttpExchanged(
         exchange_id=exchange.exchange_id,
         method=exchange.method,
@@ -74,14 +80,17 @@ def exchange_events(exchange: Exchange, redactor: Redactor) -> tuple[list[Event]
         fault=exchange.fault,
     )
     events: list[Event] = [http]
+    if exchange.kind not in ("fhir", "llm", "mcp"):
+        return events, blobs
+    request_body, response_body = _whole(exchange.request_body), _whole(stored_response)
     if exchange.kind == "fhir":
         events.append(fhir_event(exchange.exchange_id, exchange.method, exchange.path,
-                                 exchange.request_body, exchange.status, response_headers, response_body))
+                                 request_body, exchange.status, response_headers, response_body))
     elif exchange.kind == "llm":
-        events.append(llm_event(exchange.exchange_id, exchange.path, exchange.request_body,
+        events.append(llm_event(exchange.exchange_id, exchange.path, request_body,
                                 exchange.status, response_body, exchange.streamed, exchange.error))
     elif exchange.kind == "mcp" and posted_session(exchange) is None:  # a legacy-SSE POST: see mcp_sse
-        events.extend(mcp_events(exchange.exchange_id, exchange.request_body, response_body,
+        events.extend(mcp_events(exchange.exchange_id, request_body, response_body,
                                  _header(response_headers, "content-type"), exchange.upstream,
                                  exchange.error))
     return events, blobs

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from fae.store.bodies import Body, Pieces
 
-def parse_json(body: bytes | None) -> Any:
+
+def parse_json(body: Body | None) -> Any:
     """The JSON value of a body, or None when it is empty or not JSON."""
     if not body:
         return None
     try:
-        return json.loads(body)
+        return json.loads(body.joined() if isinstance(body, Pieces) else body)
     except (ValueError, UnicodeDecodeError):
         return None
 

@@ -26,7 +26,8 @@ class Recorder:
     def healthy(self) -> bool:
         return self.writer.healthy
 
-    async def exchange(self, exchange: Exchange) -> None:
+    def exchange(self, exchange: Exchange) -> None:
+        """Journal the exchange's events and bodies (large ones to side files); returns once they are durable."""
         events, blobs = exchange_events(exchange, self.redactor)
         wall = datetime.fromtimestamp(exchange.started_at, UTC)
         mono = exchange.ended_mono_ns or exchange.started_mono_ns
@@ -34,7 +35,7 @@ class Recorder:
                            wall_time=wall, mono_ns=mono) for event in events]
         stamped += [Stamped(owner.run_id, event, actor=owner.actor, upstream=owner.upstream, wall_time=wall,
                             mono_ns=mono) for owner, event in self.sse.finished(exchange)]
-        await self.writer.write(events=stamped, blobs=blobs)
+        self.writer.submit(events=stamped, blobs=blobs)
 
     def chunk(self, exchange: Exchange, index: int, chunk: Chunk) -> None:
         if index == 0:

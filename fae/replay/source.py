@@ -12,18 +12,23 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Protocol
 
 import msgspec
 
 from fae.errors import ReplayDrift, StoreError
 from fae.store import events as ev
+from fae.store.bodies import body_of
 
 CHUNK = 400
 
 
 class Queryable(Protocol):
-    """What a log reader offers: EventLog and LogReader both fit."""
+    """What a log reader offers: EventLog and LogReader both fit (``path`` finds bodies kept in side files)."""
+
+    @property
+    def path(self) -> Path: ...
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[tuple]]: ...
 
@@ -119,10 +124,10 @@ class BodyCache:
         wanted.sort()
         for start in range(0, len(wanted), 2000):
             part = wanted[start:start + 2000]
-            _, rows = self.log.query("SELECT hash, any_value(data) FROM blobs WHERE hash IN (SELECT unnest(?))"
-                                     " GROUP BY hash", [part])
-            for hash_, data in rows:
-                chunk[hash_] = body = bytes(data)
+            _, rows = self.log.query("SELECT hash, any_value(data), any_value(external) FROM blobs"
+                                     " WHERE hash IN (SELECT unnest(?)) GROUP BY hash", [part])
+            for hash_, data, external in rows:
+                chunk[hash_] = body = body_of(self.log.path, hash_, data, external)
                 self.keep(hash_, body)
         self._chunk = chunk
 
@@ -146,10 +151,10 @@ class BodyCache:
         found = self._cache.get(hash_)
         if found is not None:
             return found
-        _, rows = self.log.query("SELECT data FROM blobs WHERE hash = ? LIMIT 1", [hash_])
+        _, rows = self.log.query("SELECT data, external FROM blobs WHERE hash = ? LIMIT 1", [hash_])
         if not rows:
             return None
-        data = bytes(rows[0][0])
+        data = body_of(self.log.path, hash_, *rows[0])
         self.keep(hash_, data)
         return data
 

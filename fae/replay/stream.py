@@ -17,10 +17,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from fae.errors import StoreError
 from fae.replay.source import BodyCache, Queryable, RunLog, decode_rows, needed_hashes
+from fae.store.bodies import body_of
 
 LEAN = " AND NOT (kind = 'ChunkReceived' OR (kind = 'HttpExchanged' AND upstream IS DISTINCT FROM 'fhir'))"
 _RUN_COLUMNS = "run_id, task_id, variation, agent, repeat, status"
@@ -143,7 +145,8 @@ class StreamStats:
     seeks: int = 0
 
 
-def _fetch_bodies(con: Any, cache: BodyCache, locator: BlobLocator, hashes: set[str], stats: StreamStats) -> None:
+def _fetch_bodies(con: Any, log_path: Path, cache: BodyCache, locator: BlobLocator, hashes: set[str],
+                  stats: StreamStats) -> None:
     chunk: dict[str, bytes] = {}
     unknown = []
     for hash_ in hashes:
@@ -156,28 +159,30 @@ def _fetch_bodies(con: Any, cache: BodyCache, locator: BlobLocator, hashes: set[
     located = locator.find(unknown)
     if located:
         positions = sorted(located.values())
-        rows = con.execute("SELECT hash, data FROM blobs WHERE rowid BETWEEN ? AND ? AND rowid IN (SELECT unnest(?))",
-                           [positions[0], positions[-1], positions]).fetchall()
-        for hash_, data in rows:
-            chunk[hash_] = body = bytes(data)
+        rows = con.execute("SELECT hash, data, external FROM blobs WHERE rowid BETWEEN ? AND ?"
+                           " AND rowid IN (SELECT unnest(?))", [positions[0], positions[-1], positions]).fetchall()
+        for hash_, data, external in rows:
+            chunk[hash_] = body = body_of(log_path, hash_, data, external)
             cache.keep(hash_, body)
         stats.by_position += len(rows)
     rest = [h for h in unknown if h not in chunk]
     if rest:
         # no GROUP BY: an aggregate would hold every body in DuckDB's memory at once; a repeat is skipped here
-        rows = con.execute("SELECT hash, rowid, data FROM blobs WHERE hash IN (SELECT unnest(?))", [rest]).fetchall()
-        for hash_, _, data in rows:
+        rows = con.execute("SELECT hash, rowid, data, external FROM blobs WHERE hash IN (SELECT unnest(?))",
+                           [rest]).fetchall()
+        for hash_, _, data, external in rows:
             if hash_ not in chunk:
-                chunk[hash_] = body = bytes(data)
+                chunk[hash_] = body = body_of(log_path, hash_, data, external)
                 cache.keep(hash_, body)
         stats.by_hash += len(rest)
-        locator.drifted([rowid for _, rowid, _ in rows])
+        locator.drifted([rowid for _, rowid, _, _ in rows])
     cache.hold(chunk)
 
 
-def stream_runs(con: Any, part: Sequence[Span], *, lean: bool = True, chunk: int = 256,
+def stream_runs(con: Any, log_path: Path, part: Sequence[Span], *, lean: bool = True, chunk: int = 256,
                 stats: StreamStats | None = None, window: int = 65_536) -> Iterator[RunLog]:
-    """The runs of one shard, each handed out once all its events are read (in about the order written)."""
+    """The runs of one shard of the log at ``log_path`` (open on ``con``), each handed out once all its events
+    are read (in about the order written)."""
     stats = stats if stats is not None else StreamStats()
     ids = [s.run_id for s in part]
     meta = {row[0]: row for row in con.execute(
@@ -186,14 +191,14 @@ def stream_runs(con: Any, part: Sequence[Span], *, lean: bool = True, chunk: int
         if run_id not in meta:
             raise StoreError(f"no run {run_id!r} in the log")
     expected = {s.run_id: s.events for s in part}
-    cache = BodyCache(ConnectionQueries(con))
+    cache = BodyCache(ConnectionQueries(con, log_path))
     locator = BlobLocator(con, window=window, look_ahead=min(window, 20_000))
     empty = [s.run_id for s in part if s.events == 0]
     spanned = [s for s in part if s.events]
 
     def emit(batch: list[tuple[str, list[tuple]]]) -> Iterator[RunLog]:
         hashes = {h for _, rows in batch for h in needed_hashes(rows)}
-        _fetch_bodies(con, cache, locator, hashes, stats)
+        _fetch_bodies(con, log_path, cache, locator, hashes, stats)
         for run_id, rows in batch:
             rows.sort(key=lambda r: r[1])
             row = meta[run_id]
@@ -239,8 +244,9 @@ def stream_runs(con: Any, part: Sequence[Span], *, lean: bool = True, chunk: int
 class ConnectionQueries:
     """A DuckDB connection seen as a ``Queryable`` (the shared body cache's slow path)."""
 
-    def __init__(self, con: Any):
+    def __init__(self, con: Any, path: Path):
         self.con = con
+        self.path = path
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[tuple]]:
         result = self.con.execute(sql, params or [])

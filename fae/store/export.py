@@ -5,6 +5,7 @@ Layout (Hive style, so DuckDB, Polars and Spark read it as one table each)::
     DIR/runs/part_suite=S/part_experiment=E/day=2026-12-01/<log id>_0.parquet
     DIR/events/...   DIR/verdicts/...   (the rows of a run sit in its run's partition)
     DIR/blobs/<log id>.parquet
+    DIR/bodies/ab/cdef….zst   (large bodies kept in side files: their blobs rows say ``external``)
 
 Many logs (the shards of a cluster recording, a month of suites) export into
 one directory side by side: each file is named for the log it came from, so
@@ -22,6 +23,7 @@ from typing import Any
 import duckdb
 
 from fae.errors import StoreError
+from fae.store.bodies import copy_body
 from fae.store.files import keep_private, remove_stale
 from fae.store.log import EventLog
 from fae.store.sandbox import lock_down, run_query
@@ -85,6 +87,8 @@ def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Pa
             except (duckdb.Error, OSError) as exc:
                 raise StoreError(f"cannot export {table}: {exc}") from None
             written.append((target, int(count)))
+        for (digest,) in log.con.execute("SELECT DISTINCT hash FROM blobs WHERE external").fetchall():
+            copy_body(log.path, directory / "bodies", digest)
     return written
 
 

@@ -38,6 +38,7 @@ class _Record(msgspec.Struct, array_like=True):
     verdicts: list[VerdictRow]
     verdict_batches: list[VerdictBatchStarted] = []
     completed_batches: list[VerdictBatchCompleted] = []
+    external: dict[str, int] = {}
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -65,7 +66,8 @@ def read_segment(path: Path) -> Iterator[Batch]:
         offset += 4 + size
         yield Batch(blobs=record.blobs, runs=record.runs, events=record.events,
                     updates=record.updates, verdicts=record.verdicts,
-                    verdict_batches=record.verdict_batches, completed_batches=record.completed_batches)
+                    verdict_batches=record.verdict_batches, completed_batches=record.completed_batches,
+                    external=record.external)
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -105,7 +107,7 @@ class Journal:
         payload = _encoder.encode(_Record(blobs=batch.blobs, runs=batch.runs, events=batch.events,
                                           updates=batch.updates, verdicts=batch.verdicts,
                                           verdict_batches=batch.verdict_batches,
-                                          completed_batches=batch.completed_batches))
+                                          completed_batches=batch.completed_batches, external=batch.external))
         prefix = len(payload).to_bytes(4, "big")
         try:  # one write of both parts, without copying a large payload into a joined record
             written = os.writev(self._fd, [prefix, payload])  # type: ignore[arg-type]

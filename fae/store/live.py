@@ -26,6 +26,7 @@ from uuid import UUID
 import httpx
 
 from fae.errors import StoreError
+from fae.store.bodies import body_of
 from fae.store.files import write_private
 from fae.store.log import EventLog
 from fae.store.sandbox import Budget, lock_down, run_query
@@ -225,8 +226,8 @@ class LogReader:
         return payload["columns"], [tuple(_restore(row)) for row in payload["rows"]]
 
     def blob(self, hash_: str) -> bytes | None:
-        _, rows = self.query("SELECT data FROM blobs WHERE hash = ? LIMIT 1", [hash_])
-        return bytes(rows[0][0]) if rows else None
+        _, rows = self.query("SELECT data, external FROM blobs WHERE hash = ? LIMIT 1", [hash_])
+        return body_of(self.path, hash_, *rows[0]) if rows else None
 
     def close(self) -> None:
         if self._log is not None:

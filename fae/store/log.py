@@ -7,7 +7,6 @@ addressed and written once per hash.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from collections.abc import Iterable, Sequence
@@ -20,14 +19,15 @@ import duckdb
 
 from fae.errors import SchemaTooNew, StoreError
 from fae.store import schema
+from fae.store.bodies import Body, body_of, digest_of
 from fae.store.files import keep_private, make_private, refuse_link
 
 RUN_STATUSES = ("running", "finished", "failed", "errored", "interrupted")
 
 
-def blob_hash(data: bytes) -> str:
+def blob_hash(data: Body) -> str:
     """The content address of a body."""
-    return hashlib.sha256(data).hexdigest()
+    return digest_of(data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +117,12 @@ class Batch:
     verdicts: list[VerdictRow] = field(default_factory=list)
     verdict_batches: list[VerdictBatchStarted] = field(default_factory=list)
     completed_batches: list[VerdictBatchCompleted] = field(default_factory=list)
+    external: dict[str, int] = field(default_factory=dict)
+    """Bodies already in side files (``fae.store.bodies``): hash → length; their rows get no data."""
 
     def __bool__(self) -> bool:
         return bool(self.blobs or self.runs or self.events or self.updates or self.verdicts
-                    or self.verdict_batches or self.completed_batches)
+                    or self.verdict_batches or self.completed_batches or self.external)
 
     def extend(self, other: Batch) -> None:
         self.blobs.update(other.blobs)
@@ -130,6 +132,7 @@ class Batch:
         self.verdicts.extend(other.verdicts)
         self.verdict_batches.extend(other.verdict_batches)
         self.completed_batches.extend(other.completed_batches)
+        self.external.update(other.external)
 
 
 def _is_lock_error(exc: Exception) -> bool:
@@ -247,8 +250,10 @@ class EventLog:
             con = self.con
             try:
                 con.execute("BEGIN TRANSACTION")
-                known = self._known_blobs() if batch.blobs else set()
-                new_blobs = [(h, len(d), d) for h, d in batch.blobs.items() if h not in known]
+                known = self._known_blobs() if batch.blobs or batch.external else set()
+                new_blobs = [(h, len(d), d, False) for h, d in batch.blobs.items() if h not in known]
+                new_blobs += [(h, size, b"", True) for h, size in batch.external.items()
+                              if h not in known and h not in batch.blobs]
                 if new_blobs:
                     with con.appender("blobs") as appender:
                         appender.append_rows(new_blobs)
@@ -302,7 +307,7 @@ class EventLog:
                     pass
                 raise StoreError(f"cannot write to log {self.path}: {exc}") from None
             if new_blobs:
-                self._known_blobs().update(h for h, _, _ in new_blobs)
+                self._known_blobs().update(h for h, _, _, _ in new_blobs)
 
     # -- reading ------------------------------------------------------------------------
 
@@ -323,8 +328,8 @@ class EventLog:
             return self.con.cursor()
 
     def blob(self, hash_: str) -> bytes | None:
-        _, rows = self.query("SELECT data FROM blobs WHERE hash = ? LIMIT 1", [hash_])
-        return bytes(rows[0][0]) if rows else None
+        _, rows = self.query("SELECT data, external FROM blobs WHERE hash = ? LIMIT 1", [hash_])
+        return body_of(self.path, hash_, *rows[0]) if rows else None
 
     def last_seqs(self) -> dict[str, int]:
         _, rows = self.query("SELECT run_id, max(seq) FROM events GROUP BY run_id")

@@ -1,7 +1,8 @@
 """Merging log shards into one log: what each cluster worker recorded, brought together.
 
 Each shard is attached read-only and copied in one transaction: its runs and
-their events, the blobs the log lacks (content addressed, so stored once),
+their events, the blobs the log lacks (content addressed, so stored once;
+a body kept in a side file has its file copied beside the log first),
 and every verdict the log lacks. Merging is idempotent: a run already in the
 log with the same identity (task, variation, agent, repeat, start and event
 count) is skipped, and a verdict row already there is not added twice. Two
@@ -19,6 +20,7 @@ from typing import Any
 import duckdb
 
 from fae.errors import StoreError
+from fae.store.bodies import bodies_dir, copy_body
 from fae.store.log import EventLog
 from fae.store.schema import LATEST_VERSION
 
@@ -68,7 +70,7 @@ def _value(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
     return row[0]
 
 
-def _merge_one(con: duckdb.DuckDBPyConnection, path: Path) -> Merged:
+def _merge_one(con: duckdb.DuckDBPyConnection, path: Path, into: Path) -> Merged:
     con.execute(f"ATTACH '{_sql_text(path)}' AS shard (READ_ONLY)")
     try:
         version = _value(con, "SELECT max(version) FROM shard.schema_version")
@@ -88,9 +90,13 @@ def _merge_one(con: duckdb.DuckDBPyConnection, path: Path) -> Merged:
             total = _value(con, "SELECT count(*) FROM shard.runs")
             con.execute(f"INSERT INTO main.runs ({columns}) SELECT {columns} FROM shard.runs"
                         " WHERE run_id IN (SELECT run_id FROM new_runs)")
+            # side files first: a merge stopped part way leaves a spare file, never a row without its body
+            for (digest,) in con.execute("SELECT hash FROM shard.blobs WHERE hash NOT IN (SELECT hash FROM main.blobs)"
+                                         " GROUP BY hash HAVING bool_and(external)").fetchall():
+                copy_body(path, bodies_dir(into), digest)
             blobs = _value(
-                con, "INSERT INTO main.blobs SELECT hash, any_value(size), any_value(data) FROM shard.blobs"
-                " WHERE hash NOT IN (SELECT hash FROM main.blobs) GROUP BY hash")
+                con, "INSERT INTO main.blobs SELECT hash, any_value(size), arg_min(data, external), bool_and(external)"
+                " FROM shard.blobs WHERE hash NOT IN (SELECT hash FROM main.blobs) GROUP BY hash")
             events = _value(con, "INSERT INTO main.events SELECT * FROM shard.events"
                             " WHERE run_id IN (SELECT run_id FROM new_runs)")
             verdicts = _value(
@@ -118,7 +124,7 @@ def merge_logs(shards: Sequence[str | Path], into: str | Path) -> list[Merged]:
     with EventLog(target) as log:
         for path in paths:
             try:
-                done.append(_merge_one(log.con, path))
+                done.append(_merge_one(log.con, path, target))
             except duckdb.Error as exc:
                 raise StoreError(f"cannot merge {path} into {target}: {exc}") from None
     return done

@@ -110,6 +110,10 @@ MIGRATIONS: tuple[str, ...] = (
     DROP TABLE events;
     ALTER TABLE events_zstd RENAME TO events;
     """,
+    # 8: large bodies kept in side files next to the log (fae/store/bodies.py): their rows hold no data
+    """
+    ALTER TABLE blobs ADD COLUMN external BOOLEAN DEFAULT false;
+    """,
 )
 
 LATEST_VERSION = len(MIGRATIONS)

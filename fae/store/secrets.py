@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import overload
 from urllib.parse import quote, quote_plus
@@ -67,6 +68,38 @@ class SecretValues:
                 self._pattern = re.compile(b"|".join(re.escape(f) for f in ordered))
             return frozenset(self._forms), self._pattern
 
+    def scrub_stream(self, pieces: Iterable[bytes | memoryview]) -> Iterator[bytes | memoryview]:
+        """The pieces of one body with every secret form replaced, as if scrubbed whole; uncopied when none is known.
+
+        The last ``longest form - 1`` bytes of each piece wait for the next one: a form can straddle pieces.
+        """
+        forms, pattern = self._compiled()
+        if pattern is None:
+            yield from pieces
+            return
+        keep = max(len(f) for f in forms) - 1
+        tail = b""
+        marker = REDACTED.encode()
+        for piece in pieces:
+            text = tail + bytes(piece)
+            settled = len(text) - keep  # a form starting before here lies wholly in ``text``
+            out, position = [], 0
+            for found in pattern.finditer(text):
+                if found.start() >= settled:
+                    break
+                out += [text[position:found.start()], marker]
+                position = found.end()
+            cut = max(position, settled)
+            out.append(text[position:cut])
+            tail = text[cut:]
+            yield b"".join(out)
+        yield pattern.sub(marker, tail)
+
+    def rename(self, old: str, new: str) -> None:
+        """A blob's hash that scrubbing changed: events naming the old one are rewritten to the new one."""
+        with self._lock:
+            self._renamed[old.encode()] = new.encode()
+
     def scrub_bytes(self, data: bytes) -> bytes:
         forms, pattern = self._compiled()
         if pattern is None or not any(f in data for f in forms):
@@ -117,4 +150,5 @@ class SecretValues:
             updates=[replace(u, error=self.scrub_text(u.error), stop_reason=self.scrub_text(u.stop_reason))
                      for u in batch.updates],
             verdicts=[replace(v, evidence=self._scrub_json(v.evidence)) for v in batch.verdicts],
+            external=batch.external,
         )

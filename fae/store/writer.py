@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
@@ -20,6 +20,7 @@ import anyio
 import anyio.to_thread
 
 from fae.errors import StoreError
+from fae.store import bodies
 from fae.store import events as ev
 from fae.store.journal import Journal
 from fae.store.log import Batch, EventLog, EventRow, RunRow, RunUpdate, VerdictRow
@@ -60,6 +61,8 @@ class LogWriter:
         self.batches_written = 0
         self.secrets = SecretValues()
         """Secret values scrubbed from every batch before it is journaled (the recorder shares its own)."""
+        self.body_file_bytes = bodies.BODY_FILE_BYTES
+        """Bodies at least this long go to side files (``fae.store.bodies``), never into the journal or DuckDB."""
 
     @property
     def healthy(self) -> bool:
@@ -77,17 +80,37 @@ class LogWriter:
             ))
         return rows
 
-    def submit(self, *, events: Iterable[Stamped] = (), blobs: dict[str, bytes] | None = None,
+    def _side_files(self, blobs: Mapping[str, bodies.Body]) -> tuple[dict[str, bytes], dict[str, int]]:
+        """(small bodies for the journal, large bodies written to side files: hash → length)."""
+        small: dict[str, bytes] = {}
+        external: dict[str, int] = {}
+        for digest, body in blobs.items():
+            if len(body) < self.body_file_bytes:
+                small[digest] = body.joined() if isinstance(body, bodies.Pieces) else body
+                continue
+            stored, size = bodies.write_body(self.log.path, body, self.secrets, fsync=self.journal.fsync)
+            if stored != digest:  # a secret was scrubbed out: events name the clean body
+                self.secrets.rename(digest, stored)
+            external[stored] = size
+        return small, external
+
+    def submit(self, *, events: Iterable[Stamped] = (), blobs: Mapping[str, bodies.Body] | None = None,
                runs: Iterable[RunRow] = (), updates: Iterable[RunUpdate] = (),
                verdicts: Iterable[VerdictRow] = ()) -> list[int]:
-        """Make rows durable in the journal now; DuckDB gets them at the next flush. Returns the seqs."""
+        """Make rows durable in the journal now (large bodies in side files first); DuckDB gets them at the
+        next flush. Returns the seqs."""
         if self._failed is not None:
             raise self._failed
         if self._closing:
             raise StoreError("the log writer is closed")
         seqs_before = dict(self._seqs)
-        batch = self.secrets.scrub_batch(Batch(blobs=dict(blobs or {}), runs=list(runs), events=self._rows(events),
-                                               updates=list(updates), verdicts=list(verdicts)))
+        try:
+            small, external = self._side_files(blobs or {})
+        except StoreError as exc:
+            self._failed = exc
+            raise
+        batch = self.secrets.scrub_batch(Batch(blobs=small, runs=list(runs), events=self._rows(events),
+                                               updates=list(updates), verdicts=list(verdicts), external=external))
         try:
             self.journal.append(batch)
         except StoreError as exc:

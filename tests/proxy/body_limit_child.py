@@ -2,15 +2,20 @@
 
     python -m tests.proxy.body_limit_child LOG MAX_BODY_BYTES
 
-Prints ``port PROXY_PORT``, then answers each stdin line: ``rss`` → ``rss KIB``
-(this process's peak resident size, from getrusage), ``flush`` → ``flushed``
+Prints ``port PROXY_PORT``, then answers each stdin line: ``rss`` → ``rss PEAK_KIB NOW_KIB``
+(this process's peak resident size and its size now, VmHWM and VmRSS from
+/proc/self/status), ``mark`` → ``marked`` once the peak is reset to the size
+now (Linux's clear_refs; where that is refused the peak stays cumulative,
+which only makes each step's measure stricter), ``flush`` → ``flushed``
 once the log has everything, ``quit`` → exits. The upstream reads and drops
-request bodies chunk by chunk, so only the proxy and the recorder hold them.
+request bodies chunk by chunk, and makes up ``GET /bytes/N`` replies (N bytes
+with a Content-Length) a MiB at a time, so only the proxy and the recorder
+hold a whole body.
 """
 
 from __future__ import annotations
 
-import resource
+import os
 import sys
 from pathlib import Path
 
@@ -35,6 +40,9 @@ async def draining_upstream(scope, receive, send) -> None:
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+    if scope["path"].startswith("/bytes/"):
+        await _made_up_reply(int(scope["path"].removeprefix("/bytes/")), send)
+        return
     size = 0
     while True:
         message = await receive()
@@ -47,6 +55,26 @@ async def draining_upstream(scope, receive, send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def _status_kib(field: str) -> int:
+    """A size from /proc/self/status (getrusage's peak is not reset by clear_refs once a thread has exited)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+async def _made_up_reply(total: int, send) -> None:
+    """``total`` bytes that do not compress (as an already-compressed upload would not), sent a MiB at a time."""
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/octet-stream"),
+                            (b"content-length", str(total).encode())]})
+    sent = 0
+    while sent < total:
+        piece = os.urandom(min(1 << 20, total - sent))
+        sent += len(piece)
+        await send({"type": "http.response.body", "body": piece, "more_body": sent < total})
+
+
 async def main(log_path: str, max_body: int) -> None:
     log = EventLog(Path(log_path))
     async with serve_asgi(draining_upstream) as port:
@@ -57,7 +85,13 @@ async def main(log_path: str, max_body: int) -> None:
                 while True:
                     line = (await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
                     if line == "rss":
-                        print(f"rss {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}", flush=True)
+                        print(f"rss {_status_kib('VmHWM')} {_status_kib('VmRSS')}", flush=True)
+                    elif line == "mark":
+                        try:
+                            Path("/proc/self/clear_refs").write_text("5")
+                        except OSError:
+                            pass
+                        print("marked", flush=True)
                     elif line == "flush":
                         await writer.flush()
                         print("flushed", flush=True)

@@ -41,7 +41,7 @@ def test_stream_reads_what_the_chunked_loader_reads(grown):
         ids = run_ids(log)
         expected = {run.run_id: _seen(run) for run in load_runs(log, ids, lean=True)}
         stats = StreamStats()
-        got = {run.run_id: _seen(run) for run in stream_runs(log.con, spans(log, ids), stats=stats, chunk=7)}
+        got = {run.run_id: _seen(run) for run in stream_runs(log.con, log.path, spans(log, ids), stats=stats, chunk=7)}
     assert got.keys() == expected.keys() and len(got) == 40
     for run_id, seen in expected.items():
         assert got[run_id] == seen, run_id
@@ -56,7 +56,7 @@ def test_a_body_far_behind_its_run_is_found_by_hash(grown):
         ids = run_ids(log)
         expected = {run.run_id: _seen(run) for run in load_runs(log, ids, lean=True)}
         stats = StreamStats()
-        got = {run.run_id: _seen(run) for run in stream_runs(log.con, spans(log, ids), stats=stats, chunk=3,
+        got = {run.run_id: _seen(run) for run in stream_runs(log.con, log.path, spans(log, ids), stats=stats, chunk=3,
                                                               window=4)}
     assert got == expected
     assert stats.by_hash > 0, stats
@@ -80,20 +80,20 @@ def test_shards_cover_every_run_once_in_written_order(grown):
 def test_shards_of_one_log_stream_to_the_whole(grown):
     with EventLog(grown, read_only=True) as log:
         found = spans(log, run_ids(log))
-        streamed = [run.run_id for part in shards(found, 3) for run in stream_runs(log.con, part)]
+        streamed = [run.run_id for part in shards(found, 3) for run in stream_runs(log.con, log.path, part)]
     assert sorted(streamed) == sorted(s.run_id for s in found) and len(set(streamed)) == len(streamed)
 
 
 def test_a_subset_streams_only_its_runs(grown):
     with EventLog(grown, read_only=True) as log:
         ids = run_ids(log)[::5]
-        got = [run.run_id for run in stream_runs(log.con, spans(log, ids))]
+        got = [run.run_id for run in stream_runs(log.con, log.path, spans(log, ids))]
     assert sorted(got) == sorted(ids)
 
 
 def test_an_unknown_run_is_an_error(grown):
     with EventLog(grown, read_only=True) as log, pytest.raises(StoreError, match="no run 'nope'"):
-        list(stream_runs(log.con, [Span("nope", -1, -1, 0)]))
+        list(stream_runs(log.con, log.path, [Span("nope", -1, -1, 0)]))
 
 
 def test_needed_hashes_name_the_bodies_judges_read(grown):

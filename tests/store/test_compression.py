@@ -33,10 +33,13 @@ def test_a_log_from_before_compression_keeps_its_events_and_views_and_compresses
     con.execute("CREATE TABLE plain AS SELECT * FROM events")
     con.execute("DROP TABLE events")
     con.execute("ALTER TABLE plain RENAME TO events")
-    con.execute("DELETE FROM schema_version WHERE version = 7")
+    con.execute("ALTER TABLE blobs DROP COLUMN external")  # migration 8's column
+    con.execute("DELETE FROM schema_version WHERE version >= 7")
     con.close()
     with EventLog(path) as log:
-        assert log.schema_version() == schema.LATEST_VERSION == 7
+        assert log.schema_version() == schema.LATEST_VERSION == 8
+        (digest,) = log.query("SELECT hash FROM blobs WHERE data = 'x7'")[1][0]
+        assert log.blob(digest) == b"x7" and log.query("SELECT DISTINCT external FROM blobs")[1] == [(False,)]
         _, after = log.query("SELECT * FROM events ORDER BY run_id, seq")
         assert after == before and len(after) == 1200
         assert log.query("SELECT * FROM run_summary ORDER BY run_id")[1] == summary

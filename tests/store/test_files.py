@@ -15,10 +15,11 @@ from fae.errors import StoreError
 from fae.store import events as ev
 from fae.store import journal as journal_module
 from fae.store import schema
+from fae.store.bodies import BODY_FILE_BYTES, bodies_dir, body_path
 from fae.store.export import export_parquet
 from fae.store.journal import segments
 from fae.store.live import LiveQueryServer, live_file
-from fae.store.log import EventLog, RunRow
+from fae.store.log import EventLog, RunRow, blob_hash
 from fae.store.writer import LogWriter, Stamped, open_writer
 
 runner = CliRunner()
@@ -192,3 +193,29 @@ async def test_fsync_flushes_every_journal_append_to_disk(tmp_path, monkeypatch)
             assert len(synced) >= expected_at_least, synced
         else:
             assert synced == []
+
+
+@pytest.mark.anyio
+async def test_large_bodies_side_files_and_their_folders_are_owner_only_and_never_reached_through_a_link(tmp_path):
+    path = tmp_path / "log.duckdb"
+    body = os.urandom(BODY_FILE_BYTES)
+    with EventLog(path) as log:
+        async with open_writer(log) as writer:
+            writer.submit(blobs={blob_hash(body): body})
+            await writer.flush()
+        stored = body_path(path, blob_hash(body))
+        assert log.blob(blob_hash(body)) == body
+    assert _mode(stored) == 0o600
+    assert _mode(stored.parent) == _mode(bodies_dir(path)) == 0o700
+    assert [p.name for p in bodies_dir(path).iterdir()] == [stored.parent.name]  # no temporary file left behind
+
+    planted = tmp_path / "planted.duckdb"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    bodies_dir(planted).symlink_to(elsewhere)
+    with EventLog(planted) as log:
+        async with open_writer(log) as writer:
+            with pytest.raises(StoreError, match="symbolic link"):
+                writer.submit(blobs={blob_hash(body): body})
+            assert not writer.healthy
+    assert not any(elsewhere.iterdir())
