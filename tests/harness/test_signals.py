@@ -124,7 +124,7 @@ def test_a_signal_at_a_moment_then_resume_finishes_each_spec_once(tmp_path, mome
             if signals == 1:
                 assert cause == "signal" and signal.Signals(signum).name in error, (run_id, cause, error)
     if moment in ("first-run", "ctrl-c"):
-        assert any(status == "interrupted" for *_, status, _, _ in before), before
+        assert any(status == "interrupted" for *_, status, _, _ in before), (before, output)
 
     resumed = runner.invoke(app, _record(log, "--resume")[3:])  # the same `fae record`, in process
     assert resumed.exit_code == 0, resumed.output[-3000:]
