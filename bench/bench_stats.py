@@ -1,13 +1,17 @@
-"""`fae stats` and `fae report` over a log of 100,000 runs: prints how long each takes.
+"""`fae stats` and `fae report` over a log of 100,000 runs: prints how long each takes, wall and CPU.
 
 Builds the log in the log's own schema: 4 experiments × 5 configurations × every suite task ×
 34 variations × 3 trials, each run with 2-7 LLM calls (usage and timing), as many MCP tool calls
 (8 % errors) and FHIR exchanges, its answer, and live verdicts (task strict and light,
 failure_mode); outcomes depend on the task, the configuration and the variation, so every
-variance component is non-zero. Then times the study and the report through the CLI, as a
-user runs them.
+variance component is non-zero. Then times the study and the report as a user runs them: each
+command a fresh `python -m fae.cli` process (its imports count), wall seconds and CPU seconds (the
+process and its children, user + system: the number a shared machine stretches least).
 
-    uv run python bench/bench_stats.py [--runs 100000] [--keep PATH]
+--against SRC times another revision's source tree too (`git archive REV | tar -x -C SRC`), each
+command alternately with this tree's, so both see the same load; --rounds repeats that.
+
+    uv run python bench/bench_stats.py [--runs 100000] [--keep PATH] [--against SRC] [--rounds N]
 """
 
 from __future__ import annotations
@@ -15,13 +19,13 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from fae.cli.main import app
 from fae.harness.task_meta import materialise_task_meta
 from fae.store.log import EventLog
 from fae.tasks import load_suite
@@ -129,30 +133,58 @@ def build_log(path: Path, runs: int) -> int:
     return count
 
 
+def timed(source: Path, argv: list[str], cwd: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of one `python -m fae.cli` process importing fae from ``source``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    # cwd is not the repository, so ``-m`` finds fae on PYTHONPATH (this tree's or the other's)
+    done = subprocess.run([sys.executable, "-m", "fae.cli", *argv], cwd=cwd, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(source)), check=False)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"fae {' '.join(argv)} failed ({source}): {(done.stdout + done.stderr)[-2000:]}")
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--keep", type=Path, help="Build (or reuse) the log here.")
+    parser.add_argument("--against", type=Path, help="Another revision's source tree, timed alternately.")
+    parser.add_argument("--rounds", type=int, default=1, help="Time every command this many times.")
     args = parser.parse_args()
+    trees = {"this": Path(__file__).resolve().parents[1]}
+    if args.against:
+        trees["against"] = args.against.resolve()
     with tempfile.TemporaryDirectory() as tmp:
         path = args.keep or Path(tmp) / "bench-stats.duckdb"
         if not path.exists():
             started = time.perf_counter()
             count = build_log(path, args.runs)
             print(f"built {count} runs in {time.perf_counter() - started:.1f} s ({path.stat().st_size / 1e6:.0f} MB)")
-        load = os.getloadavg()[0]
-        print(f"load average {load:.1f} on {os.cpu_count()} cores (timings stretch on a shared machine)")
-        runner = CliRunner()
-        for name, argv in (("fae stats", ["stats", "--log", str(path), "--price", "bench-model=0.4/1.6"]),
-                           ("fae stats --json", ["stats", "--log", str(path), "--json"]),
-            ("fae stats -t success", ["stats", "--log", str(path), "--table", "success"]),
-                           ("fae report", ["report", "--log", str(path), "-o", str(Path(tmp) / "r.html")])):
-            started = time.perf_counter()
-            result = runner.invoke(app, argv)
-            elapsed = time.perf_counter() - started
-            if result.exit_code != 0:
-                raise SystemExit(f"{name} failed: {result.output[-2000:]}")
-            print(f"{name:22s} {elapsed:6.2f} s")
+        commands = {"fae stats": ["stats", "--log", str(path), "--price", "bench-model=0.4/1.6"],
+                    "fae stats --json": ["stats", "--log", str(path), "--json"],
+                    "fae stats -t success": ["stats", "--log", str(path), "--table", "success"],
+                    "fae report": ["report", "--log", str(path)]}
+        print(f"{os.cpu_count()} cores; wall and CPU seconds per command ({' | '.join(trees)}); load average "
+              "before each (timings stretch on a shared machine)")
+        pages: dict[str, set[bytes]] = {name: set() for name in trees}
+        for round_ in range(args.rounds):
+            for name, argv in commands.items():
+                cells = []
+                for tree, source in trees.items():
+                    load = os.getloadavg()[0]
+                    output = Path(tmp) / f"{tree}-{round_}.html"
+                    wall, cpu = timed(source, argv + (["-o", str(output)] if name == "fae report" else []),
+                                      Path(tmp))
+                    cells.append(f"{wall:6.2f} s wall {cpu:6.2f} s CPU (load {load:4.1f})")
+                    if name == "fae report":
+                        pages[tree].add(output.read_bytes())
+                print(f"{name:22s} " + " | ".join(cells), flush=True)
+        if args.rounds > 1:
+            print("the same log gave the same report bytes every round: "
+                  + ", ".join(f"{tree} {'yes' if len(found) == 1 else 'NO'}" for tree, found in pages.items()))
 
 
 if __name__ == "__main__":

@@ -31,11 +31,8 @@ from fae.judge.registry import judge as register_judge
 from fae.judge.rejudge import RejudgeResult
 from fae.judge.rejudge import rejudge as _rejudge
 from fae.recorder.redact import Redactor
-from fae.report.cache import cached_scope
-from fae.report.html import write_report as _write_report
-from fae.report.scope import Scope
-from fae.report.source import study_log
-from fae.report.study import Study, compute_study
+from fae.report import commands as _study
+from fae.report.study import Study
 from fae.store.live import LogReader
 from fae.store.log import EventLog
 from fae.tasks.fixture import BUILTIN_TASK
@@ -177,20 +174,14 @@ def stats(log: str | Path, *, experiment: str | None = None, phase: str | None =
     ``prices``: model -> (USD per million prompt tokens, per million completion tokens);
     ``pairs``: configurations to test against each other (default every pair); ``tables``: only these.
     """
-    scope = Scope(experiment, phase)
-    with study_log(log) as opened, cached_scope(opened, scope) as source:
-        return compute_study(source, scope, prices=dict(prices or {}), pairs=list(pairs) if pairs else None,
-                             only=set(tables) if tables else None)
+    return _study.study(log, experiment=experiment, phase=phase, prices=prices, pairs=pairs, tables=tables)
 
 
 def write_report(log: str | Path, output: str | Path, *, experiment: str | None = None, phase: str | None = None,
            prices: Mapping[str, tuple[float, float]] | None = None,
            pairs: Sequence[tuple[str, str]] | None = None) -> Path:
     """Write one self-contained HTML report (figures, tables, the SQL behind each); returns its path."""
-    scope = Scope(experiment, phase)
-    with study_log(log) as opened, cached_scope(opened, scope) as source:
-        study = compute_study(source, scope, prices=dict(prices or {}), pairs=list(pairs) if pairs else None)
-        return _write_report(source, study, output, log_name=Path(log).name)
+    return _study.report(log, output, experiment=experiment, phase=phase, prices=prices, pairs=pairs)
 
 
 def replay(log: str | Path, run_id: str, *, lenient: bool = False, out: str | Path | None = None,

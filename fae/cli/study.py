@@ -51,13 +51,13 @@ def stats(
     as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV, one block per table.")] = False,
 ) -> None:
     """Success rates with spread, pass^k, variance, paired tests, errors, failure modes, tokens, cost."""
-    from fae import api
+    from fae.report.commands import study as compute
     from fae.report.text import as_csv as csv_text
     from fae.report.text import as_json as json_text
     from fae.report.text import rich_table
 
     prices, pairs = _options(price, pair)
-    study = api.stats(log, experiment=experiment, phase=phase, prices=prices, pairs=pairs, tables=table or None)
+    study = compute(log, experiment=experiment, phase=phase, prices=prices, pairs=pairs, tables=table or None)
     chosen = [t for t in study.tables.values() if not table or t.name in table]
     if as_json:
         sys.stdout.write(json_text(chosen) + "\n")
@@ -81,10 +81,10 @@ def report(
     pair: PairOption = [],
 ) -> None:
     """Write one self-contained HTML page: figures, tables, and the SQL behind each (works from file://)."""
-    from fae import api
+    from fae.report.commands import report as write
 
     prices, pairs = _options(price, pair)
-    api.write_report(log, output, experiment=experiment, phase=phase, prices=prices, pairs=pairs)
+    write(log, output, experiment=experiment, phase=phase, prices=prices, pairs=pairs)
     _console().print(f"wrote {output}", markup=False)
 
 

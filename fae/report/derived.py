@@ -9,7 +9,7 @@ from fae.report.estimators import (
     BOOTSTRAP_SEED,
     bootstrap_mean_ci,
     mcnemar_exact,
-    paired_bootstrap_ci,
+    paired_bootstrap_cis,
     pass_curves,
 )
 from fae.report.scope import KEYS, Queryable, Scope, Table, literal
@@ -79,11 +79,11 @@ GROUP BY ALL ORDER BY ALL"""
     clusters: dict[tuple, list[tuple[int, int, int, int]]] = defaultdict(list)
     for experiment, phase, a, b, _task, _variation, both, only_a, only_b, neither in rows:
         clusters[(experiment, phase, a, b)].append((int(both), int(only_a), int(only_b), int(neither)))
+    intervals = paired_bootstrap_cis([[(c[2] - c[1], sum(c)) for c in found] for found in clusters.values()])
     out = []
-    for (experiment, phase, a, b), found in clusters.items():
+    for ((experiment, phase, a, b), found), (low, high) in zip(clusters.items(), intervals, strict=True):
         both, only_a, only_b, neither = (sum(c[i] for c in found) for i in range(4))
         n = both + only_a + only_b + neither
-        low, high = paired_bootstrap_ci([(c[2] - c[1], sum(c)) for c in found])
         out.append((experiment, phase, a, b, n, both, only_a, only_b, neither,
                     100 * (only_b - only_a) / n, 100 * low, 100 * high, mcnemar_exact(only_a, only_b)))
     return Table("paired", "Paired comparison of configurations on the same task variations and trials",

@@ -45,25 +45,32 @@ def bootstrap_mean_ci(values: Sequence[float], *, resamples: int = BOOTSTRAP_RES
     return float(low), float(high)
 
 
-def paired_bootstrap_ci(clusters: Sequence[tuple[float, float]], *, resamples: int = BOOTSTRAP_RESAMPLES,
-                        seed: int = BOOTSTRAP_SEED, level: float = 0.95) -> tuple[float, float]:
-    """CI of mean(b) - mean(a) resampling whole clusters (a task variation's paired trials) together.
+def paired_bootstrap_cis(groups: Sequence[Sequence[tuple[float, float]]], *, resamples: int = BOOTSTRAP_RESAMPLES,
+                         seed: int = BOOTSTRAP_SEED, level: float = 0.95) -> list[tuple[float, float]]:
+    """Per group of clusters: the CI of mean(b) - mean(a), resampling whole clusters together.
 
-    Each cluster is (sum of differences b - a over its pairs, number of pairs).
+    A cluster is a task variation's paired trials: (sum of differences b - a over its pairs, number of
+    pairs). The draws depend only on the number of clusters and the seed, so groups of one size (every pair of
+    configurations over the same task variations) share one set of draws and one matrix product.
     """
-    data = np.asarray(clusters, dtype=float).reshape(-1, 2)
-    if data.shape[0] == 0:
-        return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    n = data.shape[0]
-    picks = rng.integers(0, n, size=(resamples, n))
-    # how often each resample drew each cluster, then both sums at once as one matrix product
-    counts = np.bincount((picks + n * np.arange(resamples)[:, None]).ravel(), minlength=resamples * n)
-    sums = counts.reshape(resamples, n).astype(float) @ data
-    diffs = sums[:, 0] / sums[:, 1]
+    found: list[tuple[float, float]] = [(float("nan"), float("nan"))] * len(groups)
+    sizes: dict[int, list[int]] = {}
+    for index, clusters in enumerate(groups):
+        if clusters:
+            sizes.setdefault(len(clusters), []).append(index)
     tail = (1 - level) / 2 * 100
-    low, high = np.percentile(diffs, [tail, 100 - tail])
-    return float(low), float(high)
+    for n, indices in sizes.items():
+        rng = np.random.default_rng(seed)
+        picks = rng.integers(0, n, size=(resamples, n))
+        # how often each resample drew each cluster, then every group's two sums at once as one matrix product
+        counts = np.bincount((picks + n * np.arange(resamples)[:, None]).ravel(), minlength=resamples * n)
+        data = np.hstack([np.asarray(groups[i], dtype=float).reshape(-1, 2) for i in indices])
+        sums = counts.reshape(resamples, n).astype(float) @ data
+        diffs = sums[:, 0::2] / sums[:, 1::2]
+        lows, highs = np.percentile(diffs, [tail, 100 - tail], axis=0)
+        for column, index in enumerate(indices):
+            found[index] = (float(lows[column]), float(highs[column]))
+    return found
 
 
 def mcnemar_exact(only_a: int, only_b: int) -> float:

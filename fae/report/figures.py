@@ -6,32 +6,24 @@ import io
 import re
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, cast
 
 import matplotlib
+import numpy as np
+from matplotlib import cbook
 from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.typing import RcKeyType
 
-from fae.report.scope import KEYS, Queryable, Table
+from fae.report.distributions import GRID, Distribution, Spread
+from fae.report.scope import FIGURES, Figure, Table
 from fae.report.study import Study
 
 # applied only while the report draws (rc_context), so an embedding program's settings are left alone
 STYLE: dict[RcKeyType, Any] = {"svg.fonttype": "none", "svg.hashsalt": "fae-report", "font.size": 9,
                                "axes.spines.top": False, "axes.spines.right": False}
 COLORS = ("#3b6ea8", "#d9822b", "#4a9a5b", "#b8443f", "#7d5ba6", "#8c6d4f", "#c76fa8", "#7f7f7f")
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One figure of the report: its id, caption, the SQL behind it and the drawing."""
-
-    name: str
-    title: str
-    sql: str
-    svg: str
 
 
 def _svg(fig: MplFigure) -> str:
@@ -190,73 +182,87 @@ def grouped_bars(study: Study, table: Table, category: str, value: str, ylabel: 
     return Figure(name, title, table.sql, _svg(fig))
 
 
-def distribution(log: Queryable, study: Study, column: str, by: tuple[str, str] | None, name: str, title: str,
-                 ylabel: str, violin: bool, where: str = "true") -> Figure | None:
-    """Violins (or boxes) of ``column`` per configuration, split by ``by`` = (SQL expression, its name)."""
-    group = f", {by[0]} AS {by[1]}" if by else ""
-    order = f", {by[1]}" if by else ""
-    sql = (f"WITH {study.scope.cte()}\nSELECT {KEYS}{group}, {column} AS value FROM scope\n"
-           f"WHERE {where} ORDER BY {KEYS}{order}")
-    _, rows = log.query(sql)
-    if not rows:
-        return None
-    single = len({(r[0], r[1]) for r in rows}) <= 1
-    groups: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in rows:
-        label = _short(r[2], study.shared_model) if single else f"{r[0]}/{r[1]}\n{_short(r[2], study.shared_model)}"
-        groups[label][str(r[3]) if by else ""].append(float(r[-1] or 0))
+def _violin_stats(spread: Spread) -> dict[str, Any]:
+    """What matplotlib's violin draws: its own Gaussian KDE of the values, or (GRID quantiles) the same
+    kernel and bandwidth over the quantiles, each weighing the same share of the runs."""
+    if spread.runs <= GRID:
+        return cbook.violin_stats([np.asarray(spread.points)], ("GaussianKDE", "scott"))[0]
+    coords = np.linspace(spread.low, spread.high, 100)
+    bandwidth2 = (spread.variance or 0.0) * spread.runs ** (-2 / 5)  # Scott's factor, squared, times the variance
+    grid = np.asarray(spread.points)
+    vals = np.exp(-((coords[:, None] - grid[None, :]) ** 2) / (2 * bandwidth2)).mean(axis=1)
+    return {"coords": coords, "vals": vals / np.sqrt(2 * np.pi * bandwidth2), "mean": spread.mean,
+            "median": spread.median, "min": spread.low, "max": spread.high, "quantiles": np.array([])}
+
+
+def _box_stats(spread: Spread) -> dict[str, Any]:
+    return {"q1": spread.q1, "med": spread.median, "q3": spread.q3, "whislo": spread.whisker_low,
+            "whishi": spread.whisker_high}
+
+
+def distribution(study: Study, found: Distribution) -> Figure:
+    """Violins (or boxes) per configuration, split by the figure's split (when it has one)."""
+    single = len({s.key[:2] for s in found.spreads}) <= 1
+    groups: dict[str, dict[str, Spread]] = defaultdict(dict)
+    for spread in found.spreads:
+        experiment, phase, configuration = spread.key
+        short = _short(configuration, study.shared_model)
+        groups[short if single else f"{experiment}/{phase}\n{short}"][spread.split] = spread
     labels = list(groups)
-    splits = sorted({k for found in groups.values() for k in found})
+    splits = sorted({k for spreads in groups.values() for k in spreads})
     fig, ax = _new(max(5.0, (0.5 + 0.45 * len(splits)) * len(labels)), 3.6)
     width = 0.8 / len(splits)
     for j, split in enumerate(splits):
         positions = [i - 0.4 + width * (j + 0.5) for i, label in enumerate(labels) if split in groups[label]]
         data = [groups[label][split] for label in labels if split in groups[label]]
         color = COLORS[j % len(COLORS)]
-        if violin and all(len(set(d)) > 1 for d in data):
-            parts = ax.violinplot(data, positions=positions, widths=width * 0.9, showmedians=True)
+        if found.violin and all(s.low < s.high for s in data):
+            parts = ax.violin([_violin_stats(s) for s in data], positions=positions, widths=width * 0.9,
+                              showmedians=True)
             # matplotlib's stubs say one Collection; at run time "bodies" is the list of each violin's PolyCollection
             for body in cast("list[PolyCollection]", parts["bodies"]):
                 body.set_facecolor(color)
         else:
-            ax.boxplot(data, positions=positions, widths=width * 0.7, showfliers=False, patch_artist=True,
-                       boxprops={"facecolor": color, "alpha": 0.55}, medianprops={"color": "black"})
-        if by:
-            ax.bar([0], [0], color=color, label=f"{by[1]} {split}")  # a legend entry only
+            ax.bxp([_box_stats(s) for s in data], positions=positions, widths=width * 0.7, showfliers=False,
+                   patch_artist=True, boxprops={"facecolor": color, "alpha": 0.55}, medianprops={"color": "black"})
+        if found.split:
+            ax.bar([0], [0], color=color, label=f"{found.split} {split}")  # a legend entry only
     _tick(ax, labels)
-    ax.set_ylabel(ylabel)
-    if by:
+    ax.set_ylabel(found.ylabel)
+    if found.split:
         _legend(ax)
-    return Figure(name, title, sql, _svg(fig))
+    return Figure(found.name, found.title, found.sql, _svg(fig))
 
 
-def all_figures(log: Queryable, study: Study) -> list[Figure]:
-    """Every figure the study's data allows, in report order."""
-    makers: list[Callable[[], Figure | None]] = [
-        lambda: success_bars(study),
-        lambda: success_by(study, "difficulty"),
-        lambda: success_by(study, "family"),
-        lambda: pass_curves(study),
-        lambda: variance_bars(study),
-        lambda: grouped_bars(study, study["tool_errors_by_resource_type"], "resource_type", "error_rate",
-                             "tool-call error rate (%)", "fig-tool-errors",
-                             "Tool-call error rate by FHIR resource type", 100),
-        lambda: grouped_bars(study, study["failure_modes"], "failure_mode", "runs", "failed runs",
-                             "fig-failure-modes", "Failure modes of failed runs"),
-        lambda: distribution(log, study, "tool_calls - gold_calls",
-                             ("CASE WHEN strict THEN 'pass' ELSE 'fail' END", "outcome"),
-                             "fig-calls", "Tool calls per run beyond the gold plan's, by outcome",
-                             "tool calls − expected", False, "strict IS NOT NULL AND gold_calls IS NOT NULL"),
-        lambda: distribution(log, study, "total_tokens", None, "fig-tokens", "Agent tokens per run",
-                             "tokens", True),
-        lambda: distribution(log, study, "total_tokens", ("difficulty", "difficulty"),
-                             "fig-tokens-difficulty",
-                             "Agent tokens per run by difficulty", "tokens", False, "difficulty IS NOT NULL"),
-        lambda: grouped_bars(study, _cv_long(study["token_cv"]), "level", "cv", "coefficient of variation",
-                             "fig-token-cv", "Token coefficient of variation by level"),
-    ]
+def _makers(study: Study, distributions: dict[str, Distribution]) -> dict[str, Callable[[], Figure | None]]:
+    def spread(name: str) -> Callable[[], Figure | None]:
+        return lambda: distribution(study, distributions[name]) if name in distributions else None
+
+    return {
+        "fig-success": lambda: success_bars(study),
+        "fig-success-difficulty": lambda: success_by(study, "difficulty"),
+        "fig-success-family": lambda: success_by(study, "family"),
+        "fig-pass-k": lambda: pass_curves(study),
+        "fig-variance": lambda: variance_bars(study),
+        "fig-tool-errors": lambda: grouped_bars(study, study["tool_errors_by_resource_type"], "resource_type",
+                                                "error_rate", "tool-call error rate (%)", "fig-tool-errors",
+                                                "Tool-call error rate by FHIR resource type", 100),
+        "fig-failure-modes": lambda: grouped_bars(study, study["failure_modes"], "failure_mode", "runs",
+                                                  "failed runs", "fig-failure-modes", "Failure modes of failed runs"),
+        "fig-calls": spread("fig-calls"),
+        "fig-tokens": spread("fig-tokens"),
+        "fig-tokens-difficulty": spread("fig-tokens-difficulty"),
+        "fig-token-cv": lambda: grouped_bars(study, _cv_long(study["token_cv"]), "level", "cv",
+                                             "coefficient of variation", "fig-token-cv",
+                                             "Token coefficient of variation by level"),
+    }
+
+
+def draw(study: Study, distributions: dict[str, Distribution], names: tuple[str, ...] = FIGURES) -> list[Figure]:
+    """The figures named (default every one) that the study's data allows, in report order."""
+    makers = _makers(study, distributions)
     with matplotlib.rc_context(STYLE):
-        return [f for f in (make() for make in makers) if f is not None]
+        return [f for f in (makers[name]() for name in FIGURES if name in names) if f is not None]
 
 
 def _cv_long(table: Table) -> Table:

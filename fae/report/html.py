@@ -6,8 +6,7 @@ import html
 from pathlib import Path
 
 from fae.errors import FaeError
-from fae.report.figures import Figure, all_figures
-from fae.report.scope import Queryable, Table
+from fae.report.scope import Figure, Table
 from fae.report.study import Study
 from fae.report.text import cell
 
@@ -53,9 +52,8 @@ def _table_section(table: Table) -> str:
             f"{_table_html(table) if table.rows else '<p class=note>no rows</p>'}{_sql(table.sql)}</section>")
 
 
-def render_report(log: Queryable, study: Study, *, log_name: str) -> str:
+def render_report(study: Study, figures: list[Figure], *, log_name: str) -> str:
     """The page as a string: every figure, then every table, each with the SQL that produced it."""
-    figures = all_figures(log, study)
     scope = ", ".join(f"{k} {v}" for k, v in (("experiment", study.scope.experiment),
                                               ("phase", study.scope.phase)) if v) or "all runs"
     links = [f'<a href="#{f.name}">{html.escape(f.title)}</a><br>' for f in figures]
@@ -75,9 +73,9 @@ def render_report(log: Queryable, study: Study, *, log_name: str) -> str:
     )
 
 
-def write_report(log: Queryable, study: Study, output: str | Path, *, log_name: str) -> Path:
+def write_report(study: Study, figures: list[Figure], output: str | Path, *, log_name: str) -> Path:
     """Write the page to ``output``; returns its path."""
-    page = render_report(log, study, log_name=log_name)
+    page = render_report(study, figures, log_name=log_name)
     path = Path(output)
     try:
         path.write_text(page, encoding="utf-8")

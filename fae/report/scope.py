@@ -1,4 +1,4 @@
-"""Which runs a study covers, written as SQL a user can paste into `fae sql`, and the table value it yields."""
+"""Which runs a study covers, written as SQL a user can paste into `fae sql`, and the tables and figures it yields."""
 
 from __future__ import annotations
 
@@ -52,6 +52,21 @@ class Table:
 
     def dicts(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+
+# every figure of the report, in its order (each drawn where the study's data allows)
+FIGURES = ("fig-success", "fig-success-difficulty", "fig-success-family", "fig-pass-k", "fig-variance",
+           "fig-tool-errors", "fig-failure-modes", "fig-calls", "fig-tokens", "fig-tokens-difficulty", "fig-token-cv")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of the report: its id, caption, the SQL behind it and the drawing (inline SVG)."""
+
+    name: str
+    title: str
+    sql: str
+    svg: str
 
 
 def run_sql(log: Queryable, name: str, title: str, sql: str, note: str = "",

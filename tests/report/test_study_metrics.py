@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from math import isclose, sqrt
 
+import numpy as np
 import pytest
 
 from fae.errors import FaeError
-from fae.report.estimators import bootstrap_mean_ci, mcnemar_exact, pass_at_k, pass_hat_k
+from fae.report.estimators import bootstrap_mean_ci, mcnemar_exact, paired_bootstrap_cis, pass_at_k, pass_hat_k
 from fae.report.scope import Scope
 from fae.report.study import compute_study, parse_price
 from fae.store.log import EventLog
@@ -85,6 +86,25 @@ def test_paired_mcnemar_and_bootstrap(study):
     assert isclose(p["diff_low"], 100 / 12) and isclose(p["diff_high"], 100 / 3)
     assert mcnemar_exact(1, 6) == 2 * (1 + 7) / 2**7  # C(7,0) + C(7,1) of 2^7
     assert mcnemar_exact(0, 0) == 1.0 and mcnemar_exact(5, 5) == 1.0
+
+
+def test_paired_cis_computed_together_are_each_groups_own():
+    """Groups that share draws (one size) get the numbers a plain resampling of each alone gives."""
+    def alone(clusters):
+        data = np.asarray(clusters, dtype=float)
+        picks = np.random.default_rng(0).integers(0, len(data), size=(2000, len(data)))
+        sums = data[picks].sum(axis=1)
+        return tuple(np.percentile(sums[:, 0] / sums[:, 1], [2.5, 97.5]))
+
+    rng = np.random.default_rng(3)
+    groups = [[(int(d), 3) for d in rng.integers(-3, 4, size)] for size in (40, 40, 7, 40)]
+    groups.insert(2, [])
+    found = paired_bootstrap_cis(groups)
+    assert all(np.isnan(found[2]))  # no pairs, no interval
+    for clusters, got in zip(groups, found, strict=True):
+        if clusters:
+            assert got == alone(clusters), (clusters, got)
+    assert found[0] != found[1] and found[0] == paired_bootstrap_cis([groups[0]])[0]
 
 
 def test_tool_errors_failure_modes_and_expected_calls(study):

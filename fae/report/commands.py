@@ -1,0 +1,45 @@
+"""A study of one log file, start to end: what `fae stats`, `fae report` and ``fae.stats``/``fae.write_report`` run.
+
+The CLI calls these rather than fae.api, whose import loads the agents, the proxy and the LLM clients
+(seconds of CPU a study never uses). Only the report's drawing children load matplotlib.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from fae.errors import FaeError
+from fae.report.cache import cached_scope
+from fae.report.distributions import all_distributions
+from fae.report.drawing import Drawing
+from fae.report.html import write_report
+from fae.report.scope import Scope
+from fae.report.source import study_log
+from fae.report.study import Study, compute_study
+
+
+def study(log: str | Path, *, experiment: str | None = None, phase: str | None = None,
+          prices: Mapping[str, tuple[float, float]] | None = None, pairs: Sequence[tuple[str, str]] | None = None,
+          tables: Sequence[str] | None = None) -> Study:
+    """Every analysis of the log's runs in scope (or the ``tables`` named), each table with its SQL."""
+    scope = Scope(experiment, phase)
+    with study_log(log) as opened, cached_scope(opened, scope) as source:
+        return compute_study(source, scope, prices=dict(prices or {}), pairs=list(pairs) if pairs else None,
+                             only=set(tables) if tables else None)
+
+
+def report(log: str | Path, output: str | Path, *, experiment: str | None = None, phase: str | None = None,
+           prices: Mapping[str, tuple[float, float]] | None = None,
+           pairs: Sequence[tuple[str, str]] | None = None) -> Path:
+    """Write the HTML report of the log's runs in scope to ``output``; returns its path."""
+    folder = Path(output).parent
+    if not folder.is_dir():  # said before the study runs, not after
+        raise FaeError(f"cannot write the report to {output}: no directory {folder}")
+    scope = Scope(experiment, phase)
+    with Drawing() as drawing:  # matplotlib loads in the children while the queries run here
+        with study_log(log) as opened, cached_scope(opened, scope) as source:
+            found = compute_study(source, scope, prices=dict(prices or {}), pairs=list(pairs) if pairs else None)
+            spreads = all_distributions(source, found)
+        figures = drawing.draw(found, spreads)
+    return write_report(found, figures, output, log_name=Path(log).name)

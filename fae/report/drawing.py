@@ -1,0 +1,80 @@
+"""The report's figures drawn by child processes: each loads matplotlib while the parent still runs the SQL.
+
+Loading matplotlib and drawing eleven figures take longer than the study's queries at 100k runs; started
+first, the children have matplotlib ready when the tables are, and draw their shares side by side. A child
+is a fresh interpreter (``python -m fae.report.drawing``), not a fork: DuckDB's threads are running by then.
+The job goes to it and its figures come back pickled over its pipes (both ends run this same code).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+
+from fae.errors import FaeError
+from fae.report.distributions import Distribution
+from fae.report.scope import FIGURES, Figure
+from fae.report.study import Study
+
+SOURCE = str(Path(__file__).resolve().parents[2])  # the directory that holds the fae package
+
+
+class Drawing:
+    """``workers`` child processes, started now, that draw the report's figures when ``draw`` is called."""
+
+    def __init__(self, workers: int = min(2, os.cpu_count() or 1)):
+        self.drawn = False
+        path = os.environ.get("PYTHONPATH")
+        env = dict(os.environ, PYTHONPATH=SOURCE + (os.pathsep + path if path else ""))
+        self.children = [subprocess.Popen([sys.executable, "-m", "fae.report.drawing"], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                         for _ in range(max(1, workers))]
+
+    def draw(self, study: Study, distributions: dict[str, Distribution]) -> list[Figure]:
+        """Every figure the data allows, in report order; the children take the names in turn."""
+        shares = [FIGURES[i::len(self.children)] for i in range(len(self.children))]
+        jobs = [pickle.dumps((study, distributions, share)) for share in shares]
+        with ThreadPoolExecutor(len(self.children)) as pool:  # feed and read every child at once
+            outputs = list(pool.map(lambda child, job: child.communicate(job), self.children, jobs))
+        self.drawn = True
+        drawn: dict[str, Figure] = {}
+        for child, (out, err) in zip(self.children, outputs, strict=True):
+            if child.returncode != 0:  # the child's last line: its exception
+                reason = (err.decode(errors="replace").strip().splitlines() or [f"exit code {child.returncode}"])[-1]
+                raise FaeError(f"drawing the report's figures failed: {reason}")
+            drawn.update((f.name, f) for f in pickle.loads(out))
+        return [drawn[name] for name in FIGURES if name in drawn]
+
+    def close(self) -> None:
+        """Stop the children that have not drawn (the report failed before it drew)."""
+        if self.drawn:
+            return
+        for child in self.children:
+            if child.poll() is None:
+                child.kill()
+            child.communicate()
+        self.drawn = True
+
+    def __enter__(self) -> Drawing:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+
+def main() -> None:
+    """The child: load matplotlib, then draw the figures named in the job on stdin; pickled figures to stdout."""
+    from fae.report.figures import draw  # matplotlib loads now, while the parent queries
+
+    study, distributions, names = pickle.load(sys.stdin.buffer)
+    sys.stdout.buffer.write(pickle.dumps(draw(study, distributions, names)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""The report's distribution figures from SQL aggregates, and its figures drawn in child processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import duckdb
+import numpy as np
+import pytest
+from matplotlib import cbook
+
+from fae.errors import FaeError
+from fae.report.distributions import GRID, distribution
+from fae.report.drawing import Drawing
+from fae.report.figures import _violin_stats
+from fae.report.scope import Scope
+from fae.report.study import Study
+from fae.store.log import EventLog
+from tests.report.synthetic import build
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("figures") / "synthetic.duckdb")
+
+
+class Frame:
+    """A DuckDB database whose ``run_results`` is a plain table of made-up runs (many more than the log's)."""
+
+    def __init__(self, values: dict[str, np.ndarray]):
+        self.con = duckdb.connect()
+        self.con.execute("CREATE TABLE run_results (experiment VARCHAR, phase VARCHAR, configuration VARCHAR, "
+                         "total_tokens DOUBLE)")
+        for configuration, found in values.items():
+            self.con.execute("INSERT INTO run_results SELECT 'e', 'eval', ?, unnest(?)",
+                             [configuration, [float(v) for v in found]])
+
+    def query(self, sql, params=None):
+        result = self.con.execute(sql, params or [])
+        return [d[0] for d in result.description], result.fetchall()
+
+
+def test_boxes_are_matplotlibs_own_statistics_of_every_value(log):
+    # one run far out, so a whisker stops short of the extremes (Tukey's 1.5 IQR rule)
+    column = "CASE WHEN run_id = 'A.T1.v1.r2' THEN 5000 ELSE total_tokens END"
+    with EventLog(log, read_only=True) as opened:
+        found = distribution(opened, Study(Scope()), column, ("difficulty", "difficulty"), "fig-x", "x", "tokens",
+                             False, "difficulty IS NOT NULL")
+        _, rows = opened.query(f"SELECT configuration, CAST(difficulty AS VARCHAR), list({column}) FROM run_results "
+                               "WHERE difficulty IS NOT NULL GROUP BY ALL")
+    assert found is not None and len(found.spreads) == len(rows) == 4
+    values = {(configuration, split): data for configuration, split, data in rows}
+    for spread in found.spreads:
+        (expected,) = cbook.boxplot_stats(values[(spread.key[2], spread.split)])
+        got = (spread.q1, spread.median, spread.q3, spread.whisker_low, spread.whisker_high)
+        assert got == tuple(float(expected[k]) for k in ("q1", "med", "q3", "whislo", "whishi")), spread
+    outlier = next(s for s in found.spreads if s.key[2] == "A" and s.split == "1")
+    assert outlier.high == 5000 and outlier.whisker_high < 5000
+
+
+def test_a_violin_of_many_runs_is_drawn_from_a_fixed_quantile_grid_close_to_every_value():
+    rng = np.random.default_rng(5)
+    values = {"few": rng.normal(5000, 800, GRID), "many": np.round(rng.lognormal(8, 0.4, 6 * GRID))}
+    found = distribution(Frame(values), Study(Scope()), "total_tokens", None, "fig-tokens", "t", "tokens", True)
+    assert found is not None
+    spreads = {s.key[2]: s for s in found.spreads}
+    assert spreads["few"].points == tuple(sorted(values["few"]))  # every value, as before
+    assert len(spreads["many"].points) == GRID
+    for name, data in values.items():
+        (exact,) = cbook.violin_stats([data], ("GaussianKDE", "scott"))
+        drawn = _violin_stats(spreads[name])
+        assert np.allclose(drawn["coords"], exact["coords"]) and drawn["median"] == exact["median"]
+        error = np.abs(drawn["vals"] - exact["vals"]).max() / exact["vals"].max()
+        assert error < (1e-12 if name == "few" else 0.01), (name, error)
+    again = distribution(Frame(values), Study(Scope()), "total_tokens", None, "fig-tokens", "t", "tokens", True)
+    assert again == found  # a fixed grid, no sampling
+
+
+def test_a_child_that_fails_to_draw_is_one_error_with_its_reason():
+    failed = "^drawing the report's figures failed: KeyError: 'success'$"
+    with Drawing(1) as drawing, pytest.raises(FaeError, match=failed):
+        drawing.draw(Study(Scope()), {})  # no tables at all
+
+
+def test_children_not_needed_are_stopped():
+    drawing = Drawing(2)
+    drawing.close()
+    assert all(child.returncode is not None for child in drawing.children)
+
+
+def test_stats_leaves_matplotlib_and_the_agents_unloaded_and_so_does_the_reports_parent(log):
+    script = f"""
+import json, sys
+from typer.testing import CliRunner
+from fae.cli.main import app
+result = CliRunner().invoke(app, ["stats", "--log", {str(log)!r}])
+assert result.exit_code == 0, result.output
+import fae.report.commands, fae.report.drawing, fae.report.html  # the report's parent side
+print(json.dumps(sorted(m for m in ("matplotlib", "fae.api", "langchain_core", "mitmproxy") if m in sys.modules)))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
