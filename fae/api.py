@@ -102,14 +102,15 @@ def record(log: str | Path, task_ids: Sequence[str], *, variations: Sequence[int
            retry_errored: bool = False, fsync: bool = False, max_body_mib: int = 32,
            settle_s: float | None = None, scenario_dirs: Sequence[str | Path] = (),
            stop: StopRequest | None = None,
-           on_progress: Callable[[RunSpec, str], None] | None = None) -> SuiteResult:
+           on_progress: Callable[[RunSpec, str], None] | None = None, processes: int = 2) -> SuiteResult:
     """Record runs through the proxy into ``log`` and judge each as it ends; returns the statuses.
 
     ``agents`` are command-line agent names (``gold``, ``plan:PATH``,
     ``langchain:CONFIG[@MODEL]``, a plugin's prefix); ``memory`` holds
     ``NAME=DIR`` Reflexion stores for the memory configurations. ``api_key`` and every
     redacted value are scrubbed from all that is stored. ``stop`` (``fae.harness.interrupt``) lets a
-    signal end the recording cleanly: in-flight runs are stored interrupted.
+    signal end the recording cleanly: in-flight runs are stored interrupted. ``processes``: 2 serves
+    the FHIR and MCP servers in a child process (two cores); 1 keeps everything in one process.
     """
     specs = plan_runs(task_ids, variations=variations, agents=agents, repeats=repeats, suite=suite,
                       scenario_dirs=scenario_dirs)
@@ -121,7 +122,7 @@ def record(log: str | Path, task_ids: Sequence[str], *, variations: Sequence[int
         llm_options=llm_options,
         paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
         audit_events=audit_events, stop=stop, retry_errored=retry_errored, fsync=fsync,
-        max_body_bytes=max_body_mib * 1024 * 1024, settle_s=settle_s))
+        max_body_bytes=max_body_mib * 1024 * 1024, settle_s=settle_s, processes=processes))
 
 
 def _rules(rules: Mapping[str, Any] | str | Sequence[str] | None) -> dict[str, Any]:

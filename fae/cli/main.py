@@ -169,6 +169,9 @@ def record(
     scenarios_dir: Annotated[list[Path], typer.Option(
         "--scenarios-dir", help="A directory of write-verification scenario files (repeatable; "
                                 "also FAE_SCENARIOS_PATH; docs/judging.md).")] = [],
+    processes: Annotated[int, typer.Option(
+        min=1, max=2, help="2: the FHIR and MCP servers run in a second process (uses two cores); "
+                           "1: everything in one process (for debugging).")] = 2,
 ) -> None:
     """Record a suite of (task, variation, agent, repeat) runs through the proxy into the log."""
     # caught before anything starts, so no embedded server or library sees them first
@@ -193,7 +196,8 @@ def record(
                 model=model, api_key=api_key, memory=memory, paraphrase_model=paraphrase_model,
                 paraphrase_seed=paraphrase_seed, audit_events=audit_events, redact_headers=redact_header,
                 redact_params=redact_param, retry_errored=retry_errored, fsync=fsync, max_body_mib=max_body_mib,
-                settle_s=settle, scenario_dirs=scenarios_dir, stop=stop, on_progress=advance)
+                settle_s=settle, scenario_dirs=scenarios_dir, stop=stop, on_progress=advance,
+                processes=processes)
         table = Table(title=f"recorded into {log}")
         table.add_column("planned", justify="right")
         table.add_column("already done", justify="right")

@@ -114,7 +114,7 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
                        paraphrase: Paraphrase | None = None, audit_events: bool = False,
                        stop: StopRequest | None = None, retry_errored: bool = False,
                        fsync: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-                       settle_s: float | None = None) -> SuiteResult:
+                       settle_s: float | None = None, processes: int = 2) -> SuiteResult:
     """Record every planned run not already done; returns what happened.
 
     ``memory_stores`` names the Reflexion memory stores the memory agents use
@@ -122,6 +122,8 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
     max_retries) go to LLM agents. ``audit_events``: the FHIR server keeps an AuditEvent
     trail (the embedded one is told to), and each run's trail is read into the log. ``settle_s``:
     the wait after the agent's last write before the read-back (default: ensure_record's).
+    ``processes``: 2 (the default) serves the FHIR and MCP servers in a child process so the
+    recording uses two cores; 1 keeps everything in this process (for debugging).
     """
     agents: dict[str, Agent] = {spec.agent: build_agent(spec.agent, **(llm_options or {})) for spec in specs}
     _check_servers(agents, memory_stores or {})
@@ -134,7 +136,7 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
     runs: list[tuple[str, str]] = []
     async with open_stack(log_path, fhir_url=fhir_url, llm_url=llm_url, redactor=redactor,
                           memory_stores=memory_stores, audit_events=audit_events, fsync=fsync,
-                          max_body_bytes=max_body_bytes) as stack:
+                          max_body_bytes=max_body_bytes, processes=processes) as stack:
         if stop is not None:
             stop.bind()
         marked = await _mark_interrupted(stack)
