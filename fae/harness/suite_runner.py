@@ -125,7 +125,9 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
     ``processes``: 2 (the default) serves the FHIR and MCP servers in a child process so the
     recording uses two cores; 1 keeps everything in this process (for debugging).
     """
-    agents: dict[str, Agent] = {spec.agent: build_agent(spec.agent, **(llm_options or {})) for spec in specs}
+    # one agent per name, built once (building one looks up the installed agent plugins)
+    agents: dict[str, Agent] = {name: build_agent(name, **(llm_options or {}))
+                                for name in dict.fromkeys(spec.agent for spec in specs)}
     _check_servers(agents, memory_stores or {})
     rendered: dict[tuple[str, int], Any] = {}
     for spec in specs:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -15,46 +14,7 @@ from fae.harness.stack import open_stack
 from fae.harness.suite_runner import plan_suite, record_suite
 from fae.store.log import EventLog
 from fae.tasks.fixture import BUILTIN_TASK, render_builtin
-
-GONE_WAIT_S = 30
-
-
-def upstream_children(parent: int) -> list[int]:
-    """Pids of the upstream processes whose parent is ``parent`` (read from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue  # ended while we looked
-        ppid = int(stat.rpartition(")")[2].split()[1])
-        if ppid == parent and b"fae.harness.upstream_process" in cmdline:
-            found.append(int(entry.name))
-    return found
-
-
-def _ended(pid: int) -> bool:
-    """Gone, or a zombie nobody reaped yet whose every thread has exited (so its sockets are closed:
-    a leader thread turns zombie before the others are done)."""
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-        states = [(task / "stat").read_text().rpartition(")")[2].split()[0] for task in tasks]
-    except OSError:
-        return True
-    return all(state in ("Z", "X") for state in states) and len(states) <= 1
-
-
-def wait_gone(pid: int) -> bool:
-    """Whether ``pid`` ended within GONE_WAIT_S."""
-    deadline = time.monotonic() + GONE_WAIT_S
-    while time.monotonic() < deadline:
-        if _ended(pid):
-            return True
-        time.sleep(0.02)
-    return False
+from tests.processes import upstream_children, wait_gone
 
 
 def _runs(log_path) -> list[tuple]:
