@@ -102,7 +102,8 @@ def record(log: str | Path, task_ids: Sequence[str], *, variations: Sequence[int
            retry_errored: bool = False, fsync: bool = False, max_body_mib: int = 32,
            settle_s: float | None = None, scenario_dirs: Sequence[str | Path] = (),
            stop: StopRequest | None = None,
-           on_progress: Callable[[RunSpec, str], None] | None = None, processes: int = 2) -> SuiteResult:
+           on_progress: Callable[[RunSpec, str], None] | None = None,
+           processes: int | None = None) -> SuiteResult:
     """Record runs through the proxy into ``log`` and judge each as it ends; returns the statuses.
 
     ``agents`` are command-line agent names (``gold``, ``plan:PATH``,
@@ -110,7 +111,8 @@ def record(log: str | Path, task_ids: Sequence[str], *, variations: Sequence[int
     ``NAME=DIR`` Reflexion stores for the memory configurations. ``api_key`` and every
     redacted value are scrubbed from all that is stored. ``stop`` (``fae.harness.interrupt``) lets a
     signal end the recording cleanly: in-flight runs are stored interrupted. ``processes``: 2 serves
-    the FHIR and MCP servers in a child process (two cores); 1 keeps everything in one process.
+    the FHIR and MCP servers in a child process (two cores); 1 keeps everything in one process;
+    None: ``FAE_RECORD_PROCESSES``, else 2.
     """
     specs = plan_runs(task_ids, variations=variations, agents=agents, repeats=repeats, suite=suite,
                       scenario_dirs=scenario_dirs)

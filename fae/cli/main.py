@@ -169,9 +169,10 @@ def record(
     scenarios_dir: Annotated[list[Path], typer.Option(
         "--scenarios-dir", help="A directory of write-verification scenario files (repeatable; "
                                 "also FAE_SCENARIOS_PATH; docs/judging.md).")] = [],
-    processes: Annotated[int, typer.Option(
-        min=1, max=2, help="2: the FHIR and MCP servers run in a second process (uses two cores); "
-                           "1: everything in one process (for debugging).")] = 2,
+    processes: Annotated[int | None, typer.Option(
+        min=1, max=2, show_default=False,
+        help="2 (default, or FAE_RECORD_PROCESSES): the FHIR and MCP servers run in a second process "
+             "(uses two cores); 1: everything in one process (for debugging).")] = None,
 ) -> None:
     """Record a suite of (task, variation, agent, repeat) runs through the proxy into the log."""
     # caught before anything starts, so no embedded server or library sees them first

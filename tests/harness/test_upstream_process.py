@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from fae.agents.prefixes import build_agent
+from fae.errors import RecordError
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
-from fae.harness.suite_runner import plan_suite, record_suite
+from fae.harness.suite_runner import PROCESSES_ENV, default_processes, plan_suite, record_suite
 from fae.store.log import EventLog
 from fae.tasks.fixture import BUILTIN_TASK, render_builtin
 from tests.processes import upstream_children, wait_gone
@@ -66,14 +67,25 @@ async def test_a_child_killed_mid_suite_fails_runs_on_the_stack_and_resume_recor
         killed.append(children[0])
         assert wait_gone(children[0])  # blocks the loop: no run moves on before the child is dead
 
-    first = await record_suite(log_path, specs, concurrency=1, on_progress=kill_after_first, settle_s=0)
+    first = await record_suite(log_path, specs, concurrency=1, on_progress=kill_after_first, settle_s=0,
+                               processes=2)
     assert dict(first.statuses) == {"finished": 1, "failed": 2}, _runs(log_path)
     for _, run_id, status, cause, error in _runs(log_path):
         if status != "finished":
             assert (status, cause) == ("failed", "stack"), (run_id, status, cause, error)
 
-    again = await record_suite(log_path, specs, resume=True, concurrency=1, settle_s=0)
+    again = await record_suite(log_path, specs, resume=True, concurrency=1, settle_s=0, processes=2)
     assert again.skipped == 1 and dict(again.statuses) == {"finished": 2}, _runs(log_path)
     finished = sorted(variation for variation, _, status, _, _ in _runs(log_path) if status == "finished")
     assert finished == [0, 1, 2], _runs(log_path)
     assert not upstream_children(os.getpid())  # each suite's child ended with it
+
+
+def test_the_default_is_two_processes_unless_the_environment_says_otherwise(monkeypatch):
+    monkeypatch.delenv(PROCESSES_ENV, raising=False)
+    assert default_processes() == 2
+    monkeypatch.setenv(PROCESSES_ENV, "1")
+    assert default_processes() == 1
+    monkeypatch.setenv(PROCESSES_ENV, "4")
+    with pytest.raises(RecordError, match="FAE_RECORD_PROCESSES='4'"):
+        default_processes()
