@@ -20,7 +20,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +37,7 @@ from fae.util.serve import serve_asgi
 START_TIMEOUT_S = 120
 """The child imports the FHIR engine and the MCP servers and loads the definitions: slow on a loaded machine."""
 STOP_TIMEOUT_S = 15
+"""The child leaves as soon as its stdin closes; one that has not by then is killed."""
 _PR_SET_PDEATHSIG = 1
 
 
@@ -123,7 +124,7 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-async def _serve(config: dict[str, Any]) -> None:
+async def _serve(config: dict[str, Any], on_stop: Callable[[], None]) -> None:
     apps: dict[str, tuple[str, Any]] = {}
     if config["serve_fhir"]:
         apps["fhir"] = ("fhir", fhir_app(audit_events=config["audit_events"]))
@@ -136,6 +137,10 @@ async def _serve(config: dict[str, Any]) -> None:
         sys.stdout.flush()
         # serve until the parent closes our stdin (or dies: then the kernel ends us)
         await anyio.to_thread.run_sync(sys.stdin.buffer.read, abandon_on_cancel=True)
+        # nothing here outlives the process (sandboxes live in memory, the proxy has closed its
+        # connections): leave at once rather than stop each server gracefully on a loaded machine
+        on_stop()
+        os._exit(0)
 
 
 def main() -> None:
@@ -143,15 +148,19 @@ def main() -> None:
     _die_with_parent(config["parent"])
     profile_to = os.environ.get("FAE_UPSTREAM_PROFILE")
     if not profile_to:
-        anyio.run(_serve, config)
+        anyio.run(_serve, config, lambda: None)
         return
     import cProfile
     import time
 
     # bench/bench_record.py: the child's CPU profile, written when it stops
     profiler = cProfile.Profile(time.process_time)
-    profiler.runcall(anyio.run, _serve, config)
-    profiler.dump_stats(profile_to)
+
+    def dump() -> None:
+        profiler.disable()
+        profiler.dump_stats(profile_to)
+
+    profiler.runcall(anyio.run, _serve, config, dump)
 
 
 if __name__ == "__main__":
