@@ -34,7 +34,7 @@ MOMENTS = [
     ("twice", _rng.randint(1, VARIATIONS - 3), 1, signal.SIGTERM, 2),
     ("ctrl-c", _rng.randint(0, VARIATIONS - 3), 1, signal.SIGINT, 1),
 ]
-WAIT_S = 50
+WAIT_S = 120  # a deadline, not a sleep: the stack starts two processes, slowly on a loaded machine
 runner = CliRunner()
 
 
