@@ -1,22 +1,33 @@
-"""Where `fae record` spends its one core: the gold suite recorded under cProfile, self time grouped by part.
+"""Where `fae record` spends its cores: the gold suite in one process and in two, side by side.
 
 Records every task's gold run (variations 0-2: 147 runs, 8 at a time) through
-the real stack in one process, as ``fae record`` does, and prints the wall
-time and each part's share of the CPU time (a function's own time, grouped by
-the package it lives in): the proxy (mitmproxy and fae.proxy), the FHIR
-engine, the MCP servers and client, the agents, the log (DuckDB, journal,
-writer), live judging, the HTTP servers and clients, the event loop. The
-profile slows everything by a similar factor; read the shares, not the
-seconds. ``--no-profile`` times the suite alone.
+the real stack, as ``fae record`` does. ``--side-by-side`` (the default)
+records it with ``processes=1`` (everything in one process) and
+``processes=2`` (FHIR and MCP servers in a child process), each in a fresh
+Python process, alternating, and prints wall time, CPU time (this process
+and its child, user + sys), runs/s and runs per CPU-second, with the load
+average: timings on a shared machine are noisy, read the ratios.
+``--profile`` records once under cProfile (the child too) and prints each
+part's share of the CPU time per process (a function's own time, grouped by
+the package it lives in: the proxy (mitmproxy, fae.proxy, fae.recorder), the
+FHIR engine, MCP, agents, the log, live judging, HTTP servers and clients,
+the event loop) and the proxy's share of the whole. cProfile sees only each
+process's main thread (FHIR engine calls and live judging run in worker
+threads) and slows everything: read the shares, not the seconds.
 
-    uv run python bench/bench_record.py [--no-profile] [--variations 0-2]
+    uv run python bench/bench_record.py [--side-by-side | --profile] [--processes 1|2]
+        [--variations 0-2] [--concurrency 8] [--rounds 1]
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import json
+import os
 import pstats
+import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -54,33 +65,53 @@ def part_of(filename: str) -> str:
     return "other" if filename.startswith("/") else "builtins (C)"
 
 
-def record(variations: list[int]) -> tuple[int, float]:
+def _cpu_s() -> tuple[float, float]:
+    """(this process, its waited-for children) user + sys CPU seconds so far."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+def record(variations: list[int], concurrency: int, processes: int) -> dict:
+    """Record the gold suite once; wall and CPU seconds of the recording (the stack's start and stop included)."""
     specs = plan_suite(list(load_suite()), variations, ["gold"], 1, "bench")
     log = Path(tempfile.mkdtemp(prefix="fae-bench-record-")) / "suite.duckdb"
+    own_before, child_before = _cpu_s()
     start = time.perf_counter()
-    result = anyio.run(lambda: record_suite(log, specs, concurrency=8))
+    result = anyio.run(lambda: record_suite(log, specs, concurrency=concurrency, processes=processes))
     seconds = time.perf_counter() - start
-    return sum(result.statuses.values()), seconds
+    own_after, child_after = _cpu_s()
+    return {"processes": processes, "runs": len(specs), "finished": result.statuses["finished"],
+            "wall_s": seconds, "cpu_main_s": own_after - own_before, "cpu_child_s": child_after - child_before}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--no-profile", action="store_true")
-    parser.add_argument("--variations", default="0-2")
-    args = parser.parse_args()
-    low, _, high = args.variations.partition("-")
-    variations = list(range(int(low), int(high or low) + 1))
-    if args.no_profile:
-        runs, seconds = record(variations)
-        print(f"{runs} runs in {seconds:.1f} s ({runs / seconds:.1f} runs/s), one process")
-        return
-    profiler = cProfile.Profile(time.process_time)  # CPU time: waiting in select() is not work
-    profiler.enable()
-    runs, seconds = record(variations)
-    profiler.disable()
+def side_by_side(args: argparse.Namespace) -> None:
+    rows = []
+    for round_no in range(args.rounds):
+        for processes in (1, 2):
+            load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+            out = subprocess.run([sys.executable, __file__, "--one", "--processes", str(processes),
+                                  "--variations", args.variations, "--concurrency", str(args.concurrency)],
+                                 capture_output=True, text=True, check=True).stdout
+            row = json.loads(out.strip().splitlines()[-1]) | {"round": round_no, "load": load}
+            rows.append(row)
+            cpu = row["cpu_main_s"] + row["cpu_child_s"]
+            print(f"round {round_no} processes={processes}: {row['finished']}/{row['runs']} finished, "
+                  f"wall {row['wall_s']:.1f} s, CPU {cpu:.1f} s (main {row['cpu_main_s']:.1f} + child "
+                  f"{row['cpu_child_s']:.1f}), {row['runs'] / row['wall_s']:.1f} runs/s, "
+                  f"{row['runs'] / cpu:.1f} runs/CPU-s, CPU/wall {cpu / row['wall_s']:.2f}, load {load}",
+                  flush=True)
+    one = [r for r in rows if r["processes"] == 1]
+    two = [r for r in rows if r["processes"] == 2]
+    wall = sum(r["wall_s"] for r in one) / sum(r["wall_s"] for r in two)
+    cpu = (sum(r["cpu_main_s"] + r["cpu_child_s"] for r in two)
+           / sum(r["cpu_main_s"] + r["cpu_child_s"] for r in one))
+    print(f"two processes: {wall:.2f}x the runs/s of one, {cpu:.2f}x its CPU seconds;"
+          f" load average now {Path('/proc/loadavg').read_text().strip()}")
+
+
+def _shares(stats: dict) -> tuple[Counter, Counter]:
     shares: Counter = Counter()
     others: Counter = Counter()
-    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
     for (filename, _, name), (_, _, own, _, callers) in stats.items():
         part = part_of(filename)
         if part == "builtins (C)" and callers:  # a C function counts for the part that called it most
@@ -89,11 +120,54 @@ def main() -> None:
         shares[part] += own
         if part in ("other", "builtins (C)"):
             others[f"{filename}:{name}"] += own
-    total = sum(shares.values())
-    print(f"{runs} runs in {seconds:.1f} s under the profiler; CPU time by part (own time of its functions):")
-    for part, own in shares.most_common():
-        print(f"  {part:24} {own:7.1f} s  {100 * own / total:5.1f} %")
-    print("largest unattributed:", "; ".join(f"{name} {own:.1f} s" for name, own in others.most_common(6)))
+    return shares, others
+
+
+def profile(args: argparse.Namespace) -> None:
+    child_stats = Path(tempfile.mkdtemp(prefix="fae-bench-profile-")) / "child.prof"
+    os.environ["FAE_UPSTREAM_PROFILE"] = str(child_stats)
+    profiler = cProfile.Profile(time.process_time)  # CPU time: waiting in select() is not work
+    profiler.enable()
+    row = record(args.variations_list, args.concurrency, args.processes)
+    profiler.disable()
+    processes = {"main": pstats.Stats(profiler).stats}  # type: ignore[attr-defined]
+    if args.processes == 2:
+        processes["child"] = pstats.Stats(str(child_stats)).stats  # type: ignore[attr-defined]
+    print(f"{row['finished']}/{row['runs']} runs finished in {row['wall_s']:.1f} s under the profiler, "
+          f"processes={args.processes}; CPU {row['cpu_main_s']:.1f} s main + {row['cpu_child_s']:.1f} s child")
+    total_all = 0.0
+    proxy = 0.0
+    for name, stats in processes.items():
+        shares, others = _shares(stats)
+        total = sum(shares.values())
+        total_all += total
+        proxy += shares["proxy"]
+        print(f"{name} process, CPU time by part (own time of its functions, main thread):")
+        for part, own in shares.most_common():
+            print(f"  {part:24} {own:7.1f} s  {100 * own / total:5.1f} %")
+        print("  largest unattributed:", "; ".join(f"{n} {own:.1f} s" for n, own in others.most_common(4)))
+    print(f"the proxy's share of all profiled CPU time: {100 * proxy / total_all:.1f} %")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--side-by-side", action="store_true", help="one process vs two (the default)")
+    mode.add_argument("--profile", action="store_true", help="one recording under cProfile, by part")
+    mode.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--processes", type=int, choices=(1, 2), default=2)
+    parser.add_argument("--variations", default="0-2")
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    low, _, high = args.variations.partition("-")
+    args.variations_list = list(range(int(low), int(high or low) + 1))
+    if args.one:
+        print(json.dumps(record(args.variations_list, args.concurrency, args.processes)))
+    elif args.profile:
+        profile(args)
+    else:
+        side_by_side(args)
 
 
 if __name__ == "__main__":

@@ -99,8 +99,9 @@ def record(log: str | Path, task_ids: Sequence[str], *, variations: Sequence[int
            redact_headers: Sequence[str] = (), redact_params: Sequence[str] = (),
            retry_errored: bool = False, fsync: bool = False, max_body_mib: int = 32,
            settle_s: float | None = None, scenario_dirs: Sequence[str | Path] = (),
-           stop: StopRequest | None = None, ray: str | None = None, ray_actors: int | None = None,
-           on_progress: Callable[[RunSpec, str], None] | None = None) -> SuiteResult:
+            stop: StopRequest | None = None, ray: str | None = None, ray_actors: int | None = None,
+            on_progress: Callable[[RunSpec, str], None] | None = None,
+            processes: int | None = None) -> SuiteResult:
     """Record runs through the proxy into ``log`` and judge each as it ends; returns the statuses.
 
     ``agents`` are command-line agent names (``gold``, ``plan:PATH``,
@@ -110,6 +111,8 @@ def record(log: str | Path, task_ids: Sequence[str], *, variations: Sequence[int
     signal end the recording cleanly: in-flight runs are stored interrupted. ``ray``: record on Ray actors
     at this address (``local``, ``auto``, ``ray://HOST:PORT``; docs/scale.md), ``ray_actors`` of them
     (default one per CPU of the cluster), each into its own shard, merged into ``log`` at the end.
+    ``processes``: 2 serves the FHIR and MCP servers in a child process (two cores); 1 keeps everything
+    in one process; None: ``FAE_RECORD_PROCESSES``, else 2.
     """
     specs = plan_runs(task_ids, variations=variations, agents=agents, repeats=repeats, suite=suite,
                       scenario_dirs=scenario_dirs)
@@ -129,7 +132,7 @@ def record(log: str | Path, task_ids: Sequence[str], *, variations: Sequence[int
         llm_options=llm_options,
         paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
         audit_events=audit_events, stop=stop, retry_errored=retry_errored, fsync=fsync,
-        max_body_bytes=max_body_mib * 1024 * 1024, settle_s=settle_s))
+        max_body_bytes=max_body_mib * 1024 * 1024, settle_s=settle_s, processes=processes))
 
 
 def _rules(rules: Mapping[str, Any] | str | Sequence[str] | None) -> dict[str, Any]:

@@ -173,6 +173,10 @@ def record(
     ray_actors: Annotated[int | None, typer.Option(
         min=1, help="With --ray: this many actors, each with its own stack and log shard "
                     "(default: one per CPU of the cluster).")] = None,
+    processes: Annotated[int | None, typer.Option(
+        min=1, max=2, show_default=False,
+        help="2 (default, or FAE_RECORD_PROCESSES): the FHIR and MCP servers run in a second process "
+             "(uses two cores); 1: everything in one process (for debugging).")] = None,
 ) -> None:
     """Record a suite of (task, variation, agent, repeat) runs through the proxy into the log."""
     # caught before anything starts, so no embedded server or library sees them first
@@ -198,7 +202,7 @@ def record(
                 paraphrase_seed=paraphrase_seed, audit_events=audit_events, redact_headers=redact_header,
                 redact_params=redact_param, retry_errored=retry_errored, fsync=fsync, max_body_mib=max_body_mib,
                 settle_s=settle, scenario_dirs=scenarios_dir, stop=stop, ray=ray, ray_actors=ray_actors,
-                on_progress=advance)
+                on_progress=advance, processes=processes)
         table = Table(title=f"recorded into {log}")
         table.add_column("planned", justify="right")
         table.add_column("already done", justify="right")

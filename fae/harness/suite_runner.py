@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -26,6 +27,17 @@ from fae.tasks.fixture import BUILTIN_TASK, render_builtin
 
 AGENT_CAUSES = (None, "agent")
 """Causes of an errored run that are the agent's own (None: recorded before causes were)."""
+
+
+PROCESSES_ENV = "FAE_RECORD_PROCESSES"
+
+
+def default_processes() -> int:
+    """How many processes a recording uses unless told: ``FAE_RECORD_PROCESSES``, else 2 (the faster)."""
+    value = os.environ.get(PROCESSES_ENV, "2")
+    if value not in ("1", "2"):
+        raise RecordError(f"{PROCESSES_ENV}={value!r}: a recording runs in 1 or 2 processes")
+    return int(value)
 
 
 def is_done(status: str, cause: str | None, *, retry_errored: bool = False) -> bool:
@@ -141,7 +153,7 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
                        paraphrase: Paraphrase | None = None, audit_events: bool = False,
                        stop: StopRequest | None = None, retry_errored: bool = False,
                        fsync: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-                       settle_s: float | None = None) -> SuiteResult:
+                       settle_s: float | None = None, processes: int | None = None) -> SuiteResult:
     """Record every planned run not already done; returns what happened.
 
     ``memory_stores`` names the Reflexion memory stores the memory agents use
@@ -149,8 +161,13 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
     max_retries) go to LLM agents. ``audit_events``: the FHIR server keeps an AuditEvent
     trail (the embedded one is told to), and each run's trail is read into the log. ``settle_s``:
     the wait after the agent's last write before the read-back (default: ensure_record's).
+    ``processes``: 2 serves the FHIR and MCP servers in a child process so the recording uses two
+    cores; 1 keeps everything in this process (for debugging); None: ``default_processes()``.
     """
-    agents: dict[str, Agent] = {spec.agent: build_agent(spec.agent, **(llm_options or {})) for spec in specs}
+    processes = default_processes() if processes is None else processes
+    # one agent per name, built once (building one looks up the installed agent plugins)
+    agents: dict[str, Agent] = {name: build_agent(name, **(llm_options or {}))
+                                for name in dict.fromkeys(spec.agent for spec in specs)}
     check_servers(agents, memory_stores or {})
     rendered: dict[tuple[str, int], Any] = {}
     for spec in specs:
@@ -161,7 +178,7 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
     runs: list[tuple[str, str]] = []
     async with open_stack(log_path, fhir_url=fhir_url, llm_url=llm_url, redactor=redactor,
                           memory_stores=memory_stores, audit_events=audit_events, fsync=fsync,
-                          max_body_bytes=max_body_bytes) as stack:
+                          max_body_bytes=max_body_bytes, processes=processes) as stack:
         if stop is not None:
             stop.bind()
         marked = await _mark_interrupted(stack)

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from fae.cli import app
 from fae.store.live import LogReader
 from fae.store.log import EventLog
+from tests.processes import upstream_children, wait_gone
 
 VARIATIONS = 24
 runner = CliRunner()
@@ -22,7 +23,7 @@ runner = CliRunner()
 def _record(log, *extra):
     return [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", "builtin-create-patient",
             "--variations", f"0-{VARIATIONS - 1}",
-            "--concurrency", "2", *extra]
+            "--concurrency", "2", "--processes", "2", *extra]
 
 
 def _counts(log) -> tuple[int, int]:
@@ -56,8 +57,11 @@ def test_sigkill_mid_suite_then_resume(tmp_path):
     assert shown.exit_code == 0 and "run finished" in shown.output, shown.output
     counted = runner.invoke(app, ["sql", "--json", "--log", str(log), "SELECT count(*) AS n FROM fhir_exchanges"])
     assert counted.exit_code == 0 and json.loads(counted.output)["n"] > 0
+    children = upstream_children(proc.pid)
+    assert len(children) == 1, children  # the FHIR and MCP servers' process (--processes 2, the default)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    assert wait_gone(children[0]), "the upstream process outlived a killed `fae record`"
 
     with EventLog(log) as opened:  # opening for writing replays DuckDB's WAL
         _, runs = opened.query("SELECT run_id, status FROM runs")

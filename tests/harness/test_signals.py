@@ -41,7 +41,7 @@ runner = CliRunner()
 def _record(log, *extra):
     return [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", "builtin-create-patient",
             "--variations", f"0-{VARIATIONS - 1}",
-            "--concurrency", "2", *extra]
+            "--concurrency", "2", "--processes", "2", *extra]
 
 
 def _counts(log) -> tuple[int, int] | None:
