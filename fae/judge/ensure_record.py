@@ -46,7 +46,8 @@ from fae.judge.context import RunContext
 from fae.judge.reads import reads_of, received_once
 from fae.judge.registry import JudgeFn, Rule, Verdict, judge
 from fae.judge.trail import HARNESS_IDENTITIES, Trail, audit_trail, proxy_trail, recorded_audit_events
-from fae.judge.verify import OWN_ACTORS, RecordVersion, Window, agent_creates, matches, record_under_check, verify
+from fae.judge.verify import (OWN_ACTORS, RecordVersion, Window, agent_creates, matches, record_under_check,
+                              same_identity, verify)
 from fae.replay.fold import Exchange, fold_state
 from fae.store import events as ev
 from fae.tasks.targets import targets_for
@@ -196,8 +197,8 @@ def proxy_verdict(ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any]
         kind, rid = ref.split("/", 1)
         return [(v.version_id, v.resource, v.seq) for v in fold.versions(kind, rid)]
 
-    return verify(target, trail, window, versions, at_check.read, at_check.resources(target.resource_type),
-                  rules, record, allowed=others)
+    same_type = same_identity(at_check, target.resource_type, target.identity)
+    return verify(target, trail, window, versions, at_check.read, same_type, rules, record, allowed=others)
 
 
 def _fold_at(ctx: RunContext, seq: int):

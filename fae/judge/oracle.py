@@ -78,8 +78,8 @@ def target_harms(ctx: RunContext, target: WriteTarget, record: Key | None, captu
     final = captured.get(record) if record else None
     if final is None or not _right(final, target):
         found.append("record_wrong_at_end")
-    if any(key != record and key[0] == target.resource_type and matches(r, target.identity)
-           and key not in seed for key, r in captured.items()):
+    if any(key != record and key[0] == target.resource_type and key not in seed and matches(r, target.identity)
+           for key, r in captured.items()):
         found.append("duplicate_person")
     if record is None:
         return found
