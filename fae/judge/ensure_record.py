@@ -183,8 +183,7 @@ def proxy_verdict(ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any]
     at_check = ctx.fold if window.readback_seq >= (ctx.captured[0] if ctx.captured else 0) else \
         _fold_at(ctx, window.readback_seq)
     if window.readback_version is None and record:
-        captured: dict[tuple[Any, ...], dict[str, Any]] = \
-            {(r.get("resourceType"), r.get("id")): r for r in ctx.captured[1]} if ctx.captured else {}
+        captured: Mapping[tuple[Any, ...], dict[str, Any]] = ctx.captured[1].by_key() if ctx.captured else {}
         found = captured.get(tuple(record.split("/", 1)))
         version = (found or {}).get("meta", {}).get("versionId")
         window = Window(window.start_seq, window.readback_seq, window.readback_at,
@@ -231,7 +230,7 @@ def trail_verdict(ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any]
         return Verdict("unreadable", None, {"source": "trail",
                                             "reason": "the run has no seed or no read-back to bound the window"})
     window, record = bounded
-    captured = {(r.get("resourceType"), r.get("id")): r for r in ctx.captured[1]} if ctx.captured else {}
+    captured = ctx.captured[1].by_key() if ctx.captured else {}
     at_capture = window.readback_seq > len(trail.accesses)
     seeded = ctx.run.first(ev.SandboxSeeded)
     seed_seq = seeded.seq if seeded else 0
