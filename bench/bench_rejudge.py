@@ -79,8 +79,8 @@ def one(mode: str, path: Path) -> None:
     else:
         result = rejudge(path, workers=int(mode.split("/")[1]))
         runs = result.runs
-        if len(result.shards) > 1:  # judged in worker processes: they report their own CPU time and memory
-            workers = result.shards
+        if len(result.shards) > 1:  # shards after the first are judged in worker processes, which report their own
+            workers = result.shards[1:]  # CPU time and memory; this process judges the first
     seconds = time.perf_counter() - start
     own = resource.getrusage(resource.RUSAGE_SELF)
     cpu = own.ru_utime + own.ru_stime + sum(w.cpu_s for w in workers)
