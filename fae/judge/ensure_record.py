@@ -46,8 +46,16 @@ from fae.judge.context import RunContext
 from fae.judge.reads import reads_of, received_once
 from fae.judge.registry import JudgeFn, Rule, Verdict, judge
 from fae.judge.trail import HARNESS_IDENTITIES, Trail, audit_trail, proxy_trail, recorded_audit_events
-from fae.judge.verify import (OWN_ACTORS, RecordVersion, Window, agent_creates, matches, record_under_check,
-                              same_identity, verify)
+from fae.judge.verify import (
+    OWN_ACTORS,
+    RecordVersion,
+    Window,
+    agent_creates,
+    matches,
+    record_under_check,
+    same_identity,
+    verify,
+)
 from fae.replay.fold import Exchange, fold_state
 from fae.store import events as ev
 from fae.tasks.targets import targets_for
