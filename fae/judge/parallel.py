@@ -113,8 +113,11 @@ def judge_shard(job: ShardJob) -> ShardResult:
         sink.execute(f"CREATE TABLE verdicts ({_VERDICT_COLUMNS})")
     parts = 0
     with EventLog(job.log_path, read_only=True) as log:
-        log.con.execute("SET threads = 1")  # one worker, one core: DuckDB's own threads would only contend
-        log.con.execute(f"SET memory_limit = '{READ_MEMORY}'")  # a pass reads each block once: no need to cache
+        try:
+            log.con.execute("SET threads = 1")  # one worker, one core: DuckDB's own threads would only contend
+            log.con.execute(f"SET memory_limit = '{READ_MEMORY}'")  # a pass reads each block once: no need to cache
+        except duckdb.InvalidInputException:
+            pass  # judged in a process that has this log open already (and its settings locked): those stay
         if _sparse(job.spans):
             runs = load_runs(log, [s.run_id for s in job.spans], lean=True)
         else:
