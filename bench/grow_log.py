@@ -72,10 +72,10 @@ class _Copier:
 
 def grow(path: str, runs: int, *, shared_bodies: bool = False, block: int = 10_000) -> int:
     """Add copies of the log's repeat-0 runs until it holds ``runs`` runs (whole blocks past ``block``)."""
-    have = grow_copies(path, min(runs, block), shared_bodies=shared_bodies)
-    if runs > have and not shared_bodies:
-        have = grow_blocks(path, runs, have)
-    return have
+    if shared_bodies:
+        return grow_copies(path, runs, shared_bodies=True)
+    have = grow_copies(path, min(runs, block))
+    return grow_blocks(path, runs, have) if runs > have else have
 
 
 def grow_blocks(path: str, runs: int, block: int) -> int:
