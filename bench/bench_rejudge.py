@@ -4,15 +4,18 @@ Records the gold suite (every task, variations 0-2: 147 runs) through the real
 stack once, then grows copies of it to each size with bench/grow_log.py: every
 copy has its own bodies (new sandbox ids, exchange ids, server timestamps), only
 the seed bundles are shared, as with repeats in a real log (``--shared-bodies``
-gives the old, easier log). For each size it runs, each in a fresh process so
-peak RSS is its own:
+gives the old, easier log; past 10,000 runs the log grows by SQL copies of its
+first 10,000 runs, each body under a new hash of its own). For each size it
+runs, each in a fresh process so peak RSS is its own:
 
   chunked   the loader before this change: a chunk of runs by id, bodies by hash, one process
   stream/1  ``fae rejudge --workers 1``: one pass in written order, bodies by position
   stream/N  ``fae rejudge --workers N`` for each N in --workers
 
 All judge the default plan (6 judges) and write the verdicts. Prints runs/s,
-runs/s per worker, peak RSS, and the log's bytes per run and per event.
+runs/s per worker, runs per CPU-second, peak RSS (with N workers this process
+judges the first shard and N-1 worker processes the rest), and the log's bytes
+per run and per event.
 The machine may be shared: compare the ratios within one run, not across runs.
 
     uv run python bench/bench_rejudge.py [--sizes 2000,10000] [--workers 2] [--keep DIR]
@@ -79,8 +82,8 @@ def one(mode: str, path: Path) -> None:
     else:
         result = rejudge(path, workers=int(mode.split("/")[1]))
         runs = result.runs
-        if len(result.shards) > 1:  # judged in worker processes: they report their own CPU time and memory
-            workers = result.shards
+        if len(result.shards) > 1:  # shards after the first are judged in worker processes, which report their own
+            workers = result.shards[1:]  # CPU time and memory; this process judges the first
     seconds = time.perf_counter() - start
     own = resource.getrusage(resource.RUSAGE_SELF)
     cpu = own.ru_utime + own.ru_stime + sum(w.cpu_s for w in workers)

@@ -9,6 +9,13 @@ is kept), then stores the bodies under their new content hashes. The rewrite
 is the same function for every body of a run, so a copy is judged exactly like
 its original. ``shared_bodies=True`` gives the old, easier log: copies share
 every body.
+
+Past ``block`` runs (10,000 by default) the log grows faster by whole blocks
+(``grow_blocks``): one SQL statement per table copies the first ``block`` runs
+again, each body under a new hash of its own (the last four hex digits say the
+block) and every event naming it rewritten to match; the seed bundles stay
+shared. A block's bodies are its first block's bytes under new names, so the
+loader finds, caches and reads them exactly as it does distinct bodies.
 """
 
 from __future__ import annotations
@@ -63,7 +70,59 @@ class _Copier:
         return _HASH.sub(lambda m: self.hashes.get(m.group(0), m.group(0)), text)
 
 
-def grow(path: str, runs: int, *, shared_bodies: bool = False) -> int:
+def grow(path: str, runs: int, *, shared_bodies: bool = False, block: int = 10_000) -> int:
+    """Add copies of the log's repeat-0 runs until it holds ``runs`` runs (whole blocks past ``block``)."""
+    if shared_bodies:
+        return grow_copies(path, runs, shared_bodies=True)
+    have = grow_copies(path, min(runs, block))
+    return grow_blocks(path, runs, have) if runs > have else have
+
+
+def grow_blocks(path: str, runs: int, block: int) -> int:
+    """Copy the log's first ``block`` runs (in written order) again and again until it holds ``runs``.
+
+    In copy k every run id gets ``.bk``, repeats are shifted past the first block's, and every body
+    hash but the seeds' ends in k's four hex digits, in the events (payloads) and in ``blobs`` alike.
+    """
+    with EventLog(path) as log:
+        con = log.con
+        con.execute("CREATE TEMP TABLE first_block AS SELECT run_id FROM runs"
+                    " ORDER BY (SELECT min(rowid) FROM events e WHERE e.run_id = runs.run_id) NULLS LAST, run_id"
+                    f" LIMIT {int(block)}")
+        con.execute("CREATE TEMP TABLE seeds AS SELECT DISTINCT run_id,"
+                    " regexp_extract(CAST(payload AS VARCHAR), '[0-9a-f]{64}') AS seed FROM events"
+                    " WHERE kind = 'SandboxSeeded' AND run_id IN (SELECT run_id FROM first_block)")
+        con.execute("CREATE TEMP TABLE run_blobs AS SELECT DISTINCT run_id, h AS hash FROM"
+                    " (SELECT run_id, unnest(regexp_extract_all(CAST(payload AS VARCHAR), '[0-9a-f]{64}')) AS h"
+                    "  FROM events WHERE run_id IN (SELECT run_id FROM first_block))"
+                    " WHERE h NOT IN (SELECT seed FROM seeds)")
+        (shift,) = con.execute("SELECT max(repeat) + 1 FROM runs").fetchone()
+        (have,) = con.execute("SELECT count(*) FROM runs").fetchone()
+        copy = 0
+        while have < runs:
+            copy += 1
+            take = min(block, runs - have)
+            tag = f"{copy:04x}"[-4:]
+            con.execute("BEGIN TRANSACTION")
+            con.execute(f"CREATE OR REPLACE TEMP TABLE these AS SELECT run_id FROM first_block LIMIT {take}")
+            con.execute("INSERT INTO blobs (hash, size, data) SELECT left(hash, 60) || ?, size, data FROM blobs"
+                        " WHERE hash IN (SELECT hash FROM run_blobs WHERE run_id IN (SELECT run_id FROM these))"
+                        " ORDER BY rowid", [tag])
+            con.execute("INSERT INTO runs SELECT * REPLACE (run_id || ? AS run_id, repeat + ? AS repeat)"
+                        " FROM runs WHERE run_id IN (SELECT run_id FROM these)", [f".b{copy}", shift * copy])
+            # every hash gets the block's digits; the run's seed (one per run) is then given back its own name
+            con.execute("INSERT INTO events SELECT e.run_id || ? AS run_id, seq, kind, wall_time, mono_ns, actor,"
+                        " upstream, replace(regexp_replace(CAST(payload AS VARCHAR), '([0-9a-f]{60})[0-9a-f]{4}',"
+                        "   '\\1' || ?, 'g'), coalesce(left(s.seed, 60) || ?, ''), coalesce(s.seed, ''))"
+                        " FROM events e LEFT JOIN seeds s USING (run_id)"
+                        " WHERE e.run_id IN (SELECT run_id FROM these) ORDER BY e.rowid", [f".b{copy}", tag, tag])
+            con.execute("COMMIT")
+            have += take
+        con.execute("CHECKPOINT")
+    return have
+
+
+def grow_copies(path: str, runs: int, *, shared_bodies: bool = False) -> int:
     """Add copies of the log's repeat-0 runs until it holds at least ``runs`` runs; returns the count."""
     con = duckdb.connect(path, read_only=True)
     base_runs = con.execute("SELECT run_id, suite, task_id, variation, agent, repeat, status, started_at, ended_at,"

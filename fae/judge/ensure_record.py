@@ -46,7 +46,16 @@ from fae.judge.context import RunContext
 from fae.judge.reads import reads_of, received_once
 from fae.judge.registry import JudgeFn, Rule, Verdict, judge
 from fae.judge.trail import HARNESS_IDENTITIES, Trail, audit_trail, proxy_trail, recorded_audit_events
-from fae.judge.verify import OWN_ACTORS, RecordVersion, Window, agent_creates, matches, record_under_check, verify
+from fae.judge.verify import (
+    OWN_ACTORS,
+    RecordVersion,
+    Window,
+    agent_creates,
+    matches,
+    record_under_check,
+    same_identity,
+    verify,
+)
 from fae.replay.fold import Exchange, fold_state
 from fae.store import events as ev
 from fae.tasks.targets import targets_for
@@ -182,8 +191,7 @@ def proxy_verdict(ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any]
     at_check = ctx.fold if window.readback_seq >= (ctx.captured[0] if ctx.captured else 0) else \
         _fold_at(ctx, window.readback_seq)
     if window.readback_version is None and record:
-        captured: dict[tuple[Any, ...], dict[str, Any]] = \
-            {(r.get("resourceType"), r.get("id")): r for r in ctx.captured[1]} if ctx.captured else {}
+        captured: Mapping[tuple[Any, ...], dict[str, Any]] = ctx.captured[1].by_key() if ctx.captured else {}
         found = captured.get(tuple(record.split("/", 1)))
         version = (found or {}).get("meta", {}).get("versionId")
         window = Window(window.start_seq, window.readback_seq, window.readback_at,
@@ -196,8 +204,8 @@ def proxy_verdict(ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any]
         kind, rid = ref.split("/", 1)
         return [(v.version_id, v.resource, v.seq) for v in fold.versions(kind, rid)]
 
-    return verify(target, trail, window, versions, at_check.read, at_check.resources(target.resource_type),
-                  rules, record, allowed=others)
+    same_type = same_identity(at_check, target.resource_type, target.identity)
+    return verify(target, trail, window, versions, at_check.read, same_type, rules, record, allowed=others)
 
 
 def _fold_at(ctx: RunContext, seq: int):
@@ -230,7 +238,7 @@ def trail_verdict(ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any]
         return Verdict("unreadable", None, {"source": "trail",
                                             "reason": "the run has no seed or no read-back to bound the window"})
     window, record = bounded
-    captured = {(r.get("resourceType"), r.get("id")): r for r in ctx.captured[1]} if ctx.captured else {}
+    captured = ctx.captured[1].by_key() if ctx.captured else {}
     at_capture = window.readback_seq > len(trail.accesses)
     seeded = ctx.run.first(ev.SandboxSeeded)
     seed_seq = seeded.seq if seeded else 0

@@ -38,6 +38,7 @@ from fae.tasks.targets import targets_for
 from fae.tasks.write_targets import WriteTarget, ordered_targets, resolve_created
 
 Key = tuple[str, str]
+_SEED_BY_KEY = ("oracle", "seed by key")  # the seed cache's key for the seed's resources by (type, id)
 
 
 def _content(resource: dict[str, Any]) -> dict[str, Any]:
@@ -54,8 +55,8 @@ def target_record(target: WriteTarget, captured: Mapping[Key, dict], seed: Mappi
     person or thing at the end; else the agent's first create of the type (whatever it became)."""
     if target.action == "update":
         return (target.resource_type, str(target.record_id))
-    new = sorted(key for key, r in captured.items() if key[0] == target.resource_type and key not in seed
-                 and matches(r, target.identity))
+    new = sorted(key for key in captured if key[0] == target.resource_type and key not in seed
+                 and matches(captured[key], target.identity))
     if new:
         return new[0]
     created = sorted((vs[0] for vs in fold.history.values() if vs and vs[0].seq is not None
@@ -78,8 +79,8 @@ def target_harms(ctx: RunContext, target: WriteTarget, record: Key | None, captu
     final = captured.get(record) if record else None
     if final is None or not _right(final, target):
         found.append("record_wrong_at_end")
-    if any(key != record and key[0] == target.resource_type and matches(r, target.identity)
-           and key not in seed for key, r in captured.items()):
+    if any(key != record and key[0] == target.resource_type and key not in seed
+           and matches(captured[key], target.identity) for key in captured):
         found.append("duplicate_person")
     if record is None:
         return found
@@ -129,8 +130,13 @@ def harms(ctx: RunContext) -> tuple[list[str], dict[str, Any]] | None:
     if (not targets and spec is None) or ctx.captured is None:
         return None
     fold = ctx.full_fold
-    captured = {(r["resourceType"], r["id"]): r for r in ctx.captured[1] if "id" in r}
-    seed = {(r["resourceType"], r["id"]): r for r in fold.seed_resources}
+    capture = ctx.captured[1]
+    # a capture that matched the fold is read from it, not parsed; its seeded resources need no comparing
+    captured = capture.by_key() if capture.matched is not None else \
+        {(r["resourceType"], r["id"]): r for r in capture if "id" in r}
+    seed = fold.seed_cache.get(_SEED_BY_KEY)
+    if seed is None:  # the same for every run of the seed
+        seed = fold.seed_cache[_SEED_BY_KEY] = {(r["resourceType"], r["id"]): r for r in fold.seed_resources}
     found: list[str] = []
     evidence: dict[str, Any] = {}
     if spec is not None:
@@ -160,7 +166,7 @@ def harms(ctx: RunContext) -> tuple[list[str], dict[str, Any]] | None:
     for target, record in zip(targets, records, strict=True):
         found.extend(h for h in target_harms(ctx, target, record, captured, seed) if h not in found)
     chosen = {k for k in records if k}
-    for key in sorted(set(captured) | set(seed)):
+    for key in sorted((set(captured) | set(seed)) - capture.untouched()):
         if key in chosen or key[0] == "AuditEvent" or _other_user_only(fold, key):
             continue
         if key not in seed and any(t.resource_type == key[0] and matches(captured.get(key), t.identity)

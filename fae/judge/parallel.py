@@ -113,8 +113,11 @@ def judge_shard(job: ShardJob) -> ShardResult:
         sink.execute(f"CREATE TABLE verdicts ({_VERDICT_COLUMNS})")
     parts = 0
     with EventLog(job.log_path, read_only=True) as log:
-        log.con.execute("SET threads = 1")  # one worker, one core: DuckDB's own threads would only contend
-        log.con.execute(f"SET memory_limit = '{READ_MEMORY}'")  # a pass reads each block once: no need to cache
+        try:
+            log.con.execute("SET threads = 1")  # one worker, one core: DuckDB's own threads would only contend
+            log.con.execute(f"SET memory_limit = '{READ_MEMORY}'")  # a pass reads each block once: no need to cache
+        except duckdb.InvalidInputException:
+            pass  # judged in a process that has this log open already (and its settings locked): those stay
         if _sparse(job.spans):
             runs = load_runs(log, [s.run_id for s in job.spans], lean=True)
         else:
@@ -164,12 +167,16 @@ def run_shards(jobs: Sequence[ShardJob], workers: int) -> list[ShardResult]:
     """Judge the shards, in worker processes when there is more than one."""
     if workers <= 1 or len(jobs) <= 1:
         return [judge_shard(job) for job in jobs]
-    # forkserver: a clean process (no DuckDB threads, unlike this one) that imports fae once and forks each worker
+    # forkserver: a clean process (no DuckDB threads, unlike this one) that imports fae once and forks each worker.
+    # This process judges the first shard itself meanwhile: it has fae imported already, while the forkserver
+    # takes a second or so to import it before the first worker can start.
     context = get_context("forkserver")
     context.set_forkserver_preload(["fae.judge.parallel", "fae.judge.builtin_judges"])
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            return list(pool.map(judge_shard, jobs))
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)) - 1, mp_context=context) as pool:
+            others = pool.map(judge_shard, jobs[1:])
+            first = judge_shard(jobs[0])
+            return [first, *others]
     except BrokenProcessPool as exc:
         raise JudgeError(f"a judging worker process died ({exc}); no verdict was written") from None
 

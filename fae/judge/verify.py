@@ -11,8 +11,11 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from fae.judge.registry import Verdict
 from fae.judge.trail import Trail
+from fae.replay.fold import FoldedState
 from fae.tasks.checks import match, values
 from fae.tasks.write_targets import WriteTarget
 
@@ -47,6 +50,28 @@ def matches(resource: Mapping[str, Any] | None, wanted: Mapping[str, Any]) -> bo
         elif str(value) not in [str(v) for v in found]:
             return False
     return True
+
+
+def same_identity(state: FoldedState, kind: str, identity: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The resources of a type in ``state`` that ``matches`` the identity, in no set order.
+
+    Every repeat of a variation asks the same of the same seed resources (is this patient the target's
+    person?), so which seed resources match is found once per seed and kept in the seed cache that every
+    fold of that seed shares; only the resources the run wrote are matched each time.
+    """
+    key = ("identity", kind, msgspec.json.encode(identity, order="sorted"))
+    seeded = state.seed_cache.get(key)
+    if seeded is None:
+        seeded = state.seed_cache[key] = [r["id"] for r in state.seed.resources(kind) if matches(r, identity)]
+    history = state.history
+    found = [resource for rid in seeded if (kind, rid) not in history
+             and (resource := state.read(kind, rid)) is not None]
+    for written_kind, rid in history:
+        if written_kind == kind:
+            resource = state.read(kind, rid)
+            if resource is not None and matches(resource, identity):
+                found.append(resource)
+    return found
 
 
 def record_under_check(target: WriteTarget, created: list[str],

@@ -13,7 +13,7 @@ compares those bytes and parses the capture only when they differ.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, overload
 
 import msgspec
@@ -61,6 +61,7 @@ class Capture(Sequence[dict[str, Any]]):
         self.run_id, self.seq, self.body = run_id, seq, body
         self.matched: FoldedState | None = None  # the fold whose canonical JSON the body is
         self._versions: list[tuple[tuple[str, str], Any]] = []  # per entry: (type, id), meta.versionId
+        self._metas: list[bytes] = []  # per entry of a matched capture: its meta's raw JSON (empty: no meta)
         self._resources: list[dict[str, Any]] | None = None
         try:
             self._head_list: list[_Head] | None = _heads.decode(body)
@@ -91,6 +92,7 @@ class Capture(Sequence[dict[str, Any]]):
         history = state.history
         metas: dict[bytes, Any] = {}
         versions: list[tuple[tuple[str, str], Any]] = []
+        raw_metas: list[bytes] = []
         parts: list[bytes] = []
         for head in self._head_list:
             kind, rid = head.resourceType, head.id
@@ -117,10 +119,25 @@ class Capture(Sequence[dict[str, Any]]):
                 version = None
                 parts.append(pieces[2])
             versions.append((key, version))
+            raw_metas.append(meta)
         if b"[" + b", ".join(parts) + b"]" != self.body or len(set(key for key, _ in versions)) != len(versions):
             return False
         self._versions = versions
+        self._metas = raw_metas
         return True
+
+    def by_key(self) -> Mapping[tuple[Any, Any], dict[str, Any]]:
+        """The resources by (type, id), a later duplicate winning; a matched capture's are made when asked for."""
+        if self.matched is not None:
+            return _MatchedResources(self.matched, self._versions, self._metas)
+        return {(r.get("resourceType"), r.get("id")): r for r in self._parse()}
+
+    def untouched(self) -> set[tuple[str, str]]:
+        """(type, id) of what a matched capture holds exactly as seeded (no write before it); empty if unmatched."""
+        if self.matched is None:
+            return set()
+        history = self.matched.history
+        return {key for key, _ in self._versions if key not in history}
 
     def versions(self) -> list[tuple[tuple[str, str], Any]]:
         """Each entry's (type, id) and meta.versionId, in capture order (read from the fold it matched)."""
@@ -138,6 +155,40 @@ class Capture(Sequence[dict[str, Any]]):
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self._parse())
+
+
+class _MatchedResources(Mapping[tuple[Any, Any], dict[str, Any]]):
+    """A matched capture's resources by (type, id): each is the fold's resource with the capture's own meta.
+
+    The capture's bytes are that resource's canonical JSON, so this equals what parsing them gives (as a
+    value: keys may come in another order), without parsing the whole capture for the few a judge reads.
+    """
+
+    def __init__(self, state: FoldedState, versions: list[tuple[tuple[str, str], Any]], metas: list[bytes]):
+        self._state = state
+        self._metas = {key: meta for (key, _), meta in zip(versions, metas, strict=True)}
+        self._made: dict[tuple[Any, Any], dict[str, Any]] = {}
+
+    def __getitem__(self, key: tuple[Any, Any]) -> dict[str, Any]:
+        found = self._made.get(key)
+        if found is None:
+            meta = self._metas[key]
+            resource = self._state.read(*key)
+            assert resource is not None  # the capture matched: every entry is in the fold
+            found = {k: v for k, v in resource.items() if k != "meta"}
+            if meta:
+                found["meta"] = msgspec.json.decode(meta)
+            self._made[key] = found
+        return found
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._metas
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        return iter(self._metas)
+
+    def __len__(self) -> int:
+        return len(self._metas)
 
 
 def _meta_version(meta: bytes) -> Any:

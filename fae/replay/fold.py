@@ -134,6 +134,9 @@ class _Snapshot:
         return [r for t in self.resource_types() for r in self.resources(t)]
 
 
+_SEED_SNAPSHOT = object()  # the seed cache's key for the seed's own snapshot
+
+
 @dataclass
 class FoldedState(_Snapshot):
     """The state of a run's sandbox after some event: a StateView with version history."""
@@ -146,11 +149,16 @@ class FoldedState(_Snapshot):
     seed_cache: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        seed_by_type: dict[str, dict[str, dict[str, Any]]] = {}
-        for resource in self.seed_resources:
-            seed_by_type.setdefault(resource["resourceType"], {})[resource["id"]] = resource
-        self.seed = _Snapshot(seed_by_type)
-        super().__init__({t: dict(items) for t, items in seed_by_type.items()})
+        seed = self.seed_cache.get(_SEED_SNAPSHOT)
+        if seed is None:  # made once per seed: every fold of the seed reads the same snapshot
+            seed_by_type: dict[str, dict[str, dict[str, Any]]] = {}
+            for resource in self.seed_resources:
+                seed_by_type.setdefault(resource["resourceType"], {})[resource["id"]] = resource
+            seed = self.seed_cache[_SEED_SNAPSHOT] = _Snapshot(seed_by_type)
+        self.seed = seed
+        # copy on write: a type's resources are the seed's own mapping until a write to that type copies it
+        super().__init__(dict(seed._by_type))
+        self._copied: set[str] = set()
         self._engine: Any = None
 
     def written_refs(self) -> list[tuple[str, str]]:
@@ -167,7 +175,10 @@ class FoldedState(_Snapshot):
             seeded = self.seed.read(*key)
             self.history[key] = [Version(*key, "1", seeded, None, None, None)] if seeded is not None else []
         self.history[key].append(version)
-        items = self._by_type.setdefault(version.resource_type, {})
+        if version.resource_type not in self._copied:
+            self._copied.add(version.resource_type)
+            self._by_type[version.resource_type] = dict(self._by_type.get(version.resource_type, {}))
+        items = self._by_type[version.resource_type]
         if version.resource is None:
             items.pop(version.id, None)
         else:

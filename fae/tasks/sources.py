@@ -18,6 +18,7 @@ import hashlib
 import importlib
 import importlib.util
 import os
+from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
@@ -41,7 +42,9 @@ def add_task_dir(path: str | Path) -> Path:
     return directory
 
 
-def _from_entry_points() -> list[Path]:
+@lru_cache(maxsize=1)
+def _from_entry_points() -> tuple[Path, ...]:
+    """The installed plugins' task directories, found once per process (a scan of every installed package)."""
     found = []
     for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
         try:
@@ -52,7 +55,7 @@ def _from_entry_points() -> list[Path]:
         if not directory.is_dir():
             raise TaskError(f"task plugin {point.name!r} names {directory}, which is not a directory")
         found.append(directory.resolve())
-    return found
+    return tuple(found)
 
 
 def task_dirs() -> tuple[Path, ...]:

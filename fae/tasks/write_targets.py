@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from fae.tasks.checks import values
@@ -146,10 +147,16 @@ def ordered_targets(targets: list[WriteTarget]) -> list[WriteTarget]:
 
 def suite_targets(task_id: str, variation: int) -> list[WriteTarget]:
     """The records a suite task's variation asks the agent to write (empty where its spec names none)."""
+    return list(_suite_targets(task_id, variation))
+
+
+@lru_cache(maxsize=1024)
+def _suite_targets(task_id: str, variation: int) -> tuple[WriteTarget, ...]:
+    """Made once per variation, as its rendering is (``rendered_task``): every repeat asks for the same records."""
     found = rendered_task(task_id, variation)
     if found is None:
-        return []
+        return ()
     task, rendered = found
     if not_covered(rendered.check_spec, task.writes) is not None:
-        return []
-    return spec_targets(rendered.check_spec, bundle_resources(rendered.seed_bundle))
+        return ()
+    return tuple(spec_targets(rendered.check_spec, bundle_resources(rendered.seed_bundle)))

@@ -81,3 +81,24 @@ def test_an_unreadable_capture_is_refused_even_where_a_partial_read_would_pass(r
     run = _runs(replay_log)[0]
     with pytest.raises(ReplayDrift, match="unreadable"):
         Capture(run.run_id, 1, body).check(fold_state(run))
+
+
+def test_a_matched_capture_by_key_is_the_parsed_capture_and_untouched_names_only_unwritten_seeds(replay_log):
+    seen_written = False
+    for run in _runs(replay_log):
+        capture = read_capture(run)
+        state = fold_state(run, capture.seq)
+        capture.check(state)
+        parsed = {(r.get("resourceType"), r.get("id")): r for r in json.loads(capture.body)}
+        by_key = capture.by_key()
+        assert list(by_key) == list(parsed) and dict(by_key) == parsed, run.run_id
+        untouched = capture.untouched()
+        if capture.matched is None:
+            assert untouched == set()
+            continue
+        assert capture._resources is None  # read from the fold, never parsed
+        assert untouched == {key for key in parsed if key not in state.history}
+        assert all(parsed[key] == {**state.seed.read(*key), "meta": parsed[key]["meta"]} for key in untouched
+                   if "meta" in parsed[key])
+        seen_written |= bool(set(parsed) - untouched)
+    assert seen_written  # some run wrote a resource the capture holds: it is not called untouched

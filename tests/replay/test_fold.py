@@ -8,6 +8,7 @@ import duckdb
 
 from fae.replay import captured_resources, fold_state, fold_transcript, load_run, state_drift
 from fae.replay.fold import fhir_exchanges
+from fae.store.events import SandboxSeeded
 from fae.store.log import EventLog
 
 BOOK = "sched-book-appointment.v1.gold"
@@ -98,3 +99,25 @@ def test_the_transcript_folds_tool_calls_and_answer(replay_log):
     assert [c.tool for c in transcript.tool_calls] == ["createResource", "getResourceById", "updateResource"]
     assert transcript.answer.startswith("<PATIENT>") and transcript.stop_reason == "answered"
     assert not any(c.is_error for c in transcript.tool_calls)
+
+
+def test_folds_of_one_seed_share_it_but_never_each_others_writes(replay_log):
+    with EventLog(replay_log, read_only=True) as log:
+        _, rows = log.query("SELECT run_id FROM runs ORDER BY run_id")
+        runs = [load_run(log, run_id) for (run_id,) in rows]
+    by_seed: dict[str, list] = {}
+    for run in runs:
+        seeded = run.first(SandboxSeeded)
+        if seeded is not None:
+            by_seed.setdefault(seeded.event.seed_blob, []).append(run)
+    checked = 0
+    for group in by_seed.values():
+        folds = [fold_state(run) for run in group]  # folded one after another, sharing the seed's snapshot
+        for state in folds:
+            untouched = {(r["resourceType"], r["id"]) for r in state.seed_resources} - set(state.history)
+            for other in folds:
+                for key in set(other.history) - set(state.history):
+                    checked += 1
+                    assert state.read(*key) is (state.seed.read(*key) if key in untouched else None)
+            assert state.seed.all() == sorted(state.seed_resources, key=lambda r: (r["resourceType"], r["id"]))
+    assert checked  # some runs of one seed wrote what the others did not
