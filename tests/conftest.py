@@ -1,4 +1,5 @@
 import os
+from typing import Any
 
 import pytest
 
@@ -8,6 +9,35 @@ pytest_plugins = ["tests.ray_cluster"]
 # tests record: they record in one process. tests/harness/test_upstream_process.py,
 # test_signals.py and test_resume.py record in two, as `fae record` does by default.
 os.environ.setdefault("FAE_RECORD_PROCESSES", "1")
+# xdist's workers inherit COLUMNS=80 from execnet; the commands' output must not depend on how tests are run
+for _variable in ("COLUMNS", "LINES"):
+    os.environ.pop(_variable, None)
+
+SESSION_LOG_DIRS = ("tests/judge/", "tests/replay/")
+"""Directories whose conftest records a log once per session: their tests share one xdist worker."""
+
+
+def worker_group(nodeid: str) -> str:
+    """Which tests run on one xdist worker, in order: a session log's directory, else one test module.
+
+    The Ray tests join the judge tests (one cluster a session; the rejudge test reads the judge tests' log).
+    """
+    module = nodeid.split("::", 1)[0]
+    if os.path.basename(module).startswith("test_ray_"):
+        return "tests/judge/"
+    return next((folder for folder in SESSION_LOG_DIRS if module.startswith(folder)), module)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Whole groups to a worker (xdist's own loadgroup reads markers that pytest 9 no longer puts in test ids)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+    return GroupScheduling(config, log)
 
 
 @pytest.fixture

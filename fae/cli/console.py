@@ -20,7 +20,8 @@ def _width(stream: Any) -> int | None:
 
 
 out = Console(highlight=False, width=_width(sys.stdout))
-err = Console(stderr=True, highlight=False, emoji=False, width=_width(sys.stderr))
+# messages are never folded: a path or a hint split over lines cannot be copied (the terminal wraps them)
+err = Console(stderr=True, highlight=False, emoji=False, width=_width(sys.stderr), soft_wrap=True)
 
 ID_COLUMNS = ("run_id", "run", "task_id", "task", "batch")
 """Columns whose values are identifiers: kept on one line, never split mid-word."""

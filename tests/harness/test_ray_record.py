@@ -19,6 +19,8 @@ from fae.store.live import LogReader
 from fae.store.log import EventLog
 from tests.run_report import why_not_finished
 
+pytestmark = pytest.mark.timeout(900)  # a cluster of two nodes on a loaded 2-core machine starts slowly
+
 TASK = "builtin-create-patient"
 
 
