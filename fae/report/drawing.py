@@ -1,7 +1,8 @@
 """The report's figures drawn by child processes: each loads matplotlib while the parent still runs the SQL.
 
 Loading matplotlib and drawing eleven figures take longer than the study's queries at 100k runs; started
-first, the children have matplotlib ready when the tables are, and draw their shares side by side. A child
+first, the children have matplotlib ready when the figures' tables are, and draw their shares side by side
+while the parent computes the tables no figure needs. A child
 is a fresh interpreter (``python -m fae.report.drawing``), not a fork: DuckDB's threads are running by then.
 The job goes to it and its figures come back pickled over its pipes (both ends run this same code).
 """
@@ -12,7 +13,7 @@ import os
 import pickle
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from types import TracebackType
 
@@ -25,7 +26,7 @@ SOURCE = str(Path(__file__).resolve().parents[2])  # the directory that holds th
 
 
 class Drawing:
-    """``workers`` child processes, started now, that draw the report's figures when ``draw`` is called."""
+    """``workers`` child processes, started now, that draw the report's figures once ``send`` gives them data."""
 
     def __init__(self, workers: int = min(2, os.cpu_count() or 1)):
         self.drawn = False
@@ -34,13 +35,22 @@ class Drawing:
         self.children = [subprocess.Popen([sys.executable, "-m", "fae.report.drawing"], stdin=subprocess.PIPE,
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
                          for _ in range(max(1, workers))]
+        self.pool = ThreadPoolExecutor(len(self.children))  # feeds and reads every child at once
+        self.outputs: list[Future[tuple[bytes, bytes]]] = []
 
-    def draw(self, study: Study, distributions: dict[str, Distribution]) -> list[Figure]:
-        """Every figure the data allows, in report order; the children take the names in turn."""
+    def send(self, study: Study, distributions: dict[str, Distribution]) -> None:
+        """Give the children the figures' data and return: they draw while this process computes the rest.
+
+        ``study`` needs only the tables the figures read (FIGURE_TABLES); the children take the names in turn.
+        """
         shares = [FIGURES[i::len(self.children)] for i in range(len(self.children))]
         jobs = [pickle.dumps((study, distributions, share)) for share in shares]
-        with ThreadPoolExecutor(len(self.children)) as pool:  # feed and read every child at once
-            outputs = list(pool.map(lambda child, job: child.communicate(job), self.children, jobs))
+        self.outputs = [self.pool.submit(child.communicate, job) for child, job in zip(self.children, jobs,
+                                                                                         strict=True)]
+
+    def figures(self) -> list[Figure]:
+        """Every figure the data sent allows, in report order, once the children have drawn them."""
+        outputs = [output.result() for output in self.outputs]
         self.drawn = True
         drawn: dict[str, Figure] = {}
         for child, (out, err) in zip(self.children, outputs, strict=True):
@@ -50,15 +60,24 @@ class Drawing:
             drawn.update((f.name, f) for f in pickle.loads(out))
         return [drawn[name] for name in FIGURES if name in drawn]
 
+    def draw(self, study: Study, distributions: dict[str, Distribution]) -> list[Figure]:
+        """``send`` then ``figures``."""
+        self.send(study, distributions)
+        return self.figures()
+
     def close(self) -> None:
         """Stop the children that have not drawn (the report failed before it drew)."""
-        if self.drawn:
-            return
-        for child in self.children:
-            if child.poll() is None:
-                child.kill()
-            child.communicate()
-        self.drawn = True
+        if not self.drawn:
+            for child in self.children:
+                if child.poll() is None:
+                    child.kill()
+            if self.outputs:
+                wait(self.outputs)  # each feeder returns once its child is gone
+            else:
+                for child in self.children:
+                    child.communicate()
+            self.drawn = True
+        self.pool.shutdown()
 
     def __enter__(self) -> Drawing:
         return self
