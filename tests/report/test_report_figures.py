@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import subprocess
 import sys
 
 import duckdb
+import matplotlib
 import numpy as np
 import pytest
 from matplotlib import cbook
@@ -14,9 +17,9 @@ from matplotlib import cbook
 from fae.errors import FaeError
 from fae.report.distributions import GRID, distribution
 from fae.report.drawing import Drawing
-from fae.report.figures import _violin_stats
-from fae.report.scope import Scope
-from fae.report.study import Study
+from fae.report.figures import STYLE, _legend, _new, _svg, _tick, _violin_stats
+from fae.report.scope import FIGURE_TABLES, Scope
+from fae.report.study import Study, compute_study
 from fae.store.log import EventLog
 from tests.report.synthetic import build
 
@@ -103,3 +106,40 @@ print(json.dumps(sorted(m for m in ("matplotlib", "fae.api", "langchain_core", "
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_a_figure_is_cropped_to_the_same_box_as_bbox_inches_tight():
+    # rotated two-line labels reach left of the axes and a legend sits outside them, right: both must fit
+    with matplotlib.rc_context(STYLE):  # the report's style: its ids are seeded, so both SVGs can be equal
+        fig, ax = _new(7.0)
+        labels = [f"experiment-{i}/phase-{i}\nlangchain:memory-spec+specs-{i}" for i in range(6)]
+        ax.bar(range(6), [10, 250, 40, 3000, 0, 99], 0.6, yerr=[5] * 6, label="a very long legend entry " * 3)
+        _tick(ax, labels)
+        ax.set_ylabel("tokens")
+        _legend(ax)
+        tight = io.StringIO()
+        fig.savefig(tight, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+        cropped = _svg(fig)
+    assert cropped == re.sub(r"^.*?(<svg\b)", r"\1", tight.getvalue(), count=1, flags=re.S)
+
+
+def test_the_figures_tables_reach_the_drawing_before_the_others_are_computed(log):
+    computed: list[str] = []
+
+    class Watched:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def query(self, sql, params=None):
+            computed.append(sql)
+            return self.inner.query(sql, params)
+
+    sent: list[tuple[list[str], int]] = []
+    with EventLog(log, read_only=True) as opened:
+        found = compute_study(Watched(opened), first=FIGURE_TABLES,
+                              ready=lambda early: sent.append((list(early.tables), len(computed))))
+        whole = compute_study(opened)
+    assert sent == [(["overview", *FIGURE_TABLES], sent[0][1])]
+    assert sent[0][1] < len(computed)  # the rest came after
+    assert list(found.tables) == list(whole.tables) and found.shared_model == whole.shared_model
+    assert all(found[name].rows == whole[name].rows for name in whole.tables)
