@@ -1,8 +1,9 @@
-"""The report's figures drawn by child processes: each loads matplotlib while the parent still runs the SQL.
+"""The report's figures drawn by a child process: it loads matplotlib while the parent still runs the SQL.
 
-Loading matplotlib and drawing eleven figures take longer than the study's queries at 100k runs; started
-first, the children have matplotlib ready when the figures' tables are, and draw their shares side by side
-while the parent computes the tables no figure needs. A child
+Loading matplotlib and drawing eleven figures take about as long as the study's queries at 100k runs;
+started first, the child has matplotlib ready when the figures' tables are, and draws while the parent
+computes the tables no figure needs. One child, by default: a second draws half the figures but loads
+matplotlib again (seconds of CPU), which on a 2-core machine with other work costs more than it saves. A child
 is a fresh interpreter (``python -m fae.report.drawing``), not a fork: DuckDB's threads are running by then.
 The job goes to it and its figures come back pickled over its pipes (both ends run this same code).
 """
@@ -28,7 +29,7 @@ SOURCE = str(Path(__file__).resolve().parents[2])  # the directory that holds th
 class Drawing:
     """``workers`` child processes, started now, that draw the report's figures once ``send`` gives them data."""
 
-    def __init__(self, workers: int = min(2, os.cpu_count() or 1)):
+    def __init__(self, workers: int = 1):
         self.drawn = False
         path = os.environ.get("PYTHONPATH")
         env = dict(os.environ, PYTHONPATH=SOURCE + (os.pathsep + path if path else ""))
@@ -93,6 +94,8 @@ def main() -> None:
 
     study, distributions, names = pickle.load(sys.stdin.buffer)
     sys.stdout.buffer.write(pickle.dumps(draw(study, distributions, names)))
+    sys.stdout.buffer.flush()
+    os._exit(0)  # the figures are out: tearing down matplotlib's modules would only delay the parent
 
 
 if __name__ == "__main__":
