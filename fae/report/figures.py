@@ -6,6 +6,7 @@ import io
 import re
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import fields, replace
 from typing import Any, cast
 
 import matplotlib
@@ -271,9 +272,28 @@ def _makers(study: Study, distributions: dict[str, Distribution]) -> dict[str, C
 
 def draw(study: Study, distributions: dict[str, Distribution], names: tuple[str, ...] = FIGURES) -> list[Figure]:
     """The figures named (default every one) that the study's data allows, in report order."""
+    study = replace(study, tables={name: replace(t, rows=[_steady(r) for r in t.rows])
+                                   for name, t in study.tables.items()})
+    distributions = {name: replace(d, spreads=[_steady(s) for s in d.spreads]) for name, d in distributions.items()}
     makers = _makers(study, distributions)
     with matplotlib.rc_context(STYLE):
         return [f for f in (makers[name]() for name in FIGURES if name in names) if f is not None]
+
+
+def _steady(value: Any) -> Any:
+    """Floats to 12 significant digits, in rows, tuples and spreads alike.
+
+    DuckDB sums in parallel, so an average or a variance over 100k runs can differ in its last bit from one
+    run of the same log to the next; drawn as it is, that bit reaches the SVG (its clip-path ids hash the
+    exact coordinates) and the same log would not give the same bytes.
+    """
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, tuple):
+        return tuple(_steady(v) for v in value)
+    if isinstance(value, Spread):
+        return replace(value, **{f.name: _steady(getattr(value, f.name)) for f in fields(value)})
+    return value
 
 
 def _cv_long(table: Table) -> Table:
