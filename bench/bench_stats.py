@@ -12,6 +12,7 @@ process and its children, user + system: the number a shared machine stretches l
 command alternately with this tree's, so both see the same load; --rounds repeats that.
 
     uv run python bench/bench_stats.py [--runs 100000] [--keep PATH] [--against SRC] [--rounds N]
+                                       [--only stats|report]
 """
 
 from __future__ import annotations
@@ -153,6 +154,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="Build (or reuse) the log here.")
     parser.add_argument("--against", type=Path, help="Another revision's source tree, timed alternately.")
     parser.add_argument("--rounds", type=int, default=1, help="Time every command this many times.")
+    parser.add_argument("--only", choices=("stats", "report"), help="Time only `fae stats` or only `fae report`.")
     args = parser.parse_args()
     trees = {"this": Path(__file__).resolve().parents[1]}
     if args.against:
@@ -167,6 +169,8 @@ def main() -> None:
                     "fae stats --json": ["stats", "--log", str(path), "--json"],
                     "fae stats -t success": ["stats", "--log", str(path), "--table", "success"],
                     "fae report": ["report", "--log", str(path)]}
+        if args.only:
+            commands = {name: argv for name, argv in commands.items() if argv[0] == args.only}
         print(f"{os.cpu_count()} cores; wall and CPU seconds per command ({' | '.join(trees)}); load average "
               "before each (timings stretch on a shared machine)")
         pages: dict[str, set[bytes]] = {name: set() for name in trees}
@@ -185,6 +189,9 @@ def main() -> None:
         if args.rounds > 1:
             print("the same log gave the same report bytes every round: "
                   + ", ".join(f"{tree} {'yes' if len(found) == 1 else 'NO'}" for tree, found in pages.items()))
+        if len(trees) > 1 and all(pages.values()):
+            print("both trees wrote the same report bytes: "
+                  + ("yes" if len({page for found in pages.values() for page in found}) == 1 else "no"))
 
 
 if __name__ == "__main__":

@@ -32,3 +32,13 @@ def test_arguments_and_values_get_conventional_placeholders():
     assert "Usage: fae show [OPTIONS] RUN_ID" in _help(["show"])
     record = _help(["record"])
     assert "--log" in record and "PATH" in record and "TEXT (repeatable)" in record
+
+
+def test_starting_the_cli_loads_none_of_the_heavy_parts():
+    # numpy, httpx, starlette and fhirpathpy load in the commands that use them, not for `fae stats` or --help
+    script = ("import json, sys; from typer.testing import CliRunner; from fae.cli.main import app; "
+              "assert CliRunner().invoke(app, ['--help']).exit_code == 0; "
+              "print(json.dumps([m for m in ('numpy', 'httpx', 'starlette', 'fhirpathpy') if m in sys.modules]))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"

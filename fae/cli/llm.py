@@ -8,10 +8,7 @@ from typing import Annotated
 import typer
 
 from fae.errors import FaeError
-from fae.llm.app import MAX_FAULT_DELAY_S, MODELS, create_app
-from fae.llm.plan_registry import PlanRegistry, load_plans_dir
-from fae.llm.suite_plans import SuitePlans
-from fae.util.listen import listen, serve_forever
+from fae.util.limits import MAX_FAULT_DELAY_S
 
 app = typer.Typer(
     help="A local OpenAI-compatible server that plays scripted behaviours.", no_args_is_help=True
@@ -43,6 +40,11 @@ def serve(
     ] = 30.0,
 ) -> None:
     """Serve /v1/chat/completions, /v1/responses, /v1/embeddings and /v1/models on HOST:PORT."""
+    from fae.llm.app import MODELS, create_app  # starlette and the suite load only when serving
+    from fae.llm.plan_registry import PlanRegistry, load_plans_dir
+    from fae.llm.suite_plans import SuitePlans
+    from fae.util.listen import listen, serve_forever
+
     try:
         fallback = SuitePlans().find if suite else None
         registry = load_plans_dir(plans, fallback=fallback) if plans is not None else PlanRegistry(fallback=fallback)

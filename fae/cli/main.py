@@ -69,6 +69,8 @@ def _options(
         show_default=False)] = [],
 ) -> None:
     """fae: record, replay and judge LLM agents that act on FHIR servers."""
+    if not tasks_dir:
+        return  # the task package (fhirpathpy with it) loads only for the commands that use tasks
     from fae.tasks.sources import add_task_dir
 
     for directory in tasks_dir:

@@ -4,18 +4,27 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import msgspec
 import typer
 
 from fae.errors import FaeError
 from fae.plan import plan_to_dict
-from fae.tasks.suite import load_suite, load_task_dir
+
+if TYPE_CHECKING:
+    from fae.tasks.suite import Suite
 
 app = typer.Typer(
     help="The task suite: list tasks, show one, render a variation.", no_args_is_help=True
 )
+
+
+def _suite() -> Suite:
+    """The task suite, loaded only by the commands that use it (with fhirpathpy: a second of start-up)."""
+    from fae.tasks.suite import load_suite
+
+    return load_suite()
 
 
 def _fail(exc: FaeError) -> NoReturn:
@@ -29,7 +38,7 @@ def list_tasks(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
     """One line per task: id, family, difficulty, writes, title."""
-    suite = load_suite()
+    suite = _suite()
     for task in suite.values():
         if family and task.family != family:
             continue
@@ -46,7 +55,7 @@ def show(
 ) -> None:
     """A task's definition: metadata, prompt template and check spec."""
     try:
-        task = load_suite()[task_id]
+        task = _suite()[task_id]
     except FaeError as exc:
         _fail(exc)
     typer.echo(
@@ -67,7 +76,7 @@ def render(
 ) -> None:
     """One variation: prompt, fixed now, parameters, gold plan, check spec and seed bundle."""
     try:
-        rendered = load_suite()[task_id].render(variation)
+        rendered = _suite()[task_id].render(variation)
     except FaeError as exc:
         _fail(exc)
     parts = {
@@ -111,6 +120,7 @@ def check(
 
     from fae.cli.console import out
     from fae.harness.task_check import check_tasks
+    from fae.tasks.suite import load_task_dir
 
     try:
         lo, _, hi = variations.partition("-")

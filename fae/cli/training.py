@@ -11,8 +11,7 @@ import typer
 from fae.cli.console import err, out, table
 from fae.cli.progress import progress
 from fae.errors import FaeError
-from fae.harness.training import MAX_TRIALS, MAX_VARIATIONS, train
-from fae.memory.embeddings import DEFAULT_SPEC, embedder_from_spec
+from fae.util.limits import DEFAULT_EMBEDDER_SPEC, MAX_TRIALS, MAX_VARIATIONS
 
 
 def _ints(text: str) -> list[int]:
@@ -37,13 +36,16 @@ def train_memory(
     evaluator_model: Annotated[str, typer.Option(help="Evaluator model.")] = "scripted:evaluator",
     reflector_model: Annotated[str, typer.Option(help="Reflector model.")] = "scripted:reflector",
     embedder: Annotated[str, typer.Option(
-        help="Embedding backend: static, hashed-bow or openai:MODEL.")] = DEFAULT_SPEC,
+        help="Embedding backend: static, hashed-bow or openai:MODEL.")] = DEFAULT_EMBEDDER_SPEC,
     embeddings_url: Annotated[str | None, typer.Option(help="Base URL for an openai:MODEL embedder.")] = None,
     specs: Annotated[bool, typer.Option(help="Ground the reflector in the FHIR R4 specs server.")] = False,
     api_key: Annotated[str | None, typer.Option(help="API key for the LLM endpoint.", envvar="OPENAI_API_KEY")] = None,
 ) -> None:
     """Reflexion training: run tasks, judge each run, and store the reflections in a memory store."""
     import anyio
+
+    from fae.harness.training import train  # numpy, httpx and the agents load only for this command
+    from fae.memory.embeddings import embedder_from_spec
 
     try:
         chosen = _ints(variations)

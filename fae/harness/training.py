@@ -22,9 +22,8 @@ from fae.errors import FaeError, RecordError
 from fae.memory.embeddings import DEFAULT_SPEC, Embedder, embedder_from_spec
 from fae.memory.reflection_store import MemoryStore
 from fae.memory.reflexion import RunView, reflect_run, specs_grounding
+from fae.util.limits import MAX_TRIALS, MAX_VARIATIONS
 
-MAX_VARIATIONS = 2
-MAX_TRIALS = 2
 RUN_PREFIX = "train."
 ACTOR = "verifier"
 

@@ -31,6 +31,7 @@ from fae.llm.embeddings import DEFAULT_DIMENSIONS, embed, to_base64
 from fae.llm.plan_registry import PlanRegistry, entry_from_dict, entry_to_dict
 from fae.llm.responses import messages_from_input, response_body
 from fae.llm.tool_choice import RequestRefused, choice_count, shaped, tool_policy
+from fae.util.limits import MAX_FAULT_DELAY_S
 
 FAULT_429 = "fault:429"
 FAULT_500 = "fault:500"
@@ -40,7 +41,6 @@ FAULT_429_THEN_OK = "fault:429-then-ok"
 FAULT_MODELS = (FAULT_429, FAULT_500, FAULT_TIMEOUT, FAULT_GARBAGE, FAULT_429_THEN_OK)
 EMBEDDING_MODEL = "hashed-bow"
 MODELS = (*behaviours.SCRIPTED_MODELS, *FAULT_MODELS, EMBEDDING_MODEL)
-MAX_FAULT_DELAY_S = 300.0
 GARBAGE = b'{"id": "chatcmpl-garbage", "object": "chat.completion", "choices": [{"message": {"ro'
 _REMEMBERED_REFUSALS = 4096
 

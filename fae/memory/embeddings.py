@@ -22,8 +22,9 @@ import httpx
 import numpy as np
 
 from fae.memory.errors import EmbeddingError
+from fae.util.limits import DEFAULT_EMBEDDER_SPEC
 
-DEFAULT_SPEC = "static"
+DEFAULT_SPEC = DEFAULT_EMBEDDER_SPEC
 STATIC_NAME = "static:tokenlearn-static-model"
 HASHED_NAME = "hashed-bow"
 

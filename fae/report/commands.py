@@ -14,7 +14,7 @@ from fae.report.cache import cached_scope
 from fae.report.distributions import all_distributions
 from fae.report.drawing import Drawing
 from fae.report.html import write_report
-from fae.report.scope import Scope
+from fae.report.scope import FIGURE_TABLES, Scope
 from fae.report.source import study_log
 from fae.report.study import Study, compute_study
 
@@ -39,7 +39,10 @@ def report(log: str | Path, output: str | Path, *, experiment: str | None = None
     scope = Scope(experiment, phase)
     with Drawing() as drawing:  # matplotlib loads in the children while the queries run here
         with study_log(log) as opened, cached_scope(opened, scope) as source:
-            found = compute_study(source, scope, prices=dict(prices or {}), pairs=list(pairs) if pairs else None)
-            spreads = all_distributions(source, found)
-        figures = drawing.draw(found, spreads)
+            def draw(tables: Study) -> None:  # the children draw while the tables no figure reads are computed
+                drawing.send(tables, all_distributions(source, tables))
+
+            found = compute_study(source, scope, prices=dict(prices or {}), pairs=list(pairs) if pairs else None,
+                                  first=FIGURE_TABLES, ready=draw)
+        figures = drawing.figures()
     return write_report(found, figures, output, log_name=Path(log).name)

@@ -6,12 +6,14 @@ import io
 import re
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import fields, replace
 from typing import Any, cast
 
 import matplotlib
 import numpy as np
 from matplotlib import cbook
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_svg import RendererSVG
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.typing import RcKeyType
@@ -27,8 +29,18 @@ COLORS = ("#3b6ea8", "#d9822b", "#4a9a5b", "#b8443f", "#7d5ba6", "#8c6d4f", "#c7
 
 
 def _svg(fig: MplFigure) -> str:
+    """The figure cropped to its ink, as ``bbox_inches="tight"`` crops it, but laid out once, not drawn twice.
+
+    The bars, lines and violins are clipped to the axes, so only the labels, ticks and legend can reach
+    past them: leaving the rest out of the layout gives the same box without measuring every artist.
+    """
+    for ax in fig.axes:
+        for artist in (*ax.patches, *ax.lines, *ax.collections):
+            artist.set_in_layout(False)
+    width, height = fig.get_size_inches() * 72
+    box = fig.get_tightbbox(RendererSVG(width, height, io.StringIO())).padded(0.1)  # savefig's tight pad
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    fig.savefig(buffer, format="svg", bbox_inches=box, metadata={"Date": None, "Creator": None})
     text = buffer.getvalue()
     return re.sub(r"^.*?(<svg\b)", r"\1", text, count=1, flags=re.S)  # drop the XML prologue and doctype
 
@@ -62,7 +74,7 @@ def _labels(table: Table, model: str | None) -> tuple[bool, list[str]]:
 
 
 def _new(width: float, height: float = 3.6) -> tuple[MplFigure, Axes]:
-    fig = MplFigure(figsize=(min(max(width, 7.0), 12.0), height))
+    fig = MplFigure(figsize=(min(max(width, 7.0), 12.0), height), dpi=72)  # the SVG dpi: layout measures as it draws
     return fig, fig.add_subplot()
 
 
@@ -260,9 +272,28 @@ def _makers(study: Study, distributions: dict[str, Distribution]) -> dict[str, C
 
 def draw(study: Study, distributions: dict[str, Distribution], names: tuple[str, ...] = FIGURES) -> list[Figure]:
     """The figures named (default every one) that the study's data allows, in report order."""
+    study = replace(study, tables={name: replace(t, rows=[_steady(r) for r in t.rows])
+                                   for name, t in study.tables.items()})
+    distributions = {name: replace(d, spreads=[_steady(s) for s in d.spreads]) for name, d in distributions.items()}
     makers = _makers(study, distributions)
     with matplotlib.rc_context(STYLE):
         return [f for f in (makers[name]() for name in FIGURES if name in names) if f is not None]
+
+
+def _steady(value: Any) -> Any:
+    """Floats to 12 significant digits, in rows, tuples and spreads alike.
+
+    DuckDB sums in parallel, so an average or a variance over 100k runs can differ in its last bit from one
+    run of the same log to the next; drawn as it is, that bit reaches the SVG (its clip-path ids hash the
+    exact coordinates) and the same log would not give the same bytes.
+    """
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, tuple):
+        return tuple(_steady(v) for v in value)
+    if isinstance(value, Spread):
+        return replace(value, **{f.name: _steady(getattr(value, f.name)) for f in fields(value)})
+    return value
 
 
 def _cv_long(table: Table) -> Table:

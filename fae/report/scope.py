@@ -58,6 +58,9 @@ class Table:
 FIGURES = ("fig-success", "fig-success-difficulty", "fig-success-family", "fig-pass-k", "fig-variance",
            "fig-tool-errors", "fig-failure-modes", "fig-calls", "fig-tokens", "fig-tokens-difficulty", "fig-token-cv")
 
+# the study's tables the figures read (with the overview), computed first so that drawing can start
+FIGURE_TABLES = ("success", "pass_k", "variance", "tool_errors_by_resource_type", "failure_modes", "token_cv")
+
 
 @dataclass(frozen=True)
 class Figure:

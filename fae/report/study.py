@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from fae.errors import FaeError
@@ -36,8 +36,13 @@ def parse_price(text: str) -> tuple[str, tuple[float, float]]:
 
 
 def compute_study(log: Queryable, scope: Scope | None = None, *, prices: dict[str, tuple[float, float]] | None = None,
-                  pairs: list[tuple[str, str]] | None = None, only: set[str] | None = None) -> Study:
-    """Every analysis of the runs in ``scope`` (or the tables named in ``only``), each with its SQL."""
+                  pairs: list[tuple[str, str]] | None = None, only: set[str] | None = None,
+                  first: Collection[str] = (), ready: Callable[[Study], None] | None = None) -> Study:
+    """Every analysis of the runs in ``scope`` (or the tables named in ``only``), each with its SQL.
+
+    The tables named in ``first`` (and the overview) are computed before the others and handed to ``ready``
+    as a study of their own, so that work on them (the report's drawing) overlaps the rest.
+    """
     scope = scope or Scope()
     _, found = log.query(f"WITH {scope.cte()} SELECT count(*) FROM scope")
     if not found[0][0]:
@@ -62,10 +67,17 @@ def compute_study(log: Queryable, scope: Scope | None = None, *, prices: dict[st
     unknown = sorted((only or set()) - set(makers))
     if unknown:
         raise FaeError(f"no table {unknown[0]!r}; tables: {', '.join(makers)}")
-    study = Study(scope)
     wanted = [name for name in makers if not only or name in only or name == "overview"]
-    study.tables = {t.name: t for t in (makers[name]() for name in wanted) if t is not None}
-    names = {str(r[2]) for r in study.tables["overview"].rows}
+    made = {name: makers[name]() for name in wanted if name == "overview" or name in first}
+    shared_model = _shared_model(made["overview"])
+    if ready:
+        ready(Study(scope, {n: t for n, t in made.items() if t is not None}, shared_model))
+    made.update((name, makers[name]()) for name in wanted if name not in made)
+    return Study(scope, {n: t for n in wanted if (t := made[n]) is not None}, shared_model)
+
+
+def _shared_model(overview: Table | None) -> str | None:
+    """The model every configuration names (``…@MODEL``), if they all share one."""
+    names = {str(r[2]) for r in overview.rows} if overview else set()
     models = {n.rpartition("@")[2] for n in names if "@" in n}
-    study.shared_model = models.pop() if len(models) == 1 and all("@" in n for n in names) else None
-    return study
+    return models.pop() if len(models) == 1 and all("@" in n for n in names) else None
