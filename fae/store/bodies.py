@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import zstandard
 
 from fae.errors import StoreError
-from fae.store.files import PRIVATE_MODE, refuse_link
+from fae.store.files import PRIVATE_MODE, fsync_dir, refuse_link
 
 if TYPE_CHECKING:
     from fae.store.secrets import SecretValues
@@ -91,14 +91,6 @@ def _private_dir(path: Path) -> None:
         raise StoreError(f"{path} is not a folder fae made; it holds the log's large bodies")
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_body(log_path: Path, body: Body, secrets: SecretValues, *, fsync: bool = False) -> tuple[str, int]:
     """Store a body in its side file, scrubbed of ``secrets``; returns the stored content's hash and length."""
     top = bodies_dir(log_path)
@@ -125,7 +117,7 @@ def write_body(log_path: Path, body: Body, secrets: SecretValues, *, fsync: bool
         _private_dir(final.parent)
         os.replace(temporary, final)  # the same name always holds the same content
         if fsync:
-            _fsync_dir(final.parent)
+            fsync_dir(final.parent)
     except OSError as exc:
         temporary.unlink(missing_ok=True)
         raise StoreError(f"cannot write a body of {log_path} to {top}: {exc.strerror or exc}") from None

@@ -62,3 +62,12 @@ def write_private(path: Path, data: bytes) -> None:
         raise StoreError(f"cannot create {path}: {exc.strerror}") from None
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a new file's directory entry durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

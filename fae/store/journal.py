@@ -27,6 +27,7 @@ from pathlib import Path
 import msgspec
 
 from fae.errors import StoreError
+from fae.store.files import fsync_dir
 from fae.store.log import Batch, EventRow, RunRow, RunUpdate, VerdictBatchCompleted, VerdictBatchStarted, VerdictRow
 
 
@@ -70,15 +71,6 @@ def read_segment(path: Path) -> Iterator[Batch]:
                     external=record.external)
 
 
-def _fsync_dir(directory: Path) -> None:
-    """Make a new file's directory entry durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class Journal:
     """Appends batches to the current segment; ``seal`` starts a new one."""
 
@@ -96,7 +88,7 @@ class Journal:
             self._fd = os.open(self.current, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL | os.O_NOFOLLOW,
                                0o600)
             if self.fsync:
-                _fsync_dir(self.log_path.parent)
+                fsync_dir(self.log_path.parent)
         except OSError as exc:
             raise StoreError(f"cannot write the journal of {self.log_path}: {exc.strerror}") from None
         self.records = 0
