@@ -70,19 +70,23 @@ def test_a_killed_actor_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_pa
     first = api.record(log, [TASK], variations=range(8), ray="auto", ray_actors=2, concurrency=2,
                        on_progress=kill_actor_one)
     assert killed, "actor 1 was never seen holding its shard"
-    assert first.interrupted_marked >= 1, f"the kill caught no run in flight: {first}"
+    # a run in flight is in the shard (stored interrupted) or, killed before its first batch was journaled, not
+    # in the log at all: either way it is not finished, and --resume records it
+    lost = sum(1 for _, status in first.runs if status == "lost with its actor")
+    assert lost >= 1 and first.interrupted_marked <= lost, f"the kill caught no run in flight: {first}"
     assert not shard_dir(log).exists()  # merged, then removed
     after_kill = _runs(log)
     assert {status for _, _, status in after_kill} <= {"finished", "interrupted"}, after_kill
     assert Counter(status for _, _, status in after_kill)["interrupted"] == first.interrupted_marked
 
     again = api.record(log, [TASK], variations=range(8), ray="auto", ray_actors=2, concurrency=2, resume=True)
-    assert again.skipped == 8 - first.interrupted_marked, again
+    assert again.skipped == 8 - lost, again
     runs = _runs(log)
     finished = Counter(variation for _, variation, status in runs if status == "finished")
     assert finished == dict.fromkeys(range(8), 1), why_not_finished(log)
     assert len({run_id for run_id, _, _ in runs}) == len(runs)
-    assert any(run_id.endswith(".a2") for run_id, _, _ in runs)  # the retried run under its own id
+    if first.interrupted_marked:  # a retried run has its own id
+        assert any(run_id.endswith(".a2") for run_id, _, _ in runs), runs
     with EventLog(log, read_only=True) as opened:
         _, rows = opened.query("SELECT count(DISTINCT run_id) FROM verdicts WHERE batch = 'live'")
     assert rows[0][0] == 8  # each finished run judged live in its shard, the verdicts merged with it
@@ -94,11 +98,12 @@ def test_sigterm_stops_the_driver_and_merges_what_was_recorded(ray_cluster, tmp_
     command = [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", TASK, "--variations", "0-11",
                "--ray", address, "--ray-actors", "2", "--concurrency", "1"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 600  # ends when a run finished; the bound is for a stalled machine
     shards = shard_dir(log)
     while time.monotonic() < deadline and proc.poll() is None and not _finished_in_a_shard(shards):
         time.sleep(0.2)
     assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+    assert _finished_in_a_shard(shards), "no run finished on the cluster within 600 s"
     proc.send_signal(signal.SIGTERM)
     output = proc.communicate(timeout=180)[0].decode()
     assert proc.returncode == 128 + signal.SIGTERM, output[-3000:]
