@@ -26,9 +26,9 @@ from fae.proxy.routes import Route, RouteError, Upstream, parse_route
 from fae.store import bodies
 from fae.store.bodies import Pieces
 
-_ROUTE_KEY = "fae_route"
+ROUTE_KEY = "fae_route"
 _ADDED_HEADERS = ("x-fae-run", "x-fae-actor", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-prefix")
-_EXCHANGE_KEY = "fae_exchange"
+EXCHANGE_KEY = "fae_exchange"
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 _TOO_LARGE = "body exceeds mitmproxy's body_size_limit"
 
@@ -130,13 +130,13 @@ class RecordingAddon:
         flow.request.headers["host"] = f"{upstream.host}:{upstream.port}"
         flow.request.headers["x-fae-run"] = route.run_id
         flow.request.headers["x-fae-actor"] = route.actor
-        flow.metadata[_ROUTE_KEY] = route
+        flow.metadata[ROUTE_KEY] = route
         declared = _declared_size(flow.request.headers)
         if declared is not None and declared >= self.stream_bytes:  # over the limit: mitmproxy refused it already
             flow.request.stream = _Passing()
 
     def request(self, flow: http.HTTPFlow) -> None:
-        route: Route | None = flow.metadata.get(_ROUTE_KEY)
+        route: Route | None = flow.metadata.get(ROUTE_KEY)
         if route is None:
             return
         passing = flow.request.stream
@@ -145,7 +145,7 @@ class RecordingAddon:
             passing.parts = []  # the flow outlives its exchange: only the exchange holds the body, until recorded
         else:
             body = flow.request.raw_content
-        flow.metadata[_EXCHANGE_KEY] = self._exchange(flow, route, body)
+        flow.metadata[EXCHANGE_KEY] = self._exchange(flow, route, body)
 
     def _exchange(self, flow: http.HTTPFlow, route: Route, body: bodies.Body | None) -> Exchange:
         headers = [(k, v) for k, v in flow.request.headers.items(multi=True)
@@ -166,7 +166,7 @@ class RecordingAddon:
         )
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
-        exchange: Exchange | None = flow.metadata.get(_EXCHANGE_KEY)
+        exchange: Exchange | None = flow.metadata.get(EXCHANGE_KEY)
         if exchange is None or flow.response is None:
             return
         content_type = flow.response.headers.get("content-type", "")
@@ -187,7 +187,7 @@ class RecordingAddon:
         return self._finish(flow, exchange, replace_response=False)
 
     def response(self, flow: http.HTTPFlow) -> None:
-        exchange: Exchange | None = flow.metadata.get(_EXCHANGE_KEY)
+        exchange: Exchange | None = flow.metadata.get(EXCHANGE_KEY)
         if exchange is None or flow.response is None or exchange.duration_ms is not None:
             return  # a held body's exchange was recorded at the end of its body
         response = flow.response
@@ -205,8 +205,8 @@ class RecordingAddon:
         self._finish(flow, exchange)
 
     def error(self, flow: http.HTTPFlow) -> None:
-        exchange: Exchange | None = flow.metadata.get(_EXCHANGE_KEY)
-        route: Route | None = flow.metadata.get(_ROUTE_KEY)
+        exchange: Exchange | None = flow.metadata.get(EXCHANGE_KEY)
+        route: Route | None = flow.metadata.get(ROUTE_KEY)
         message = flow.error.msg if flow.error else "unknown error"
         if exchange is None and route is not None and _TOO_LARGE in message:
             # refused before its body was read: recorded without it, so a refusal is never silent

@@ -26,12 +26,11 @@ from typing import Any
 
 from mitmproxy import http
 
+from fae.proxy.addon import EXCHANGE_KEY, ROUTE_KEY
 from fae.proxy.exchange import Exchange
 from fae.proxy.routes import Route
 from fae.tasks.scenario_files import Fault
 
-_ROUTE_KEY = "fae_route"  # set by the recording addon's requestheaders hook
-_EXCHANGE_KEY = "fae_exchange"  # the recording addon's value for this flow, set by its request hook
 _DROP_KEY = "fae_drop_reply"
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 
@@ -103,7 +102,7 @@ class FaultAddon:
 
     def _may_fault(self, flow: http.HTTPFlow) -> Route | None:
         """The route of an agent's FHIR write, when it could be faulted."""
-        route: Route | None = flow.metadata.get(_ROUTE_KEY)
+        route: Route | None = flow.metadata.get(ROUTE_KEY)
         if route is None or flow.response is not None or route.actor != "agent" or route.upstream.kind != "fhir" \
                 or flow.request.method.upper() not in WRITE_METHODS:
             return None
@@ -124,7 +123,7 @@ class FaultAddon:
         if route is None:
             return
         faults = self.book.next_write(route.run_id)
-        exchange: Exchange | None = flow.metadata.get(_EXCHANGE_KEY)
+        exchange: Exchange | None = flow.metadata.get(EXCHANGE_KEY)
         if faults and exchange is not None:  # the log keeps what the agent sent, and says what the proxy changed
             exchange.fault = "; ".join(describe(fault) for fault in faults)
         for fault in faults:
