@@ -13,6 +13,7 @@ from datetime import datetime
 from fae.judge.compare import Judged, stopped
 from fae.judge.rejudge import build_plan, judge_run
 from fae.replay.source import RunLog
+from fae.tasks.scenarios import scenario_rules
 
 START = "<!-- scenario-table:start (scripts/scenario_table.py writes this) -->"
 END = "<!-- scenario-table:end -->"
@@ -26,20 +27,24 @@ class ScenarioRow:
     verdicts: tuple[tuple[str, tuple[str, ...]], ...]  # per setting of accept_corrections: outcome, problems
     label: str
     harms: tuple[str, ...]
+    rules: tuple[tuple[str, object], ...] = ()  # the scenario's own ensure_record rules, beside the setting
 
 
 def scenario_rows(runs: Iterable[RunLog], judged_at: datetime) -> list[ScenarioRow]:
-    """One row per scenario run (agent ``scenario:NAME``), in scenario-name order."""
-    plan = [build_plan("ensure_record", {"accept_corrections": s})[0] for s in SETTINGS] + build_plan("oracle")
+    """One row per scenario run (agent ``scenario:NAME``), in scenario-name order, each judged under the
+    scenario's own rules (``rules:`` in its file) besides the setting of accept_corrections."""
+    oracle = build_plan("oracle")
     rows = []
     for run in runs:
         if not run.agent.startswith("scenario:"):
             continue
+        rules = scenario_rules(run.agent)
+        plan = [build_plan("ensure_record", {**rules, "accept_corrections": s})[0] for s in SETTINGS] + oracle
         verdicts = judge_run(run, plan, judged_at=judged_at)
         rows.append(ScenarioRow(
             run.agent.split(":", 1)[1], run.task_id,
             tuple((v.outcome, tuple(v.evidence.get("problems") or ())) for v in verdicts[:2]),
-            verdicts[2].outcome, tuple(verdicts[2].evidence.get("harms") or ())))
+            verdicts[2].outcome, tuple(verdicts[2].evidence.get("harms") or ()), tuple(sorted(rules.items()))))
     return sorted(rows, key=lambda r: (r.task, r.scenario))
 
 
@@ -52,8 +57,9 @@ def scenario_markdown(rows: list[ScenarioRow]) -> str:
     lines = ["| task | scenario | accept_corrections=true | accept_corrections=false | oracle |",
              "|---|---|---|---|---|"]
     for row in rows:
-        lines.append(f"| {row.task} | `{row.scenario}` | {_cell(*row.verdicts[0])} | {_cell(*row.verdicts[1])} | "
-                     f"{_cell(row.label, row.harms)} |")
+        judged = "".join(f" ({name}={value})" for name, value in row.rules)
+        lines.append(f"| {row.task} | `{row.scenario}`{judged} | {_cell(*row.verdicts[0])} | "
+                     f"{_cell(*row.verdicts[1])} | {_cell(row.label, row.harms)} |")
     lines.append("")
     for index, setting in enumerate(SETTINGS):
         caught = missed = stops = 0

@@ -62,6 +62,9 @@ class ScenarioDef(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     about: str = ""
     faults: list[Fault] = []
     oracle: list[str] | None = None  # the harms that apply; None: all
+    # ensure_record rules this scenario's stated verdicts hold under (e.g. a read "at once" is only at once
+    # against a window no loaded machine's scheduling can outlast)
+    rules: dict[str, float | int | bool | str] = {}
 
 
 class ScenarioFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

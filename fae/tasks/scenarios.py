@@ -176,4 +176,11 @@ def scenario_oracle(agent: str) -> list[str] | None:
     return _scenario(agent[9:])[1].oracle
 
 
+def scenario_rules(agent: str) -> dict[str, Any]:
+    """The ensure_record rules the verdicts of agent ``scenario:NAME`` are stated under (empty: the defaults)."""
+    if not agent.startswith("scenario:") or agent[9:] not in registry().scenarios:
+        return {}
+    return dict(_scenario(agent[9:])[1].rules)
+
+
 SCENARIOS = tuple(name for name, (task, _, _) in builtin_registry().scenarios.items() if task == TASK_ID)

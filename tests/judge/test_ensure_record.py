@@ -16,7 +16,7 @@ from fae.judge.rejudge import build_plan, judge_run
 from fae.judge.trail import audit_trail
 from fae.replay.source import load_run
 from fae.store.log import EventLog
-from fae.tasks.scenarios import TASK_ID, registry
+from fae.tasks.scenarios import TASK_ID, registry, scenario_rules
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -107,9 +107,10 @@ def test_every_built_in_scenario_has_an_expected_verdict(scenario_log):
 def test_scenario_under_both_settings(scenario_log, scenario):
     run_id = _id(scenario)
     with_fixes, with_problems, strict, strict_problems = EXPECTED[scenario]
-    accepting = _judge(scenario_log, run_id, accept_corrections=True)
+    rules = scenario_rules(f"scenario:{scenario}")  # the rules the scenario's verdicts are stated under
+    accepting = _judge(scenario_log, run_id, **rules, accept_corrections=True)
     assert (accepting.outcome, accepting.evidence["problems"]) == (with_fixes, with_problems), accepting.evidence
-    refusing = _judge(scenario_log, run_id, accept_corrections=False)
+    refusing = _judge(scenario_log, run_id, **rules, accept_corrections=False)
     assert (refusing.outcome, refusing.evidence["problems"]) == (strict, strict_problems), refusing.evidence
 
 
