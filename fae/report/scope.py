@@ -75,4 +75,10 @@ class Figure:
 def run_sql(log: Queryable, name: str, title: str, sql: str, note: str = "",
             formats: dict[str, str] | None = None) -> Table:
     columns, rows = log.query(sql)
-    return Table(name, title, sql.strip(), columns, rows, note, formats or {})
+    return Table(name, title, sql.strip(), columns, [tuple(map(_steady, row)) for row in rows], note, formats or {})
+
+
+def _steady(value: Any) -> Any:
+    """A float to 12 significant digits: DuckDB aggregates in parallel, so an average or a variance can differ
+    in its last bit between two runs over the same log; the tables (and ``fae stats --json``) must not."""
+    return float(f"{value:.12g}") if isinstance(value, float) else value

@@ -20,7 +20,7 @@ from fae.errors import FaeError
 from fae.report.distributions import GRID, Spread, distribution
 from fae.report.drawing import Drawing
 from fae.report.figures import STYLE, _legend, _new, _steady, _svg, _tick, _violin_stats
-from fae.report.scope import FIGURE_TABLES, Scope
+from fae.report.scope import FIGURE_TABLES, Scope, run_sql
 from fae.report.study import Study, compute_study
 from fae.store.log import EventLog
 from tests.report.synthetic import build
@@ -158,3 +158,18 @@ def test_a_last_bit_of_difference_in_a_parallel_sum_does_not_reach_the_figures()
         assert _steady(("c", 3, nudged)) == _steady(("c", 3, value)) == ("c", 3, float(f"{value:.12g}"))
     bumped = replace(spread, variance=math.nextafter(1 / 12, 0), points=(0.1, math.nextafter(1 / 7, 1)))
     assert bumped != spread and _steady(bumped) == _steady(spread)
+
+
+def test_a_last_bit_of_difference_in_a_parallel_sum_does_not_reach_the_tables():
+    # seen in the suite: token_cv's same-prompt CV came out ...4139 in one compute_study and ...41395 in the next
+    class Answers:
+        def __init__(self, value):
+            self.value = value
+
+        def query(self, sql, params=None):
+            return ["configuration", "cv", "runs"], [("A", self.value, 3), ("B", None, 0)]
+
+    value = 0.4614608613464139
+    nudged = math.nextafter(value, math.inf)
+    first, second = (run_sql(Answers(v), "t", "T", "SELECT 1") for v in (value, nudged))
+    assert first.rows == second.rows == [("A", float(f"{value:.12g}"), 3), ("B", None, 0)]
