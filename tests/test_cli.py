@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import duckdb
 import pytest
 from typer.testing import CliRunner
 
 from fae.cli import app
+from fae.cli.main import with_optional_values
 
 runner = CliRunner()
 
@@ -148,3 +151,22 @@ def test_long_commands_report_progress_on_stderr_when_not_on_a_terminal(tmp_path
     lines = done.stderr.splitlines()
     assert "recording: 0/3" in lines, done.stderr
     assert any(line.startswith("recording: 3/3 (100%)") for line in lines), done.stderr
+
+
+@pytest.mark.parametrize(("words", "filled"), [
+    (["rejudge", "--ray"], ["rejudge", "--ray", "auto"]),
+    (["rejudge", "--ray", "--workers", "2"], ["rejudge", "--ray", "auto", "--workers", "2"]),
+    (["record", "--ray", "ray://head:10001", "--task", "t"], ["record", "--ray", "ray://head:10001", "--task", "t"]),
+    (["record", "--ray=local"], ["record", "--ray=local"]),
+    (["sql", "--", "--ray"], ["sql", "--", "--ray"]),  # after --, a word is a word
+])
+def test_ray_alone_means_auto(words, filled):
+    assert with_optional_values(words) == filled
+
+
+def test_ray_without_an_address_reaches_the_command(tmp_path):
+    # before: "Option '--ray' requires an argument" (a usage error, exit 2); now the command runs and finds no log
+    done = subprocess.run([sys.executable, "-m", "fae.cli", "rejudge", "--log", str(tmp_path / "none.duckdb"),
+                           "--ray"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "requires an argument" not in done.stderr, done.stderr
+    assert "none.duckdb" in done.stderr and "Traceback" not in done.stderr, done.stderr

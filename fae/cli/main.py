@@ -383,10 +383,27 @@ def build_cli() -> Any:
     return conventional_help(typer.main.get_command(app))
 
 
+OPTIONAL_VALUES = {"--ray": "auto"}
+"""Options whose value may be left out (Typer has no such option), and the value they then take."""
+
+
+def with_optional_values(words: list[str]) -> list[str]:
+    """``words`` with the value of each OPTIONAL_VALUES option filled in where it is missing: at the end, or
+    before another option (the rule Click applies to its own optional values); nothing after ``--``."""
+    filled: list[str] = []
+    for index, word in enumerate(words):
+        filled.append(word)
+        if word == "--":
+            return filled + words[index + 1:]
+        if word in OPTIONAL_VALUES and (index + 1 == len(words) or words[index + 1].startswith("-")):
+            filled.append(OPTIONAL_VALUES[word])
+    return filled
+
+
 def main() -> None:
     """``fae``: every command behind one error handler, so a user's mistake is one line, never a traceback."""
     try:
-        build_cli()(prog_name="fae")
+        build_cli()(args=with_optional_values(sys.argv[1:]), prog_name="fae")
     except (FaeError, BaseExceptionGroup) as exc:
         found = _user_error(exc)
         if found is None:

@@ -15,6 +15,6 @@ RunsOption = Annotated[str | None, typer.Option(
                    "status, suite, experiment, phase, variation or run.", show_default=False)]
 
 RayOption = Annotated[str | None, typer.Option(
-    "--ray", metavar="ADDRESS",
-    help="Run on a Ray cluster: 'auto', ray://HOST:PORT or HOST:PORT, or 'local' for Ray started on this "
-         "machine (needs the ray extra; docs/scale.md).", show_default=False)]
+    "--ray", metavar="[ADDRESS]",
+    help="Run on a Ray cluster: 'auto' (also --ray alone), ray://HOST:PORT or HOST:PORT, or 'local' for Ray "
+         "started on this machine (needs the ray extra; docs/scale.md).", show_default=False)]
