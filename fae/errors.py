@@ -2,7 +2,8 @@
 
     FaeError                 a user-facing failure: the CLI prints it in one line, exits 1
      ├── StoreError          the event log cannot be opened, read, migrated or written
-     │    └── SchemaTooNew   the log was written by a newer fae
+     │    ├── SchemaTooNew   the log was written by a newer fae
+     │    └── LogInUse       another process holds the log open for writing
      ├── RecordError         a run could not be recorded (proxy, upstream, writer)
      ├── PlanError           a scripted agent's plan file is malformed or cannot resolve
      ├── TaskError           a task file is malformed or a variation cannot be rendered
@@ -51,6 +52,10 @@ class StoreError(FaeError):
 
 class SchemaTooNew(StoreError):
     """The log's schema version is newer than this code understands."""
+
+
+class LogInUse(StoreError):
+    """Another process holds the log (or its WAL) open for writing."""
 
 
 class RecordError(FaeError):

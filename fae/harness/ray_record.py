@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
@@ -25,7 +26,7 @@ from anyio.from_thread import start_blocking_portal
 
 from fae.agents.base import Agent
 from fae.agents.prefixes import build_agent
-from fae.errors import RecordError
+from fae.errors import LogInUse, RecordError
 from fae.harness.interrupt import StopRequest
 from fae.harness.run import Paraphrase, RunSpec, execute_run
 from fae.harness.stack import open_stack
@@ -121,11 +122,30 @@ async def _settle(path: Path) -> int:
             return await mark_interrupted(log, writer)
 
 
+SHARD_RELEASE_S = 180.0
+"""How long a shard may stay held by an actor of a killed driver (Ray stops an actor whose owner died within
+seconds to a minute) before --resume gives up on it."""
+
+
+def _settle_when_free(shard: Path) -> int:
+    """Settle a shard once no process holds it: an actor of a SIGKILLed driver can outlive it for a while."""
+    deadline = time.monotonic() + SHARD_RELEASE_S
+    while True:
+        try:
+            return anyio.run(_settle, shard)
+        except LogInUse:
+            if time.monotonic() > deadline:
+                raise RecordError(f"shard {shard} is still held by another process after {SHARD_RELEASE_S:g} s "
+                                  "(an actor of an earlier recording that was killed?): stop it (`ray list actors`, "
+                                  "`ray stop` on its node), then --resume again") from None
+            time.sleep(0.5)
+
+
 def merge_shards(log_path: str | Path) -> int:
     """Settle every shard of ``log_path``, merge them into it and remove them; returns the runs marked interrupted."""
     folder = shard_dir(log_path)
     shards = sorted(folder.glob("actor-*.duckdb"))
-    marked = sum(anyio.run(_settle, shard) for shard in shards)
+    marked = sum(_settle_when_free(shard) for shard in shards)
     if shards:
         merge_logs(shards, log_path)
     if folder.exists():

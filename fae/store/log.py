@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from fae.errors import SchemaTooNew, StoreError
+from fae.errors import LogInUse, SchemaTooNew, StoreError
 from fae.store import schema
 from fae.store.bodies import Body, body_of, digest_of
 from fae.store.files import keep_private, make_private, refuse_link
@@ -158,7 +158,7 @@ class EventLog:
             self.con = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.Error as exc:
             if _is_lock_error(exc):
-                raise StoreError(f"log {self.path} is open in another process") from None
+                raise LogInUse(f"log {self.path} is open in another process") from None
             raise StoreError(f"cannot open log {self.path}: {exc}") from None
         self._lock = threading.Lock()
         try:
@@ -171,6 +171,8 @@ class EventLog:
                 self.replay_journal()
         except duckdb.Error as exc:
             self.con.close()
+            if _is_lock_error(exc):  # its WAL, held by a writer that opened the log after this connection did
+                raise LogInUse(f"log {self.path} is open in another process") from None
             raise StoreError(f"log {self.path} is unreadable: {exc}") from None
         except StoreError:
             self.con.close()

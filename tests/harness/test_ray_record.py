@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -14,7 +15,8 @@ import pytest
 
 from fae import api
 from fae.errors import FaeError
-from fae.harness.ray_record import shard_dir
+from fae.harness import ray_record
+from fae.harness.ray_record import merge_shards, shard_dir
 from fae.store.live import LogReader
 from fae.store.log import EventLog
 from tests.run_report import why_not_finished
@@ -127,3 +129,85 @@ def test_without_the_ray_extra_the_error_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # what an install without the extra sees: import ray fails
     with pytest.raises(FaeError, match=r"fae record --ray needs the ray extra: pip install 'fae\[ray\]'"):
         api.record(tmp_path / "x.duckdb", [TASK], ray="auto")
+
+
+def test_a_killed_driver_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_path):
+    """SIGKILL to `fae record --ray` mid-suite: no signal handler runs, the actors die with their owner, their
+    shards stay behind unmerged; `--resume` settles and merges them, then records what is left, once each."""
+    log = tmp_path / "killed.duckdb"
+    address = ray_cluster.get_runtime_context().gcs_address
+    command = [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", TASK, "--variations", "0-7",
+               "--ray", address, "--ray-actors", "2", "--concurrency", "1"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 600  # ends when a run finished; the bound is for a stalled machine
+    shards = shard_dir(log)
+    while time.monotonic() < deadline and proc.poll() is None and not _finished_in_a_shard(shards):
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+    assert _finished_in_a_shard(shards), "no run finished on the cluster within 600 s"
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert sorted(p.name for p in shards.glob("actor-*.duckdb")), "the killed driver left no shard"
+
+    again = api.record(log, [TASK], variations=range(8), ray=address, ray_actors=2, concurrency=2, resume=True)
+    assert again.skipped >= 1, again  # a run finished before the kill counts as done
+    assert not shards.exists()
+    runs = _runs(log)
+    finished = Counter(variation for _, variation, status in runs if status == "finished")
+    assert finished == dict.fromkeys(range(8), 1), why_not_finished(log)
+    assert {status for _, _, status in runs} <= {"finished", "interrupted"}, runs
+    assert len({run_id for run_id, _, _ in runs}) == len(runs)
+
+
+HOLDER = """
+import sys
+from fae.store.log import EventLog
+log = EventLog(sys.argv[1])
+print("holding", flush=True)
+sys.stdin.readline()
+log.close()
+"""
+
+
+def _hold(shard: Path) -> subprocess.Popen:
+    """Another process holding a shard open for writing, as an actor of a SIGKILLed driver does until Ray stops it."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(shard)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "holding"
+    return holder
+
+
+def _shard_with_a_finished_run(log: Path) -> Path:
+    api.record(log, [TASK], variations=[0])
+    shard = shard_dir(log) / "actor-0.duckdb"
+    shard.parent.mkdir()
+    log.rename(shard)
+    return shard
+
+
+def test_resume_waits_for_a_shard_an_old_actor_still_holds(tmp_path):
+    log = tmp_path / "held.duckdb"
+    shard = _shard_with_a_finished_run(log)
+    holder = _hold(shard)
+    merged: list[object] = []
+    waiting = threading.Thread(target=lambda: merged.append(merge_shards(log)))
+    waiting.start()
+    waiting.join(2.0)
+    assert waiting.is_alive() and not merged, "merged a shard another process still held"
+    holder.communicate("\n", timeout=60)  # the old actor goes
+    waiting.join(120)
+    assert merged == [0] and not shard.parent.exists()
+    assert [status for _, _, status in _runs(log)] == ["finished"]
+
+
+def test_a_shard_held_past_the_wait_is_one_clear_error(tmp_path, monkeypatch):
+    log = tmp_path / "stuck.duckdb"
+    shard = _shard_with_a_finished_run(log)
+    monkeypatch.setattr(ray_record, "SHARD_RELEASE_S", 1.0)
+    holder = _hold(shard)
+    try:
+        with pytest.raises(FaeError, match=r"still held by another process after 1 s .* --resume again"):
+            merge_shards(log)
+    finally:
+        holder.communicate("\n", timeout=60)
+    assert shard.exists()  # left for the next --resume, untouched
