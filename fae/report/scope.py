@@ -37,6 +37,15 @@ class Scope:
 
 KEYS = "experiment, phase, configuration"
 
+# the agent's tool calls of the runs in scope, one row each: a CTE both tool-error tables name (so a study
+# materialises it once, fae.report.cache) after the scope CTE
+TOOL_CALLS = """calls AS (  -- each payload parsed once, for the three fields together
+    SELECT s.experiment, s.phase, s.configuration, f[1] AS tool, coalesce(f[2], '(none)') AS resource_type,
+           CAST(f[3] AS BOOLEAN) AS is_error
+    FROM scope s
+    JOIN (SELECT run_id, json_extract_string(payload, ['$.tool', '$.arguments.resourceType', '$.is_error']) AS f
+          FROM events WHERE kind = 'ToolCalled' AND actor = 'agent') c ON c.run_id = s.run_id)"""
+
 
 @dataclass
 class Table:

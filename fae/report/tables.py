@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fae.report.scope import KEYS, Queryable, Scope, Table, literal, run_sql
+from fae.report.scope import KEYS, TOOL_CALLS, Queryable, Scope, Table, literal, run_sql
 
 PCT = "{:.1f}"
 PP2 = "{:.1f}"
@@ -80,13 +80,12 @@ FROM y GROUP BY ALL ORDER BY ALL"""
 
 
 def tool_errors(log: Queryable, scope: Scope, by: str) -> Table:
-    key = "c.tool" if by == "tool" else "coalesce(c.arguments->>'$.resourceType', '(none)')"
     sql = f"""
-WITH {scope.cte()}
-SELECT s.experiment, s.phase, s.configuration, {key} AS {by}, count(*) AS calls,
-       count(*) FILTER (WHERE c.is_error) AS errors, avg(CAST(c.is_error AS INTEGER)) AS error_rate
-FROM scope s JOIN tool_calls c ON c.run_id = s.run_id AND c.actor = 'agent'
-GROUP BY ALL ORDER BY s.experiment, s.phase, s.configuration, {by}"""
+WITH {scope.cte()},
+{TOOL_CALLS}
+SELECT {KEYS}, {by}, count(*) AS calls, count(*) FILTER (WHERE is_error) AS errors,
+       avg(CAST(is_error AS INTEGER)) AS error_rate
+FROM calls GROUP BY ALL ORDER BY {KEYS}, {by}"""
     what = "tool" if by == "tool" else "FHIR resource type named in the call"
     return run_sql(log, f"tool_errors_by_{by}", f"Tool-call error rate by {what}", sql,
                    "error_rate = calls that returned an MCP error / calls, agent calls only.",

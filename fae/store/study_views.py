@@ -21,16 +21,13 @@ LATEST_VERDICTS = """
 # A spec retried by --resume counts once: the latest attempt of each
 # (experiment, phase, task, variation, configuration, trial).
 RUN_RESULTS = """
-    WITH attempts AS (
-        SELECT r.*,
-               count(*) OVER spec AS attempts,
-               row_number() OVER (PARTITION BY coalesce(r.experiment, ''), coalesce(r.phase, ''),
-                                  r.task_id, r.variation, r.agent, r.repeat
-                                  ORDER BY r.started_at DESC NULLS LAST, r.run_id DESC) AS newest
-        FROM runs r
-        WINDOW spec AS (PARTITION BY coalesce(r.experiment, ''), coalesce(r.phase, ''),
-                        r.task_id, r.variation, r.agent, r.repeat)
+    WITH spec AS (  -- the newest attempt of each spec (a NULL start counts as oldest) and how many it had
+        SELECT arg_max(run_id, {'started': started_at IS NOT NULL,
+                                'at': coalesce(started_at, TIMESTAMPTZ '1970-01-01 00:00:00+00'),
+                                'run_id': run_id}) AS run_id, count(*) AS attempts
+        FROM runs GROUP BY coalesce(experiment, ''), coalesce(phase, ''), task_id, variation, agent, repeat
     ),
+    attempts AS (SELECT r.*, s.attempts FROM spec s JOIN runs r USING (run_id)),
     llm AS (  -- each payload parsed once, for the three usage fields together
         SELECT run_id, count(*) AS llm_calls, sum(CAST(u[1] AS BIGINT)) AS prompt_tokens,
                sum(CAST(u[2] AS BIGINT)) AS completion_tokens,
@@ -52,24 +49,27 @@ RUN_RESULTS = """
         FROM events WHERE (kind = 'FhirInteracted' AND actor = 'agent') OR kind = 'PromptParaphrased'
         GROUP BY run_id
     ),
-    live AS (SELECT DISTINCT run_id, judge, rule_set_hash FROM verdicts WHERE batch = 'live'),
+    per_rule AS (  -- per run, judge and rule set: whether live judging used it, and its newest verdict
+        SELECT run_id, judge, any_value(rule_set->>'$.mode') AS mode,
+               coalesce(bool_or(batch = 'live'), false) AS live,
+               max({'at': judged_at, 'batched': batch IS NOT NULL, 'batch': coalesce(batch, '')}) AS newest,
+               arg_max({'outcome': outcome, 'passed': passed},
+                       {'at': judged_at, 'batched': batch IS NOT NULL, 'batch': coalesce(batch, '')}) AS verdict
+        FROM verdicts GROUP BY run_id, judge, rule_set_hash
+    ),
     chosen AS (  -- per run and judge (and task mode): the live rule set's newest verdict, else the newest
-        SELECT v.run_id, v.judge, v.rule_set->>'$.mode' AS mode, v.outcome, v.passed
-        FROM verdicts v LEFT JOIN live l
-          ON l.run_id = v.run_id AND l.judge = v.judge AND l.rule_set_hash = v.rule_set_hash
-        QUALIFY row_number() OVER (PARTITION BY v.run_id, v.judge, mode
-                                   ORDER BY l.run_id IS NOT NULL DESC, v.judged_at DESC,
-                                            v.batch DESC NULLS LAST) = 1
+        SELECT run_id, judge, mode, arg_max(verdict, {'live': live, 'newest': newest}) AS verdict
+        FROM per_rule GROUP BY run_id, judge, mode
     ),
     judged AS (
         SELECT run_id,
-               max(outcome) FILTER (WHERE judge = 'task' AND mode = 'strict') AS strict_outcome,
-               bool_or(passed) FILTER (WHERE judge = 'task' AND mode = 'strict') AS strict_passed,
-               max(outcome) FILTER (WHERE judge = 'task' AND mode = 'light') AS light_outcome,
-               bool_or(passed) FILTER (WHERE judge = 'task' AND mode = 'light') AS light_passed,
-               max(outcome) FILTER (WHERE judge = 'failure_mode') AS failure_mode,
-               max(outcome) FILTER (WHERE judge = 'ensure_record') AS ensure_record,
-               max(outcome) FILTER (WHERE judge = 'oracle') AS oracle
+               max(verdict.outcome) FILTER (WHERE judge = 'task' AND mode = 'strict') AS strict_outcome,
+               bool_or(verdict.passed) FILTER (WHERE judge = 'task' AND mode = 'strict') AS strict_passed,
+               max(verdict.outcome) FILTER (WHERE judge = 'task' AND mode = 'light') AS light_outcome,
+               bool_or(verdict.passed) FILTER (WHERE judge = 'task' AND mode = 'light') AS light_passed,
+               max(verdict.outcome) FILTER (WHERE judge = 'failure_mode') AS failure_mode,
+               max(verdict.outcome) FILTER (WHERE judge = 'ensure_record') AS ensure_record,
+               max(verdict.outcome) FILTER (WHERE judge = 'oracle') AS oracle
         FROM chosen GROUP BY run_id
     )
     SELECT a.run_id, a.experiment, a.phase, a.suite, a.task_id,
@@ -100,7 +100,6 @@ RUN_RESULTS = """
     LEFT JOIN tools t ON t.run_id = a.run_id
     LEFT JOIN other x ON x.run_id = a.run_id
     LEFT JOIN judged j ON j.run_id = a.run_id
-    WHERE a.newest = 1
 """
 
 STUDY_VIEWS: dict[str, str] = {

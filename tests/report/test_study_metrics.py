@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from math import isclose, sqrt
 
 import numpy as np
@@ -11,7 +12,7 @@ from fae.errors import FaeError
 from fae.report.estimators import bootstrap_mean_ci, mcnemar_exact, paired_bootstrap_cis, pass_at_k, pass_hat_k
 from fae.report.scope import Scope
 from fae.report.study import compute_study, parse_price
-from fae.store.log import EventLog
+from fae.store.log import Batch, EventLog, RunRow, RunUpdate, VerdictRow
 from tests.report.synthetic import build
 
 
@@ -186,3 +187,26 @@ def test_llm_calls_carry_the_duration_of_their_exchange_and_latest_verdicts_keep
         assert rules == [("false", "needs_review", False), ("true", "created_verified", True)]
         _, results = log.query("SELECT ensure_record, oracle, strict FROM run_results WHERE run_id = 'S2'")
         assert results == [("created_verified", "harmful", None)]  # the live rule set's verdict
+
+
+def test_run_results_breaks_ties_as_documented(tmp_path):
+    """Ties the choice rules name: an attempt with no start is the oldest; at one judged_at, a named batch
+    beats a later-sorting one and a NULL batch loses; a live rule set beats a newer rejudge's."""
+    at = datetime(2025, 1, 1, tzinfo=UTC)
+
+    def verdict(run_id: str, rules: dict, outcome: str, batch: str | None, hours: int = 0) -> VerdictRow:
+        return VerdictRow(run_id, "task", rules, str(sorted(rules.items())), "test", outcome, outcome == "pass", {},
+                          at + timedelta(hours=hours), batch)
+
+    strict, other = {"mode": "strict"}, {"mode": "strict", "x": 1}
+    batch = Batch(runs=[RunRow("late", "T", 0, "A", 0, started_at=at), RunRow("unstarted", "T", 0, "A", 0),
+                        RunRow("tied", "T", 1, "A", 0, started_at=at), RunRow("ruled", "T", 2, "A", 0, started_at=at)],
+                  updates=[RunUpdate(r, "finished") for r in ("late", "unstarted", "tied", "ruled")],
+                  verdicts=[verdict("late", strict, "pass", "live"), verdict("unstarted", strict, "fail", "live"),
+                            verdict("tied", strict, "fail", None), verdict("tied", strict, "pass", "b"),
+                            verdict("tied", strict, "fail", "a"),
+                            verdict("ruled", strict, "pass", "live"), verdict("ruled", other, "fail", "z", hours=5)])
+    with EventLog(tmp_path / "ties.duckdb") as log:
+        log.write_batch(batch)
+        _, rows = log.query("SELECT run_id, attempts, strict_outcome FROM run_results ORDER BY run_id")
+    assert rows == [("late", 2, "pass"), ("ruled", 1, "pass"), ("tied", 1, "pass")]
