@@ -72,7 +72,7 @@ def test_a_killed_actor_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_pa
     assert killed, "actor 1 was never seen holding its shard"
     # a run in flight is in the shard (stored interrupted) or, killed before its first batch was journaled, not
     # in the log at all: either way it is not finished, and --resume records it
-    lost = sum(1 for _, status in first.runs if status == "lost with its actor")
+    lost = sum(1 for _, status in first.runs if status == "lost with its worker")
     assert lost >= 1 and first.interrupted_marked <= lost, f"the kill caught no run in flight: {first}"
     assert not shard_dir(log).exists()  # merged, then removed
     after_kill = _runs(log)
