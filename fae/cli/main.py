@@ -246,7 +246,7 @@ def runs(
     task: Annotated[str | None, typer.Option(help="Only runs of this task (as --runs task=...).")] = None,
     limit: Annotated[int, typer.Option(help="At most this many rows.")] = 200,
 ) -> None:
-    """List the runs in a log (works while a recording is going on)."""
+    """List the runs in a log (works while a recording is going on, in worker processes too)."""
     from fae.replay.source import runs_filter
 
     where, params = runs_filter(runs)
@@ -262,7 +262,15 @@ def runs(
            + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY started_at, run_id LIMIT ?")
     with _reader(log) as reader:
         columns, rows = reader.query(sql, [*params, limit])
-    print_rows(columns, rows, title=f"{len(rows)} runs")
+    from fae.harness.shards import shard_paths
+
+    for shard in shard_paths(log):  # a recording in worker processes: its runs so far, read live from each shard
+        try:
+            with _reader(shard) as reader:
+                rows += reader.query(sql, [*params, limit])[1]
+        except FaeError:
+            continue  # a shard not serving yet, or merged and removed meanwhile
+    print_rows(columns, rows[:limit], title=f"{len(rows[:limit])} runs")
 
 
 @app.command()
