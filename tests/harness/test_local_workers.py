@@ -22,7 +22,7 @@ from fae import api
 from fae.cli import app
 from fae.errors import FaeError
 from fae.harness.interrupt import StopRequest
-from fae.harness.local_workers import RUNS_PER_WORKER, choose_workers, default_workers
+from fae.harness.local_workers import RUNS_PER_WORKER, choose_workers, default_workers, record_on_workers
 from fae.harness.run import RunSpec
 from fae.harness.shards import ShardJob, ShardRecorder, shard_dir, shard_paths
 from fae.harness.suite_runner import render_task
@@ -87,8 +87,8 @@ def test_a_killed_worker_loses_no_run_and_resume_doubles_none(tmp_path):
             os.kill(workers[1], signal.SIGKILL)  # mid-suite, with its runs in flight
             killed.append(workers[1])
 
-    first = api.record(log, [TASK], variations=range(8), workers=2, concurrency=4,
-                       on_progress=kill_worker_one, on_start=lambda pool: workers.extend(pool.pids))
+    first = record_on_workers(log, api.plan_runs([TASK], variations=range(8)), workers=2, concurrency=4,
+                              on_progress=kill_worker_one, on_start=lambda pool: workers.extend(pool.pids))
     lost = sum(1 for _, status in first.runs if status == "lost with its worker")
     assert lost >= 1 and first.interrupted_marked <= lost, f"the kill caught no run in flight: {first}"
     assert not shard_dir(log).exists()
