@@ -116,8 +116,7 @@ def record(log: str | Path, task_ids: Sequence[str], *, variations: Sequence[int
     ``processes``: 2 serves the FHIR and MCP servers in a child process (two cores); 1 keeps everything
     in one process; None: ``FAE_RECORD_PROCESSES``, else 2 (in a worker process: 1).
     ``workers``: record in this many local worker processes, each with its own stack and log shard, merged
-    into ``log`` at the end; 1 records in this process; None: ``FAE_RECORD_WORKERS``, else every core when
-    the runs still to do are enough to pay for the workers' start (docs/scale.md).
+    into ``log`` at the end; 1 records in this process; None: ``FAE_RECORD_WORKERS``, else 1 (docs/scale.md).
     """
     specs = plan_runs(task_ids, variations=variations, agents=agents, repeats=repeats, suite=suite,
                       scenario_dirs=scenario_dirs)

@@ -183,8 +183,8 @@ def record(
     workers: Annotated[int | None, typer.Option(
         min=1, show_default=False,
         help="Record in N local worker processes, each with its own stack and log shard, merged into the log at "
-             "the end; 1: in this process. Default (or FAE_RECORD_WORKERS): every core when there are at least "
-             "24 runs per core to do, fewer below (docs/scale.md). --concurrency is shared among them.")] = None,
+             "the end; 1 (default, or FAE_RECORD_WORKERS): in this process (docs/scale.md). --concurrency is "
+             "shared among them.")] = None,
 ) -> None:
     """Record a suite of (task, variation, agent, repeat) runs through the proxy into the log."""
     # caught before anything starts, so no embedded server or library sees them first

@@ -29,7 +29,7 @@ from fae.store.log import EventLog
 
 WORKERS_ENV = "FAE_RECORD_WORKERS"
 RUNS_PER_WORKER = 24
-"""A worker pays for itself from about this many runs (its start and its shard's merge; docs/scale.md)."""
+"""``FAE_RECORD_WORKERS`` starts at most one worker per this many runs (a start and a merge each; docs/scale.md)."""
 CLOSE_TIMEOUT_S = 60
 """A worker flushes its shard and stops its stack when told to close; one that has not by then is killed."""
 
@@ -40,13 +40,15 @@ def cores() -> int:
 
 
 def default_workers(runs: int, concurrency: int) -> int:
-    """``FAE_RECORD_WORKERS``, else every core when the suite has ``RUNS_PER_WORKER`` runs for each, else fewer."""
+    """``FAE_RECORD_WORKERS`` (capped by the runs and ``concurrency``), else 1: measured on this project's
+    loaded 2-core machine, two workers recorded the gold suite no faster than one process for 1.79x the
+    CPU seconds (docs/scale.md), so a second stack is something to ask for, not a default."""
     value = os.environ.get(WORKERS_ENV)
-    if value is not None:
-        if not value.isdigit() or int(value) < 1:
-            raise RecordError(f"{WORKERS_ENV}={value!r}: a recording runs in 1 or more worker processes")
-        return int(value)
-    return max(1, min(cores(), concurrency, runs // RUNS_PER_WORKER))
+    if value is None:
+        return 1
+    if not value.isdigit() or int(value) < 1:
+        raise RecordError(f"{WORKERS_ENV}={value!r}: a recording runs in 1 or more worker processes")
+    return max(1, min(int(value), concurrency, math.ceil(runs / RUNS_PER_WORKER)))
 
 
 class WorkerPool:

@@ -169,12 +169,12 @@ def test_a_shard_recorder_keeps_fsync_and_records_one_run(tmp_path, monkeypatch)
     assert len(calls) >= 3
 
 
-def test_the_default_is_one_process_below_the_break_even_and_every_core_above(tmp_path, monkeypatch):
+def test_the_default_is_one_process_and_the_environment_asks_for_workers(tmp_path, monkeypatch):
     monkeypatch.delenv("FAE_RECORD_WORKERS", raising=False)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
-    assert default_workers(RUNS_PER_WORKER - 1, concurrency=8) == 1
-    assert default_workers(2 * RUNS_PER_WORKER, concurrency=8) == 2
+    assert default_workers(100 * RUNS_PER_WORKER, concurrency=8) == 1
+    monkeypatch.setenv("FAE_RECORD_WORKERS", "4")
     assert default_workers(100 * RUNS_PER_WORKER, concurrency=8) == 4
+    assert default_workers(RUNS_PER_WORKER + 1, concurrency=8) == 2  # a worker per RUNS_PER_WORKER runs at most
     assert default_workers(100 * RUNS_PER_WORKER, concurrency=1) == 1  # one run at a time needs no second stack
     specs = api.plan_runs([TASK], variations=range(4 * RUNS_PER_WORKER))
     log = tmp_path / "x.duckdb"
