@@ -1,12 +1,14 @@
-"""Where `fae record` spends its cores: the gold suite in one process and in two, side by side.
+"""Where `fae record` spends its cores: the gold suite in one process, two, and two workers, side by side.
 
-Records every task's gold run (variations 0-2: 147 runs, 8 at a time) through
+Records every task's gold run (variations 0-2: 147 runs, 16 at a time) through
 the real stack, as ``fae record`` does. ``--side-by-side`` (the default)
-records it with ``processes=1`` (everything in one process) and
-``processes=2`` (FHIR and MCP servers in a child process), each in a fresh
-Python process, alternating, and prints wall time, CPU time (this process
-and its child, user + sys), runs/s and runs per CPU-second, with the load
-average: timings on a shared machine are noisy, read the ratios.
+records it with ``processes=1`` (everything in one process), ``processes=2``
+(FHIR and MCP servers in a child process) and ``workers=2`` (two worker
+processes, each a full stack on its own shard, merged at the end), each in a
+fresh Python process, alternating, and prints wall time, CPU time (this
+process and its children, user + sys), runs/s and runs per CPU-second, with
+the load average before and after each: timings on a shared machine are
+noisy, read the ratios.
 ``--profile`` records once under cProfile (the child too) and prints each
 part's share of the CPU time per process (a function's own time, grouped by
 the package it lives in: the proxy (mitmproxy, fae.proxy, fae.recorder), the
@@ -16,7 +18,7 @@ process's main thread (FHIR engine calls and live judging run in worker
 threads) and slows everything: read the shares, not the seconds.
 
     uv run python bench/bench_record.py [--side-by-side | --profile] [--processes 1|2]
-        [--variations 0-2] [--concurrency 8] [--rounds 1]
+        [--variations 0-2] [--concurrency 16] [--rounds 1] [--modes p1,p2,w2]
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from fae.harness.local_workers import record_on_workers
 from fae.harness.suite_runner import plan_suite, record_suite
 from fae.tasks import load_suite
 
@@ -71,42 +74,56 @@ def _cpu_s() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
-def record(variations: list[int], concurrency: int, processes: int) -> dict:
-    """Record the gold suite once; wall and CPU seconds of the recording (the stack's start and stop included)."""
+MODES = {"p1": "1 process", "p2": "--processes 2", "w2": "--workers 2"}
+
+
+def record(variations: list[int], concurrency: int, mode: str) -> dict:
+    """Record the gold suite once; wall and CPU seconds of the recording (start, stop and merge included)."""
     specs = plan_suite(list(load_suite()), variations, ["gold"], 1, "bench")
     log = Path(tempfile.mkdtemp(prefix="fae-bench-record-")) / "suite.duckdb"
     own_before, child_before = _cpu_s()
     start = time.perf_counter()
-    result = anyio.run(lambda: record_suite(log, specs, concurrency=concurrency, processes=processes))
+    if mode == "w2":
+        result = record_on_workers(log, specs, workers=2, concurrency=concurrency,
+                                   stack_options={"processes": 1})
+    else:
+        result = anyio.run(lambda: record_suite(log, specs, concurrency=concurrency,
+                                                processes=2 if mode == "p2" else 1))
     seconds = time.perf_counter() - start
     own_after, child_after = _cpu_s()
-    return {"processes": processes, "runs": len(specs), "finished": result.statuses["finished"],
+    return {"mode": mode, "runs": len(specs), "finished": result.statuses["finished"],
             "wall_s": seconds, "cpu_main_s": own_after - own_before, "cpu_child_s": child_after - child_before}
 
 
+def _load() -> str:
+    return Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+
+
 def side_by_side(args: argparse.Namespace) -> None:
+    modes = args.modes.split(",")
     rows = []
     for round_no in range(args.rounds):
-        for processes in (1, 2):
-            load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
-            out = subprocess.run([sys.executable, __file__, "--one", "--processes", str(processes),
+        for mode in modes:
+            before = _load()
+            out = subprocess.run([sys.executable, __file__, "--one", "--mode", mode,
                                   "--variations", args.variations, "--concurrency", str(args.concurrency)],
                                  capture_output=True, text=True, check=True).stdout
-            row = json.loads(out.strip().splitlines()[-1]) | {"round": round_no, "load": load}
+            row = json.loads(out.strip().splitlines()[-1]) | {"round": round_no, "load": f"{before} / {_load()}"}
             rows.append(row)
             cpu = row["cpu_main_s"] + row["cpu_child_s"]
-            print(f"round {round_no} processes={processes}: {row['finished']}/{row['runs']} finished, "
-                  f"wall {row['wall_s']:.1f} s, CPU {cpu:.1f} s (main {row['cpu_main_s']:.1f} + child "
-                  f"{row['cpu_child_s']:.1f}), {row['runs'] / row['wall_s']:.1f} runs/s, "
-                  f"{row['runs'] / cpu:.1f} runs/CPU-s, CPU/wall {cpu / row['wall_s']:.2f}, load {load}",
+            print(f"round {round_no} {MODES[mode]:14}: {row['finished']}/{row['runs']} finished, "
+                  f"wall {row['wall_s']:.1f} s, CPU {cpu:.1f} s (main {row['cpu_main_s']:.1f} + children "
+                  f"{row['cpu_child_s']:.1f}), {row['runs'] / row['wall_s']:.2f} runs/s, "
+                  f"{row['runs'] / cpu:.2f} runs/CPU-s, CPU/wall {cpu / row['wall_s']:.2f}, load {row['load']}",
                   flush=True)
-    one = [r for r in rows if r["processes"] == 1]
-    two = [r for r in rows if r["processes"] == 2]
-    wall = sum(r["wall_s"] for r in one) / sum(r["wall_s"] for r in two)
-    cpu = (sum(r["cpu_main_s"] + r["cpu_child_s"] for r in two)
-           / sum(r["cpu_main_s"] + r["cpu_child_s"] for r in one))
-    print(f"two processes: {wall:.2f}x the runs/s of one, {cpu:.2f}x its CPU seconds;"
-          f" load average now {Path('/proc/loadavg').read_text().strip()}")
+    base = [r for r in rows if r["mode"] == modes[0]]
+    for mode in modes[1:]:
+        other = [r for r in rows if r["mode"] == mode]
+        wall = sum(r["wall_s"] for r in base) / sum(r["wall_s"] for r in other)
+        cpu = (sum(r["cpu_main_s"] + r["cpu_child_s"] for r in other)
+               / sum(r["cpu_main_s"] + r["cpu_child_s"] for r in base))
+        print(f"{MODES[mode]}: {wall:.2f}x the runs/s of {MODES[modes[0]]}, {cpu:.2f}x its CPU seconds")
+    print(f"load average now {Path('/proc/loadavg').read_text().strip()}")
 
 
 def _shares(stats: dict) -> tuple[Counter, Counter]:
@@ -128,7 +145,7 @@ def profile(args: argparse.Namespace) -> None:
     os.environ["FAE_UPSTREAM_PROFILE"] = str(child_stats)
     profiler = cProfile.Profile(time.process_time)  # CPU time: waiting in select() is not work
     profiler.enable()
-    row = record(args.variations_list, args.concurrency, args.processes)
+    row = record(args.variations_list, args.concurrency, f"p{args.processes}")
     profiler.disable()
     processes = {"main": pstats.Stats(profiler).stats}  # type: ignore[attr-defined]
     if args.processes == 2:
@@ -152,18 +169,20 @@ def profile(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--side-by-side", action="store_true", help="one process vs two (the default)")
+    mode.add_argument("--side-by-side", action="store_true", help="the modes side by side (the default)")
     mode.add_argument("--profile", action="store_true", help="one recording under cProfile, by part")
     mode.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--processes", type=int, choices=(1, 2), default=2)
+    parser.add_argument("--processes", type=int, choices=(1, 2), default=2, help="with --profile")
+    parser.add_argument("--mode", choices=tuple(MODES), default="w2", help=argparse.SUPPRESS)
+    parser.add_argument("--modes", default="p1,p2,w2", help="the modes side by side, the first the baseline")
     parser.add_argument("--variations", default="0-2")
-    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     low, _, high = args.variations.partition("-")
     args.variations_list = list(range(int(low), int(high or low) + 1))
     if args.one:
-        print(json.dumps(record(args.variations_list, args.concurrency, args.processes)))
+        print(json.dumps(record(args.variations_list, args.concurrency, args.mode)))
     elif args.profile:
         profile(args)
     else:

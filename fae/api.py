@@ -17,10 +17,12 @@ from fae.agents.base import Agent, AgentContext, AgentResult
 from fae.agents.prefixes import register_agent
 from fae.errors import FaeError, StoreError, TaskError
 from fae.harness.interrupt import StopRequest
+from fae.harness.local_workers import choose_workers, record_on_workers
 from fae.harness.ray_record import record_on_ray
 from fae.harness.redrive import ReplayReport
 from fae.harness.replay_run import replay_run
 from fae.harness.run import Paraphrase, RunSpec
+from fae.harness.shards import merge_shards, shard_dir
 from fae.harness.stack import parse_memory_stores
 from fae.harness.suite_runner import SuiteResult, plan_suite, record_suite
 from fae.judge.compare import Comparison
@@ -101,7 +103,7 @@ def record(log: str | Path, task_ids: Sequence[str], *, variations: Sequence[int
            settle_s: float | None = None, scenario_dirs: Sequence[str | Path] = (),
             stop: StopRequest | None = None, ray: str | None = None, ray_actors: int | None = None,
             on_progress: Callable[[RunSpec, str], None] | None = None,
-            processes: int | None = None) -> SuiteResult:
+            processes: int | None = None, workers: int | None = None) -> SuiteResult:
     """Record runs through the proxy into ``log`` and judge each as it ends; returns the statuses.
 
     ``agents`` are command-line agent names (``gold``, ``plan:PATH``,
@@ -112,7 +114,9 @@ def record(log: str | Path, task_ids: Sequence[str], *, variations: Sequence[int
     at this address (``local``, ``auto``, ``ray://HOST:PORT``; docs/scale.md), ``ray_actors`` of them
     (default one per CPU of the cluster), each into its own shard, merged into ``log`` at the end.
     ``processes``: 2 serves the FHIR and MCP servers in a child process (two cores); 1 keeps everything
-    in one process; None: ``FAE_RECORD_PROCESSES``, else 2.
+    in one process; None: ``FAE_RECORD_PROCESSES``, else 2 (in a worker process: 1).
+    ``workers``: record in this many local worker processes, each with its own stack and log shard, merged
+    into ``log`` at the end; 1 records in this process; None: ``FAE_RECORD_WORKERS``, else 1 (docs/scale.md).
     """
     specs = plan_runs(task_ids, variations=variations, agents=agents, repeats=repeats, suite=suite,
                       scenario_dirs=scenario_dirs)
@@ -126,13 +130,28 @@ def record(log: str | Path, task_ids: Sequence[str], *, variations: Sequence[int
             memory_stores=parse_memory_stores(list(memory)), llm_options=llm_options,
             paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
             stop=stop, retry_errored=retry_errored, settle_s=settle_s, on_progress=on_progress)
-    return anyio.run(lambda: record_suite(
+    memory_stores = parse_memory_stores(list(memory))
+    count = choose_workers(log, specs, workers=workers, concurrency=concurrency, resume=resume,
+                           retry_errored=retry_errored, fhir_url=fhir_url)
+    if count > 1:
+        return record_on_workers(
+            log, specs, workers=count, resume=resume, concurrency=concurrency,
+            stack_options={"llm_url": llm_url, "redactor": redactor, "audit_events": audit_events, "fsync": fsync,
+                           "max_body_bytes": max_body_mib * 1024 * 1024, "processes": processes or 1},
+            memory_stores=memory_stores, llm_options=llm_options,
+            paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
+            stop=stop, retry_errored=retry_errored, settle_s=settle_s, on_progress=on_progress)
+    # a killed sharded recording's shards hold attempts: they are in the log before it is planned
+    marked = merge_shards(log) if shard_dir(log).exists() else 0
+    result = anyio.run(lambda: record_suite(
         log, specs, resume=resume, concurrency=concurrency, fhir_url=fhir_url, llm_url=llm_url,
-        redactor=redactor, on_progress=on_progress, memory_stores=parse_memory_stores(list(memory)),
+        redactor=redactor, on_progress=on_progress, memory_stores=memory_stores,
         llm_options=llm_options,
         paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
         audit_events=audit_events, stop=stop, retry_errored=retry_errored, fsync=fsync,
         max_body_bytes=max_body_mib * 1024 * 1024, settle_s=settle_s, processes=processes))
+    result.interrupted_marked += marked
+    return result
 
 
 def _rules(rules: Mapping[str, Any] | str | Sequence[str] | None) -> dict[str, Any]:

@@ -178,7 +178,13 @@ def record(
     processes: Annotated[int | None, typer.Option(
         min=1, max=2, show_default=False,
         help="2 (default, or FAE_RECORD_PROCESSES): the FHIR and MCP servers run in a second process "
-             "(uses two cores); 1: everything in one process (for debugging).")] = None,
+             "(uses two cores); 1: everything in one process (for debugging). With --workers: per worker "
+             "(default 1).")] = None,
+    workers: Annotated[int | None, typer.Option(
+        min=1, show_default=False,
+        help="Record in N local worker processes, each with its own stack and log shard, merged into the log at "
+             "the end; 1 (default, or FAE_RECORD_WORKERS): in this process (docs/scale.md). --concurrency is "
+             "shared among them.")] = None,
 ) -> None:
     """Record a suite of (task, variation, agent, repeat) runs through the proxy into the log."""
     # caught before anything starts, so no embedded server or library sees them first
@@ -204,7 +210,7 @@ def record(
                 paraphrase_seed=paraphrase_seed, audit_events=audit_events, redact_headers=redact_header,
                 redact_params=redact_param, retry_errored=retry_errored, fsync=fsync, max_body_mib=max_body_mib,
                 settle_s=settle, scenario_dirs=scenarios_dir, stop=stop, ray=ray, ray_actors=ray_actors,
-                on_progress=advance, processes=processes)
+                on_progress=advance, processes=processes, workers=workers)
         table = Table(title=f"recorded into {log}")
         table.add_column("planned", justify="right")
         table.add_column("already done", justify="right")
@@ -240,7 +246,7 @@ def runs(
     task: Annotated[str | None, typer.Option(help="Only runs of this task (as --runs task=...).")] = None,
     limit: Annotated[int, typer.Option(help="At most this many rows.")] = 200,
 ) -> None:
-    """List the runs in a log (works while a recording is going on)."""
+    """List the runs in a log (works while a recording is going on, in worker processes too)."""
     from fae.replay.source import runs_filter
 
     where, params = runs_filter(runs)
@@ -256,7 +262,15 @@ def runs(
            + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY started_at, run_id LIMIT ?")
     with _reader(log) as reader:
         columns, rows = reader.query(sql, [*params, limit])
-    print_rows(columns, rows, title=f"{len(rows)} runs")
+    from fae.harness.shards import shard_paths
+
+    for shard in shard_paths(log):  # a recording in worker processes: its runs so far, read live from each shard
+        try:
+            with _reader(shard) as reader:
+                rows += reader.query(sql, [*params, limit])[1]
+        except FaeError:
+            continue  # a shard not serving yet, or merged and removed meanwhile
+    print_rows(columns, rows[:limit], title=f"{len(rows[:limit])} runs")
 
 
 @app.command()

@@ -113,7 +113,7 @@ async def _stop(process: anyio.abc.Process) -> None:
         await process.stdout.aclose()
 
 
-def _die_with_parent(parent: int) -> None:
+def die_with_parent(parent: int) -> None:
     """Ask Linux to kill this process when its parent dies; leave at once if it already has."""
     if sys.platform.startswith("linux"):
         import ctypes
@@ -145,7 +145,7 @@ async def _serve(config: dict[str, Any], on_stop: Callable[[], None]) -> None:
 
 def main() -> None:
     config = json.loads(sys.argv[1])
-    _die_with_parent(config["parent"])
+    die_with_parent(config["parent"])
     profile_to = os.environ.get("FAE_UPSTREAM_PROFILE")
     if not profile_to:
         anyio.run(_serve, config, lambda: None)

@@ -15,8 +15,9 @@ import pytest
 
 from fae import api
 from fae.errors import FaeError
-from fae.harness import ray_record
-from fae.harness.ray_record import merge_shards, shard_dir
+from fae.harness import shards as shard_files
+from fae.harness.ray_record import shard_dir
+from fae.harness.shards import merge_shards
 from fae.store.live import LogReader
 from fae.store.log import EventLog
 from tests.run_report import why_not_finished
@@ -74,7 +75,7 @@ def test_a_killed_actor_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_pa
     assert killed, "actor 1 was never seen holding its shard"
     # a run in flight is in the shard (stored interrupted) or, killed before its first batch was journaled, not
     # in the log at all: either way it is not finished, and --resume records it
-    lost = sum(1 for _, status in first.runs if status == "lost with its actor")
+    lost = sum(1 for _, status in first.runs if status == "lost with its worker")
     assert lost >= 1 and first.interrupted_marked <= lost, f"the kill caught no run in flight: {first}"
     assert not shard_dir(log).exists()  # merged, then removed
     after_kill = _runs(log)
@@ -203,7 +204,7 @@ def test_resume_waits_for_a_shard_an_old_actor_still_holds(tmp_path):
 def test_a_shard_held_past_the_wait_is_one_clear_error(tmp_path, monkeypatch):
     log = tmp_path / "stuck.duckdb"
     shard = _shard_with_a_finished_run(log)
-    monkeypatch.setattr(ray_record, "SHARD_RELEASE_S", 1.0)
+    monkeypatch.setattr(shard_files, "SHARD_RELEASE_S", 1.0)
     holder = _hold(shard)
     try:
         with pytest.raises(FaeError, match=r"still held by another process after 1 s .* --resume again"):

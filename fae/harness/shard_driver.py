@@ -1,0 +1,130 @@
+"""The driver of a sharded recording: plan as a local recording does, hand runs out in suite order, merge.
+
+A pool of shard recorders (local worker processes, or Ray actors) is driven through ``ShardPool``:
+runs go out in suite order to the least-loaded live recorder, at most ``slots`` in flight on each; the
+first stop request stops every recorder (the runs in flight are stored interrupted with the signal);
+a recorder that dies loses only its runs in flight, which its shard shows as interrupted once merged.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections import Counter, deque
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Protocol
+
+from fae.agents.base import Agent
+from fae.agents.prefixes import build_agent
+from fae.errors import RecordError
+from fae.harness.interrupt import StopRequest
+from fae.harness.run import Paraphrase, RunSpec
+from fae.harness.shards import ShardJob, merge_shards, planned_attempts
+from fae.harness.suite_runner import SuiteResult, check_servers, render_task, runs_to_do
+from fae.store.log import EventLog
+from fae.tasks.scenarios import scenario_dirs
+from fae.tasks.sources import task_dirs
+
+WAIT_S = 0.25
+"""How long the driver waits on the runs in flight before it looks at the stop request again."""
+LOST = "lost with its worker"
+"""The outcome of a run whose recorder died with it in flight (its shard shows it interrupted, or not at all)."""
+
+
+class ShardPool(Protocol):
+    """Recorders the driver hands runs to, each on its own shard."""
+
+    size: int
+
+    def submit(self, index: int, spec: RunSpec) -> None: ...
+
+    def stop(self, signum: int) -> None:
+        """Every live recorder starts no run and cancels its runs in flight."""
+
+    def wait(self, timeout: float) -> list[tuple[int, RunSpec, str | None]]:
+        """Runs that came back: (recorder, spec, status, None if never started, or ``LOST``)."""
+
+    def close(self) -> bool:
+        """Close every live recorder's stack (flushing its shard); whether every write reached its shard."""
+
+
+def plan_shards(log_path: Path, specs: Sequence[RunSpec], *, resume: bool, retry_errored: bool,
+                stack_options: Mapping[str, Any], memory_stores: Mapping[str, Path],
+                llm_options: Mapping[str, Any], paraphrase: Paraphrase | None,
+                settle_s: float | None) -> tuple[list[RunSpec], SuiteResult, ShardJob]:
+    """Check and plan the suite as a local recording does, after merging any shards left behind."""
+    agents: dict[str, Agent] = {name: build_agent(name, **llm_options)
+                                for name in dict.fromkeys(spec.agent for spec in specs)}
+    check_servers(agents, memory_stores)
+    rendered = {(s.task_id, s.variation): None for s in specs}
+    for key in rendered:
+        rendered[key] = render_task(*key)
+    marked = merge_shards(log_path)  # what a killed driver or worker left is in LOG before anything is planned
+    todo, skipped = runs_to_do(specs, planned_attempts(log_path), resume=resume, retry_errored=retry_errored)
+    result = SuiteResult(planned=len(specs), skipped=skipped, statuses=Counter(), interrupted_marked=marked,
+                         runs=[])
+    options = {**stack_options, "memory_stores": dict(memory_stores)}
+    redaction = ShardJob.redaction_of(options.pop("redactor", None))
+    job = ShardJob(stack_options=options, agent_names=tuple(agents), llm_options=dict(llm_options),
+                   rendered=rendered, run_options={"paraphrase": paraphrase, "settle_s": settle_s},
+                   task_dirs=tuple(str(d) for d in task_dirs()),
+                   scenario_dirs=tuple(str(d) for d in scenario_dirs()), redaction=redaction)
+    if not todo:
+        EventLog(log_path).close()  # an empty suite still leaves a log, as a local recording does
+    return todo, result, job
+
+
+def record_on_pool(log_path: Path, pool: AbstractContextManager[ShardPool], todo: list[RunSpec], slots: int,
+                   stop: StopRequest | None, on_progress: Callable[[RunSpec, str], None] | None,
+                   result: SuiteResult) -> SuiteResult:
+    """Drive the pool through ``todo``, close its recorders and merge their shards into ``log_path``."""
+    with pool as started:
+        try:
+            try:
+                drive(started, todo, slots, stop, on_progress, result)
+            except BaseException:
+                started.stop(int(signal.SIGTERM))  # the runs in flight are stored interrupted before the stacks close
+                raise
+        finally:
+            healthy = started.close()
+            result.interrupted_marked += merge_shards(log_path)
+    if not healthy:
+        raise RecordError("a shard could not be written; the runs it lost are marked by the next --resume")
+    result.stopped = stop if stop is not None and stop.requested else None
+    return result
+
+
+def drive(pool: ShardPool, todo: list[RunSpec], slots: int, stop: StopRequest | None,
+          on_progress: Callable[[RunSpec, str], None] | None, result: SuiteResult) -> None:
+    """Hand the runs out in order, at most ``slots`` per live recorder, until all are back or a stop comes."""
+    queue = deque(todo)
+    load = dict.fromkeys(range(pool.size), 0)
+    in_flight = 0
+    stopping = False
+    while in_flight or (queue and load and not stopping):
+        if stop is not None and stop.requested and not stopping:
+            stopping = True
+            pool.stop(stop.signum or int(signal.SIGTERM))
+        while queue and not stopping and load and min(load.values()) < slots:
+            index = min(load, key=lambda k: (load[k], k))
+            pool.submit(index, queue.popleft())
+            load[index] += 1
+            in_flight += 1
+        if not in_flight:
+            break
+        for index, spec, status in pool.wait(WAIT_S):
+            in_flight -= 1
+            if index in load:
+                load[index] -= 1
+            if status == LOST:
+                load.pop(index, None)  # its unfinished runs are marked interrupted when its shard is merged
+            if status is None:
+                continue
+            if status != LOST:
+                result.statuses[status] += 1
+            result.runs.append((spec.run_id, status))
+            if on_progress:
+                on_progress(spec, status)
+    if queue and not load and not stopping:
+        raise RecordError(f"every recorder died; {len(queue)} runs were not started (--resume records them)")

@@ -1,0 +1,201 @@
+"""``fae record --workers N``: shards merged, secrets scrubbed in every worker, a killed worker resumed, stops.
+
+Each recording here starts real worker processes (each imports fae and opens its own stack), so the
+suites are small: the built-in task's gold runs, a few variations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fae import api
+from fae.cli import app
+from fae.errors import FaeError
+from fae.harness.interrupt import StopRequest
+from fae.harness.local_workers import RUNS_PER_WORKER, choose_workers, default_workers, record_on_workers
+from fae.harness.run import RunSpec
+from fae.harness.shards import ShardJob, ShardRecorder, shard_dir, shard_paths
+from fae.harness.suite_runner import render_task
+from fae.store import journal as journal_module
+from fae.store.live import LogReader, live_file
+from fae.store.log import EventLog
+from tests.run_report import why_not_finished
+
+pytestmark = pytest.mark.timeout(900)  # worker processes start slowly on a loaded 2-core machine
+
+TASK = "builtin-create-patient"
+KEY = "sk-proj-WORKERKEY-0042"
+runner = CliRunner()
+
+
+def _runs(log: Path) -> list[tuple[str, int, str, str | None]]:
+    with EventLog(log, read_only=True) as opened:
+        _, rows = opened.query("SELECT run_id, variation, status, cause FROM runs ORDER BY run_id")
+    return rows
+
+
+def test_two_workers_record_each_run_once_judged_live_with_the_key_scrubbed(tmp_path):
+    log = tmp_path / "suite.duckdb"
+    plan = tmp_path / "tells-the-key.yaml"
+    plan.write_text(f"steps:\n  - answer: the key is {KEY}\n")  # the key reaches the log unless scrubbed
+    seen_live: list[str] = []
+
+    def look_while_recording(spec, status):
+        if not seen_live:  # the first run back: the others are still being recorded in the shards
+            assert live_file(shard_paths(log)[0]).exists()
+            listed = runner.invoke(app, ["runs", "--log", str(log)])
+            seen_live.append(listed.output)
+
+    result = api.record(log, [TASK], variations=range(3), agents=["gold", f"plan:{plan}"], workers=2,
+                        concurrency=4, api_key=KEY, on_progress=look_while_recording)
+    assert result.statuses == {"finished": 6}, why_not_finished(log)
+    assert spec_id_in(seen_live[0], result.runs[0][0]), seen_live[0]  # `fae runs` shows a shard's run live
+    assert not shard_dir(log).exists()
+    runs = _runs(log)
+    assert len(runs) == 6 and len({run_id for run_id, *_ in runs}) == 6
+    with EventLog(log, read_only=True) as opened:
+        _, verdicts = opened.query("SELECT count(DISTINCT run_id) FROM verdicts WHERE batch = 'live'")
+        _, leaks = opened.query("SELECT count(*) FROM events WHERE payload::VARCHAR LIKE ?", [f"%{KEY}%"])
+        _, answers = opened.query("SELECT count(*) FROM events WHERE kind = 'AnswerGiven'"
+                                  " AND payload::VARCHAR LIKE '%the key is%'")
+    assert verdicts[0][0] == 6  # judged live in the workers, the verdicts merged with the runs
+    assert answers[0][0] == 3 and leaks[0][0] == 0  # each worker's writer knew the configured key
+
+
+def spec_id_in(listing: str, run_id: str) -> bool:
+    """Whether a `fae runs` table names the run (rich may cut a long id: its start is enough)."""
+    return run_id[:20] in listing
+
+
+def test_a_killed_worker_loses_no_run_and_resume_doubles_none(tmp_path):
+    log = tmp_path / "suite.duckdb"
+    workers: list[int] = []
+    killed: list[int] = []
+
+    def kill_worker_one(spec, status):
+        if not killed:
+            os.kill(workers[1], signal.SIGKILL)  # mid-suite, with its runs in flight
+            killed.append(workers[1])
+
+    first = record_on_workers(log, api.plan_runs([TASK], variations=range(8)), workers=2, concurrency=4,
+                              on_progress=kill_worker_one, on_start=lambda pool: workers.extend(pool.pids))
+    lost = sum(1 for _, status in first.runs if status == "lost with its worker")
+    assert lost >= 1 and first.interrupted_marked <= lost, f"the kill caught no run in flight: {first}"
+    assert not shard_dir(log).exists()
+    after_kill = _runs(log)
+    assert {status for *_, status, _ in after_kill} <= {"finished", "interrupted"}, after_kill
+    assert all(cause == "harness" for *_, status, cause in after_kill if status == "interrupted"), after_kill
+
+    again = api.record(log, [TASK], variations=range(8), workers=2, concurrency=4, resume=True)
+    assert again.skipped == 8 - lost, again
+    runs = _runs(log)
+    finished = Counter(variation for _, variation, status, _ in runs if status == "finished")
+    assert finished == dict.fromkeys(range(8), 1), why_not_finished(log)
+    assert len({run_id for run_id, *_ in runs}) == len(runs)
+
+
+def test_a_stop_request_interrupts_the_runs_in_flight_and_merges(tmp_path):
+    log = tmp_path / "stopped.duckdb"
+    stop = StopRequest()
+    result = api.record(log, [TASK], variations=range(8), workers=2, concurrency=4, stop=stop,
+                        on_progress=lambda spec, status: stop.request(int(signal.SIGTERM)))
+    assert result.stopped is stop and stop.exit_code == 143
+    assert not shard_dir(log).exists()
+    runs = _runs(log)
+    statuses = Counter(status for *_, status, _ in runs)
+    assert set(statuses) <= {"finished", "interrupted"} and statuses["finished"] < 8, runs
+    assert statuses["interrupted"] >= 1, runs  # the other worker had a run in flight when the stop came
+    with EventLog(log, read_only=True) as opened:
+        _, rows = opened.query("SELECT count(*) FROM runs WHERE status = 'interrupted' AND cause = 'signal'"
+                               " AND error LIKE '%SIGTERM%'")
+    assert rows[0][0] == statuses["interrupted"]
+
+
+def _finished_in_a_shard(log: Path) -> bool:
+    for shard in shard_paths(log):
+        try:
+            with LogReader(shard) as reader:
+                if reader.query("SELECT count(*) FROM runs WHERE status = 'finished'")[1][0][0]:
+                    return True
+        except Exception:  # not opened yet, or its live endpoint not up yet
+            continue
+    return False
+
+
+def test_a_terminals_ctrl_c_stops_the_driver_and_the_workers_store_their_runs_interrupted(tmp_path):
+    log = tmp_path / "ctrl-c.duckdb"
+    command = [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", TASK, "--variations", "0-11",
+               "--workers", "2", "--concurrency", "2"]
+    # its own process group, as a terminal's foreground job: Ctrl-C is SIGINT to the whole group
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 600  # ends when a run finished; the bound is for a stalled machine
+    while time.monotonic() < deadline and proc.poll() is None and not _finished_in_a_shard(log):
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+    os.killpg(proc.pid, signal.SIGINT)
+    output = proc.communicate(timeout=300)[0].decode()
+    assert proc.returncode == 130, output[-3000:]
+    assert "Traceback" not in output and "stopped by SIGINT" in output, output[-3000:]
+    assert not shard_dir(log).exists(), output[-3000:]
+    runs = _runs(log)
+    statuses = Counter(status for *_, status, _ in runs)
+    assert set(statuses) <= {"finished", "interrupted"} and statuses["finished"] < 12, runs
+    # no worker died of the Ctrl-C: each run in flight was stopped by the driver, with the signal as cause
+    assert statuses["interrupted"] >= 1 and all(cause == "signal" for *_, s, cause in runs if s == "interrupted"), runs
+
+
+def test_a_shard_recorder_keeps_fsync_and_records_one_run(tmp_path, monkeypatch):
+    # A spy, not a fake: power loss cannot be staged, so count the fsyncs the shard's journal asks for.
+    calls: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(journal_module.os, "fsync", lambda fd: (calls.append(fd), real_fsync(fd))[1])
+    job = ShardJob(stack_options={"fsync": True}, agent_names=("gold",), llm_options={},
+                   rendered={(TASK, 0): render_task(TASK, 0)}, run_options={}, redaction=ShardJob.redaction_of(None))
+    recorder = ShardRecorder(str(tmp_path / "worker-0.duckdb"), job)
+    try:
+        assert recorder.run(RunSpec(run_id="r0", task_id=TASK, variation=0, agent="gold", repeat=0)) == "finished"
+    finally:
+        assert recorder.close()
+    assert len(calls) >= 3
+
+
+def test_the_default_is_one_process_and_the_environment_asks_for_workers(tmp_path, monkeypatch):
+    monkeypatch.delenv("FAE_RECORD_WORKERS", raising=False)
+    assert default_workers(100 * RUNS_PER_WORKER, concurrency=8) == 1
+    monkeypatch.setenv("FAE_RECORD_WORKERS", "4")
+    assert default_workers(100 * RUNS_PER_WORKER, concurrency=8) == 4
+    assert default_workers(RUNS_PER_WORKER + 1, concurrency=8) == 2  # a worker per RUNS_PER_WORKER runs at most
+    assert default_workers(100 * RUNS_PER_WORKER, concurrency=1) == 1  # one run at a time needs no second stack
+    specs = api.plan_runs([TASK], variations=range(4 * RUNS_PER_WORKER))
+    log = tmp_path / "x.duckdb"
+    kwargs = {"concurrency": 8, "resume": True, "retry_errored": False}
+    assert choose_workers(log, specs, workers=None, fhir_url=None, **kwargs) == 4
+    assert choose_workers(log, specs, workers=None, fhir_url="http://127.0.0.1:9/fhir", **kwargs) == 1
+    with pytest.raises(FaeError, match="embedded FHIR server only"):
+        choose_workers(log, specs, workers=2, fhir_url="http://127.0.0.1:9/fhir", **kwargs)
+    monkeypatch.setenv("FAE_RECORD_WORKERS", "zero")
+    with pytest.raises(FaeError, match="FAE_RECORD_WORKERS"):
+        default_workers(10, concurrency=8)
+    assert not log.exists()
+
+
+def test_one_worker_records_in_this_process_as_before(tmp_path):
+    log = tmp_path / "one.duckdb"
+    holders: list[int] = []
+
+    def who_holds(spec, status):
+        holders.append(json.loads(live_file(log).read_text())["pid"])
+        assert not shard_dir(log).exists()
+
+    result = api.record(log, [TASK], variations=range(2), workers=1, on_progress=who_holds)
+    assert result.statuses == {"finished": 2} and holders == [os.getpid()] * 2
