@@ -97,7 +97,8 @@ def test_a_killed_worker_loses_no_run_and_resume_doubles_none(tmp_path):
     assert all(cause == "harness" for *_, status, cause in after_kill if status == "interrupted"), after_kill
 
     again = api.record(log, [TASK], variations=range(8), workers=2, concurrency=4, resume=True)
-    assert again.skipped == 8 - lost, again
+    # a run whose answer the kill cut off may have finished in the shard all the same: done, not redone
+    assert again.skipped >= 8 - lost and again.skipped + len(again.runs) == 8, again
     runs = _runs(log)
     finished = Counter(variation for _, variation, status, _ in runs if status == "finished")
     assert finished == dict.fromkeys(range(8), 1), why_not_finished(log)

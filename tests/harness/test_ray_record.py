@@ -83,7 +83,8 @@ def test_a_killed_actor_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_pa
     assert Counter(status for _, _, status in after_kill)["interrupted"] == first.interrupted_marked
 
     again = api.record(log, [TASK], variations=range(8), ray="auto", ray_actors=2, concurrency=2, resume=True)
-    assert again.skipped == 8 - lost, again
+    # a run whose answer the kill cut off may have finished in the shard all the same: done, not redone
+    assert again.skipped >= 8 - lost and again.skipped + len(again.runs) == 8, again
     runs = _runs(log)
     finished = Counter(variation for _, variation, status in runs if status == "finished")
     assert finished == dict.fromkeys(range(8), 1), why_not_finished(log)
