@@ -223,7 +223,13 @@ def record(
         out.print(table)
         from fae.cli.study import results_table
 
-        results_table(log, None, out, configurations=sorted({spec.agent for spec in specs}))
+        try:
+            results_table(log, None, out, configurations=sorted({spec.agent for spec in specs}))
+        except Exception:
+            if not stop.requested:
+                raise
+            # a signal while the table is computed interrupts DuckDB's query: the runs are stored, the table waits
+            err.print("the results table was skipped: `fae stats --log LOG` prints it")
         if stop.requested:  # also when the signal came as the stack was closing
             err.print(f"stopped by {stop.signal_name}: runs in flight are stored interrupted; {RESUME_HINT}")
             raise typer.Exit(stop.exit_code)

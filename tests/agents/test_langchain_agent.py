@@ -81,7 +81,7 @@ def make_store(path: Path, label: str, pairs: set[tuple[str, str]]) -> Path:
 
 @pytest.fixture(scope="module")
 def llm() -> Iterator[LlmServer]:
-    with LlmServer(create_app(fault_delay_s=5.0)) as server:
+    with LlmServer(create_app(fault_delay_s=120.0)) as server:  # fault:timeout answers when the client gives up
         yield server
 
 
@@ -231,9 +231,11 @@ def _fault_log(tmp_path: Path, llm: LlmServer, models: list[str], **llm_options:
 
 
 def test_llm_faults_end_the_run_errored_with_every_exchange_recorded(llm, tmp_path):
-    # max_retries=1: each retried fault shows as two recorded calls; the timeout is shorter than the delay.
+    # max_retries=1: each retried fault shows as two recorded calls; the timeout is shorter than the delay, and
+    # long enough that a 429 and its retry get through a loaded machine (at 1 s, a retry was once cut off on its
+    # way to the proxy: one call recorded, correctly, where the test counted two)
     log = _fault_log(tmp_path, llm, ["fault:429", "fault:500", "fault:timeout", "fault:garbage",
-                                     "fault:429-then-ok"], timeout_s=1.0, max_retries=1)
+                                     "fault:429-then-ok"], timeout_s=8.0, max_retries=1)
     runs = {agent.split("@")[1]: (run_id, status, stop, error) for run_id, agent, status, stop, error in
             query(log, "SELECT run_id, agent, status, stop_reason, error FROM runs")}
     expected_calls = {"fault:429": 2, "fault:500": 2, "fault:timeout": 2, "fault:garbage": 1}
