@@ -87,14 +87,17 @@ class _Held:
         self.addon = addon
         self.flow = flow
         self.exchange = exchange
-        self.gathered = Gathered(capacity)
+        self.gathered: Gathered | None = Gathered(capacity)
 
     def __call__(self, data: bytes) -> list[bytes]:
+        if self.gathered is None:  # nothing comes after the end
+            return [data] if data else []
         if data:
             if not self.gathered.add(data):
                 raise ValueError("a response body grew past its Content-Length")  # h11 never lets it
             return []
         body = self.gathered.body()  # the end of the body
+        self.gathered = None  # the flow outlives the body: only the slices on their way to the client hold it
         recorded = self.addon._record_held(self.flow, self.exchange, body)
         return list(bodies.body_slices(body)) if recorded else []  # type: ignore[arg-type]
 
@@ -268,5 +271,6 @@ class RecordingAddon:
                 flow.kill()
             return False
         finally:
-            exchange.request_body = exchange.response_body = None  # in the log now, or never: the flow may live on
+            # in the log now, or never: the flow may live on
+            exchange.request_body = exchange.response_body = exchange.decoded_body = None
         return True
