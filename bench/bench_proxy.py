@@ -1,14 +1,16 @@
 """Proxy overhead and ingest rate, measured side by side in one run.
 
     uv run python bench/bench_proxy.py [--requests 400] [--events 100000] [--rss-limits 8,32,64]
+                                       [--embedded-fhir] [--skip-latency]
 
 Prints, per exchange, the latency direct to a local upstream and through the
 recording proxy (which answers only once the exchange is durable in the
 log's journal; DuckDB gets it in the next batch),
 interleaved request by request so machine noise hits both alike; then the rate
 at which the single writer ingests events; then, at each body size limit, the
-peak RSS growth of a recording proxy (a process of its own) keeping a request
-body and a response body one byte under the limit, over its warmed-up size.
+peak RSS growth of a recording proxy (a process of its own) keeping each kind
+of body one byte under the limit (opaque, FHIR JSON each way, an LLM's long
+history and long answer, chunked, gzip), over its warmed-up size.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +36,7 @@ from fae.store import events as ev
 from fae.store.log import EventLog, RunRow
 from fae.store.writer import Stamped, open_writer
 from fae.util.serve import serve_asgi
+from tests.proxy.body_memory import ProxyChild
 from tests.upstream import create_upstream
 
 
@@ -94,39 +96,28 @@ async def ingest(count: int, batch: int, directory: Path) -> None:
           f"(submitted in batches of {batch}; {writer.batches_written} transactions)")
 
 
-def body_memory(limit: int, directory: Path) -> tuple[float, float]:
-    """(request, response): peak RSS growth / limit while keeping a body of ``limit - 1`` bytes each way."""
-    child = subprocess.Popen([sys.executable, "-m", "tests.proxy.body_limit_child", str(directory / f"rss{limit}"),
-                              str(limit)], cwd=Path(__file__).resolve().parents[1], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
-
-    def ask(command: str) -> list[str]:
-        assert child.stdin is not None and child.stdout is not None
-        child.stdin.write(command + "\n")
-        child.stdin.flush()
-        return child.stdout.readline().split()
-
-    assert child.stdout is not None
-    port = int(child.stdout.readline().split()[1])
-    url = f"http://127.0.0.1:{port}/run/r1/agent/api/"
-    body = os.urandom(limit - 1)
-    try:
-        for _ in range(3):
-            httpx.post(url + "warm", content=b"w" * 65536).raise_for_status()
-            httpx.get(url + "bytes/65536").raise_for_status()
-        ask("flush")
-        baseline = int(ask("rss")[2])
-        growth = []
-        for send in (lambda: httpx.post(url + "kept", content=body, timeout=300),
-                     lambda: httpx.get(url + f"bytes/{limit - 1}", timeout=300)):
-            ask("mark")
-            send().raise_for_status()
-            ask("flush")
-            growth.append((int(ask("rss")[1]) - baseline) * 1024 / limit)
-    finally:
-        ask("quit")
-        child.wait(60)
-    return growth[0], growth[1]
+def body_memory(limit: int, directory: Path, embedded_fhir: bool) -> None:
+    """Per kind of body: peak RSS growth / limit of a recording proxy (a process of its own) keeping one of
+    ``limit - 1`` bytes, each in a fresh proxy; then all in one proxy, as a long-lived one meets them in turn."""
+    mib = limit >> 20
+    with ProxyChild(directory / f"rss{mib}.duckdb", limit) as child:
+        names = list(child.cases())
+    fresh = {}
+    for index, name in enumerate(names):
+        with ProxyChild(directory / f"rss{mib}-{index}.duckdb", limit) as child:
+            fresh[name] = child.measure(child.cases()[name]).over_baseline / limit
+    with ProxyChild(directory / f"rss{mib}-all.duckdb", limit) as child:
+        together = {name: child.measure(action).over_baseline / limit for name, action in child.cases().items()}
+    print(f"body memory at a {mib} MiB limit (load {os.getloadavg()[0]:.1f}): peak RSS growth / limit,"
+          " each in a fresh proxy | all in one proxy, in this order")
+    for name in names:
+        print(f"  {name:28} {fresh[name]:5.2f}x | {together[name]:5.2f}x")
+    if embedded_fhir:
+        with ProxyChild(directory / f"rss{mib}-real.duckdb", limit, embedded_fhir=True) as child:
+            for name, action in child.real_fhir_cases().items():
+                grown = child.measure(action)
+                print(f"  {name:28} {grown.over_baseline / limit:5.2f}x the proxy's; the embedded FHIR server's"
+                      f" own process {(grown.upstream or 0) / limit:5.2f}x")
 
 
 def main() -> None:
@@ -135,14 +126,16 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--rss-limits", default="32", help="body size limits in MiB, comma separated ('' skips)")
+    parser.add_argument("--embedded-fhir", action="store_true",
+                        help="also measure a large body stored in and read from the embedded FHIR server")
+    parser.add_argument("--skip-latency", action="store_true", help="measure body memory only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        anyio.run(latency, args.requests, Path(tmp))
-        anyio.run(ingest, args.events, args.batch, Path(tmp))
+        if not args.skip_latency:
+            anyio.run(latency, args.requests, Path(tmp))
+            anyio.run(ingest, args.events, args.batch, Path(tmp))
         for mib in filter(None, args.rss_limits.split(",")):
-            request, response = body_memory(int(mib) << 20, Path(tmp))
-            print(f"body memory: limit {mib} MiB: peak RSS growth keeping a request body of limit - 1 bytes "
-                  f"{request:.2f}x the limit, a response body {response:.2f}x")
+            body_memory(int(mib) << 20, Path(tmp), args.embedded_fhir)
 
 
 if __name__ == "__main__":

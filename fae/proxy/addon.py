@@ -5,12 +5,14 @@ the sink. If the sink cannot record, the client gets an error response instead
 of the upstream's answer, so nothing passes unrecorded.
 
 A body whose Content-Length is at least ``BODY_FILE_BYTES`` (up to the limit)
-is streamed instead of buffered, and kept as the pieces it arrived in:
-mitmproxy would join a buffered body's pieces into one copy, holding it twice.
-A request's pieces pass on as they come; a response's are held until the
-exchange is recorded and then released, so a client still never gets a body
-that is not in the log (if recording fails it gets the headers and a cut
-connection).
+is streamed instead of buffered, and gathered into one memory map as it comes
+(``fae.proxy.gather``): mitmproxy would join a buffered body's pieces into one
+copy, holding it twice. A request's pieces pass on as they come; a response's
+are held until the exchange is recorded and then released, so a client still
+never gets a body that is not in the log (if recording fails it gets the
+headers and a cut connection). A gzip response is decoded, for the log, into
+a map of its own, bounded by the limit: one that would decode past it is kept
+encoded only, with a ``decode_error`` saying so.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ import uuid
 from typing import Protocol
 
 from mitmproxy import http
+from mitmproxy.net import encoding as mitm_encoding
 
 from fae.proxy.exchange import Chunk, Exchange
+from fae.proxy.gather import Gathered, decode_bounded, decodes_streaming
 from fae.proxy.routes import Route, RouteError, Upstream, parse_route
 from fae.store import bodies
 from fae.store.bodies import Pieces
@@ -65,32 +69,37 @@ class _StreamTap:
 
 
 class _Passing:
-    """A large request body: its pieces go on to the upstream as they come, and are kept for the log."""
+    """A large request body: its pieces go on to the upstream as they come, and are gathered for the log."""
 
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
+    def __init__(self, capacity: int) -> None:
+        self.gathered: Gathered | None = Gathered(capacity)
 
     def __call__(self, data: bytes) -> bytes:
-        if data:
-            self.parts.append(data)
+        if data and self.gathered is not None and not self.gathered.add(data):
+            raise ValueError("a request body grew past its Content-Length")  # h11 never lets it
         return data
 
 
 class _Held:
-    """A large response body: its pieces are held until the exchange is recorded, then all let through."""
+    """A large response body: gathered and held until the exchange is recorded, then let through."""
 
-    def __init__(self, addon: RecordingAddon, flow: http.HTTPFlow, exchange: Exchange):
+    def __init__(self, addon: RecordingAddon, flow: http.HTTPFlow, exchange: Exchange, capacity: int):
         self.addon = addon
         self.flow = flow
         self.exchange = exchange
-        self.parts: list[bytes] = []
+        self.gathered: Gathered | None = Gathered(capacity)
 
     def __call__(self, data: bytes) -> list[bytes]:
+        if self.gathered is None:  # nothing comes after the end
+            return [data] if data else []
         if data:
-            self.parts.append(data)
+            if not self.gathered.add(data):
+                raise ValueError("a response body grew past its Content-Length")  # h11 never lets it
             return []
-        parts, self.parts = self.parts, []  # the end of the body
-        return parts if self.addon._record_held(self.flow, self.exchange, Pieces(tuple(parts))) else []
+        body = self.gathered.body()  # the end of the body
+        self.gathered = None  # the flow outlives the body: only the slices on their way to the client hold it
+        recorded = self.addon._record_held(self.flow, self.exchange, body)
+        return list(bodies.body_slices(body)) if recorded else []  # type: ignore[arg-type]
 
 
 def _declared_size(headers: http.Headers) -> int | None:
@@ -133,16 +142,16 @@ class RecordingAddon:
         flow.metadata[ROUTE_KEY] = route
         declared = _declared_size(flow.request.headers)
         if declared is not None and declared >= self.stream_bytes:  # over the limit: mitmproxy refused it already
-            flow.request.stream = _Passing()
+            flow.request.stream = _Passing(declared)
 
     def request(self, flow: http.HTTPFlow) -> None:
         route: Route | None = flow.metadata.get(ROUTE_KEY)
         if route is None:
             return
         passing = flow.request.stream
-        if isinstance(passing, _Passing):
-            body: bodies.Body | None = Pieces(tuple(passing.parts))
-            passing.parts = []  # the flow outlives its exchange: only the exchange holds the body, until recorded
+        if isinstance(passing, _Passing) and passing.gathered is not None:
+            body: bodies.Body | None = passing.gathered.body()
+            passing.gathered = None  # the flow outlives its exchange: only the exchange holds the body, until recorded
         else:
             body = flow.request.raw_content
         flow.metadata[EXCHANGE_KEY] = self._exchange(flow, route, body)
@@ -175,8 +184,9 @@ class RecordingAddon:
             flow.response.stream = _StreamTap(self.sink, exchange)
             return
         declared = _declared_size(flow.response.headers)
-        if declared is not None and declared >= self.stream_bytes and not flow.response.headers.get("content-encoding"):
-            flow.response.stream = _Held(self, flow, exchange)
+        encoding = flow.response.headers.get("content-encoding", "")
+        if declared is not None and declared >= self.stream_bytes and (not encoding or decodes_streaming(encoding)):
+            flow.response.stream = _Held(self, flow, exchange, declared)
 
     def _record_held(self, flow: http.HTTPFlow, exchange: Exchange, body: Pieces) -> bool:
         """Record an exchange whose large response body is held; True if the body may now pass."""
@@ -184,7 +194,33 @@ class RecordingAddon:
         exchange.status = flow.response.status_code
         exchange.response_headers = list(flow.response.headers.items(multi=True))
         exchange.response_body = body
+        if flow.response.headers.get("content-encoding"):
+            self._decode(flow.response, exchange, body)
         return self._finish(flow, exchange, replace_response=False)
+
+    def _decode(self, response: http.Response, exchange: Exchange, raw: bodies.Body) -> None:
+        """The decoded copy the log keeps beside an encoded body: gzip decoded into a bounded map, others (and
+        gzip that is not plainly valid) the way mitmproxy decodes them."""
+        encoding = response.headers.get("content-encoding", "")
+        if raw and decodes_streaming(encoding):
+            try:
+                decoded = decode_bounded(raw, self.max_body_bytes)
+            except ValueError:
+                pass  # mitmproxy's decoder says what is wrong with it, as it always has
+            else:
+                if decoded is None:
+                    exchange.decode_error = (f"cannot decode {encoding}: decoded it is over the proxy's "
+                                             f"{self.max_body_bytes} byte limit (--max-body-mib); kept encoded only")
+                else:
+                    exchange.decoded_body = decoded if len(decoded) >= self.stream_bytes else decoded.joined()
+                return
+        try:  # what Response.get_content(strict=True) does, over a body that may have been held
+            plain = mitm_encoding.decode(raw if isinstance(raw, bytes) else raw.joined(), encoding)
+            if isinstance(plain, str):
+                raise ValueError(f"Invalid Content-Encoding: {encoding}")
+            exchange.decoded_body = plain
+        except ValueError as exc:
+            exchange.decode_error = f"cannot decode {encoding}: {exc}"
 
     def response(self, flow: http.HTTPFlow) -> None:
         exchange: Exchange | None = flow.metadata.get(EXCHANGE_KEY)
@@ -197,11 +233,8 @@ class RecordingAddon:
             exchange.response_body = b"".join(c.data for c in exchange.chunks)
         else:
             exchange.response_body = response.raw_content
-            if response.headers.get("content-encoding"):
-                try:
-                    exchange.decoded_body = response.get_content(strict=True)
-                except ValueError as exc:
-                    exchange.decode_error = f"cannot decode {response.headers.get('content-encoding')}: {exc}"
+            if response.headers.get("content-encoding") and response.raw_content is not None:
+                self._decode(response, exchange, response.raw_content)
         self._finish(flow, exchange)
 
     def error(self, flow: http.HTTPFlow) -> None:
@@ -238,5 +271,6 @@ class RecordingAddon:
                 flow.kill()
             return False
         finally:
-            exchange.request_body = exchange.response_body = None  # in the log now, or never: the flow may live on
+            # in the log now, or never: the flow may live on
+            exchange.request_body = exchange.response_body = exchange.decoded_body = None
         return True

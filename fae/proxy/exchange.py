@@ -32,7 +32,7 @@ class Exchange:
     status: int | None = None
     response_headers: list[tuple[str, str]] = field(default_factory=list)
     response_body: Body | None = None
-    decoded_body: bytes | None = None
+    decoded_body: Body | None = None
     decode_error: str | None = None
     streamed: bool = False
     chunks: list[Chunk] = field(default_factory=list)

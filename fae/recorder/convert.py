@@ -27,12 +27,12 @@ def _whole(body: Body | None) -> bytes | None:
     return body.joined() if isinstance(body, Pieces) else body
 
 
-def _scrub_encoded(exchange: Exchange, redactor: Redactor) -> tuple[Body | None, bytes | None]:
+def _scrub_encoded(exchange: Exchange, redactor: Redactor) -> tuple[Body | None, Body | None]:
     """(raw, decoded) response bodies; a compressed body whose decoded copy held a secret is re-encoded clean."""
     raw, decoded = exchange.response_body, exchange.decoded_body
-    if decoded is None:
-        return raw, decoded
-    clean = redactor.secrets.scrub_bytes(decoded)
+    if decoded is None or (isinstance(decoded, Pieces) and not redactor.secrets.found_in(decoded)):
+        return raw, decoded  # a large decoded body is scrubbed as it is stored (fae.store.bodies)
+    clean = redactor.secrets.scrub_bytes(_whole(decoded) or b"")
     if clean is decoded:
         return raw, decoded
     try:
@@ -82,15 +82,14 @@ def exchange_events(exchange: Exchange, redactor: Redactor) -> tuple[list[Event]
     events: list[Event] = [http]
     if exchange.kind not in ("fhir", "llm", "mcp"):
         return events, blobs
-    request_body, response_body = _whole(exchange.request_body), _whole(stored_response)
-    if exchange.kind == "fhir":
+    if exchange.kind == "fhir":  # a large body is read where it lies (fae.recorder.jsonbody), never joined
         events.append(fhir_event(exchange.exchange_id, exchange.method, exchange.path,
-                                 request_body, exchange.status, response_headers, response_body))
+                                 exchange.request_body, exchange.status, response_headers, stored_response))
     elif exchange.kind == "llm":
-        events.append(llm_event(exchange.exchange_id, exchange.path, request_body,
-                                exchange.status, response_body, exchange.streamed, exchange.error))
+        events.append(llm_event(exchange.exchange_id, exchange.path, exchange.request_body,
+                                exchange.status, stored_response, exchange.streamed, exchange.error))
     elif exchange.kind == "mcp" and posted_session(exchange) is None:  # a legacy-SSE POST: see mcp_sse
-        events.extend(mcp_events(exchange.exchange_id, request_body, response_body,
+        events.extend(mcp_events(exchange.exchange_id, _whole(exchange.request_body), _whole(stored_response),
                                  _header(response_headers, "content-type"), exchange.upstream,
                                  exchange.error))
     return events, blobs

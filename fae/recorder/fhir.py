@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fae.recorder.jsonbody import parse_json
+from fae.recorder.jsonbody import items, json_node, members, value
+from fae.store.bodies import Body
 from fae.store.events import FhirInteracted, OperationIssue
 
 _TYPE = re.compile(r"[A-Z][A-Za-z]+")
@@ -101,40 +102,57 @@ def _issues(outcome: dict[str, Any]) -> tuple[OperationIssue, ...]:
 
 
 def _header(headers: list[tuple[str, str]], name: str) -> str | None:
-    for key, value in headers:
+    for key, given in headers:
         if key.lower() == name:
-            return value
+            return given
     return None
 
 
-def fhir_event(exchange_id: str, method: str, path: str, request_body: bytes | None,
+def _request_head(body: Body | None) -> dict[str, Any] | None:
+    """The request's members that decide its interaction (a transaction or batch Bundle), decoded."""
+    found = members(json_node(body))
+    return None if found is None else {k: value(found[k]) for k in ("resourceType", "type") if k in found}
+
+
+def _entries(entry: Any) -> tuple[list[str], tuple[OperationIssue, ...]]:
+    """A Bundle's entry ids, and the issues of its OperationOutcome entries (each resource decoded on its own)."""
+    search_ids: list[str] = []
+    issues: tuple[OperationIssue, ...] = ()
+    for item in items(entry) or []:  # an entry that is no list holds no resources
+        found = members(item)
+        resource = members(found.get("resource")) if found is not None else None
+        if resource is None:
+            continue
+        kind = value(resource.get("resourceType"))
+        if kind != "OperationOutcome":
+            search_ids.append(f"{kind}/{value(resource.get('id'))}")
+        else:
+            issues += _issues({"issue": value(resource.get("issue"))})
+    return search_ids, issues
+
+
+def fhir_event(exchange_id: str, method: str, path: str, request_body: Body | None,
                status: int | None, response_headers: list[tuple[str, str]],
-               response_body: bytes | None) -> FhirInteracted:
-    request = parse_json(request_body)
-    response = parse_json(response_body)
-    interaction, rtype, rid, version = interaction_of(method, path, request)
+               response_body: Body | None) -> FhirInteracted:
+    interaction, rtype, rid, version = interaction_of(method, path, _request_head(request_body))
     issues: tuple[OperationIssue, ...] = ()
     search_ids: list[str] = []
     total = None
-    if isinstance(response, dict):
-        kind = response.get("resourceType")
+    response = members(json_node(response_body))
+    if response is not None:
+        kind = value(response.get("resourceType"))
         if kind == "OperationOutcome":
-            issues = _issues(response)
+            issues = _issues({"issue": value(response.get("issue"))})
         elif kind == "Bundle" and (interaction.startswith(("search", "history")) or interaction == "operation"):
-            total = response.get("total") if isinstance(response.get("total"), int) else None
-            for entry in response.get("entry") or []:
-                resource = entry.get("resource") if isinstance(entry, dict) else None
-                if isinstance(resource, dict) and resource.get("resourceType") != "OperationOutcome":
-                    search_ids.append(f"{resource.get('resourceType')}/{resource.get('id')}")
-                elif isinstance(resource, dict):
-                    issues += _issues(resource)
+            given_total = value(response.get("total"))
+            total = given_total if isinstance(given_total, int) else None
+            search_ids, issues = _entries(response.get("entry"))
         elif kind and interaction in ("create", "read", "vread", "update", "patch",
                                       "update-conditional", "patch-conditional"):
             rtype = rtype or kind
-            rid = response.get("id") or rid
-            given = response.get("meta")
-            meta = given if isinstance(given, dict) else {}
-            version = meta.get("versionId") or version
+            rid = value(response.get("id")) or rid
+            meta = members(response.get("meta")) or {}
+            version = value(meta.get("versionId")) or version
     if interaction in ("create", "update", "update-conditional", "patch") and (rid is None or version is None):
         location = _header(response_headers, "location") or _header(response_headers, "content-location")
         if location:

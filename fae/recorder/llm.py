@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fae.recorder.jsonbody import parse_json, sse_data
+from fae.recorder.jsonbody import buffer_of, json_node, members, sse_data, value
+from fae.store.bodies import Body, body_slices
 from fae.store.events import LlmCalled, ToolCallRequest
 
 
@@ -88,15 +89,32 @@ def _responses_output(body: dict[str, Any]) -> tuple[str | None, list[ToolCallRe
     return ("".join(texts) if texts else None), calls
 
 
-def llm_event(exchange_id: str, path: str, request_body: bytes | None, status: int | None,
-              response_body: bytes | None, streamed: bool, error: str | None) -> LlmCalled:
+def _decoded(body: Body | None) -> Any:
+    """A body's JSON value with its top-level members decoded one by one (a large body is never built whole)."""
+    node = json_node(body)
+    found = members(node)
+    return {key: value(member) for key, member in found.items()} if found is not None else value(node)
+
+
+def _starts_with_data(body: Body | None) -> bool:
+    """Whether the body, past leading whitespace, starts ``data:`` (an SSE body), read a slice at a time."""
+    head = b""
+    for piece in body_slices(body) if body else ():
+        head = (head + bytes(piece)).lstrip()
+        if len(head) >= 5:
+            break
+    return head.startswith(b"data:")
+
+
+def llm_event(exchange_id: str, path: str, request_body: Body | None, status: int | None,
+              response_body: Body | None, streamed: bool, error: str | None) -> LlmCalled:
     api = api_of(path)
-    request = parse_json(request_body)
+    request = _decoded(request_body)
     request = request if isinstance(request, dict) else {}
     stream = bool(request.get("stream")) or streamed
     response: Any = None
-    if streamed or (response_body or b"").lstrip().startswith(b"data:"):
-        chunks = sse_data(response_body)
+    if streamed or _starts_with_data(response_body):
+        chunks = sse_data(bytes(buffer_of(response_body)) if response_body else None)
         if api == "responses":
             done = [c.get("response") for c in chunks if isinstance(c, dict)
                     and c.get("type") == "response.completed"]
@@ -104,7 +122,7 @@ def llm_event(exchange_id: str, path: str, request_body: bytes | None, status: i
         else:
             response = _chat_from_chunks(chunks) if chunks else None
     else:
-        response = parse_json(response_body)
+        response = _decoded(response_body)
     messages = request.get("messages") if api == "chat" else request.get("input")
     if isinstance(messages, str):
         messages = [{"role": "user", "content": messages}]

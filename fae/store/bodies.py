@@ -35,9 +35,10 @@ _LEVEL = 3
 
 @dataclass(frozen=True, slots=True)
 class Pieces:
-    """A body kept as the pieces it arrived in: joining them would hold it twice."""
+    """A body kept as the pieces it arrived in, or as one view of the map it was gathered into
+    (``fae.proxy.gather``): joining them would hold it twice."""
 
-    parts: tuple[bytes, ...]
+    parts: tuple[bytes | memoryview, ...]
 
     def __len__(self) -> int:
         return sum(len(p) for p in self.parts)
@@ -51,12 +52,10 @@ Body = bytes | Pieces
 
 def body_slices(body: Body) -> Iterator[bytes | memoryview]:
     """The body in slices of at most 1 MiB, without copying it."""
-    if isinstance(body, Pieces):
-        yield from body.parts
-        return
-    view = memoryview(body)
-    for start in range(0, len(view), _SLICE):
-        yield view[start:start + _SLICE]
+    for part in body.parts if isinstance(body, Pieces) else (body,):
+        view = memoryview(part)
+        for start in range(0, len(view), _SLICE):
+            yield view[start:start + _SLICE]
 
 
 def digest_of(body: Body) -> str:

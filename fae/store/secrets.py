@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import overload
 from urllib.parse import quote, quote_plus
 
+from fae.store.bodies import Body, body_slices
 from fae.store.log import Batch, blob_hash
 
 REDACTED = "[redacted]"
@@ -99,6 +100,20 @@ class SecretValues:
         """A blob's hash that scrubbing changed: events naming the old one are rewritten to the new one."""
         with self._lock:
             self._renamed[old.encode()] = new.encode()
+
+    def found_in(self, body: Body) -> bool:
+        """Whether any secret form occurs in the body, searched a slice at a time (a form may straddle two)."""
+        forms, pattern = self._compiled()
+        if pattern is None:
+            return False
+        keep = max(len(f) for f in forms) - 1
+        tail = b""
+        for piece in body_slices(body):
+            text = tail + bytes(piece)
+            if pattern.search(text):
+                return True
+            tail = text[len(text) - keep:] if keep else b""
+        return False
 
     def scrub_bytes(self, data: bytes) -> bytes:
         forms, pattern = self._compiled()

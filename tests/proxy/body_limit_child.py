@@ -1,6 +1,6 @@
 """A recording proxy in its own process, for measuring its peak memory (test_body_limit.py drives it).
 
-    python -m tests.proxy.body_limit_child LOG MAX_BODY_BYTES
+    python -m tests.proxy.body_limit_child LOG MAX_BODY_BYTES [--embedded-fhir]
 
 Prints ``port PROXY_PORT``, then answers each stdin line: ``rss`` → ``rss PEAK_KIB NOW_KIB``
 (this process's peak resident size and its size now, VmHWM and VmRSS from
@@ -8,26 +8,37 @@ Prints ``port PROXY_PORT``, then answers each stdin line: ``rss`` → ``rss PEAK
 now (Linux's clear_refs; where that is refused the peak stays cumulative,
 which only makes each step's measure stricter), ``flush`` → ``flushed``
 once the log has everything, ``quit`` → exits. The upstream reads and drops
-request bodies chunk by chunk, and makes up ``GET /bytes/N`` replies (N bytes
-with a Content-Length) a MiB at a time, so only the proxy and the recorder
-hold a whole body.
+request bodies chunk by chunk, and makes up its replies a MiB at a time, so
+only the proxy and the recorder hold a whole body: ``GET /bytes/N`` (N opaque
+bytes), ``GET /Patient?size=N`` (a searchset Bundle of N bytes; ``&gzip=1``:
+gzip-encoded), ``POST .../chat/completions?size=N`` (a completion of N bytes).
+It is served as three upstreams: ``api`` (opaque), ``fhir`` and ``llm``.
+With ``--embedded-fhir`` the embedded FHIR server runs in a process of its
+own as upstream ``real`` (kind fhir), and ``rss`` adds that process's peak and
+current size, so its own cost (it parses and stores what it is sent) is never
+counted as the proxy's.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import zlib
+from contextlib import AsyncExitStack
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import anyio
 import anyio.to_thread
 
+from fae.harness.upstream_process import upstream_process
 from fae.proxy.routes import Upstream
 from fae.proxy.server import run_proxy
 from fae.recorder.recorder import Recorder
 from fae.store.log import EventLog
 from fae.store.writer import open_writer
 from fae.util.serve import serve_asgi
+from tests.proxy.shaped_bodies import bundle_pieces, completion_pieces
 
 
 async def draining_upstream(scope, receive, send) -> None:
@@ -43,21 +54,30 @@ async def draining_upstream(scope, receive, send) -> None:
     if scope["path"].startswith("/bytes/"):
         await _made_up_reply(int(scope["path"].removeprefix("/bytes/")), send)
         return
+    query = {k: v[0] for k, v in parse_qs(scope.get("query_string", b"").decode()).items()}
+    if scope["path"] == "/Patient" and scope["method"] == "GET":
+        await _bundle_reply(int(query["size"]), bool(query.get("gzip")), send)
+        return
     size = 0
     while True:
         message = await receive()
         size += len(message.get("body", b""))
         if not message.get("more_body"):
             break
+    if scope["path"].endswith("/chat/completions"):
+        await _send_pieces(list(completion_pieces(int(query.get("size", "300")))), send)
+        return
     body = f'{{"received": {size}}}'.encode()
+    if scope["path"][1:2].isupper():  # a FHIR create: answered with the resource's id and version
+        body = b'{"resourceType":"DocumentReference","id":"d1","meta":{"versionId":"1"}}'
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
 
-def _status_kib(field: str) -> int:
+def _status_kib(field: str, pid: int | None = None) -> int:
     """A size from /proc/self/status (getrusage's peak is not reset by clear_refs once a thread has exited)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
+    for line in Path(f"/proc/{pid or 'self'}/status").read_text().splitlines():
         if line.startswith(f"{field}:"):
             return int(line.split()[1])
     raise RuntimeError(f"no {field} in /proc/self/status")
@@ -75,30 +95,71 @@ async def _made_up_reply(total: int, send) -> None:
         await send({"type": "http.response.body", "body": piece, "more_body": sent < total})
 
 
-async def main(log_path: str, max_body: int) -> None:
+async def _bundle_reply(total: int, gzipped: bool, send) -> None:
+    """A searchset Bundle of ``total`` bytes, made (and gzip-encoded: twice, to know its length) a MiB at a time."""
+    if not gzipped:
+        await _send_pieces(bundle_pieces(total), send, total)
+        return
+
+    def encoded():
+        packer = zlib.compressobj(6, zlib.DEFLATED, 31)
+        for piece in bundle_pieces(total):
+            yield packer.compress(piece)
+        yield packer.flush()
+
+    length = sum(len(p) for p in encoded())
+    await _send_pieces(encoded(), send, length, [(b"content-encoding", b"gzip")])
+
+
+async def _send_pieces(pieces, send, length: int | None = None, extra: list | None = None) -> None:
+    pieces = iter(pieces)
+    headers = [(b"content-type", b"application/json"), *(extra or [])]
+    if length is None:
+        pieces = list(pieces)
+        length = sum(len(p) for p in pieces)
+        pieces = iter(pieces)
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [*headers, (b"content-length", str(length).encode())]})
+    for piece in pieces:
+        await send({"type": "http.response.body", "body": piece, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def main(log_path: str, max_body: int, embedded_fhir: bool) -> None:
     log = EventLog(Path(log_path))
-    async with serve_asgi(draining_upstream) as port:
-        upstreams = {"api": Upstream("api", f"http://127.0.0.1:{port}", "http")}
-        async with open_writer(log) as writer:
-            async with run_proxy(upstreams, Recorder(writer), max_body_bytes=max_body) as proxy:
-                print(f"port {proxy.port}", flush=True)
-                while True:
-                    line = (await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
-                    if line == "rss":
-                        print(f"rss {_status_kib('VmHWM')} {_status_kib('VmRSS')}", flush=True)
-                    elif line == "mark":
-                        try:
-                            Path("/proc/self/clear_refs").write_text("5")
-                        except OSError:
-                            pass
-                        print("marked", flush=True)
-                    elif line == "flush":
-                        await writer.flush()
-                        print("flushed", flush=True)
-                    else:
-                        break
+    async with AsyncExitStack() as stack:
+        port = await stack.enter_async_context(serve_asgi(draining_upstream))
+        stand_in = f"http://127.0.0.1:{port}"
+        upstreams = {"api": Upstream("api", stand_in, "http"), "fhir": Upstream("fhir", stand_in, "fhir"),
+                     "llm": Upstream("llm", stand_in, "llm")}
+        real_pid = None
+        if embedded_fhir:
+            real = await stack.enter_async_context(upstream_process(serve_fhir=True, embedded=True))
+            real_pid = real.pid
+            upstreams["real"] = Upstream("real", f"http://127.0.0.1:{real.servers['fhir'][1]}", "fhir")
+        writer = await stack.enter_async_context(open_writer(log))
+        proxy = await stack.enter_async_context(run_proxy(upstreams, Recorder(writer), max_body_bytes=max_body))
+        print(f"port {proxy.port}", flush=True)
+        while True:
+            line = (await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
+            if line == "rss":
+                extra = f" {_status_kib('VmHWM', real_pid)} {_status_kib('VmRSS', real_pid)}" \
+                    if real_pid else ""
+                print(f"rss {_status_kib('VmHWM')} {_status_kib('VmRSS')}{extra}", flush=True)
+            elif line == "mark":
+                for pid in ("self", *([str(real_pid)] if real_pid else [])):
+                    try:
+                        Path(f"/proc/{pid}/clear_refs").write_text("5")
+                    except OSError:
+                        pass
+                print("marked", flush=True)
+            elif line == "flush":
+                await writer.flush()
+                print("flushed", flush=True)
+            else:
+                break
     log.close()
 
 
 if __name__ == "__main__":
-    anyio.run(main, sys.argv[1], int(sys.argv[2]), backend="asyncio")
+    anyio.run(main, sys.argv[1], int(sys.argv[2]), "--embedded-fhir" in sys.argv[3:], backend="asyncio")

@@ -1,0 +1,87 @@
+"""Large bodies shaped like users' (a FHIR search Bundle, a DocumentReference with a big attachment, a long chat
+history, a long completion), each exactly N bytes, made a piece at a time so their maker never holds one whole."""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Iterator
+
+_PIECE = 1 << 20
+
+
+def _exact(head: bytes, items: Iterator[bytes], item_size: int, tail: bytes, total: int) -> Iterator[bytes]:
+    """``head``, as many comma-separated items as fit, spaces, ``tail``: exactly ``total`` bytes, in ~1 MiB pieces."""
+    room = total - len(head) - len(tail)
+    count = max(0, (room + 1) // (item_size + 1))
+    padding = room - (count * (item_size + 1) - 1 if count else 0)
+    piece = bytearray(head)
+    for index in range(count):
+        if index:
+            piece += b","
+        piece += next(items)
+        if len(piece) >= _PIECE:
+            yield bytes(piece)
+            piece.clear()
+    piece += b" " * padding + tail
+    yield bytes(piece)
+
+
+def _patients() -> Iterator[bytes]:
+    index = 0
+    while True:
+        index += 1
+        yield (b'{"fullUrl":"http://fhir.test/Patient/p%09d","resource":{"resourceType":"Patient","id":"p%09d",'
+               b'"meta":{"versionId":"%d","lastUpdated":"2024-01-01T00:00:00Z"},"active":true,'
+               b'"name":[{"family":"Family%09d","given":["Given%09d","Middle"]}],"gender":"female",'
+               b'"birthDate":"1970-01-01","identifier":[{"system":"urn:oid:1.2.3","value":"%09d"}]},'
+               b'"search":{"mode":"match"}}' % (index, index, index % 10, index, index, index))
+
+
+def bundle_pieces(total: int) -> Iterator[bytes]:
+    """A searchset Bundle of many small Patients: the shape that costs Python the most objects per byte."""
+    size = len(next(_patients()))
+    return _exact(b'{"resourceType":"Bundle","type":"searchset","total":0,"entry":[', _patients(), size,
+                  b']}', total)
+
+
+def bundle_entries(total: int) -> int:
+    """How many entries ``bundle_pieces(total)`` holds."""
+    size = len(next(_patients()))
+    room = total - len(b'{"resourceType":"Bundle","type":"searchset","total":0,"entry":[') - 2
+    return max(0, (room + 1) // (size + 1))
+
+
+def document_reference(total: int) -> bytes:
+    """A DocumentReference carrying a PDF-sized base64 attachment, ``total`` bytes long."""
+    head = b'{"resourceType":"DocumentReference","status":"current","content":[{"attachment":' \
+           b'{"contentType":"application/pdf","data":"'
+    tail = b'"}}]}'
+    room = total - len(head) - len(tail)
+    data = base64.b64encode(os.urandom(room * 3 // 4 + 3))[:room - room % 4]
+    return head + data + tail + b" " * (room - len(data))
+
+
+def _messages() -> Iterator[bytes]:
+    index = 0
+    while True:
+        index += 1
+        role = b"user" if index % 2 else b"assistant"
+        text = b"Turn %09d: " % index + b"the patient asks a follow-up question about the last visit and " * 28
+        yield b'{"role":"%s","content":"%s"}' % (role, text.ljust(1900 - len(role)))
+
+
+def chat_request(total: int) -> bytes:
+    """A chat completion request carrying a long history of messages, ``total`` bytes long."""
+    size = len(next(_messages()))
+    return b"".join(_exact(b'{"model":"gpt-test","tools":[{"type":"function","function":{"name":"search"}}],'
+                           b'"messages":[', _messages(), size, b"]}", total))
+
+
+def completion_pieces(total: int) -> Iterator[bytes]:
+    """A chat completion whose answer is one long text, ``total`` bytes long."""
+    word = b"The summary of the record continues with more detail."
+    words = (word for _ in iter(int, 1))
+    return _exact(b'{"id":"c1","model":"gpt-test","choices":[{"index":0,"finish_reason":"stop",'
+                  b'"message":{"role":"assistant","content":"', words, len(word),
+                  b'"}}],"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}', total)
