@@ -82,10 +82,17 @@ def test_a_killed_actor_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_pa
     assert {status for _, _, status in after_kill} <= {"finished", "interrupted"}, after_kill
     assert Counter(status for _, _, status in after_kill)["interrupted"] == first.interrupted_marked
 
-    again = api.record(log, [TASK], variations=range(8), ray="auto", ray_actors=2, concurrency=2, resume=True)
-    # a run whose answer the kill cut off may have finished in the shard all the same: done, not redone
-    assert again.skipped >= 8 - lost and again.skipped + len(again.runs) == 8, again
+    # resumed as a user does, by a new `fae record --resume` (a new Ray job; run in this process after the kill,
+    # the new actors twice never became ready within the test's 900 s on a loaded machine: not explained yet)
+    address = ray_cluster.get_runtime_context().gcs_address
+    resumed = subprocess.run([sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", TASK,
+                              "--variations", "0-7", "--ray", address, "--ray-actors", "2", "--concurrency", "2",
+                              "--resume"], capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-3000:]
     runs = _runs(log)
+    # a run whose answer the kill cut off may have finished in the shard all the same: done, not redone
+    done_before = Counter(status for _, _, status in after_kill)["finished"]
+    assert done_before >= 8 - lost and len(runs) - len(after_kill) == 8 - done_before, runs
     finished = Counter(variation for _, variation, status in runs if status == "finished")
     assert finished == dict.fromkeys(range(8), 1), why_not_finished(log)
     assert len({run_id for run_id, _, _ in runs}) == len(runs)
