@@ -59,6 +59,21 @@ def _finished_in_a_shard(shards: Path) -> bool:
     return False
 
 
+def _driver_with_a_finished_run(ray_cluster, log: Path, variations: str) -> tuple[subprocess.Popen, Path]:
+    """`fae record --ray` as a process of its own, once one of its actors has finished a run; and its shards."""
+    address = ray_cluster.get_runtime_context().gcs_address
+    command = [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", TASK, "--variations",
+               variations, "--ray", address, "--ray-actors", "2", "--concurrency", "1"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 600  # ends when a run finished; the bound is for a stalled machine
+    shards = shard_dir(log)
+    while time.monotonic() < deadline and proc.poll() is None and not _finished_in_a_shard(shards):
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+    assert _finished_in_a_shard(shards), "no run finished on the cluster within 600 s"
+    return proc, shards
+
+
 def test_a_killed_actor_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_path):
     log = tmp_path / "suite.duckdb"
     victim = shard_dir(log.resolve()) / "actor-1.duckdb"
@@ -105,16 +120,7 @@ def test_a_killed_actor_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_pa
 
 def test_sigterm_stops_the_driver_and_merges_what_was_recorded(ray_cluster, tmp_path):
     log = tmp_path / "stopped.duckdb"
-    address = ray_cluster.get_runtime_context().gcs_address
-    command = [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", TASK, "--variations", "0-11",
-               "--ray", address, "--ray-actors", "2", "--concurrency", "1"]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 600  # ends when a run finished; the bound is for a stalled machine
-    shards = shard_dir(log)
-    while time.monotonic() < deadline and proc.poll() is None and not _finished_in_a_shard(shards):
-        time.sleep(0.2)
-    assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
-    assert _finished_in_a_shard(shards), "no run finished on the cluster within 600 s"
+    proc, shards = _driver_with_a_finished_run(ray_cluster, log, "0-11")
     proc.send_signal(signal.SIGTERM)
     output = proc.communicate(timeout=180)[0].decode()
     assert proc.returncode == 128 + signal.SIGTERM, output[-3000:]
@@ -145,15 +151,7 @@ def test_a_killed_driver_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_p
     shards stay behind unmerged; `--resume` settles and merges them, then records what is left, once each."""
     log = tmp_path / "killed.duckdb"
     address = ray_cluster.get_runtime_context().gcs_address
-    command = [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", TASK, "--variations", "0-7",
-               "--ray", address, "--ray-actors", "2", "--concurrency", "1"]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 600  # ends when a run finished; the bound is for a stalled machine
-    shards = shard_dir(log)
-    while time.monotonic() < deadline and proc.poll() is None and not _finished_in_a_shard(shards):
-        time.sleep(0.2)
-    assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
-    assert _finished_in_a_shard(shards), "no run finished on the cluster within 600 s"
+    proc, shards = _driver_with_a_finished_run(ray_cluster, log, "0-7")
     proc.kill()
     proc.communicate(timeout=60)
     assert sorted(p.name for p in shards.glob("actor-*.duckdb")), "the killed driver left no shard"
