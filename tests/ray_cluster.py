@@ -29,6 +29,9 @@ def ray_cluster() -> Iterator[Any]:
         # the raylet gives each node's agent 15 s to start; compiling Ray's modules on every start takes
         # longer than that on a loaded 2-core machine (PYTHONDONTWRITEBYTECODE), so compile them once
         compileall.compile_dir(Path(ray.__file__).parent, quiet=2)
+    # the test cluster writes its address to Ray's default temp folder without creating it (on a fresh machine
+    # it is absent), whatever temp_dir its nodes have
+    Path(ray._private.utils.get_ray_address_file(None)).parent.mkdir(parents=True, exist_ok=True)
     temp = tempfile.mkdtemp(prefix="fae-ray-")  # short: Ray's socket paths live under it
     node = {"num_cpus": 1, "object_store_memory": OBJECT_STORE_BYTES, "temp_dir": temp}
     cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})

@@ -9,6 +9,7 @@ merged into LOG and the shard directory is removed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,22 @@ from fae.util.ray_cluster import cluster_cpus, import_ray, ray_connection, short
 __all__ = ["record_on_ray", "shard_dir"]
 
 
+START_ENV = "FAE_RAY_ACTOR_START_S"
+"""Seconds the driver waits for every actor to start (Ray itself would wait forever for a free CPU)."""
+
+
+def actor_start_s() -> float:
+    """How long to wait for the actors to start: ``FAE_RAY_ACTOR_START_S``, or 300 s."""
+    raw = os.environ.get(START_ENV, "300")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise RecordError(f"{START_ENV} must be a number of seconds, not {raw!r}") from None
+    if not seconds > 0:
+        raise RecordError(f"{START_ENV} must be a positive number of seconds, not {raw!r}")
+    return seconds
+
+
 class _ActorPool:
     """Ray actors as the driver's recorders: a run is a method call, a dead actor a ``RayActorError``."""
 
@@ -35,13 +52,25 @@ class _ActorPool:
         self._handles = [actor_class.remote(str(folder / f"actor-{k}.duckdb"), job) for k in range(size)]
         self._live = set(range(size))
         self._calls: dict[Any, tuple[int, RunSpec]] = {}
+        self._started = set(range(size))  # until the start says otherwise; an unstarted actor cannot be closed
 
     def __enter__(self) -> _ActorPool:
+        waiting = [handle.ready.remote() for handle in self._handles]
         try:
-            self._ray.get([handle.ready.remote() for handle in self._handles])
+            ready, pending = self._ray.wait(waiting, num_returns=len(waiting), timeout=actor_start_s())
+            self._started = {index for index, ref in enumerate(waiting) if ref in ready}
+            self._ray.get(ready)
         except self._ray.exceptions.RayError as exc:
             self.close()
             raise RecordError(f"a recording actor could not start: {short_error(exc)}") from None
+        if pending:
+            free = self._ray.available_resources().get("CPU", 0)
+            total = self._ray.cluster_resources().get("CPU", 0)
+            self.close()
+            raise RecordError(f"{len(pending)} of {self.size} recording actors did not start within "
+                              f"{actor_start_s():g} s (each needs 1 CPU; the cluster has {free:g} of {total:g} "
+                              f"CPUs free); nothing was recorded. Free CPUs, pass a smaller --ray-actors, or wait "
+                              f"longer with {START_ENV}=SECONDS")
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -71,7 +100,10 @@ class _ActorPool:
     def close(self) -> bool:
         """Close every live actor's stack (so its shard is flushed and unlocked), then end the actors."""
         healthy = True
-        for handle in self._handles:
+        for index, handle in enumerate(self._handles):
+            if index not in self._started:  # still waiting for a CPU: a close call would wait with it
+                self._ray.kill(handle, no_restart=True)
+                continue
             try:
                 healthy = self._ray.get(handle.close.options(concurrency_group="control").remote()) and healthy
             except self._ray.exceptions.RayError:
@@ -90,6 +122,7 @@ def record_on_ray(log_path: str | Path, specs: Sequence[RunSpec], *, address: st
     if fhir_url:
         raise RecordError("--ray records on the embedded FHIR server only: an external server is one shared "
                           "store, so its runs go one at a time (record without --ray)")
+    actor_start_s()  # a bad setting stops the command before anything is written
     import_ray("fae record --ray")  # before anything is planned or written
     if actors is not None and actors < 1:
         raise RecordError(f"--ray-actors must be at least 1, not {actors}")

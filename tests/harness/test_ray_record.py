@@ -218,3 +218,28 @@ def test_a_shard_held_past_the_wait_is_one_clear_error(tmp_path, monkeypatch):
     finally:
         holder.communicate("\n", timeout=60)
     assert shard.exists()  # left for the next --resume, untouched
+
+
+def test_a_bad_actor_start_wait_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    for bad in ("soon", "0", "-5", "nan"):
+        monkeypatch.setenv("FAE_RAY_ACTOR_START_S", bad)
+        with pytest.raises(FaeError, match="FAE_RAY_ACTOR_START_S must be a"):
+            api.record(tmp_path / "x.duckdb", [TASK], ray="auto")
+        assert not (tmp_path / "x.duckdb").exists()
+
+
+def test_actors_the_cluster_has_no_cpu_for_are_one_clear_error_not_a_hang(ray_cluster, tmp_path, monkeypatch):
+    """Three actors on two CPUs: Ray would wait for the third forever; fae gives up after the wait it was given.
+
+    Last in the file: it checks that the CPUs come back, so a test after it is not starved.
+    """
+    monkeypatch.setenv("FAE_RAY_ACTOR_START_S", "20")
+    log = tmp_path / "starved.duckdb"
+    with pytest.raises(FaeError, match=r"of 3 recording actors did not start within 20 s \(each needs 1 CPU; "
+                                       r"the cluster has \d+ of 2 CPUs free\)"):
+        api.record(log, [TASK], variations=range(3), ray="auto", ray_actors=3, concurrency=1)
+    assert not log.exists() or not _runs(log)  # no run was started, so none can be mislabelled
+    deadline = time.monotonic() + 300  # the killed actors' CPUs are given back; the bound is for a stalled machine
+    while time.monotonic() < deadline and ray_cluster.available_resources().get("CPU", 0) < 2:
+        time.sleep(0.5)
+    assert ray_cluster.available_resources().get("CPU", 0) == 2, ray_cluster.available_resources()
