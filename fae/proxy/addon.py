@@ -10,9 +10,10 @@ is streamed instead of buffered, and gathered into one memory map as it comes
 copy, holding it twice. A request's pieces pass on as they come; a response's
 are held until the exchange is recorded and then released, so a client still
 never gets a body that is not in the log (if recording fails it gets the
-headers and a cut connection). A gzip response is decoded, for the log, into
-a map of its own, bounded by the limit: one that would decode past it is kept
-encoded only, with a ``decode_error`` saying so.
+headers and a cut connection). A gzip, deflate, br or zstd response is
+decoded, for the log, into a map of its own, bounded by the limit
+(``fae.proxy.decode``): one that would decode past it is kept encoded only,
+with a ``decode_error`` saying so.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from typing import Protocol
 from mitmproxy import http
 from mitmproxy.net import encoding as mitm_encoding
 
+from fae.proxy.decode import decode_bounded, decodes_bounded
 from fae.proxy.exchange import Chunk, Exchange
-from fae.proxy.gather import Gathered, decode_bounded, decodes_streaming
+from fae.proxy.gather import Gathered
 from fae.proxy.routes import Route, RouteError, Upstream, parse_route
 from fae.store import bodies
 from fae.store.bodies import Pieces
@@ -185,7 +187,7 @@ class RecordingAddon:
             return
         declared = _declared_size(flow.response.headers)
         encoding = flow.response.headers.get("content-encoding", "")
-        if declared is not None and declared >= self.stream_bytes and (not encoding or decodes_streaming(encoding)):
+        if declared is not None and declared >= self.stream_bytes and (not encoding or decodes_bounded(encoding)):
             flow.response.stream = _Held(self, flow, exchange, declared)
 
     def _record_held(self, flow: http.HTTPFlow, exchange: Exchange, body: Pieces) -> bool:
@@ -199,21 +201,21 @@ class RecordingAddon:
         return self._finish(flow, exchange, replace_response=False)
 
     def _decode(self, response: http.Response, exchange: Exchange, raw: bodies.Body) -> None:
-        """The decoded copy the log keeps beside an encoded body: gzip decoded into a bounded map, others (and
-        gzip that is not plainly valid) the way mitmproxy decodes them."""
+        """The decoded copy the log keeps beside an encoded body: gzip, deflate, br and zstd decoded into a map
+        bounded by the limit (a bomb is kept encoded only), others the way mitmproxy decodes them."""
         encoding = response.headers.get("content-encoding", "")
-        if raw and decodes_streaming(encoding):
+        if raw and decodes_bounded(encoding):
             try:
-                decoded = decode_bounded(raw, self.max_body_bytes)
-            except ValueError:
-                pass  # mitmproxy's decoder says what is wrong with it, as it always has
-            else:
-                if decoded is None:
-                    exchange.decode_error = (f"cannot decode {encoding}: decoded it is over the proxy's "
-                                             f"{self.max_body_bytes} byte limit (--max-body-mib); kept encoded only")
-                else:
-                    exchange.decoded_body = decoded if len(decoded) >= self.stream_bytes else decoded.joined()
+                decoded = decode_bounded(raw, encoding, self.max_body_bytes)
+            except ValueError as exc:
+                exchange.decode_error = f"cannot decode {encoding}: {exc}"
                 return
+            if decoded is None:
+                exchange.decode_error = (f"cannot decode {encoding}: decoded it is over the proxy's "
+                                         f"{self.max_body_bytes} byte limit (--max-body-mib); kept encoded only")
+            else:
+                exchange.decoded_body = decoded if len(decoded) >= self.stream_bytes else decoded.joined()
+            return
         try:  # what Response.get_content(strict=True) does, over a body that may have been held
             plain = mitm_encoding.decode(raw if isinstance(raw, bytes) else raw.joined(), encoding)
             if isinstance(plain, str):
