@@ -119,6 +119,12 @@ class LlmCalled(Event, tag="LlmCalled", frozen=True):
     total_tokens: int | None = None
     status: int | None = None
     error: str | None = None
+    # a body of BODY_FILE_BYTES or more stays in its side file: the event names it by hash and leaves out its
+    # content (the request's messages; the reply's content and tool-call arguments), keeping the count and roles
+    request_blob: str | None = None
+    response_blob: str | None = None
+    message_count: int | None = None
+    roles: tuple[str, ...] = ()
 
 
 class ToolCalled(Event, tag="ToolCalled", frozen=True):
