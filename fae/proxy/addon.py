@@ -18,6 +18,7 @@ with a ``decode_error`` saying so.
 
 from __future__ import annotations
 
+import gc
 import time
 import uuid
 from typing import Protocol
@@ -31,6 +32,7 @@ from fae.proxy.gather import Gathered
 from fae.proxy.routes import Route, RouteError, Upstream, parse_route
 from fae.store import bodies
 from fae.store.bodies import Pieces
+from fae.util.trim import trim_heap
 
 ROUTE_KEY = "fae_route"
 _ADDED_HEADERS = ("x-fae-run", "x-fae-actor", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-prefix")
@@ -118,8 +120,15 @@ class RecordingAddon:
         self.sink = sink
         self.max_body_bytes = max_body_bytes
         self.stream_bytes = bodies.BODY_FILE_BYTES
+        self._trim_due = False  # a large body passed: glibc keeps its freed heap buffers resident until trimmed
+        self._collect_due = False
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
+        if self._trim_due:  # an earlier large body's buffers, freed by now, go back to the OS
+            if self._collect_due:  # a refused body's buffer is held by mitmproxy's connection (a cycle) until now
+                gc.collect()
+            self._trim_due = self._collect_due = False
+            trim_heap()
         try:
             route = parse_route(flow.request.path, self.upstreams)
         except RouteError as exc:
@@ -243,6 +252,8 @@ class RecordingAddon:
         exchange: Exchange | None = flow.metadata.get(EXCHANGE_KEY)
         route: Route | None = flow.metadata.get(ROUTE_KEY)
         message = flow.error.msg if flow.error else "unknown error"
+        if _TOO_LARGE in message:  # mitmproxy buffered the body up to the limit, in a stream it lets go only later
+            self._trim_due = self._collect_due = True
         if exchange is None and route is not None and _TOO_LARGE in message:
             # refused before its body was read: recorded without it, so a refusal is never silent
             exchange = self._exchange(flow, route, None)
@@ -262,6 +273,8 @@ class RecordingAddon:
 
     def _finish(self, flow: http.HTTPFlow, exchange: Exchange, replace_response: bool = True) -> bool:
         """Record the exchange; if that fails, stop its traffic. True if it was recorded."""
+        sizes = (len(body or b"") for body in (exchange.request_body, exchange.response_body))
+        self._trim_due = self._trim_due or max(sizes) >= self.stream_bytes
         exchange.ended_mono_ns = time.monotonic_ns()
         exchange.duration_ms = (exchange.ended_mono_ns - exchange.started_mono_ns) / 1e6
         try:

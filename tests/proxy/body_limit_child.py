@@ -65,7 +65,8 @@ async def draining_upstream(scope, receive, send) -> None:
         if not message.get("more_body"):
             break
     if scope["path"].endswith("/chat/completions"):
-        await _send_pieces(list(completion_pieces(int(query.get("size", "300")))), send)
+        reply_size = int(query.get("size", "300"))  # made a MiB at a time: a list of its pieces held it whole
+        await _send_pieces(completion_pieces(reply_size), send, reply_size)
         return
     body = f'{{"received": {size}}}'.encode()
     if scope["path"][1:2].isupper():  # a FHIR create: answered with the resource's id and version
