@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from fae.recorder.llm import llm_in_full
+from fae.recorder.mcp import tool_in_full
 from fae.store import events as ev
 
 
@@ -62,10 +63,12 @@ def describe(kind: str, payload: dict[str, Any]) -> str:
 
 
 def _in_full(payload: str | bytes, reader: Any) -> dict[str, Any]:
-    """An LlmCalled payload with what it left in its bodies (a large history or reply) read back."""
+    """A payload with what it left in its bodies (a large history, reply, arguments or result) read back."""
     called = ev.decode(payload)
-    assert isinstance(called, ev.LlmCalled)
-    return msgspec.to_builtins(llm_in_full(called, reader.blob))
+    if isinstance(called, ev.LlmCalled):
+        return msgspec.to_builtins(llm_in_full(called, reader.blob))
+    assert isinstance(called, ev.ToolCalled)
+    return msgspec.to_builtins(tool_in_full(called, reader.blob))
 
 
 def timeline_lines(reader: Any, run_id: str) -> Iterator[str]:
@@ -79,7 +82,7 @@ def timeline_lines(reader: Any, run_id: str) -> Iterator[str]:
     start = rows[0][3] if rows else 0
     for seq, kind, actor, wall_ms, payload in rows:
         event = json.loads(payload)
-        if kind == "LlmCalled" and (event.get("request_blob") or event.get("response_blob")):
+        if kind in ("LlmCalled", "ToolCalled") and (event.get("request_blob") or event.get("response_blob")):
             event = _in_full(payload, reader)
         yield f"{seq:>5} {(wall_ms - start) / 1000:>8.3f}s {actor or '':<9} {describe(kind, event)}"
     _, verdicts = reader.query("SELECT judge, rule_set, rule_set_hash, outcome, passed FROM verdicts"

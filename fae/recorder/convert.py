@@ -96,7 +96,9 @@ def exchange_events(exchange: Exchange, redactor: Redactor) -> tuple[list[Event]
                                 request_blob=_large(exchange.request_body, http.request_blob),
                                 response_blob=_large(stored_response, http.decoded_blob or http.response_blob)))
     elif exchange.kind == "mcp" and posted_session(exchange) is None:  # a legacy-SSE POST: see mcp_sse
-        events.extend(mcp_events(exchange.exchange_id, _whole(exchange.request_body), _whole(stored_response),
-                                 _header(response_headers, "content-type"), exchange.upstream,
-                                 exchange.error))
+        large = any(body is not None and len(body) >= BODY_FILE_BYTES
+                    for body in (exchange.request_body, stored_response))  # read where it lies, never joined
+        events.extend(mcp_events(exchange.exchange_id, exchange.request_body, stored_response,
+                                 _header(response_headers, "content-type"), exchange.upstream, exchange.error,
+                                 (http.request_blob, http.decoded_blob or http.response_blob) if large else None))
     return events, blobs

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fae.recorder.llm import llm_in_full
+from fae.recorder.mcp import tool_in_full
 from fae.replay.source import RunLog
 from fae.store import events as ev
 
@@ -41,6 +42,7 @@ def fold_transcript(run: RunLog) -> Transcript:
     for recorded in run.events:
         event = recorded.event
         if isinstance(event, ev.ToolCalled) and recorded.actor in (None, "agent"):
+            event = tool_in_full(event, run.body)  # a large call's arguments and result, from its bodies
             calls.append(ToolUse(recorded.seq, event.tool, event.arguments, event.result,
                                  event.is_error or event.error is not None, recorded.actor))
         elif isinstance(event, ev.LlmCalled) and recorded.actor in (None, "agent"):

@@ -11,8 +11,9 @@ once the log has everything, ``quit`` → exits. The upstream reads and drops
 request bodies chunk by chunk, and makes up its replies a MiB at a time, so
 only the proxy and the recorder hold a whole body: ``GET /bytes/N`` (N opaque
 bytes), ``GET /Patient?size=N`` (a searchset Bundle of N bytes; ``&gzip=1``:
-gzip-encoded), ``POST .../chat/completions?size=N`` (a completion of N bytes).
-It is served as three upstreams: ``api`` (opaque), ``fhir`` and ``llm``.
+gzip-encoded), ``POST .../chat/completions?size=N`` (a completion of N bytes),
+``POST /mcp?size=N`` (a ``tools/call`` reply of N bytes). It is served as four
+upstreams: ``api`` (opaque), ``fhir``, ``llm`` and ``mcp``.
 With ``--embedded-fhir`` the embedded FHIR server runs in a process of its
 own as upstream ``real`` (kind fhir), and ``rss`` adds that process's peak and
 current size, so its own cost (it parses and stores what it is sent) is never
@@ -38,7 +39,7 @@ from fae.recorder.recorder import Recorder
 from fae.store.log import EventLog
 from fae.store.writer import open_writer
 from fae.util.serve import serve_asgi
-from tests.proxy.shaped_bodies import bundle_pieces, completion_pieces
+from tests.proxy.shaped_bodies import bundle_pieces, completion_pieces, tool_result_pieces
 
 
 async def draining_upstream(scope, receive, send) -> None:
@@ -64,6 +65,10 @@ async def draining_upstream(scope, receive, send) -> None:
         size += len(message.get("body", b""))
         if not message.get("more_body"):
             break
+    if scope["path"].endswith("/mcp"):
+        reply_size = int(query.get("size", "300"))
+        await _send_pieces(tool_result_pieces(reply_size), send, reply_size)
+        return
     if scope["path"].endswith("/chat/completions"):
         reply_size = int(query.get("size", "300"))  # made a MiB at a time: a list of its pieces held it whole
         await _send_pieces(completion_pieces(reply_size), send, reply_size)
@@ -132,7 +137,7 @@ async def main(log_path: str, max_body: int, embedded_fhir: bool) -> None:
         port = await stack.enter_async_context(serve_asgi(draining_upstream))
         stand_in = f"http://127.0.0.1:{port}"
         upstreams = {"api": Upstream("api", stand_in, "http"), "fhir": Upstream("fhir", stand_in, "fhir"),
-                     "llm": Upstream("llm", stand_in, "llm")}
+                     "llm": Upstream("llm", stand_in, "llm"), "mcp": Upstream("mcp", stand_in, "mcp")}
         real_pid = None
         if embedded_fhir:
             real = await stack.enter_async_context(upstream_process(serve_fhir=True, embedded=True))

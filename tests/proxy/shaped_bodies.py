@@ -85,3 +85,22 @@ def completion_pieces(total: int) -> Iterator[bytes]:
     return _exact(b'{"id":"c1","model":"gpt-test","choices":[{"index":0,"finish_reason":"stop",'
                   b'"message":{"role":"assistant","content":"', words, len(word),
                   b'"}}],"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}', total)
+
+
+def tool_result_pieces(total: int) -> Iterator[bytes]:
+    """An MCP ``tools/call`` reply (JSON-RPC) whose text content is one long note, ``total`` bytes long."""
+    word = b"The note on the encounter goes on with its findings."
+    words = (word for _ in iter(int, 1))
+    return _exact(b'{"jsonrpc":"2.0","id":1,"result":{"isError":false,"content":[{"type":"text","text":"', words,
+                  len(word), b'"}]}}', total)
+
+
+def tool_call(total: int = 0) -> bytes:
+    """An MCP ``tools/call`` request; ``total``: one that long, its note argument a long text (an upload)."""
+    head = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write_note","arguments":{"id":"n1"'
+    tail = b'}}}'
+    if not total:
+        return head + tail
+    note = b',"note":"'
+    room = total - len(head) - len(note) - 1 - len(tail)
+    return head + note + (b"the note on the encounter goes on " * (room // 34 + 1))[:room] + b'"' + tail

@@ -95,7 +95,7 @@ def _events(path: Path, kind: str, field: str) -> dict[str, object]:
 
 
 PROCESSES = (("opaque request", "opaque response", "refused 4x chunked request", "LLM request", "LLM response",
-              "FHIR JSON request"), ("FHIR JSON response",), ("gzip response",))
+              "MCP request", "MCP response", "FHIR JSON request"), ("FHIR JSON response",), ("gzip response",))
 """The cases the test holds to 2x, each group in a fresh proxy process. One after another in one process, what
 a case leaves resident counts against the next: a refused body's buffer (mitmproxy's, let go only when the
 cyclic garbage collector frees its connection, then resident on the C heap until trimmed) made a JSON request
@@ -107,7 +107,8 @@ once: docs/log.md says why it is not streamed)."""
 
 def test_peak_memory_of_kept_and_refused_bodies_stays_under_twice_the_limit(tmp_path):
     """In the proxy processes of PROCESSES, at a 32 MiB limit: keeping each kind of body one byte under the limit
-    (opaque both ways, FHIR JSON both ways, an LLM's long history and long answer, a gzip response) and refusing
+    (opaque both ways, FHIR JSON both ways, an LLM's long history and long answer, an MCP tool's long argument
+    and long result, a gzip response) and refusing
     a 4x-limit chunked body each grows peak RSS by at most 2x the limit over the warmed-up resident size."""
     limit = 32 * 1024 * 1024
     log = tmp_path / "rss.duckdb"  # the processes take turns writing it
@@ -141,6 +142,8 @@ def test_peak_memory_of_kept_and_refused_bodies_stays_under_twice_the_limit(tmp_
     long_history = _events(log, "LlmCalled", "message_count")["/v1/chat/completions"]
     assert long_history and long_history > 10_000, long_history  # counted, not held (test_llm_large reads it)
     assert _events(log, "LlmCalled", "finish_reason")[f"/v1/chat/completions?size={limit - 1}"] == "stop"
+    assert _events(log, "ToolCalled", "arguments")["/mcp"] == {"id": "n1"}  # the long note is in the body
+    assert _events(log, "ToolCalled", "is_error")[f"/mcp?size={limit - 1}"] is False
 
 
 def test_a_recording_refuses_bodies_over_its_limit_and_says_so(tmp_path):
