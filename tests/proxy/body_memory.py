@@ -88,6 +88,7 @@ class ProxyChild:
                 self.sent("POST", rest, content)
             for rest in ("api/bytes/65536", "fhir/Patient?size=65536", "fhir/Patient?size=65536&gzip=1"):
                 self.sent("GET", rest)
+            self._bombs()  # the upstream makes them once; the proxy's decoders warm
         assert self.ask("flush") == "flushed"
         self.baseline = self.rss()[1]  # resident now: start-up's own peak is no cushion
         return self
@@ -129,6 +130,12 @@ class ProxyChild:
         for start in range(0, self.limit - 1, 1 << 20):
             yield self.opaque[start:start + (1 << 20)]
 
+    def _bombs(self) -> None:
+        """Each encoding's bomb, read raw (the client never decodes it)."""
+        for encoding in ("gzip", "deflate", "br", "zstd"):
+            with httpx.stream("GET", f"{self.base}api/bomb/{encoding}", timeout=300) as reply:
+                assert reply.status_code == 200 and sum(len(c) for c in reply.iter_raw()) > 0, encoding
+
     def _refuse(self) -> None:
         reply = raw_post(self.port, "/run/r1/agent/api/refused", 4 * self.limit)
         assert not reply or reply.startswith(b"HTTP/1.1 413"), reply[:200]
@@ -149,6 +156,7 @@ class ProxyChild:
             "chunked request": lambda: self.sent("POST", "api/chunked", self._chunks()),
             "gzip response": lambda: kept("gzip", self.sent("GET", f"fhir/Patient?size={size}&gzip=1")),
             "refused 4x chunked request": self._refuse,
+            "bombs (gzip, deflate, br, zstd)": self._bombs,
         }
 
     def real_fhir_cases(self) -> dict[str, Callable[[], object]]:

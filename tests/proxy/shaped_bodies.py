@@ -1,11 +1,17 @@
 """Large bodies shaped like users' (a FHIR search Bundle, a DocumentReference with a big attachment, a long chat
-history, a long completion), each exactly N bytes, made a piece at a time so their maker never holds one whole."""
+history, a long completion, an MCP tool call and reply), each exactly N bytes, made a piece at a time so their maker
+never holds one whole; and decompression bombs."""
 
 from __future__ import annotations
 
 import base64
 import os
+import zlib
 from collections.abc import Iterator
+from functools import cache
+
+import brotli
+import zstandard
 
 _PIECE = 1 << 20
 
@@ -104,3 +110,21 @@ def tool_call(total: int = 0) -> bytes:
     note = b',"note":"'
     room = total - len(head) - len(note) - 1 - len(tail)
     return head + note + (b"the note on the encounter goes on " * (room // 34 + 1))[:room] + b'"' + tail
+
+
+@cache
+def bomb(encoding: str) -> tuple[bytes, int]:
+    """(encoded, decoded size): zeros that decode to 1 GiB from a few KiB (br, zstd); gzip and deflate top out
+    near 1000:1, so theirs are smaller: 256 MiB from 256 KiB (a 1 MiB gzip member, repeated) and 128 MiB."""
+    zeros = bytes(1 << 20)
+    if encoding == "gzip":
+        packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+        return (packer.compress(zeros) + packer.flush()) * 256, 256 << 20
+    if encoding == "deflate":
+        packer = zlib.compressobj(9)
+        return b"".join(packer.compress(zeros) for _ in range(128)) + packer.flush(), 128 << 20
+    if encoding == "br":
+        brotli_packer = brotli.Compressor(quality=5)
+        return b"".join(brotli_packer.process(zeros) for _ in range(1024)) + brotli_packer.finish(), 1 << 30
+    zstd_packer = zstandard.ZstdCompressor(level=3).compressobj()
+    return b"".join(zstd_packer.compress(zeros) for _ in range(1024)) + zstd_packer.flush(), 1 << 30

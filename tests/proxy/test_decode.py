@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import resource
 import zlib
-from functools import cache
 
 import brotli
 import httpx
@@ -24,9 +23,9 @@ from fae.store.bodies import Pieces
 from fae.store.log import EventLog
 from fae.store.writer import open_writer
 from fae.util.serve import serve_asgi
+from tests.proxy.shaped_bodies import bomb
 
 MIB = 1 << 20
-ZEROS = bytes(MIB)
 TEXT = b"".join(b'{"n": %d, "word": "%s"}\n' % (n, b"x" * (n % 97)) for n in range(60_000))  # ~4 MiB
 
 
@@ -41,21 +40,6 @@ ENCODERS = {
     "br": lambda data: brotli.compress(data, quality=1),
     "zstd": lambda data: zstandard.ZstdCompressor(level=1).compress(data),
 }
-
-
-@cache
-def bomb(encoding: str) -> tuple[bytes, int]:
-    """(encoded, decoded size): zeros that decode to 1 GiB (gzip and deflate, which top out near 1000:1: less)."""
-    if encoding == "gzip":  # a member of 1 MiB of zeros, repeated: 256 MiB from 256 KiB, made in no time
-        return _zlib(ZEROS, 31) * 256, 256 * MIB
-    if encoding == "deflate":
-        packer = zlib.compressobj(9)
-        return b"".join(packer.compress(ZEROS) for _ in range(128)) + packer.flush(), 128 * MIB
-    if encoding == "br":
-        packer = brotli.Compressor(quality=5)
-        return b"".join(packer.process(ZEROS) for _ in range(1024)) + packer.finish(), 1024 * MIB
-    packer = zstandard.ZstdCompressor(level=3).compressobj()
-    return b"".join(packer.compress(ZEROS) for _ in range(1024)) + packer.flush(), 1024 * MIB
 
 
 def _peak_rss() -> int:
