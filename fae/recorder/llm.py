@@ -140,7 +140,7 @@ def _llm_call(exchange_id: str, api: str, request_body: Body | None, status: int
               request_blob: str | None = None, response_blob: str | None = None) -> LlmCalled:
     roles: tuple[str, ...] | None = None
     if request_blob is not None:
-        request, roles = request_outline(request_body)
+        request, roles = request_outline(request_body, api)
     else:
         request = _decoded(request_body)
     request = request if isinstance(request, dict) else {}

@@ -29,13 +29,14 @@ def _top(body: Body | None, leave_out: tuple[str, ...]) -> tuple[dict[str, Any] 
     return found, {key: value(node) for key, node in found.items() if key not in leave_out}
 
 
-def request_outline(body: Body | None) -> tuple[dict[str, Any] | None, tuple[str, ...] | None]:
+def request_outline(body: Body | None, api: str) -> tuple[dict[str, Any] | None, tuple[str, ...] | None]:
     """(the request's members but the conversation, or None if it is no JSON object;
     the role of each message or input item, None where there is no conversation)."""
     found, request = _top(body, _CONVERSATION)
     if found is None:
         return None, None
-    key = "messages" if "messages" in found else "input" if "input" in found else None
+    named = "messages" if api == "chat" else "input"
+    key = named if named in found else None
     listed = items(found[key]) if key else None
     if listed is None:  # no conversation, or a Responses input given as one string: the user's
         return request, ("user",) if key and _is_string(found[key]) else None

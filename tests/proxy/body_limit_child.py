@@ -23,6 +23,7 @@ counted as the proxy's.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import zlib
@@ -40,6 +41,7 @@ from fae.recorder.recorder import Recorder
 from fae.store.log import EventLog
 from fae.store.writer import open_writer
 from fae.util.serve import serve_asgi
+from fae.util.trim import trim_heap
 from tests.proxy.shaped_bodies import bomb, bundle_pieces, completion_pieces, tool_result_pieces
 
 
@@ -137,6 +139,10 @@ async def _send_pieces(pieces, send, length: int | None = None, extra: list | No
 
 
 async def main(log_path: str, max_body: int, embedded_fhir: bool) -> None:
+    for encoding in ("gzip", "deflate", "br", "zstd"):  # made before the warm-up, and what making them freed
+        bomb(encoding)                                    # given back, so it is no cushion under the baseline
+    gc.collect()
+    trim_heap()
     log = EventLog(Path(log_path))
     async with AsyncExitStack() as stack:
         port = await stack.enter_async_context(serve_asgi(draining_upstream))

@@ -88,7 +88,6 @@ class ProxyChild:
                 self.sent("POST", rest, content)
             for rest in ("api/bytes/65536", "fhir/Patient?size=65536", "fhir/Patient?size=65536&gzip=1"):
                 self.sent("GET", rest)
-            self._bombs()  # the upstream makes them once; the proxy's decoders warm
         assert self.ask("flush") == "flushed"
         self.baseline = self.rss()[1]  # resident now: start-up's own peak is no cushion
         return self
