@@ -12,8 +12,8 @@ request bodies chunk by chunk, and makes up its replies a MiB at a time, so
 only the proxy and the recorder hold a whole body: ``GET /bytes/N`` (N opaque
 bytes), ``GET /Patient?size=N`` (a searchset Bundle of N bytes; ``&gzip=1``:
 gzip-encoded), ``POST .../chat/completions?size=N`` (a completion of N bytes),
-``POST /mcp?size=N`` (a ``tools/call`` reply of N bytes), ``GET /bomb/ENCODING``
-(a decompression bomb: a few KiB that decode to 1 GiB). It is served as four
+``POST /mcp?size=N`` (a ``tools/call`` reply of N bytes), ``GET /bomb/ENCODING?file=PATH``
+(that file, a decompression bomb, sent with that content-encoding). It is served as four
 upstreams: ``api`` (opaque), ``fhir``, ``llm`` and ``mcp``.
 With ``--embedded-fhir`` the embedded FHIR server runs in a process of its
 own as upstream ``real`` (kind fhir), and ``rss`` adds that process's peak and
@@ -23,7 +23,6 @@ counted as the proxy's.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import zlib
@@ -41,8 +40,7 @@ from fae.recorder.recorder import Recorder
 from fae.store.log import EventLog
 from fae.store.writer import open_writer
 from fae.util.serve import serve_asgi
-from fae.util.trim import trim_heap
-from tests.proxy.shaped_bodies import bomb, bundle_pieces, completion_pieces, tool_result_pieces
+from tests.proxy.shaped_bodies import bundle_pieces, completion_pieces, tool_result_pieces
 
 
 async def draining_upstream(scope, receive, send) -> None:
@@ -55,9 +53,10 @@ async def draining_upstream(scope, receive, send) -> None:
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-    if scope["path"].startswith("/bomb/"):
+    if scope["path"].startswith("/bomb/"):  # made by the driver: making one here would change this heap's state
         encoding = scope["path"].removeprefix("/bomb/")
-        await _send_pieces([bomb(encoding)[0]], send, None, [(b"content-encoding", encoding.encode())])
+        path = Path(scope.get("query_string", b"").decode().removeprefix("file="))
+        await _send_pieces([path.read_bytes()], send, None, [(b"content-encoding", encoding.encode())])
         return
     if scope["path"].startswith("/bytes/"):
         await _made_up_reply(int(scope["path"].removeprefix("/bytes/")), send)
@@ -139,10 +138,6 @@ async def _send_pieces(pieces, send, length: int | None = None, extra: list | No
 
 
 async def main(log_path: str, max_body: int, embedded_fhir: bool) -> None:
-    for encoding in ("gzip", "deflate", "br", "zstd"):  # made before the warm-up, and what making them freed
-        bomb(encoding)                                    # given back, so it is no cushion under the baseline
-    gc.collect()
-    trim_heap()
     log = EventLog(Path(log_path))
     async with AsyncExitStack() as stack:
         port = await stack.enter_async_context(serve_asgi(draining_upstream))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.proxy.shaped_bodies import chat_request, document_reference, tool_call
+from tests.proxy.shaped_bodies import bomb, chat_request, document_reference, tool_call
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -130,9 +130,12 @@ class ProxyChild:
             yield self.opaque[start:start + (1 << 20)]
 
     def _bombs(self) -> None:
-        """Each encoding's bomb, read raw (the client never decodes it)."""
+        """Each encoding's bomb (made here, in a file the upstream sends), read raw: the client never decodes it."""
         for encoding in ("gzip", "deflate", "br", "zstd"):
-            with httpx.stream("GET", f"{self.base}api/bomb/{encoding}", timeout=300) as reply:
+            path = self.log.parent / f"bomb.{encoding}"
+            if not path.exists():
+                path.write_bytes(bomb(encoding)[0])
+            with httpx.stream("GET", f"{self.base}api/bomb/{encoding}?file={path}", timeout=300) as reply:
                 assert reply.status_code == 200 and sum(len(c) for c in reply.iter_raw()) > 0, encoding
 
     def _refuse(self) -> None:
