@@ -41,12 +41,14 @@ def _small_members(node: Any) -> Any:
 
 
 def _large_calls(body: Body) -> list[dict[str, Any]]:
+    """A large request's ``tools/call`` messages, their arguments outlined."""
     calls = []
     for node in _nodes(body):
-        message = _outline(node, {"jsonrpc": (), "id": (), "method": ()})
-        if message is None or message.get("method") != "tools/call":
+        found = members(node) or {}
+        message: dict[str, Any] = {key: value(found[key]) for key in ("jsonrpc", "id", "method") if key in found}
+        if message.get("method") != "tools/call":
             continue
-        params = members(members(node).get("params")) or {}  # type: ignore[union-attr]
+        params = members(found.get("params")) or {}
         message["params"] = {"name": value(params.get("name")), "arguments": _small_members(params.get("arguments"))}
         calls.append(message)
     return calls
