@@ -273,8 +273,11 @@ class RecordingAddon:
 
     def _finish(self, flow: http.HTTPFlow, exchange: Exchange, replace_response: bool = True) -> bool:
         """Record the exchange; if that fails, stop its traffic. True if it was recorded."""
-        sizes = (len(body or b"") for body in (exchange.request_body, exchange.response_body))
-        self._trim_due = self._trim_due or max(sizes) >= self.stream_bytes
+        large = [body for body in (exchange.request_body, exchange.response_body)
+                 if body is not None and len(body) >= self.stream_bytes]
+        self._trim_due = self._trim_due or bool(large)
+        # bytes, not our map: mitmproxy buffered it (a chunked body), and its flow holds it in a cycle
+        self._collect_due = self._collect_due or any(isinstance(body, bytes) for body in large)
         exchange.ended_mono_ns = time.monotonic_ns()
         exchange.duration_ms = (exchange.ended_mono_ns - exchange.started_mono_ns) / 1e6
         try:
