@@ -13,7 +13,9 @@ never gets a body that is not in the log (if recording fails it gets the
 headers and a cut connection). A gzip, deflate, br or zstd response is
 decoded, for the log, into a map of its own, bounded by the limit
 (``fae.proxy.decode``): one that would decode past it is kept encoded only,
-with a ``decode_error`` saying so.
+with a ``decode_error`` saying so. After a large body the heap is trimmed
+before the next request (after one mitmproxy buffered, such as a refused one,
+collected first): freed, it would stay resident and count against the next.
 """
 
 from __future__ import annotations
