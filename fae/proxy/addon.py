@@ -59,19 +59,32 @@ def _error_response(status: int, message: str) -> http.Response:
 
 
 class _StreamTap:
-    """Passes a streamed body through chunk by chunk, recording each chunk first."""
+    """Passes a streamed body through chunk by chunk, recording each chunk first, and gathers the whole body
+    into a map for the exchange (a list of the chunks, joined at the end, held it twice, without a bound)."""
 
-    def __init__(self, sink: ExchangeSink, exchange: Exchange):
+    def __init__(self, sink: ExchangeSink, exchange: Exchange, capacity: int):
         self.sink = sink
         self.exchange = exchange
         self.started = time.monotonic()
+        self.gathered: Gathered | None = Gathered(capacity)
+        self.over = False  # past the capacity: the chunks are still recorded, the whole body is not kept
 
     def __call__(self, data: bytes) -> bytes:
         if data:
             chunk = Chunk(offset_ms=(time.monotonic() - self.started) * 1000, data=data)
             self.sink.chunk(self.exchange, len(self.exchange.chunks), chunk)
-            self.exchange.chunks.append(chunk)
+            self.exchange.chunks.append(Chunk(chunk.offset_ms, b""))  # recorded: the map keeps its bytes
+            if self.gathered is not None and not self.gathered.add(data):
+                self.gathered, self.over = None, True
         return data
+
+    def body(self, small: int) -> bodies.Body | None:
+        """The whole body (bytes under ``small``), or None past the capacity; the tap lets go of it."""
+        gathered, self.gathered = self.gathered, None
+        if gathered is None:
+            return None
+        body = gathered.body()
+        return body if len(body) >= small else body.joined()
 
 
 class _Passing:
@@ -194,7 +207,7 @@ class RecordingAddon:
         content_type = flow.response.headers.get("content-type", "")
         if content_type.startswith("text/event-stream"):
             exchange.streamed = True
-            flow.response.stream = _StreamTap(self.sink, exchange)
+            flow.response.stream = _StreamTap(self.sink, exchange, self.max_body_bytes)
             return
         declared = _declared_size(flow.response.headers)
         encoding = flow.response.headers.get("content-encoding", "")
@@ -243,7 +256,12 @@ class RecordingAddon:
         exchange.status = response.status_code
         exchange.response_headers = list(response.headers.items(multi=True))
         if exchange.streamed:
-            exchange.response_body = b"".join(c.data for c in exchange.chunks)
+            tap = response.stream
+            assert isinstance(tap, _StreamTap)
+            exchange.response_body = tap.body(self.stream_bytes)
+            if tap.over:
+                exchange.error = (f"streamed response body is over the proxy's {self.max_body_bytes} byte limit "
+                                  f"(--max-body-mib): its chunks are recorded, the whole body is not")
         else:
             exchange.response_body = response.raw_content
             if response.headers.get("content-encoding") and response.raw_content is not None:
@@ -293,4 +311,6 @@ class RecordingAddon:
         finally:
             # in the log now, or never: the flow may live on
             exchange.request_body = exchange.response_body = exchange.decoded_body = None
+            if flow.response is not None and isinstance(flow.response.stream, _StreamTap):
+                flow.response.stream.gathered = None  # a stream cut short: its chunks are recorded
         return True

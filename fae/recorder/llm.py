@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
 
-from fae.recorder.jsonbody import buffer_of, json_node, members, sse_data, value
+from fae.recorder.jsonbody import json_node, members, sse_values, value
 from fae.recorder.llm_outline import request_outline, response_outline
 from fae.store.bodies import Body, body_slices
 from fae.store.events import LlmCalled, ToolCallRequest
@@ -48,29 +48,34 @@ def _usage(usage: Any) -> tuple[int | None, int | None, int | None]:
             total if isinstance(total, int) else None)
 
 
-def _chat_from_chunks(chunks: list[Any]) -> dict[str, Any]:
-    """Assemble a streamed chat completion into the shape of a non-streamed one."""
+def _chat_from_chunks(chunks: Iterable[Any], keep_text: bool = True) -> dict[str, Any] | None:
+    """Assemble a streamed chat completion into the shape of a non-streamed one (None if there were no chunks);
+    ``keep_text`` False: the reply's text and tool-call arguments are left out (they stay in the body)."""
     content: list[str] = []
     calls: dict[int, dict[str, str]] = {}
     finish = None
     usage = None
     model = None
+    seen = False
     for chunk in chunks:
+        seen = True
         if not isinstance(chunk, dict):
             continue
         model = chunk.get("model") or model
         usage = chunk.get("usage") or usage
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
-            if isinstance(delta.get("content"), str):
+            if isinstance(delta.get("content"), str) and keep_text:
                 content.append(delta["content"])
             for call in delta.get("tool_calls") or []:
                 slot = calls.setdefault(int(call.get("index", 0)), {"id": "", "name": "", "arguments": ""})
                 slot["id"] = call.get("id") or slot["id"]
                 fn = call.get("function") or {}
                 slot["name"] = fn.get("name") or slot["name"]
-                slot["arguments"] += fn.get("arguments") or ""
+                slot["arguments"] += (fn.get("arguments") or "") if keep_text else ""
             finish = choice.get("finish_reason") or finish
+    if not seen:
+        return None
     message = {"content": "".join(content) if content else None,
                "tool_calls": [{"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
                               for _, c in sorted(calls.items())]}
@@ -147,13 +152,13 @@ def _llm_call(exchange_id: str, api: str, request_body: Body | None, status: int
     stream = bool(request.get("stream")) or streamed
     response: Any = None
     if streamed or _starts_with_data(response_body):
-        chunks = sse_data(bytes(buffer_of(response_body)) if response_body else None)
+        chunks = sse_values(response_body)  # an event at a time: a long stream is never decoded whole
         if api == "responses":
-            done = [c.get("response") for c in chunks if isinstance(c, dict)
-                    and c.get("type") == "response.completed"]
-            response = done[-1] if done else None
+            for chunk in chunks:
+                if isinstance(chunk, dict) and chunk.get("type") == "response.completed":
+                    response = chunk.get("response")
         else:
-            response = _chat_from_chunks(chunks) if chunks else None
+            response = _chat_from_chunks(chunks, keep_text=response_blob is None)
     elif response_blob is not None:
         response = response_outline(response_body, api)
     else:

@@ -8,8 +8,8 @@ from typing import Any
 
 import msgspec
 
-from fae.recorder.jsonbody import items, json_node, members, parse_json, sse_data, value
-from fae.store.bodies import BODY_FILE_BYTES, Body, Pieces, body_slices
+from fae.recorder.jsonbody import items, json_node, members, parse_json, sse_values, value
+from fae.store.bodies import BODY_FILE_BYTES, Body, body_slices
 from fae.store.events import ToolCalled
 
 _SMALL = 1024
@@ -59,7 +59,7 @@ def _messages(body: Body | None, content_type: str, large: bool = False) -> list
         return [_outline(node, {"id": (), "error": (), "result": ("isError",)}) for node in _nodes(body)]
     if "text/event-stream" in content_type or _sse_start(body):
         found: list[Any] = []
-        for item in sse_data(body.joined() if isinstance(body, Pieces) else body):
+        for item in sse_values(body):
             found.extend(item if isinstance(item, list) else [item])
         return found
     value = parse_json(body)

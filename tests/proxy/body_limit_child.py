@@ -11,7 +11,8 @@ once the log has everything, ``quit`` → exits. The upstream reads and drops
 request bodies chunk by chunk, and makes up its replies a MiB at a time, so
 only the proxy and the recorder hold a whole body: ``GET /bytes/N`` (N opaque
 bytes), ``GET /Patient?size=N`` (a searchset Bundle of N bytes; ``&gzip=1``:
-gzip-encoded), ``POST .../chat/completions?size=N`` (a completion of N bytes),
+gzip-encoded), ``POST .../chat/completions?size=N`` (a completion of N bytes; ``&stream=1``: about
+N bytes of server-sent events, with no Content-Length),
 ``POST /mcp?size=N`` (a ``tools/call`` reply of N bytes), ``GET /bomb/ENCODING?file=PATH``
 (that file, a decompression bomb, sent with that content-encoding). It is served as four
 upstreams: ``api`` (opaque), ``fhir``, ``llm`` and ``mcp``.
@@ -40,7 +41,7 @@ from fae.recorder.recorder import Recorder
 from fae.store.log import EventLog
 from fae.store.writer import open_writer
 from fae.util.serve import serve_asgi
-from tests.proxy.shaped_bodies import bundle_pieces, completion_pieces, tool_result_pieces
+from tests.proxy.shaped_bodies import bundle_pieces, completion_pieces, completion_stream, tool_result_pieces
 
 
 async def draining_upstream(scope, receive, send) -> None:
@@ -74,6 +75,13 @@ async def draining_upstream(scope, receive, send) -> None:
     if scope["path"].endswith("/mcp"):
         reply_size = int(query.get("size", "300"))
         await _send_pieces(tool_result_pieces(reply_size), send, reply_size)
+        return
+    if scope["path"].endswith("/chat/completions") and query.get("stream"):  # no content-length: streamed
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        for piece in completion_stream(int(query.get("size", "300"))):
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
         return
     if scope["path"].endswith("/chat/completions"):
         reply_size = int(query.get("size", "300"))  # made a MiB at a time: a list of its pieces held it whole

@@ -153,6 +153,8 @@ class ProxyChild:
             "FHIR JSON response": lambda: self.sent("GET", f"fhir/Patient?size={size}"),
             "LLM request": lambda: self.sent("POST", "llm/v1/chat/completions", chat_request(size)),
             "LLM response": lambda: self.sent("POST", f"llm/v1/chat/completions?size={size}", b'{"model":"m"}'),
+            "LLM streamed response": lambda: self.sent("POST", f"llm/v1/chat/completions?size={size}&stream=1",
+                                                        b'{"model":"m","stream":true}'),
             "MCP request": lambda: self.sent("POST", "mcp/mcp", tool_call(size)),
             "MCP response": lambda: self.sent("POST", f"mcp/mcp?size={size}", tool_call()),
             "chunked request": lambda: self.sent("POST", "api/chunked", self._chunks()),

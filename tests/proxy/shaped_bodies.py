@@ -128,3 +128,18 @@ def bomb(encoding: str) -> tuple[bytes, int]:
         return b"".join(brotli_packer.process(zeros) for _ in range(1024)) + brotli_packer.finish(), 1 << 30
     zstd_packer = zstandard.ZstdCompressor(level=3).compressobj()
     return b"".join(zstd_packer.compress(zeros) for _ in range(1024)) + zstd_packer.flush(), 1 << 30
+
+
+def completion_stream(total: int) -> Iterator[bytes]:
+    """A streamed chat completion (server-sent events) of about ``total`` bytes, at most that: a long answer in
+    deltas of ~1000 characters, usage at the end."""
+    head = b'data: {"id":"c1","model":"gpt-test","choices":[{"index":0,"delta":{"content":"'
+    tail = b'"}}]}\n\n'
+    delta = b"The summary of the record continues with more detail. " * 18
+    event = head + delta + tail
+    end = (b'data: {"id":"c1","model":"gpt-test","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+           b'"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}\n\ndata: [DONE]\n\n')
+    count = max(0, (total - len(end)) // len(event))
+    for start in range(0, count, 1000):
+        yield event * min(1000, count - start)
+    yield end

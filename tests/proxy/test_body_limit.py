@@ -65,6 +65,9 @@ async def test_bodies_at_the_limit_pass_and_over_it_are_refused_and_recorded(tmp
                         assert chunked.status_code == 413, chunked.text
                     except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError):
                         pass
+                    stream = await client.post(proxy.url("r1", "agent", "api", "v1/chat/completions"),
+                                               params={"size": 4 * LIMIT, "stream": 1})
+                    assert stream.status_code == 200 and len(stream.content) > 3 * LIMIT  # it passed, whole
                     too_big_reply = await client.get(proxy.url("r1", "agent", "big", "big"))
                     assert too_big_reply.status_code == 502, too_big_reply.status_code
                     after = await client.post(proxy.url("r1", "agent", "api", "after"), content=b"x")
@@ -72,7 +75,8 @@ async def test_bodies_at_the_limit_pass_and_over_it_are_refused_and_recorded(tmp
     log.close()
     rows, biggest = _exchanges(path)
     by_path = {row[0]: row for row in rows}
-    assert set(by_path) == {"/at", "/over", "/chunked-under", "/chunked-over", "/big", "/after"}, rows
+    assert set(by_path) == {"/at", "/over", "/chunked-under", "/chunked-over", "/big", "/after",
+                            f"/v1/chat/completions?size={4 * LIMIT}&stream=1"}, rows
     assert by_path["/at"][1] == 200 and by_path["/at"][4] == LIMIT and by_path["/at"][3]
     for refused in ("/over", "/chunked-over"):
         _, status, error, request_blob, size, _ = by_path[refused]
@@ -80,7 +84,12 @@ async def test_bodies_at_the_limit_pass_and_over_it_are_refused_and_recorded(tmp
         assert "limit" in error and "refused" in error, error
     assert f"of {LIMIT + 1} bytes" in by_path["/over"][2]
     assert by_path["/big"][1] is None and by_path["/big"][5] is None and "limit" in by_path["/big"][2]
-    assert biggest == LIMIT, "a refused body (or the too-big response) was stored"
+    assert biggest == LIMIT, "a refused body (or the too-big response, or the too-long stream) was stored"
+    _, status, error, _, _, response_blob = by_path[f"/v1/chat/completions?size={4 * LIMIT}&stream=1"]
+    assert status == 200 and response_blob is None and "limit" in error and "chunks are recorded" in error, error
+    with EventLog(path, read_only=True) as log:  # the stream's own record: every chunk, as it passed
+        _, chunks = log.query("SELECT sum((payload->>'$.size')::BIGINT) FROM events WHERE kind = 'ChunkReceived'")
+    assert chunks[0][0] > 3 * LIMIT, chunks
     assert len(BIG) > LIMIT
 
 
