@@ -30,19 +30,27 @@ class TooLarge(Exception):
 
 
 def _zlib_stream(raw: Body, wbits: int, members: bool) -> Iterator[bytes]:
-    """Decoded zlib output a MiB at a time; ``members``: a further gzip member after the end is decoded too."""
+    """Decoded zlib output a MiB at a time. ``members`` (gzip): further members are decoded too, bytes after the
+    last are ignored and a body cut short gives what it holds, as mitmproxy's gzip decoder does; otherwise
+    (deflate) a body cut short is an error, as it is to mitmproxy's."""
     unpacker = zlib.decompressobj(wbits)
     for piece in body_slices(raw):
         data: bytes | memoryview = piece
         while data:
-            if unpacker.eof:
-                if not members or not bytes(data).strip(b"\x00"):
-                    return  # trailing bytes after the end are ignored, as mitmproxy ignores them
+            if not unpacker.eof:
+                yield unpacker.decompress(data, _READ)
+            elif not members:
+                return  # trailing bytes after the end are ignored
+            else:
                 unpacker = zlib.decompressobj(wbits)
-            yield unpacker.decompress(data, _READ)
+                try:
+                    first = unpacker.decompress(data, _READ)
+                except zlib.error:
+                    return  # not a further member: padding or trailing bytes, ignored
+                yield first
             data = unpacker.unconsumed_tail or unpacker.unused_data
     yield unpacker.flush()
-    if not unpacker.eof:
+    if not members and not unpacker.eof:
         raise ValueError("the body ends before its end marker")
 
 
