@@ -111,7 +111,7 @@ cyclic garbage collector frees its connection, then resident on the C heap until
 after it read 2.10x (alone 1.16x) until the proxy collected and trimmed after it. The JSON response still
 leaves its parse's objects resident (a gzip response after it read 1.99x), so those two keep a process each.
 Not yet bounded, measured by bench/bench_proxy.py only: a chunked request (mitmproxy buffers it and copies it
-once: docs/log.md says why it is not streamed)."""
+once: docs/log.md says why it is not streamed) and a streamed response (its chunks' own records)."""
 
 
 def test_peak_memory_of_kept_and_refused_bodies_stays_under_twice_the_limit(tmp_path):
