@@ -1,7 +1,7 @@
 """A large LLM call's event names its bodies instead of holding them, and every reader reads it as if it held them.
 
 Each reader (the transcript fold, curate's reply lookup, the timeline, the
-``llm_calls`` view) is given calls recorded through a real proxy into a real
+``llm_calls`` view, replay's cassette) is given calls recorded through a real proxy into a real
 log, and must read a large call (history, reply or tool-call arguments past
 ``BODY_FILE_BYTES``) the same as the plain parse of the same bodies.
 """
@@ -23,6 +23,7 @@ from fae.proxy.routes import Upstream
 from fae.proxy.server import run_proxy
 from fae.recorder.llm import llm_event, llm_in_full
 from fae.recorder.recorder import Recorder
+from fae.replay.cassette import recorded_calls, request_key
 from fae.replay.source import load_run
 from fae.replay.transcript import fold_transcript
 from fae.store import events as ev
@@ -165,6 +166,14 @@ def test_every_reader_reads_a_large_call_as_the_plain_parse_of_its_bodies(record
         assert line.endswith(describe("LlmCalled", msgspec.to_builtins(plain))), "timeline"
         _, view = log.query("SELECT message_count, tool_call_count FROM llm_calls WHERE run_id = ?", [run_id])
         assert view == [(len(plain.messages), len(plain.tool_calls))], "llm_calls view"
+        _, (http_row,) = log.query("SELECT payload FROM events WHERE run_id = ? AND kind = 'HttpExchanged'", [run_id])
+        http = ev.decode(http_row[0])
+        assert isinstance(http, ev.HttpExchanged)
+        (replayed,) = recorded_calls(load_run(log, run_id))  # what `fae replay` answers the agent with
+        request = log.blob(http.request_blob or "")
+        assert replayed.body == log.blob(http.response_blob or "") and replayed.key == request_key(
+            http.method, http.path, request), "replay"
+        assert not replayed.streamed or b"".join(replayed.chunks) == replayed.body, "replay of a stream"
     if name != "small":
         assert plain.content or plain.messages, "the case must have something large to read back"
 
