@@ -25,6 +25,7 @@ import msgspec
 
 from fae.errors import FaeError, JudgeError, StoreError
 from fae.memory.reflexion import RunView, chat, parse_json_reply, trajectory_text
+from fae.recorder.llm import llm_in_full
 from fae.store import events as ev
 from fae.store.log import Batch, EventLog, VerdictRow
 
@@ -108,7 +109,7 @@ def _llm_content(log: Any, run_id: str, exchange_id: str) -> str | None:
     for (payload,) in rows:
         event = ev.decode(payload)
         if isinstance(event, ev.LlmCalled) and event.exchange_id == exchange_id:
-            return event.content
+            return llm_in_full(event, log.blob).content
     return None
 
 
@@ -128,7 +129,7 @@ async def _recorded_call(log: Any, run_id: str, after_seq: int) -> tuple[str, st
             if newer:
                 event = ev.decode(newer[0][1])
                 assert isinstance(event, ev.LlmCalled)
-                return event.exchange_id, event.content
+                return event.exchange_id, llm_in_full(event, log.blob).content
             await anyio.sleep(0.02)
     raise StoreError("the judge's LLM call is not in the log: did it bypass the recording proxy?", run_id=run_id)
 

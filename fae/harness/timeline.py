@@ -6,6 +6,12 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
+
+from fae.recorder.llm import llm_in_full
+from fae.recorder.mcp import tool_in_full
+from fae.store import events as ev
+
 
 def _short(value: Any, limit: int = 100) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
@@ -56,6 +62,15 @@ def describe(kind: str, payload: dict[str, Any]) -> str:
     return kind
 
 
+def _in_full(payload: str | bytes, reader: Any) -> dict[str, Any]:
+    """A payload with what it left in its bodies (a large history, reply, arguments or result) read back."""
+    called = ev.decode(payload)
+    if isinstance(called, ev.LlmCalled):
+        return msgspec.to_builtins(llm_in_full(called, reader.blob))
+    assert isinstance(called, ev.ToolCalled)
+    return msgspec.to_builtins(tool_in_full(called, reader.blob))
+
+
 def timeline_lines(reader: Any, run_id: str) -> Iterator[str]:
     _, run = reader.query("SELECT task_id, variation, agent, repeat, status, stop_reason, error FROM runs"
                           " WHERE run_id = ?", [run_id])
@@ -66,7 +81,10 @@ def timeline_lines(reader: Any, run_id: str) -> Iterator[str]:
                            " AND kind <> 'ChunkReceived' ORDER BY seq", [run_id])
     start = rows[0][3] if rows else 0
     for seq, kind, actor, wall_ms, payload in rows:
-        yield f"{seq:>5} {(wall_ms - start) / 1000:>8.3f}s {actor or '':<9} {describe(kind, json.loads(payload))}"
+        event = json.loads(payload)
+        if kind in ("LlmCalled", "ToolCalled") and (event.get("request_blob") or event.get("response_blob")):
+            event = _in_full(payload, reader)
+        yield f"{seq:>5} {(wall_ms - start) / 1000:>8.3f}s {actor or '':<9} {describe(kind, event)}"
     _, verdicts = reader.query("SELECT judge, rule_set, rule_set_hash, outcome, passed FROM verdicts"
                                " WHERE run_id = ? ORDER BY judged_at", [run_id])
     for judge, rule_set, rule_hash, outcome, passed in verdicts:

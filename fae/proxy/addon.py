@@ -10,13 +10,17 @@ is streamed instead of buffered, and gathered into one memory map as it comes
 copy, holding it twice. A request's pieces pass on as they come; a response's
 are held until the exchange is recorded and then released, so a client still
 never gets a body that is not in the log (if recording fails it gets the
-headers and a cut connection). A gzip response is decoded, for the log, into
-a map of its own, bounded by the limit: one that would decode past it is kept
-encoded only, with a ``decode_error`` saying so.
+headers and a cut connection). A gzip, deflate, br or zstd response is
+decoded, for the log, into a map of its own, bounded by the limit
+(``fae.proxy.decode``): one that would decode past it is kept encoded only,
+with a ``decode_error`` saying so. After a large body the heap is trimmed
+before the next request (after one mitmproxy buffered, such as a refused one,
+collected first): freed, it would stay resident and count against the next.
 """
 
 from __future__ import annotations
 
+import gc
 import time
 import uuid
 from typing import Protocol
@@ -24,11 +28,13 @@ from typing import Protocol
 from mitmproxy import http
 from mitmproxy.net import encoding as mitm_encoding
 
+from fae.proxy.decode import decode_bounded, decodes_bounded
 from fae.proxy.exchange import Chunk, Exchange
-from fae.proxy.gather import Gathered, decode_bounded, decodes_streaming
+from fae.proxy.gather import Gathered
 from fae.proxy.routes import Route, RouteError, Upstream, parse_route
 from fae.store import bodies
 from fae.store.bodies import Pieces
+from fae.util.trim import trim_heap
 
 ROUTE_KEY = "fae_route"
 _ADDED_HEADERS = ("x-fae-run", "x-fae-actor", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-prefix")
@@ -53,19 +59,32 @@ def _error_response(status: int, message: str) -> http.Response:
 
 
 class _StreamTap:
-    """Passes a streamed body through chunk by chunk, recording each chunk first."""
+    """Passes a streamed body through chunk by chunk, recording each chunk first, and gathers the whole body
+    into a map for the exchange (a list of the chunks, joined at the end, held it twice, without a bound)."""
 
-    def __init__(self, sink: ExchangeSink, exchange: Exchange):
+    def __init__(self, sink: ExchangeSink, exchange: Exchange, capacity: int):
         self.sink = sink
         self.exchange = exchange
         self.started = time.monotonic()
+        self.gathered: Gathered | None = Gathered(capacity)
+        self.over = False  # past the capacity: the chunks are still recorded, the whole body is not kept
 
     def __call__(self, data: bytes) -> bytes:
         if data:
             chunk = Chunk(offset_ms=(time.monotonic() - self.started) * 1000, data=data)
             self.sink.chunk(self.exchange, len(self.exchange.chunks), chunk)
-            self.exchange.chunks.append(chunk)
+            self.exchange.chunks.append(Chunk(chunk.offset_ms, b""))  # recorded: the map keeps its bytes
+            if self.gathered is not None and not self.gathered.add(data):
+                self.gathered, self.over = None, True
         return data
+
+    def body(self, small: int) -> bodies.Body | None:
+        """The whole body (bytes under ``small``), or None past the capacity; the tap lets go of it."""
+        gathered, self.gathered = self.gathered, None
+        if gathered is None:
+            return None
+        body = gathered.body()
+        return body if len(body) >= small else body.joined()
 
 
 class _Passing:
@@ -116,8 +135,15 @@ class RecordingAddon:
         self.sink = sink
         self.max_body_bytes = max_body_bytes
         self.stream_bytes = bodies.BODY_FILE_BYTES
+        self._trim_due = False  # a large body passed: glibc keeps its freed heap buffers resident until trimmed
+        self._collect_due = False
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
+        if self._trim_due:  # an earlier large body's buffers, freed by now, go back to the OS
+            if self._collect_due:  # a refused body's buffer is held by mitmproxy's connection (a cycle) until now
+                gc.collect()
+            self._trim_due = self._collect_due = False
+            trim_heap()
         try:
             route = parse_route(flow.request.path, self.upstreams)
         except RouteError as exc:
@@ -181,11 +207,11 @@ class RecordingAddon:
         content_type = flow.response.headers.get("content-type", "")
         if content_type.startswith("text/event-stream"):
             exchange.streamed = True
-            flow.response.stream = _StreamTap(self.sink, exchange)
+            flow.response.stream = _StreamTap(self.sink, exchange, self.max_body_bytes)
             return
         declared = _declared_size(flow.response.headers)
         encoding = flow.response.headers.get("content-encoding", "")
-        if declared is not None and declared >= self.stream_bytes and (not encoding or decodes_streaming(encoding)):
+        if declared is not None and declared >= self.stream_bytes and (not encoding or decodes_bounded(encoding)):
             flow.response.stream = _Held(self, flow, exchange, declared)
 
     def _record_held(self, flow: http.HTTPFlow, exchange: Exchange, body: Pieces) -> bool:
@@ -199,21 +225,21 @@ class RecordingAddon:
         return self._finish(flow, exchange, replace_response=False)
 
     def _decode(self, response: http.Response, exchange: Exchange, raw: bodies.Body) -> None:
-        """The decoded copy the log keeps beside an encoded body: gzip decoded into a bounded map, others (and
-        gzip that is not plainly valid) the way mitmproxy decodes them."""
+        """The decoded copy the log keeps beside an encoded body: gzip, deflate, br and zstd decoded into a map
+        bounded by the limit (a bomb is kept encoded only), others the way mitmproxy decodes them."""
         encoding = response.headers.get("content-encoding", "")
-        if raw and decodes_streaming(encoding):
+        if raw and decodes_bounded(encoding):
             try:
-                decoded = decode_bounded(raw, self.max_body_bytes)
-            except ValueError:
-                pass  # mitmproxy's decoder says what is wrong with it, as it always has
-            else:
-                if decoded is None:
-                    exchange.decode_error = (f"cannot decode {encoding}: decoded it is over the proxy's "
-                                             f"{self.max_body_bytes} byte limit (--max-body-mib); kept encoded only")
-                else:
-                    exchange.decoded_body = decoded if len(decoded) >= self.stream_bytes else decoded.joined()
+                decoded = decode_bounded(raw, encoding, self.max_body_bytes)
+            except ValueError as exc:
+                exchange.decode_error = f"cannot decode {encoding}: {exc}"
                 return
+            if decoded is None:
+                exchange.decode_error = (f"cannot decode {encoding}: decoded it is over the proxy's "
+                                         f"{self.max_body_bytes} byte limit (--max-body-mib); kept encoded only")
+            else:
+                exchange.decoded_body = decoded if len(decoded) >= self.stream_bytes else decoded.joined()
+            return
         try:  # what Response.get_content(strict=True) does, over a body that may have been held
             plain = mitm_encoding.decode(raw if isinstance(raw, bytes) else raw.joined(), encoding)
             if isinstance(plain, str):
@@ -230,7 +256,12 @@ class RecordingAddon:
         exchange.status = response.status_code
         exchange.response_headers = list(response.headers.items(multi=True))
         if exchange.streamed:
-            exchange.response_body = b"".join(c.data for c in exchange.chunks)
+            tap = response.stream
+            assert isinstance(tap, _StreamTap)
+            exchange.response_body = tap.body(self.stream_bytes)
+            if tap.over:
+                exchange.error = (f"streamed response body is over the proxy's {self.max_body_bytes} byte limit "
+                                  f"(--max-body-mib): its chunks are recorded, the whole body is not")
         else:
             exchange.response_body = response.raw_content
             if response.headers.get("content-encoding") and response.raw_content is not None:
@@ -241,6 +272,8 @@ class RecordingAddon:
         exchange: Exchange | None = flow.metadata.get(EXCHANGE_KEY)
         route: Route | None = flow.metadata.get(ROUTE_KEY)
         message = flow.error.msg if flow.error else "unknown error"
+        if _TOO_LARGE in message:  # mitmproxy buffered the body up to the limit, in a stream it lets go only later
+            self._trim_due = self._collect_due = True
         if exchange is None and route is not None and _TOO_LARGE in message:
             # refused before its body was read: recorded without it, so a refusal is never silent
             exchange = self._exchange(flow, route, None)
@@ -260,6 +293,11 @@ class RecordingAddon:
 
     def _finish(self, flow: http.HTTPFlow, exchange: Exchange, replace_response: bool = True) -> bool:
         """Record the exchange; if that fails, stop its traffic. True if it was recorded."""
+        large = [body for body in (exchange.request_body, exchange.response_body)
+                 if body is not None and len(body) >= self.stream_bytes]
+        self._trim_due = self._trim_due or bool(large)
+        # bytes, not our map: mitmproxy buffered it (a chunked body), and its flow holds it in a cycle
+        self._collect_due = self._collect_due or any(isinstance(body, bytes) for body in large)
         exchange.ended_mono_ns = time.monotonic_ns()
         exchange.duration_ms = (exchange.ended_mono_ns - exchange.started_mono_ns) / 1e6
         try:
@@ -273,4 +311,6 @@ class RecordingAddon:
         finally:
             # in the log now, or never: the flow may live on
             exchange.request_body = exchange.response_body = exchange.decoded_body = None
+            if flow.response is not None and isinstance(flow.response.stream, _StreamTap):
+                flow.response.stream.gathered = None  # a stream cut short: its chunks are recorded
         return True

@@ -10,7 +10,7 @@ from fae.recorder.llm import llm_event
 from fae.recorder.mcp import mcp_events
 from fae.recorder.mcp_sse import posted_session
 from fae.recorder.redact import Redactor
-from fae.store.bodies import Body, Pieces
+from fae.store.bodies import BODY_FILE_BYTES, Body, Pieces
 from fae.store.events import Event, Header, HttpExchanged
 from fae.store.log import blob_hash
 
@@ -25,6 +25,11 @@ def _header(headers: list[tuple[str, str]], name: str) -> str:
 def _whole(body: Body | None) -> bytes | None:
     """One bytes value for the parsers (a large body kept in pieces is joined only here)."""
     return body.joined() if isinstance(body, Pieces) else body
+
+
+def _large(body: Body | None, digest: str | None) -> str | None:
+    """The body's hash if it is large enough for a side file (an event then names it instead of holding it)."""
+    return digest if body is not None and len(body) >= BODY_FILE_BYTES else None
 
 
 def _scrub_encoded(exchange: Exchange, redactor: Redactor) -> tuple[Body | None, Body | None]:
@@ -87,9 +92,13 @@ def exchange_events(exchange: Exchange, redactor: Redactor) -> tuple[list[Event]
                                  exchange.request_body, exchange.status, response_headers, stored_response))
     elif exchange.kind == "llm":
         events.append(llm_event(exchange.exchange_id, exchange.path, exchange.request_body,
-                                exchange.status, stored_response, exchange.streamed, exchange.error))
+                                exchange.status, stored_response, exchange.streamed, exchange.error,
+                                request_blob=_large(exchange.request_body, http.request_blob),
+                                response_blob=_large(stored_response, http.decoded_blob or http.response_blob)))
     elif exchange.kind == "mcp" and posted_session(exchange) is None:  # a legacy-SSE POST: see mcp_sse
-        events.extend(mcp_events(exchange.exchange_id, _whole(exchange.request_body), _whole(stored_response),
-                                 _header(response_headers, "content-type"), exchange.upstream,
-                                 exchange.error))
+        large = any(body is not None and len(body) >= BODY_FILE_BYTES
+                    for body in (exchange.request_body, stored_response))  # read where it lies, never joined
+        events.extend(mcp_events(exchange.exchange_id, exchange.request_body, stored_response,
+                                 _header(response_headers, "content-type"), exchange.upstream, exchange.error,
+                                 (http.request_blob, http.decoded_blob or http.response_blob) if large else None))
     return events, blobs

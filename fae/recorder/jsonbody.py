@@ -16,6 +16,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -29,6 +30,7 @@ _ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
 _ANY = msgspec.json.Decoder()
 _LAX_LITERAL = re.compile(rb"NaN|Infinity")
 _BOM = codecs.BOM_UTF8
+_EVENT_END = re.compile(rb"\r?\n\r?\n")
 
 
 def buffer_of(body: Body) -> bytes | memoryview:
@@ -126,19 +128,30 @@ def parse_json(body: Body | None) -> Any:
     return value(json_node(body))
 
 
-def sse_data(body: bytes | None) -> list[Any]:
-    """The JSON payloads of a server-sent-event stream's ``data:`` fields, in order."""
+def sse_values(body: Body | None) -> Iterator[Any]:
+    """The JSON payloads of a server-sent-event stream's ``data:`` fields, in order, an event at a time
+    (a large stream is never decoded whole: events end at a blank line, so a slice is whole UTF-8)."""
     if not body:
-        return []
-    text = body.decode("utf-8", errors="replace").replace("\r\n", "\n")
-    values: list[Any] = []
-    for block in text.split("\n\n"):
-        data_lines = [line[5:].lstrip() if line.startswith("data:") else None for line in block.split("\n")]
-        data = "\n".join(d for d in data_lines if d is not None)
-        if not data or data == "[DONE]":
-            continue
-        try:
-            values.append(json.loads(data))
-        except ValueError:
-            continue
-    return values
+        return
+    whole = buffer_of(body)
+    start = 0
+    for found in _EVENT_END.finditer(whole):
+        yield from _event_data(whole[start:found.start()])
+        start = found.end()
+    yield from _event_data(whole[start:])
+
+
+def _event_data(raw: bytes | memoryview) -> Iterator[Any]:
+    block = bytes(raw).decode("utf-8", errors="replace").replace("\r\n", "\n")
+    data = "\n".join(line[5:].lstrip() for line in block.split("\n") if line.startswith("data:"))
+    if not data or data == "[DONE]":
+        return
+    try:
+        yield json.loads(data)
+    except ValueError:
+        return
+
+
+def sse_data(body: Body | None) -> list[Any]:
+    """The JSON payloads of a server-sent-event stream's ``data:`` fields, in order."""
+    return list(sse_values(body))

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from fae.recorder.jsonbody import buffer_of, json_node, members, sse_data, value
+import msgspec
+
+from fae.recorder.jsonbody import json_node, members, sse_values, value
+from fae.recorder.llm_outline import request_outline, response_outline
 from fae.store.bodies import Body, body_slices
 from fae.store.events import LlmCalled, ToolCallRequest
 
@@ -44,29 +48,34 @@ def _usage(usage: Any) -> tuple[int | None, int | None, int | None]:
             total if isinstance(total, int) else None)
 
 
-def _chat_from_chunks(chunks: list[Any]) -> dict[str, Any]:
-    """Assemble a streamed chat completion into the shape of a non-streamed one."""
+def _chat_from_chunks(chunks: Iterable[Any], keep_text: bool = True) -> dict[str, Any] | None:
+    """Assemble a streamed chat completion into the shape of a non-streamed one (None if there were no chunks);
+    ``keep_text`` False: the reply's text and tool-call arguments are left out (they stay in the body)."""
     content: list[str] = []
     calls: dict[int, dict[str, str]] = {}
     finish = None
     usage = None
     model = None
+    seen = False
     for chunk in chunks:
+        seen = True
         if not isinstance(chunk, dict):
             continue
         model = chunk.get("model") or model
         usage = chunk.get("usage") or usage
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
-            if isinstance(delta.get("content"), str):
+            if isinstance(delta.get("content"), str) and keep_text:
                 content.append(delta["content"])
             for call in delta.get("tool_calls") or []:
                 slot = calls.setdefault(int(call.get("index", 0)), {"id": "", "name": "", "arguments": ""})
                 slot["id"] = call.get("id") or slot["id"]
                 fn = call.get("function") or {}
                 slot["name"] = fn.get("name") or slot["name"]
-                slot["arguments"] += fn.get("arguments") or ""
+                slot["arguments"] += (fn.get("arguments") or "") if keep_text else ""
             finish = choice.get("finish_reason") or finish
+    if not seen:
+        return None
     message = {"content": "".join(content) if content else None,
                "tool_calls": [{"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
                               for _, c in sorted(calls.items())]}
@@ -107,20 +116,51 @@ def _starts_with_data(body: Body | None) -> bool:
 
 
 def llm_event(exchange_id: str, path: str, request_body: Body | None, status: int | None,
-              response_body: Body | None, streamed: bool, error: str | None) -> LlmCalled:
-    api = api_of(path)
-    request = _decoded(request_body)
+              response_body: Body | None, streamed: bool, error: str | None, *,
+              request_blob: str | None = None, response_blob: str | None = None) -> LlmCalled:
+    """The call an exchange carried. A body's hash given (a large body, in a side file): the event leaves that
+    body's content out (the conversation; the reply's text and tool-call arguments) and names the body."""
+    return _llm_call(exchange_id, api_of(path), request_body, status, response_body, streamed, error,
+                     request_blob, response_blob)
+
+
+def llm_in_full(event: LlmCalled, body_of: Callable[[str], bytes | None]) -> LlmCalled:
+    """The event with what it left out of a large body read back from that body (``body_of``: hash → bytes)."""
+    if event.request_blob is None and event.response_blob is None:
+        return event
+    request = body_of(event.request_blob) if event.request_blob else None
+    response = body_of(event.response_blob) if event.response_blob else None
+    streamed = bool(response) and event.stream and not bytes(response[:256]).lstrip().startswith(b"{")  # type: ignore[index]
+    full = _llm_call(event.exchange_id, event.api, request, event.status, response, streamed, event.error)
+    changes: dict[str, Any] = {}
+    if request is not None:
+        changes["messages"] = full.messages
+    if response is not None:
+        changes.update(content=full.content, tool_calls=full.tool_calls)
+    return msgspec.structs.replace(event, **changes)
+
+
+def _llm_call(exchange_id: str, api: str, request_body: Body | None, status: int | None,
+              response_body: Body | None, streamed: bool, error: str | None,
+              request_blob: str | None = None, response_blob: str | None = None) -> LlmCalled:
+    roles: tuple[str, ...] | None = None
+    if request_blob is not None:
+        request, roles = request_outline(request_body, api)
+    else:
+        request = _decoded(request_body)
     request = request if isinstance(request, dict) else {}
     stream = bool(request.get("stream")) or streamed
     response: Any = None
     if streamed or _starts_with_data(response_body):
-        chunks = sse_data(bytes(buffer_of(response_body)) if response_body else None)
+        chunks = sse_values(response_body)  # an event at a time: a long stream is never decoded whole
         if api == "responses":
-            done = [c.get("response") for c in chunks if isinstance(c, dict)
-                    and c.get("type") == "response.completed"]
-            response = done[-1] if done else None
+            for chunk in chunks:
+                if isinstance(chunk, dict) and chunk.get("type") == "response.completed":
+                    response = chunk.get("response")
         else:
-            response = _chat_from_chunks(chunks) if chunks else None
+            response = _chat_from_chunks(chunks, keep_text=response_blob is None)
+    elif response_blob is not None:
+        response = response_outline(response_body, api)
     else:
         response = _decoded(response_body)
     messages = request.get("messages") if api == "chat" else request.get("input")
@@ -156,10 +196,15 @@ def llm_event(exchange_id: str, path: str, request_body: Body | None, status: in
     elif error is None and status is not None and status < 400 and api in ("chat", "responses"):
         error = "response body is not valid JSON"
     prompt, completion, total = _usage(usage)
+    if response_blob is not None:  # the reply's text and arguments stay in the body
+        content = None
+        tool_calls = [msgspec.structs.replace(call, arguments="") for call in tool_calls]
     return LlmCalled(
         exchange_id=exchange_id, api=api, model=model if isinstance(model, str) else None,
         stream=stream, messages=tuple(messages) if isinstance(messages, list) else (),
         tools=_tool_names(request.get("tools")), tool_calls=tuple(tool_calls), content=content,
         finish_reason=finish if isinstance(finish, str) else None, prompt_tokens=prompt,
         completion_tokens=completion, total_tokens=total, status=status, error=error,
+        request_blob=request_blob, response_blob=response_blob,
+        message_count=len(roles) if roles is not None else None, roles=roles or (),
     )

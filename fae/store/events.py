@@ -119,6 +119,12 @@ class LlmCalled(Event, tag="LlmCalled", frozen=True):
     total_tokens: int | None = None
     status: int | None = None
     error: str | None = None
+    # a body of BODY_FILE_BYTES or more stays in its side file: the event names it by hash and leaves out its
+    # content (the request's messages; the reply's content and tool-call arguments), keeping the count and roles
+    request_blob: str | None = None
+    response_blob: str | None = None
+    message_count: int | None = None
+    roles: tuple[str, ...] = ()
 
 
 class ToolCalled(Event, tag="ToolCalled", frozen=True):
@@ -131,6 +137,12 @@ class ToolCalled(Event, tag="ToolCalled", frozen=True):
     is_error: bool = False
     error: str | None = None
     server: str | None = None
+    # an exchange with a body of BODY_FILE_BYTES or more names both its bodies by hash, and this call's place
+    # among the exchange's calls: a large request's arguments keep only their small members, a large reply's
+    # result is left out (fae.recorder.mcp.tool_in_full reads them back)
+    request_blob: str | None = None
+    response_blob: str | None = None
+    call_index: int = 0
 
 
 class PromptParaphrased(Event, tag="PromptParaphrased", frozen=True):

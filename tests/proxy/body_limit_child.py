@@ -11,8 +11,11 @@ once the log has everything, ``quit`` → exits. The upstream reads and drops
 request bodies chunk by chunk, and makes up its replies a MiB at a time, so
 only the proxy and the recorder hold a whole body: ``GET /bytes/N`` (N opaque
 bytes), ``GET /Patient?size=N`` (a searchset Bundle of N bytes; ``&gzip=1``:
-gzip-encoded), ``POST .../chat/completions?size=N`` (a completion of N bytes).
-It is served as three upstreams: ``api`` (opaque), ``fhir`` and ``llm``.
+gzip-encoded), ``POST .../chat/completions?size=N`` (a completion of N bytes; ``&stream=1``: about
+N bytes of server-sent events, with no Content-Length),
+``POST /mcp?size=N`` (a ``tools/call`` reply of N bytes), ``GET /bomb/ENCODING?file=PATH``
+(that file, a decompression bomb, sent with that content-encoding). It is served as four
+upstreams: ``api`` (opaque), ``fhir``, ``llm`` and ``mcp``.
 With ``--embedded-fhir`` the embedded FHIR server runs in a process of its
 own as upstream ``real`` (kind fhir), and ``rss`` adds that process's peak and
 current size, so its own cost (it parses and stores what it is sent) is never
@@ -38,7 +41,7 @@ from fae.recorder.recorder import Recorder
 from fae.store.log import EventLog
 from fae.store.writer import open_writer
 from fae.util.serve import serve_asgi
-from tests.proxy.shaped_bodies import bundle_pieces, completion_pieces
+from tests.proxy.shaped_bodies import bundle_pieces, completion_pieces, completion_stream, tool_result_pieces
 
 
 async def draining_upstream(scope, receive, send) -> None:
@@ -51,6 +54,11 @@ async def draining_upstream(scope, receive, send) -> None:
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+    if scope["path"].startswith("/bomb/"):  # made by the driver: making one here would change this heap's state
+        encoding = scope["path"].removeprefix("/bomb/")
+        path = Path(scope.get("query_string", b"").decode().removeprefix("file="))
+        await _send_pieces([path.read_bytes()], send, None, [(b"content-encoding", encoding.encode())])
+        return
     if scope["path"].startswith("/bytes/"):
         await _made_up_reply(int(scope["path"].removeprefix("/bytes/")), send)
         return
@@ -64,8 +72,20 @@ async def draining_upstream(scope, receive, send) -> None:
         size += len(message.get("body", b""))
         if not message.get("more_body"):
             break
+    if scope["path"].endswith("/mcp"):
+        reply_size = int(query.get("size", "300"))
+        await _send_pieces(tool_result_pieces(reply_size), send, reply_size)
+        return
+    if scope["path"].endswith("/chat/completions") and query.get("stream"):  # no content-length: streamed
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        for piece in completion_stream(int(query.get("size", "300"))):
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return
     if scope["path"].endswith("/chat/completions"):
-        await _send_pieces(list(completion_pieces(int(query.get("size", "300")))), send)
+        reply_size = int(query.get("size", "300"))  # made a MiB at a time: a list of its pieces held it whole
+        await _send_pieces(completion_pieces(reply_size), send, reply_size)
         return
     body = f'{{"received": {size}}}'.encode()
     if scope["path"][1:2].isupper():  # a FHIR create: answered with the resource's id and version
@@ -131,7 +151,7 @@ async def main(log_path: str, max_body: int, embedded_fhir: bool) -> None:
         port = await stack.enter_async_context(serve_asgi(draining_upstream))
         stand_in = f"http://127.0.0.1:{port}"
         upstreams = {"api": Upstream("api", stand_in, "http"), "fhir": Upstream("fhir", stand_in, "fhir"),
-                     "llm": Upstream("llm", stand_in, "llm")}
+                     "llm": Upstream("llm", stand_in, "llm"), "mcp": Upstream("mcp", stand_in, "mcp")}
         real_pid = None
         if embedded_fhir:
             real = await stack.enter_async_context(upstream_process(serve_fhir=True, embedded=True))

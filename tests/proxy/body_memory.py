@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.proxy.shaped_bodies import chat_request, document_reference
+from tests.proxy.shaped_bodies import bomb, chat_request, document_reference, tool_call
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,7 +83,8 @@ class ProxyChild:
         self.opaque = self.opaque or os.urandom(self.limit - 1)  # the client's copy is never the child's
         for _ in range(3):  # warm every path once, so the baseline includes it
             for rest, content in (("api/warm", b"w" * 65536), ("fhir/DocumentReference", document_reference(65536)),
-                                  ("llm/v1/chat/completions?size=65536", chat_request(65536))):
+                                  ("llm/v1/chat/completions?size=65536", chat_request(65536)),
+                                  ("mcp/mcp?size=65536", tool_call())):
                 self.sent("POST", rest, content)
             for rest in ("api/bytes/65536", "fhir/Patient?size=65536", "fhir/Patient?size=65536&gzip=1"):
                 self.sent("GET", rest)
@@ -128,6 +129,15 @@ class ProxyChild:
         for start in range(0, self.limit - 1, 1 << 20):
             yield self.opaque[start:start + (1 << 20)]
 
+    def _bombs(self) -> None:
+        """Each encoding's bomb (made here, in a file the upstream sends), read raw: the client never decodes it."""
+        for encoding in ("gzip", "deflate", "br", "zstd"):
+            path = self.log.parent / f"bomb.{encoding}"
+            if not path.exists():
+                path.write_bytes(bomb(encoding)[0])
+            with httpx.stream("GET", f"{self.base}api/bomb/{encoding}?file={path}", timeout=300) as reply:
+                assert reply.status_code == 200 and sum(len(c) for c in reply.iter_raw()) > 0, encoding
+
     def _refuse(self) -> None:
         reply = raw_post(self.port, "/run/r1/agent/api/refused", 4 * self.limit)
         assert not reply or reply.startswith(b"HTTP/1.1 413"), reply[:200]
@@ -143,9 +153,15 @@ class ProxyChild:
             "FHIR JSON response": lambda: self.sent("GET", f"fhir/Patient?size={size}"),
             "LLM request": lambda: self.sent("POST", "llm/v1/chat/completions", chat_request(size)),
             "LLM response": lambda: self.sent("POST", f"llm/v1/chat/completions?size={size}", b'{"model":"m"}'),
+            "MCP request": lambda: self.sent("POST", "mcp/mcp", tool_call(size)),
+            "MCP response": lambda: self.sent("POST", f"mcp/mcp?size={size}", tool_call()),
             "chunked request": lambda: self.sent("POST", "api/chunked", self._chunks()),
             "gzip response": lambda: kept("gzip", self.sent("GET", f"fhir/Patient?size={size}&gzip=1")),
             "refused 4x chunked request": self._refuse,
+            "bombs (gzip, deflate, br, zstd)": self._bombs,
+            # last: its chunks' records stay resident (docs/log.md), which would count against every later case
+            "LLM streamed response": lambda: self.sent("POST", f"llm/v1/chat/completions?size={size}&stream=1",
+                                                        b'{"model":"m","stream":true}'),
         }
 
     def real_fhir_cases(self) -> dict[str, Callable[[], object]]:

@@ -7,7 +7,7 @@ import mmap
 import pytest
 
 from fae.recorder.fhir import fhir_event
-from fae.recorder.jsonbody import json_node, parse_json
+from fae.recorder.jsonbody import json_node, parse_json, sse_data, sse_values
 from fae.recorder.llm import llm_event
 from fae.store.bodies import BODY_FILE_BYTES, Pieces
 
@@ -82,3 +82,18 @@ def test_a_large_llm_body_gives_the_event_a_small_one_does(body):
     sse = b"\n" * 10 + b'data: {"model":"m3","choices":[{"delta":{"content":"a"}}]}\n\ndata: [DONE]\n\n'
     assert llm_event("x", "/v1/chat/completions", body, 200, _large(sse), False, None) \
         == llm_event("x", "/v1/chat/completions", body, 200, sse, False, None)
+
+
+def test_server_sent_events_are_read_an_event_at_a_time_from_a_gathered_body():
+    """Events end at a blank line however its newlines are written; a field may span lines; junk is skipped."""
+    stream = (b'data: {"a": 1}\r\n\r\n'       # CRLF
+              b'event: x\ndata: [1,\ndata: 2]\n\n'  # one payload over two data lines
+              b'data: {"t": "\xe4\xb8\xad"}\n\r\n'  # mixed newlines; UTF-8 kept whole
+              b': a comment\n\n\n'
+              b'data: not json\n\n'
+              b'data: [DONE]\n\n'
+              b'data: {"last": true}')              # no blank line at the end
+    expected = [{"a": 1}, [1, 2], {"t": "\u4e2d"}, {"last": True}]
+    assert sse_data(stream) == expected
+    assert list(sse_values(Pieces((memoryview(stream),)))) == expected  # a gathered map, never copied whole
+    assert sse_data(None) == [] and list(sse_values(b"")) == []
