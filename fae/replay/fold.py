@@ -37,8 +37,7 @@ def parse_json(body: bytes | None) -> Any:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class Exchange:
+class Exchange(msgspec.Struct, frozen=True):
     """One FHIR exchange as the log saw it: HTTP facts joined with what it meant."""
 
     seq: int
@@ -94,8 +93,7 @@ def fhir_exchanges(run: RunLog) -> list[Exchange]:
     return found
 
 
-@dataclass(frozen=True, slots=True)
-class Version:
+class Version(msgspec.Struct, frozen=True):
     """One version of a resource in the fold (``resource`` is None for a delete)."""
 
     resource_type: str

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from fae.replay.source import RunLog
 from fae.store import events as ev
 
 
-@dataclass(frozen=True, slots=True)
-class ToolUse:
+class ToolUse(msgspec.Struct, frozen=True):
     """One tool call the agent made, with what came back."""
 
     seq: int
@@ -21,8 +21,7 @@ class ToolUse:
     actor: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class Transcript:
+class Transcript(msgspec.Struct, frozen=True):
     messages: tuple[Any, ...]
     tool_calls: tuple[ToolUse, ...]
     llm_calls: int
