@@ -17,6 +17,7 @@ from fae.judge.registry import Verdict
 from fae.judge.trail import Trail
 from fae.replay.fold import FoldedState
 from fae.tasks.checks import match, values
+from fae.tasks.fhir_values import is_mapping
 from fae.tasks.write_targets import WriteTarget
 
 # Actors that are the evaluation itself: their reads are the check, not an exposure.
@@ -44,7 +45,7 @@ def matches(resource: Mapping[str, Any] | None, wanted: Mapping[str, Any]) -> bo
         return False
     for path, value in wanted.items():
         found = values(resource, path)
-        if isinstance(value, Mapping):
+        if is_mapping(value):
             if match(found, value) is not None:
                 return False
         elif str(value) not in [str(v) for v in found]:

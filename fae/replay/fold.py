@@ -145,6 +145,8 @@ class FoldedState(_Snapshot):
     problems: list[dict[str, Any]] = field(default_factory=list)
     # what readers derive from seed resources (their canonical JSON, say), shared by every fold of the same seed
     seed_cache: dict[Any, Any] = field(default_factory=dict, repr=False)
+    # what readers derive from this state (a task check's diff against the seed), emptied by every write
+    derived: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         seed = self.seed_cache.get(_SEED_SNAPSHOT)
@@ -182,6 +184,7 @@ class FoldedState(_Snapshot):
         else:
             items[version.id] = version.resource
         self._engine = None
+        self.derived.clear()
 
     def engine(self) -> tuple[Any, str]:
         """The folded state loaded into an embedded FHIR engine sandbox: (engine, sandbox id)."""
