@@ -351,6 +351,16 @@ def _seed_of(run: RunLog, seeded: Recorded) -> tuple[list[dict[str, Any]], dict[
     return found
 
 
+def _resets(exchange: Exchange) -> bool:
+    return exchange.interaction == "sandbox-admin" and exchange.ok and exchange.path.rstrip("/").endswith("$reset")
+
+
+def folds_after(exchanges: Iterable[Exchange], seq: int) -> bool:
+    """Whether an exchange after ``seq`` can change a fold (a write, or a sandbox reset): if none, the fold at
+    ``seq`` is the fold after the last event."""
+    return any(x.seq > seq and (x.interaction in WRITES or _resets(x)) for x in exchanges)
+
+
 def fold_state(run: RunLog, upto: int | None = None, *, exchanges: Iterable[Exchange] | None = None) -> FoldedState:
     """The run's sandbox state after event ``upto`` (default: after the last event)."""
     seeded = run.first(ev.SandboxSeeded)
@@ -361,7 +371,7 @@ def fold_state(run: RunLog, upto: int | None = None, *, exchanges: Iterable[Exch
     for exchange in exchanges if exchanges is not None else fhir_exchanges(run):
         if upto is not None and exchange.seq > upto:
             break
-        if exchange.interaction == "sandbox-admin" and exchange.ok and exchange.path.rstrip("/").endswith("$reset"):
+        if _resets(exchange):
             state = FoldedState(state.seed_resources, upto=upto, problems=state.problems, seed_cache=state.seed_cache)
             continue
         if exchange.interaction not in WRITES:
