@@ -117,12 +117,38 @@ def leaf_paths(value: Any, path: str) -> list[str]:
     return [path]
 
 
+def differs(before: Any, after: Any) -> bool:
+    """``bool(changed_paths(before, after))``, stopping at the first difference instead of listing them all."""
+    if before is after:
+        return False
+    if is_mapping(before) and is_mapping(after):
+        for key in before.keys() | after.keys():
+            if key not in before or key not in after:
+                if _has_leaf(after.get(key, before.get(key))):
+                    return True
+            elif differs(before[key], after[key]):
+                return True
+        return False
+    if isinstance(before, list) and isinstance(after, list):
+        return len(before) != len(after) or any(differs(old, new) for old, new in zip(before, after, strict=True))
+    if isinstance(before, list) or isinstance(after, list) or is_mapping(before) or is_mapping(after):
+        return True
+    return not same_scalar(before, after)
+
+
+def _has_leaf(value: Any) -> bool:
+    """Whether ``leaf_paths`` of the value names any path (only objects holding nothing but empty objects name none)."""
+    if is_mapping(value):
+        return any(_has_leaf(item) for item in value.values())
+    return True
+
+
 def same_resource(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
     """Whether two versions of a resource say the same thing."""
     if before is after or before == after:
         return True
     old, new = content(before), content(after)
-    return old == new or not changed_paths(old, new)
+    return old == new or not differs(old, new)
 
 
 def element_path(fhirpath: str) -> str:
