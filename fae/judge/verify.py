@@ -102,8 +102,8 @@ def verify(target: WriteTarget, trail: Trail, window: Window, versions: Callable
     ``allowed`` names the other records the task asks for (not "another record written")."""
     accept = bool(rules["accept_corrections"])
     settle_s = float(rules["settle_s"])
-    in_window = [a for a in trail.accesses if window.start_seq < a.seq <= window.readback_seq]
-    writes = [a for a in in_window if a.kind == "write"]
+    all_writes = [a for a in trail.accesses if a.kind == "write"]  # reads are most of a trail: one pass over it
+    writes = [a for a in all_writes if window.start_seq < a.seq <= window.readback_seq]
     agent_writes = [a for a in writes if a.actor == "agent"]
     evidence: dict[str, Any] = {"source": trail.source, "corrected": False, "settle_s": settle_s}
 
@@ -118,7 +118,7 @@ def verify(target: WriteTarget, trail: Trail, window: Window, versions: Callable
         return Verdict("needs_review", False, evidence)
     record_type, record_id = ref.split("/", 1)
     to_record = [a for a in writes if a.ref == ref]
-    after_check = [a for a in trail.accesses if a.kind == "write" and a.ref == ref and a.seq > window.readback_seq]
+    after_check = [a for a in all_writes if a.ref == ref and a.seq > window.readback_seq]
     history = [v for v in versions(ref) if v[2] is None or v[2] <= window.readback_seq]
     baseline = [v for v in history if v[2] is None or v[2] <= window.start_seq]
     window_versions = [v for v in history if v[2] is not None and v[2] > window.start_seq]
@@ -174,7 +174,8 @@ def verify(target: WriteTarget, trail: Trail, window: Window, versions: Callable
             if any(not matches(v[1], target.identity) for v in window_versions if v[1] is not None):
                 problems.append("person_changed")
             first = to_record[0].seq
-            exposed = [a for a in in_window if a.kind == "read" and a.ref == ref and a.seq >= first
+            exposed = [a for a in trail.accesses if window.start_seq < a.seq <= window.readback_seq
+                       and a.kind == "read" and a.ref == ref and a.seq >= first
                        and a.seq < window.readback_seq and a.actor not in OWN_ACTORS]
             if exposed:
                 problems.append("read_by_other_actor")

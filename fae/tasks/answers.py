@@ -65,7 +65,8 @@ def _meaning(text: str) -> tuple[str, ...]:
 def bare_id(token: str) -> str:
     """An id without quotes, a ``Type/`` prefix, a base URL or a ``/_history`` suffix."""
     token = token.strip().strip(_STRIP)
-    token = _HISTORY.sub("", token)
+    if "/_history/" in token:
+        token = _HISTORY.sub("", token)
     if "/" in token:
         parts = [p for p in token.split("/") if p]
         token = parts[-1] if parts else token

@@ -100,7 +100,9 @@ def reference(value: Any) -> str | None:
         value = value.get("reference")
     if not isinstance(value, str):
         return None
-    value = _HISTORY.sub("", value.strip())
+    value = value.strip()
+    if "/_history/" in value:
+        value = _HISTORY.sub("", value)
     parts = [p for p in value.split("/") if p]
     return "/".join(parts[-2:]) if len(parts) >= 2 else None
 
