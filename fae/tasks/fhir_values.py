@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, TypeGuard
 
 _SERVER_META = ("versionId", "lastUpdated")
 # JSON's own types, by exact type: none is a Mapping, and asking the Mapping ABC costs a Python call each time
@@ -54,7 +54,7 @@ def same_scalar(a: Any, b: Any) -> bool:
     return ia is not None and ib is not None and ia == ib
 
 
-def is_mapping(value: Any) -> bool:
+def is_mapping(value: Any) -> TypeGuard[Mapping[Any, Any]]:
     """``isinstance(value, Mapping)``, answered without the ABC's check for JSON's own types."""
     kind = type(value)
     if kind is dict:
