@@ -146,7 +146,7 @@ class FoldedState(_Snapshot):
     # what readers derive from seed resources (their canonical JSON, say), shared by every fold of the same seed
     seed_cache: dict[Any, Any] = field(default_factory=dict, repr=False)
     # what readers derive from this state (a task check's diff against the seed), emptied by every write
-    derived: dict[str, Any] = field(default_factory=dict, repr=False)
+    derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         seed = self.seed_cache.get(_SEED_SNAPSHOT)
