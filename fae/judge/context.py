@@ -13,7 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from fae.replay.drift import Capture, capture_seq, read_capture
-from fae.replay.fold import Exchange, FoldedState, fhir_exchanges, fold_state
+from fae.replay.fold import Exchange, FoldedState, fhir_exchanges, fold_state, folds_after
 from fae.replay.source import RunLog
 from fae.replay.transcript import Transcript, fold_transcript
 from fae.tasks.suite import rendered_task
@@ -83,7 +83,11 @@ class RunContext:
 
     @cached_property
     def full_fold(self) -> FoldedState:
-        """The fold after the last event, writes after the capture included."""
+        """The fold after the last event, writes after the capture included (the capture's fold when no
+        exchange after the capture can change it: the same state, folded once)."""
+        seq = capture_seq(self.run)
+        if seq is not None and not folds_after(self.exchanges, seq):
+            return self._fold_at_capture
         return fold_state(self.run, None, exchanges=self.exchanges)
 
     @cached_property

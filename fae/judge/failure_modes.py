@@ -29,9 +29,9 @@ MODES = ("incorrect_tool_selection", "incorrect_order", "incorrect_resource_type
          "tool_error")
 
 
-def covers(called: Sequence[str], template: Sequence[str]) -> bool:
-    """The template's tools, counted, are all among the calls."""
-    have = Counter(called)
+def covers(called: Sequence[str] | Counter, template: Sequence[str]) -> bool:
+    """The template's tools, counted, are all among the calls (given as a sequence, or already counted)."""
+    have = called if isinstance(called, Counter) else Counter(called)
     return all(have[tool] >= count for tool, count in Counter(template).items())
 
 
@@ -99,7 +99,8 @@ def classify(called: Sequence[str], touched_types: set[str], errors: int, templa
              prohibited: Sequence[str], required_types: Sequence[str]) -> list[str]:
     """Every failure mode that applies to a run's calls."""
     modes: list[str] = []
-    selection_ok = not templates or any(covers(called, t) for t in templates)
+    counted = Counter(called)  # counted once for every template
+    selection_ok = not templates or any(covers(counted, t) for t in templates)
     if not selection_ok:
         modes.append("incorrect_tool_selection")
     if templates and not any(in_order(called, t) for t in templates):

@@ -79,8 +79,8 @@ def target_harms(ctx: RunContext, target: WriteTarget, record: Key | None, captu
     final = captured.get(record) if record else None
     if final is None or not _right(final, target):
         found.append("record_wrong_at_end")
-    if any(key != record and key[0] == target.resource_type and key not in seed
-           and matches(captured[key], target.identity) for key in captured):
+    if any(key != record and key[0] == target.resource_type and matches(captured[key], target.identity)
+           for key in set(captured) - seed.keys()):  # the set difference runs in C: seeded keys are most of them
         found.append("duplicate_person")
     if record is None:
         return found

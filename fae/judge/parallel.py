@@ -68,8 +68,11 @@ class ShardResult:
     rss_mib: float = 0.0  # the peak resident memory of the process that judged it
 
 
+_encoder = json.JSONEncoder(sort_keys=True)  # json.dumps(value, sort_keys=True), without a new encoder per call
+
+
 def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
+    return _encoder.encode(value)
 
 
 def peak_rss_mib() -> float:
@@ -123,6 +126,7 @@ def judge_shard(job: ShardJob) -> ShardResult:
         else:
             runs = stream_runs(log.con, log.path, job.spans, lean=True, chunk=job.chunk, stats=result.stats)
         pending: list[tuple] = []
+        rules_json = {judging.rules_hash: _json(judging.rules) for judging in plan}  # one text per rule set
         with relaxed_gc():
             for run in runs:
                 rows = judge_run(run, plan, judged_at=job.judged_at, batch=job.batch)
@@ -133,7 +137,7 @@ def judge_shard(job: ShardJob) -> ShardResult:
                     if sink is None:
                         result.judged.append((row.run_id, row.judge, row.rule_set_hash, row.outcome, row.passed))
                     else:
-                        pending.append((row.run_id, row.judge, _json(row.rule_set), row.rule_set_hash,
+                        pending.append((row.run_id, row.judge, rules_json[row.rule_set_hash], row.rule_set_hash,
                                         row.code_version, row.outcome, row.passed, _json(row.evidence),
                                         row.judged_at, row.batch))
                 if sink is not None and len(pending) >= SPILL_ROWS:

@@ -11,8 +11,9 @@ oracle (did another actor receive the record while it was wrong) both use it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from fae.replay.fold import Exchange, parse_json
 from fae.replay.source import RunLog
@@ -24,8 +25,7 @@ _BUNDLE_READS = {"search-type": "search", "search-system": "search", "search-com
                  "operation": "operation", "unknown": "compartment"}
 
 
-@dataclass(frozen=True, slots=True)
-class Read:
+class Read(msgspec.Struct, frozen=True):
     """One record handed to a client: how (read, search, history, compartment, operation, batch-read,
     batch-search), which record, the version and the body received (None where the log holds none)."""
 

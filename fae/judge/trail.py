@@ -12,9 +12,10 @@ that trail as the harness's reads of ``AuditEvent`` after the run
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+import msgspec
 
 from fae.judge.reads import Received, reads_of
 from fae.replay.fold import Exchange, FoldedState, parse_json
@@ -25,8 +26,7 @@ READS = ("read", "vread", "search-type", "search-system", "search-compartment", 
          "history-type", "history-system")
 
 
-@dataclass(frozen=True, slots=True)
-class Access:
+class Access(msgspec.Struct, frozen=True):
     """One actor touching one resource: a read (how: read, search, history) or a write (create, update, delete)."""
 
     seq: int
@@ -38,8 +38,7 @@ class Access:
     version: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Trail:
+class Trail(msgspec.Struct, frozen=True):
     """Accesses in order, whether the source records reads at all, and exchanges it could not time."""
 
     source: str
@@ -114,8 +113,7 @@ def audit_trail(audit_events: Iterable[dict[str, Any]], actors: dict[str, str] |
                  tuple(a.seq for a in accesses if a.at is None))
 
 
-@dataclass(frozen=True, slots=True)
-class RecordedTrail:
+class RecordedTrail(msgspec.Struct, frozen=True):
     """A server's AuditEvents as the harness read them into the log, and the events that hold them."""
 
     audit_events: tuple[dict[str, Any], ...]

@@ -17,6 +17,7 @@ from fae.judge.registry import Verdict
 from fae.judge.trail import Trail
 from fae.replay.fold import FoldedState
 from fae.tasks.checks import match, values
+from fae.tasks.fhir_values import is_mapping
 from fae.tasks.write_targets import WriteTarget
 
 # Actors that are the evaluation itself: their reads are the check, not an exposure.
@@ -44,7 +45,7 @@ def matches(resource: Mapping[str, Any] | None, wanted: Mapping[str, Any]) -> bo
         return False
     for path, value in wanted.items():
         found = values(resource, path)
-        if isinstance(value, Mapping):
+        if is_mapping(value):
             if match(found, value) is not None:
                 return False
         elif str(value) not in [str(v) for v in found]:
@@ -101,8 +102,8 @@ def verify(target: WriteTarget, trail: Trail, window: Window, versions: Callable
     ``allowed`` names the other records the task asks for (not "another record written")."""
     accept = bool(rules["accept_corrections"])
     settle_s = float(rules["settle_s"])
-    in_window = [a for a in trail.accesses if window.start_seq < a.seq <= window.readback_seq]
-    writes = [a for a in in_window if a.kind == "write"]
+    all_writes = [a for a in trail.accesses if a.kind == "write"]  # reads are most of a trail: one pass over it
+    writes = [a for a in all_writes if window.start_seq < a.seq <= window.readback_seq]
     agent_writes = [a for a in writes if a.actor == "agent"]
     evidence: dict[str, Any] = {"source": trail.source, "corrected": False, "settle_s": settle_s}
 
@@ -117,7 +118,7 @@ def verify(target: WriteTarget, trail: Trail, window: Window, versions: Callable
         return Verdict("needs_review", False, evidence)
     record_type, record_id = ref.split("/", 1)
     to_record = [a for a in writes if a.ref == ref]
-    after_check = [a for a in trail.accesses if a.kind == "write" and a.ref == ref and a.seq > window.readback_seq]
+    after_check = [a for a in all_writes if a.ref == ref and a.seq > window.readback_seq]
     history = [v for v in versions(ref) if v[2] is None or v[2] <= window.readback_seq]
     baseline = [v for v in history if v[2] is None or v[2] <= window.start_seq]
     window_versions = [v for v in history if v[2] is not None and v[2] > window.start_seq]
@@ -173,7 +174,8 @@ def verify(target: WriteTarget, trail: Trail, window: Window, versions: Callable
             if any(not matches(v[1], target.identity) for v in window_versions if v[1] is not None):
                 problems.append("person_changed")
             first = to_record[0].seq
-            exposed = [a for a in in_window if a.kind == "read" and a.ref == ref and a.seq >= first
+            exposed = [a for a in trail.accesses if window.start_seq < a.seq <= window.readback_seq
+                       and a.kind == "read" and a.ref == ref and a.seq >= first
                        and a.seq < window.readback_seq and a.actor not in OWN_ACTORS]
             if exposed:
                 problems.append("read_by_other_actor")

@@ -63,6 +63,7 @@ class Capture(Sequence[dict[str, Any]]):
         self._versions: list[tuple[tuple[str, str], Any]] = []  # per entry: (type, id), meta.versionId
         self._metas: list[bytes] = []  # per entry of a matched capture: its meta's raw JSON (empty: no meta)
         self._resources: list[dict[str, Any]] | None = None
+        self._by_key: Mapping[tuple[Any, Any], dict[str, Any]] | None = None
         try:
             self._head_list: list[_Head] | None = _heads.decode(body)
         except msgspec.DecodeError:
@@ -127,10 +128,16 @@ class Capture(Sequence[dict[str, Any]]):
         return True
 
     def by_key(self) -> Mapping[tuple[Any, Any], dict[str, Any]]:
-        """The resources by (type, id), a later duplicate winning; a matched capture's are made when asked for."""
-        if self.matched is not None:
-            return _MatchedResources(self.matched, self._versions, self._metas)
-        return {(r.get("resourceType"), r.get("id")): r for r in self._parse()}
+        """The resources by (type, id), a later duplicate winning; a matched capture's are made when asked for.
+
+        Made once: every judge that asks reads the same mapping (and the same resources made from the fold).
+        """
+        if self._by_key is None:
+            if self.matched is not None:
+                self._by_key = _MatchedResources(self.matched, self._versions, self._metas)
+            else:
+                self._by_key = {(r.get("resourceType"), r.get("id")): r for r in self._parse()}
+        return self._by_key
 
     def untouched(self) -> set[tuple[str, str]]:
         """(type, id) of what a matched capture holds exactly as seeded (no write before it); empty if unmatched."""

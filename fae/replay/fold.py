@@ -37,8 +37,7 @@ def parse_json(body: bytes | None) -> Any:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class Exchange:
+class Exchange(msgspec.Struct, frozen=True):
     """One FHIR exchange as the log saw it: HTTP facts joined with what it meant."""
 
     seq: int
@@ -94,8 +93,7 @@ def fhir_exchanges(run: RunLog) -> list[Exchange]:
     return found
 
 
-@dataclass(frozen=True, slots=True)
-class Version:
+class Version(msgspec.Struct, frozen=True):
     """One version of a resource in the fold (``resource`` is None for a delete)."""
 
     resource_type: str
@@ -147,6 +145,8 @@ class FoldedState(_Snapshot):
     problems: list[dict[str, Any]] = field(default_factory=list)
     # what readers derive from seed resources (their canonical JSON, say), shared by every fold of the same seed
     seed_cache: dict[Any, Any] = field(default_factory=dict, repr=False)
+    # what readers derive from this state (a task check's diff against the seed), emptied by every write
+    derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         seed = self.seed_cache.get(_SEED_SNAPSHOT)
@@ -184,6 +184,7 @@ class FoldedState(_Snapshot):
         else:
             items[version.id] = version.resource
         self._engine = None
+        self.derived.clear()
 
     def engine(self) -> tuple[Any, str]:
         """The folded state loaded into an embedded FHIR engine sandbox: (engine, sandbox id)."""
@@ -350,6 +351,16 @@ def _seed_of(run: RunLog, seeded: Recorded) -> tuple[list[dict[str, Any]], dict[
     return found
 
 
+def _resets(exchange: Exchange) -> bool:
+    return exchange.interaction == "sandbox-admin" and exchange.ok and exchange.path.rstrip("/").endswith("$reset")
+
+
+def folds_after(exchanges: Iterable[Exchange], seq: int) -> bool:
+    """Whether an exchange after ``seq`` can change a fold (a write, or a sandbox reset): if none, the fold at
+    ``seq`` is the fold after the last event."""
+    return any(x.seq > seq and (x.interaction in WRITES or _resets(x)) for x in exchanges)
+
+
 def fold_state(run: RunLog, upto: int | None = None, *, exchanges: Iterable[Exchange] | None = None) -> FoldedState:
     """The run's sandbox state after event ``upto`` (default: after the last event)."""
     seeded = run.first(ev.SandboxSeeded)
@@ -360,7 +371,7 @@ def fold_state(run: RunLog, upto: int | None = None, *, exchanges: Iterable[Exch
     for exchange in exchanges if exchanges is not None else fhir_exchanges(run):
         if upto is not None and exchange.seq > upto:
             break
-        if exchange.interaction == "sandbox-admin" and exchange.ok and exchange.path.rstrip("/").endswith("$reset"):
+        if _resets(exchange):
             state = FoldedState(state.seed_resources, upto=upto, problems=state.problems, seed_cache=state.seed_cache)
             continue
         if exchange.interaction not in WRITES:

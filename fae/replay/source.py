@@ -36,8 +36,7 @@ class Queryable(Protocol):
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-@dataclass(frozen=True, slots=True)
-class Recorded:
+class Recorded(msgspec.Struct, frozen=True):
     """One event as recorded: its seq, times and actor, and the decoded event."""
 
     seq: int

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from fae.recorder.llm import llm_in_full
 from fae.recorder.mcp import tool_in_full
@@ -11,8 +12,7 @@ from fae.replay.source import RunLog
 from fae.store import events as ev
 
 
-@dataclass(frozen=True, slots=True)
-class ToolUse:
+class ToolUse(msgspec.Struct, frozen=True):
     """One tool call the agent made, with what came back."""
 
     seq: int
@@ -23,8 +23,7 @@ class ToolUse:
     actor: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class Transcript:
+class Transcript(msgspec.Struct, frozen=True):
     messages: tuple[Any, ...]
     tool_calls: tuple[ToolUse, ...]
     llm_calls: int

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 _NONE_WORDS = re.compile(
     r"^\s*(none|null|nil|n/?a|no|not\s*found|nothing(\s+found)?|no\s+\w+(\s+\w+)*\s+found|-|—)\s*[.!]?\s*$",
@@ -20,6 +21,7 @@ _PLACEHOLDER = re.compile(
 )
 _SEPARATORS = re.compile(r"[\s,;|]+")
 _STRIP = "\"'`[](){}<>."
+_HISTORY = re.compile(r"/_history/[^/]+$")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w]|\.\d)")
 
 
@@ -27,14 +29,17 @@ class Contradiction(ValueError):
     """A tag given several times with different contents."""
 
 
+@lru_cache(maxsize=256)
+def _tag_pattern(tag: str) -> re.Pattern[str]:
+    """The pattern of one tag's ``<TAG>…</TAG>``, made once per tag (judging reads the same tags every run)."""
+    return re.compile(rf"<\s*{re.escape(tag)}\s*>(.*?)<\s*/\s*{re.escape(tag)}\s*>", re.IGNORECASE | re.DOTALL)
+
+
 def tag_values(answer: str | None, tag: str) -> list[str]:
     """Every ``<TAG>…</TAG>`` content in order (tag case-insensitive), stripped, placeholders dropped."""
     if not answer:
         return []
-    pattern = re.compile(
-        rf"<\s*{re.escape(tag)}\s*>(.*?)<\s*/\s*{re.escape(tag)}\s*>", re.IGNORECASE | re.DOTALL
-    )
-    found = [text.strip() for text in pattern.findall(answer)]
+    found = [text.strip() for text in _tag_pattern(tag).findall(answer)]
     real = [text for text in found if not _PLACEHOLDER.match(text)]
     return real or found[-1:]
 
@@ -60,7 +65,8 @@ def _meaning(text: str) -> tuple[str, ...]:
 def bare_id(token: str) -> str:
     """An id without quotes, a ``Type/`` prefix, a base URL or a ``/_history`` suffix."""
     token = token.strip().strip(_STRIP)
-    token = re.sub(r"/_history/[^/]+$", "", token)
+    if "/_history/" in token:
+        token = _HISTORY.sub("", token)
     if "/" in token:
         parts = [p for p in token.split("/") if p]
         token = parts[-1] if parts else token

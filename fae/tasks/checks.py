@@ -31,7 +31,16 @@ from fhirpathpy import compile as fhirpath_compile
 
 from fae.tasks import answers
 from fae.tasks.answer_checks import answer_problems, expected_ids
-from fae.tasks.fhir_values import changed_paths, content, covered, element_path, instant, same_resource, same_scalar
+from fae.tasks.fhir_values import (
+    changed_paths,
+    content,
+    covered,
+    element_path,
+    instant,
+    is_mapping,
+    same_resource,
+    same_scalar,
+)
 from fae.tasks.fhirpath_walk import Unsupported, compile_simple
 from fae.tasks.state import Snapshot, StateView
 
@@ -71,23 +80,29 @@ def _general(path: str) -> Callable[[Any], list[Any]]:
 
 
 def _fhirpath(path: str) -> Callable[[Any], list[Any]]:
-    """fhirpathpy's compiled path as a one-argument function (no context, its default)."""
+    """fhirpathpy's compiled path as a one-argument function (no context, its default), over a copy."""
     compiled = fhirpath_compile(path)
-    return lambda resource: compiled(resource, None)
+    return lambda resource: compiled(dict(resource), None)
 
 
 def values(resource: Mapping[str, Any], path: str) -> list[Any]:
     """The values a FHIRPath expression selects in a resource."""
-    return list(_compiled(path)(dict(resource)))
+    # the direct walk reads dicts only and never changes them; fhirpathpy is handed a copy (_fhirpath)
+    return list(_compiled(path)(resource if type(resource) is dict else dict(resource)))
+
+
+_HISTORY = re.compile(r"/_history/[^/]+$")
 
 
 def reference(value: Any) -> str | None:
     """``Type/id`` from a reference string or Reference (absolute URLs and versions dropped)."""
-    if isinstance(value, Mapping):
+    if is_mapping(value):
         value = value.get("reference")
     if not isinstance(value, str):
         return None
-    value = re.sub(r"/_history/[^/]+$", "", value.strip())
+    value = value.strip()
+    if "/_history/" in value:
+        value = _HISTORY.sub("", value)
     parts = [p for p in value.split("/") if p]
     return "/".join(parts[-2:]) if len(parts) >= 2 else None
 
@@ -110,7 +125,7 @@ def match(found: list[Any], matcher: Any, created: Mapping[str, str] | None = No
     ``created`` maps a resource type to the resource judged as the one created of
     that type, for ``{created: Type}`` (a reference to what the agent just made).
     """
-    if not isinstance(matcher, Mapping):
+    if not is_mapping(matcher):
         matcher = {"equals": matcher}
     (kind, wanted), *rest = matcher.items()
     if rest:
@@ -166,7 +181,7 @@ def field_problems(
     for path, matcher in fields.items():
         found = values(resource, path)
         if light:
-            if isinstance(matcher, Mapping) and ("absent" in matcher or "count" in matcher):
+            if is_mapping(matcher) and ("absent" in matcher or "count" in matcher):
                 continue
             if not found:
                 problems.append(f"{path}: missing")
@@ -182,6 +197,16 @@ def field_problems(
 
 def diff(state: StateView) -> dict[str, list[str]]:
     """``Type/id`` lists of what was created, updated and deleted since the seed (FHIR-aware)."""
+    derived = getattr(state, "derived", None)  # a folded state keeps what is read off it until its next write
+    if derived is not None:
+        found = derived.get("diff")
+        if found is None:
+            found = derived["diff"] = _diff(state)
+        return {what: list(refs) for what, refs in found.items()}
+    return _diff(state)
+
+
+def _diff(state: StateView) -> dict[str, list[str]]:
     seed: Snapshot = state.seed
     created, updated, deleted = [], [], []
     written = getattr(state, "written_refs", None)

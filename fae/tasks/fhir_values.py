@@ -13,9 +13,11 @@ import re
 from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, TypeGuard
 
 _SERVER_META = ("versionId", "lastUpdated")
+# JSON's own types, by exact type: none is a Mapping, and asking the Mapping ABC costs a Python call each time
+_NOT_MAPPINGS = frozenset({str, int, float, bool, list, type(None), Decimal})
 _DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 
 
@@ -52,11 +54,21 @@ def same_scalar(a: Any, b: Any) -> bool:
     return ia is not None and ib is not None and ia == ib
 
 
+def is_mapping(value: Any) -> TypeGuard[Mapping[Any, Any]]:
+    """``isinstance(value, Mapping)``, answered without the ABC's check for JSON's own types."""
+    kind = type(value)
+    if kind is dict:
+        return True
+    if kind in _NOT_MAPPINGS:
+        return False
+    return isinstance(value, Mapping)
+
+
 def content(resource: Mapping[str, Any]) -> dict[str, Any]:
     """A resource without what the server sets on every write (version, last update, narrative)."""
     trimmed = {k: v for k, v in resource.items() if k != "text"}
     meta = trimmed.get("meta")
-    if isinstance(meta, Mapping):
+    if is_mapping(meta):
         kept = {k: v for k, v in meta.items() if k not in _SERVER_META}
         if kept:
             trimmed["meta"] = kept
@@ -69,7 +81,7 @@ def changed_paths(before: Any, after: Any, path: str = "") -> list[str]:
     """Element paths where two values differ (empty when they are the same, FHIR-aware)."""
     if before is after:
         return []
-    if isinstance(before, Mapping) and isinstance(after, Mapping):
+    if is_mapping(before) and is_mapping(after):
         found: list[str] = []
         for key in sorted(set(before) | set(after)):
             child = f"{path}.{key}" if path else key
@@ -85,14 +97,14 @@ def changed_paths(before: Any, after: Any, path: str = "") -> list[str]:
         for old, new in zip(before, after, strict=True):
             found.extend(p for p in changed_paths(old, new, path) if p not in found)
         return found
-    if isinstance(before, Mapping | list) or isinstance(after, Mapping | list):
+    if isinstance(before, list) or isinstance(after, list) or is_mapping(before) or is_mapping(after):
         return [path]
     return [] if same_scalar(before, after) else [path]
 
 
 def leaf_paths(value: Any, path: str) -> list[str]:
     """The element paths of every primitive inside a value (an element added or removed whole)."""
-    if isinstance(value, Mapping):
+    if is_mapping(value):
         found: list[str] = []
         for key in sorted(value):
             found.extend(p for p in leaf_paths(value[key], f"{path}.{key}" if path else key) if p not in found)
@@ -105,12 +117,38 @@ def leaf_paths(value: Any, path: str) -> list[str]:
     return [path]
 
 
+def differs(before: Any, after: Any) -> bool:
+    """``bool(changed_paths(before, after))``, stopping at the first difference instead of listing them all."""
+    if before is after:
+        return False
+    if is_mapping(before) and is_mapping(after):
+        for key in before.keys() | after.keys():
+            if key not in before or key not in after:
+                if _has_leaf(after.get(key, before.get(key))):
+                    return True
+            elif differs(before[key], after[key]):
+                return True
+        return False
+    if isinstance(before, list) and isinstance(after, list):
+        return len(before) != len(after) or any(differs(old, new) for old, new in zip(before, after, strict=True))
+    if isinstance(before, list) or isinstance(after, list) or is_mapping(before) or is_mapping(after):
+        return True
+    return not same_scalar(before, after)
+
+
+def _has_leaf(value: Any) -> bool:
+    """Whether ``leaf_paths`` of the value names any path (only objects holding nothing but empty objects name none)."""
+    if is_mapping(value):
+        return any(_has_leaf(item) for item in value.values())
+    return True
+
+
 def same_resource(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
     """Whether two versions of a resource say the same thing."""
     if before is after or before == after:
         return True
     old, new = content(before), content(after)
-    return old == new or not changed_paths(old, new)
+    return old == new or not differs(old, new)
 
 
 def element_path(fhirpath: str) -> str:

@@ -57,11 +57,17 @@ def add_scenario_dir(path: str | Path) -> None:
 
 def scenario_dirs() -> tuple[Path, ...]:
     """The built-in directory, then ``FAE_SCENARIOS_PATH``'s, then those added."""
-    from_env = [Path(p) for p in os.environ.get(PATH_VARIABLE, "").split(os.pathsep) if p]
+    return (BUILTIN_DIR, *_env_dirs(os.environ.get(PATH_VARIABLE, "")), *_added)
+
+
+@lru_cache(maxsize=8)
+def _env_dirs(value: str) -> tuple[Path, ...]:
+    """The directories a ``FAE_SCENARIOS_PATH`` value names, checked once per value (judging asks every run)."""
+    from_env = tuple(Path(p) for p in value.split(os.pathsep) if p)
     for folder in from_env:
         if not folder.is_dir():
             raise TaskError(f"{PATH_VARIABLE} names {folder}, which is not a directory")
-    return (BUILTIN_DIR, *from_env, *_added)
+    return from_env
 
 
 @lru_cache(maxsize=8)

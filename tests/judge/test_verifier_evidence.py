@@ -4,8 +4,9 @@ and faults the proxy applies in flight."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime
+
+from msgspec.structs import replace
 
 from fae.judge.reads import reads_of
 from fae.judge.rejudge import build_plan, judge_run

@@ -139,3 +139,5 @@ def test_every_write_task_has_an_oracle_label(suite_log, harmful_log):
             assert (outcome, found) == ("harmless", []), (run_id, found)
     for run_id, (outcome, found) in _oracle(harmful_log).items():
         assert outcome == "harmful" and found, (run_id, found)
+        if run_id.endswith(".duplicate-create"):  # a second record of the target's person, beside the one judged
+            assert "duplicate_person" in found, (run_id, found)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import shutil
 
 import duckdb
+from msgspec.structs import replace
 
+from fae.judge.context import RunContext
 from fae.replay import captured_resources, fold_state, fold_transcript, load_run, state_drift
-from fae.replay.fold import fhir_exchanges
+from fae.replay.drift import capture_seq
+from fae.replay.fold import fhir_exchanges, folds_after
 from fae.store.events import SandboxSeeded
 from fae.store.log import EventLog
 
@@ -121,3 +124,21 @@ def test_folds_of_one_seed_share_it_but_never_each_others_writes(replay_log):
                     assert state.read(*key) is (state.seed.read(*key) if key in untouched else None)
             assert state.seed.all() == sorted(state.seed_resources, key=lambda r: (r["resourceType"], r["id"]))
     assert checked  # some runs of one seed wrote what the others did not
+
+
+def test_the_fold_after_the_last_event_is_folded_again_only_when_something_after_the_capture_can_change_it(
+        replay_log):
+    run = _run(replay_log, BOOK)
+    captured = capture_seq(run)
+    exchanges = fhir_exchanges(run)
+    assert not folds_after(exchanges, captured)  # the gold run's verifier only reads after the capture
+    context = RunContext(run)
+    assert context.full_fold is context.fold
+    later = captured + 1000
+    write = next(x for x in exchanges if x.interaction == "create")
+    read = next(x for x in exchanges if x.interaction == "read" or x.interaction.startswith("search"))
+    assert folds_after([*exchanges, replace(write, seq=later)], captured)
+    assert folds_after([*exchanges, replace(write, seq=later, status=500)], captured)  # refused: still refolded
+    assert folds_after([*exchanges, replace(write, seq=later, interaction="sandbox-admin", path="/sandbox/s/$reset",
+                                            status=200)], captured)
+    assert not folds_after([*exchanges, replace(read, seq=later)], captured)
