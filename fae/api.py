@@ -28,6 +28,7 @@ from fae.harness.suite_runner import SuiteResult, plan_suite, record_suite
 from fae.judge.compare import Comparison
 from fae.judge.compare import compare as _compare
 from fae.judge.context import RunContext
+from fae.judge.export_rejudge import rejudge_export
 from fae.judge.registry import Rule, Verdict, parse_rules
 from fae.judge.registry import judge as register_judge
 from fae.judge.rejudge import RejudgeResult
@@ -164,15 +165,22 @@ def _rules(rules: Mapping[str, Any] | str | Sequence[str] | None) -> dict[str, A
     return parse_rules(list(rules))
 
 
-def rejudge(log: str | Path, *, judge_name: str | None = None,
+def rejudge(log: str | Path | None = None, *, parquet: str | Path | None = None, judge_name: str | None = None,
             rules: Mapping[str, Any] | str | Sequence[str] | None = None, runs: str | None = None,
             chunk: int = 256, workers: int | None = None, ray: str | None = None,
             on_progress: Callable[[int, int], None] | None = None) -> RejudgeResult:
     """Judge recorded runs again from the log alone, on ``workers`` processes (default: every core),
     and append the verdicts as one batch; ``on_progress(judged, planned)`` reports progress.
-    ``ray``: judge ``workers`` shards as tasks on the Ray cluster at this address (the log on shared storage)."""
-    return _rejudge(log, judge_name=judge_name, overrides=_rules(rules), runs=runs, chunk=chunk, workers=workers,
-                    ray=ray, on_progress=on_progress)
+    ``ray``: judge ``workers`` shards as tasks on the Ray cluster at this address (the log on shared storage).
+    ``parquet``: judge the runs of this ``fae export --parquet`` directory instead of a log, and add the
+    batch's verdicts to it (``DIR/verdicts``, ``DIR/verdict_batches``; docs/scale.md)."""
+    options: dict[str, Any] = {"judge_name": judge_name, "overrides": _rules(rules), "runs": runs, "chunk": chunk,
+               "workers": workers, "ray": ray, "on_progress": on_progress}
+    if parquet is not None:
+        return rejudge_export(parquet, **options)
+    if log is None:
+        raise StoreError("name a log or a Parquet export to rejudge")
+    return _rejudge(log, **options)
 
 
 def compare(log: str | Path, old: Mapping[str, Any] | str | None, new: Mapping[str, Any] | str | None, *,

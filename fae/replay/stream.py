@@ -214,31 +214,38 @@ def stream_runs(con: Any, log_path: Path, part: Sequence[Span], *, lean: bool = 
                 "SELECT run_id, seq, kind, epoch_us(wall_time), mono_ns, actor, upstream, payload FROM events"
                 " WHERE rowid BETWEEN ? AND ?" + (LEAN if lean else ""),
                 [min(s.first for s in spanned), max(s.last for s in spanned)])
-            pending: dict[str, list[tuple]] = {}
-            complete: list[tuple[str, list[tuple]]] = []
-            while True:
-                rows = cursor.fetchmany(4096)
-                if not rows:
-                    break
-                for row in rows:
-                    run_rows = pending.get(row[0])
-                    if run_rows is None:
-                        if row[0] not in expected:
-                            continue  # another shard's run, or one not asked for
-                        run_rows = pending[row[0]] = []
-                    run_rows.append(row)
-                    if len(run_rows) == expected[row[0]]:
-                        complete.append((row[0], pending.pop(row[0])))
-                if len(complete) >= chunk:
-                    yield from emit(complete)
-                    complete = []
-            complete.extend(pending.items())
-            yield from emit(complete)
+            for complete in completed_runs(cursor, expected, chunk):
+                yield from emit(complete)
         finally:
             cursor.close()
             locator.close()
     stats.hashes_walked += locator.scanned
     stats.seeks += locator.seeks
+
+
+def completed_runs(cursor: Any, expected: dict[str, int], chunk: int) -> Iterator[list[tuple[str, list[tuple]]]]:
+    """Event rows read in the order written, gathered by run: about ``chunk`` runs at a time, each run handed
+    on once all ``expected[run]`` of its rows arrived (rows of runs not expected are skipped); the rest last."""
+    pending: dict[str, list[tuple]] = {}
+    complete: list[tuple[str, list[tuple]]] = []
+    while True:
+        rows = cursor.fetchmany(4096)
+        if not rows:
+            break
+        for row in rows:
+            run_rows = pending.get(row[0])
+            if run_rows is None:
+                if row[0] not in expected:
+                    continue  # another shard's run, or one not asked for
+                run_rows = pending[row[0]] = []
+            run_rows.append(row)
+            if len(run_rows) == expected[row[0]]:
+                complete.append((row[0], pending.pop(row[0])))
+        if len(complete) >= chunk:
+            yield complete
+            complete = []
+    complete.extend(pending.items())
+    yield complete
 
 
 class ConnectionQueries:
