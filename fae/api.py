@@ -34,8 +34,10 @@ from fae.judge.registry import judge as register_judge
 from fae.judge.rejudge import RejudgeResult
 from fae.judge.rejudge import rejudge as _rejudge
 from fae.recorder.redact import Redactor
+from fae.replay.stream import ConnectionQueries
 from fae.report import commands as _study
 from fae.report.study import Study
+from fae.store.export import open_parquet
 from fae.store.live import LogReader
 from fae.store.log import EventLog
 from fae.tasks.fixture import BUILTIN_TASK
@@ -183,17 +185,30 @@ def rejudge(log: str | Path | None = None, *, parquet: str | Path | None = None,
     return _rejudge(log, **options)
 
 
-def compare(log: str | Path, old: Mapping[str, Any] | str | None, new: Mapping[str, Any] | str | None, *,
-            judge_name: str | None = None, runs: str | None = None, workers: int | None = None) -> Comparison:
+def compare(log: str | Path | None, old: Mapping[str, Any] | str | None, new: Mapping[str, Any] | str | None, *,
+            judge_name: str | None = None, runs: str | None = None, workers: int | None = None,
+            ray: str | None = None, parquet: str | Path | None = None) -> Comparison:
     """Verdicts under ``old`` and ``new`` rules, run by run: outcome changes, flipped runs, harms.
 
-    Verdicts the log lacks are judged now, on ``workers`` processes (default: every core).
+    Verdicts the log lacks are judged now, on ``workers`` processes (default: every core), or as tasks on
+    the Ray cluster at ``ray``. ``parquet``: compare the runs and verdicts of this ``fae export --parquet``
+    directory instead of a log.
     """
+    if parquet is not None:
+        directory = Path(parquet).resolve()
+        con = open_parquet(directory)
+        try:
+            return _compare(ConnectionQueries(con, directory), _rules(old), _rules(new), judge_name=judge_name,
+                            runs=runs, workers=workers, ray=ray, export=directory)
+        finally:
+            con.close()
+    if log is None:
+        raise StoreError("name a log or a Parquet export to compare")
     with LogReader(log) as reader:
         if reader.live:
             raise StoreError(f"log {log} is being recorded; compare it when the recording ends")
         return _compare(reader, _rules(old), _rules(new), judge_name=judge_name, runs=runs, log_path=Path(log),
-                        workers=workers)
+                        workers=workers, ray=ray)
 
 
 def stats(log: str | Path, *, experiment: str | None = None, phase: str | None = None,

@@ -73,11 +73,15 @@ def compare(
     show: Annotated[int, typer.Option(help="List at most this many flipped runs per judge.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     workers: WorkersOption = None,
+    ray: RayOption = None,
+    parquet: Annotated[Path | None, typer.Option(
+        "--parquet", help="Compare the runs and verdicts of this `fae export --parquet` directory instead of a "
+                          "log (--log is not read).", show_default=False)] = None,
 ) -> None:
     """Compare verdicts under old and new rules: outcome changes, flipped runs, harms caught and missed."""
     from fae import api
 
-    result = api.compare(log, old, new, judge_name=judge, runs=runs, workers=workers)
+    result = api.compare(log, old, new, judge_name=judge, runs=runs, workers=workers, ray=ray, parquet=parquet)
     if as_json:
         from fae.judge.compare import as_json as comparison_json
 

@@ -69,6 +69,7 @@ class ShardResult:
     stats: StreamStats = field(default_factory=StreamStats)
     cpu_s: float = 0.0  # CPU seconds the shard took in its process (measured, never used to decide anything)
     rss_mib: float = 0.0  # the peak resident memory of the process that judged it
+    pid: int = 0  # the process that judged it (a local worker, this process, or a Ray worker)
 
 
 def _json(value: Any) -> str:
@@ -138,6 +139,7 @@ def judge_shard(job: ShardJob) -> ShardResult:
         sink.close()
     result.cpu_s = time.process_time() - started
     result.rss_mib = peak_rss_mib()
+    result.pid = os.getpid()
     return result
 
 

@@ -179,3 +179,24 @@ def test_a_damaged_events_file_is_one_clear_line(grown, tmp_path):
 def test_the_api_names_what_to_rejudge():
     with pytest.raises(StoreError, match="name a log or a Parquet export"):
         api.rejudge()
+
+
+def _comparison(result) -> list[tuple]:
+    return [(j.judge, sorted(j.transitions.items()), sorted(j.flipped), j.harms) for j in result.judges]
+
+
+def test_compare_on_an_export_matches_compare_on_its_log(grown, tmp_path):
+    log, directory = _copy_and_export(grown, tmp_path)
+    on_log = api.compare(log, "accept_corrections=false", "", judge_name="ensure_record", workers=1)
+    one = api.compare(None, "accept_corrections=false", "", judge_name="ensure_record", workers=1,
+                      parquet=directory)
+    two = api.compare(None, "accept_corrections=false", "", judge_name="ensure_record", workers=2,
+                      parquet=directory)
+    assert on_log.computed == one.computed == two.computed > 0  # the missing verdicts were judged from the export
+    assert _comparison(one) == _comparison(two) == _comparison(on_log)
+    assert any(j.flipped for j in on_log.judges)
+    # once a rejudge put the new rule set's verdicts into the export, compare reads them instead
+    rejudge_export(directory, judge_name="ensure_record", overrides=RULES, workers=1)
+    after = api.compare(None, "accept_corrections=false", "", judge_name="ensure_record", workers=1,
+                        parquet=directory)
+    assert after.computed < one.computed and _comparison(after) == _comparison(one)
