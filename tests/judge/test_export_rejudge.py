@@ -4,6 +4,7 @@ and a damaged export is one clear error that leaves nothing looking complete."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -134,7 +135,7 @@ def test_a_run_whose_events_lie_in_two_partitions_is_judged_whole(grown, tmp_pat
     source = next((directory / "events").glob(f"**/{name}_*.parquet"))
     run_id, seqs = con.execute(f"SELECT run_id, max(seq) FROM read_parquet('{source}') GROUP BY run_id"
                                " ORDER BY run_id LIMIT 1").fetchone()
-    later = directory / "events" / "part_suite=-" / "part_experiment=-" / "day=2099-01-01"
+    later = source.parent.parent / "day=2099-01-01"
     later.mkdir(parents=True)
     # the run's second half moves to a file of another day (as a tool partitioning by event day would write it)
     con.execute(f"COPY (SELECT * FROM read_parquet('{source}') WHERE run_id = '{run_id}' AND seq > {seqs // 2})"
@@ -200,3 +201,21 @@ def test_compare_on_an_export_matches_compare_on_its_log(grown, tmp_path):
     after = api.compare(None, "accept_corrections=false", "", judge_name="ensure_record", workers=1,
                         parquet=directory)
     assert after.computed < one.computed and _comparison(after) == _comparison(one)
+
+
+def test_a_rejudge_stopped_while_its_files_move_in_leaves_its_batch_incomplete(grown, tmp_path, monkeypatch):
+    _, directory = _copy_and_export(grown, tmp_path)
+    moved = os.replace
+
+    def fail_for_verdicts(source, target):
+        # a kill cannot be timed to fall between two renames; the first verdict file's rename fails instead
+        if ".incoming-rejudge-" in str(source) and "verdict_batches" not in str(target):
+            raise OSError("no space left on device")
+        moved(source, target)
+
+    monkeypatch.setattr("fae.store.export_verdicts.os.replace", fail_for_verdicts)
+    with pytest.raises(StoreError, match="cannot move the verdicts"):
+        rejudge_export(directory, workers=1)
+    monkeypatch.undo()
+    _, rows = query_parquet(directory, "SELECT complete, verdicts FROM batch_status WHERE batch LIKE 'rejudge-%'")
+    assert rows == [(False, 0)]
