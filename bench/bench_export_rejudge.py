@@ -35,13 +35,17 @@ def one(mode: str, path: Path, workers: int) -> None:
         "mode": mode, "runs": result.runs, "verdicts": result.verdicts, "wall_s": time.perf_counter() - started,
         "cpu_s": time.process_time() - cpu + children.children_user + children.children_system,
         "rss_mib": max([peak_rss_mib()] + [s.rss_mib for s in result.shards]),
-        "cached": sum(s.stats.cached for s in result.shards), "by_hash": sum(s.stats.by_hash for s in result.shards),
+        "cached": sum(s.stats.cached for s in result.shards),
+        "by_position": sum(s.stats.by_position for s in result.shards),
+        "by_hash": sum(s.stats.by_hash for s in result.shards),
     }))
 
 
 def measure(mode: str, path: Path, workers: int) -> dict:
     done = subprocess.run([sys.executable, __file__, "--one", mode, str(path), "--workers", str(workers)],
-                          capture_output=True, text=True, check=True)
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{mode} failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -69,7 +73,8 @@ def main() -> None:
                 row = measure(mode, path, args.workers)
                 print(f"round {round_ + 1} {mode:>6}: {row['runs']} runs, {row['wall_s']:.1f} s wall, "
                       f"{row['cpu_s']:.1f} CPU-s, {row['runs'] / row['cpu_s']:.0f} runs per CPU-s, "
-                      f"peak RSS {row['rss_mib']:.0f} MiB, bodies cached {row['cached']} / queried {row['by_hash']};"
+                      f"peak RSS {row['rss_mib']:.0f} MiB, bodies cached {row['cached']} / by position "
+                      f"{row['by_position']} / by hash {row['by_hash']};"
                       f" load {os.getloadavg()[0]:.1f}", flush=True)
 
 

@@ -42,6 +42,7 @@ _VERDICT_COLUMNS = ("run_id VARCHAR, judge VARCHAR, rule_set JSON, rule_set_hash
 _COLUMN_NAMES = ", ".join(part.split()[0] for part in _VERDICT_COLUMNS.split(", "))
 
 READ_MEMORY = "128MB"
+EXPORT_EVENTS_MEMORY = "512MB"  # an export written before its row groups were small decodes ~100 MB of payloads at once
 RUNS_PER_WORKER = 1_000
 SPILL_ROWS = 30_000
 
@@ -147,9 +148,9 @@ def judge_shard(job: ShardJob) -> ShardResult:
 def _shard_runs(job: ShardJob, stats: StreamStats) -> Iterator[Iterator[RunLog]]:
     """The shard's runs, read from the log (by row id, or by id when sparse) or from the export's files."""
     if job.export is not None:
-        con = reading_connection(memory=READ_MEMORY)
+        con = reading_connection(memory=EXPORT_EVENTS_MEMORY)
         try:
-            yield export_runs(con, job.export, job.spans, lean=True, chunk=job.chunk, stats=stats)
+            yield export_runs(con, job.export, job.spans, lean=True, chunk=job.chunk, stats=stats, memory=READ_MEMORY)
         finally:
             con.close()
         return

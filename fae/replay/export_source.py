@@ -18,7 +18,7 @@ import duckdb
 
 from fae.errors import StoreError
 from fae.replay.source import BodyCache, RunLog, decode_rows, needed_hashes
-from fae.replay.stream import LEAN, Span, StreamStats, completed_runs
+from fae.replay.stream import LEAN, BlobLocator, Span, StreamStats, completed_runs, fetch_bodies
 from fae.store.bodies import read_body_in
 
 _EVENT_COLUMNS = "run_id, seq, kind, epoch_us(wall_time), mono_ns, actor, upstream, payload"
@@ -46,11 +46,15 @@ def export_log_id(file: str | Path) -> str:
 
 @dataclass(frozen=True)
 class ExportShard:
-    """The files one shard reads: its runs' event files and their logs' blobs files (paths every node sees)."""
+    """The files one shard reads: its runs' event files, and each run's log's blobs file (paths every node sees)."""
 
     directory: str
     event_files: tuple[str, ...]
-    blob_files: tuple[str, ...]
+    run_blobs: dict[str, str]  # run id -> the blobs file of the log it came from
+
+    @property
+    def blob_files(self) -> list[str]:
+        return sorted(set(self.run_blobs.values()))
 
 
 @dataclass
@@ -64,9 +68,8 @@ class ExportPlan:
 
     def shard(self, part: Sequence[Span]) -> ExportShard:
         files = sorted({f for s in part for f in self.event_files.get(s.run_id, ())})
-        logs = sorted({self.logs[s.run_id] for s in part})
         return ExportShard(str(self.directory), tuple(files),
-                           tuple(str(self.directory / "blobs" / f"{log}.parquet") for log in logs))
+                           {s.run_id: str(self.directory / "blobs" / f"{self.logs[s.run_id]}.parquet") for s in part})
 
 
 def _glob(directory: Path, table: str) -> str:
@@ -115,94 +118,101 @@ def plan_export(con: duckdb.DuckDBPyConnection, directory: Path, ids: Sequence[s
 
 
 class ExportBodies(BodyCache):
-    """Bodies from an export's blobs files: a chunk's in one query, large ones from ``DIR/bodies/``."""
+    """Bodies from an export's blobs files, found as a log's are (``fetch_bodies``): walking each file's hashes
+    near where the shard's bodies lie, then reading only the row groups that hold them; large ones from
+    ``DIR/bodies/``."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, shard: ExportShard, stats: StreamStats):
+    def __init__(self, shard: ExportShard, stats: StreamStats, memory: str):
         super().__init__(log=None)  # type: ignore[arg-type]  # never queried: ``load`` reads the export
-        self.con = con
         self.shard = shard
         self.stats = stats
-        columns = {row[0] for row in con.execute(
-            f"DESCRIBE SELECT * FROM read_parquet({file_list(shard.blob_files)}, union_by_name = true)").fetchall()}
-        external = "external" if "external" in columns else "false"  # exported before large bodies had files
-        self._select = (f"SELECT hash, data, {external} FROM read_parquet({file_list(shard.blob_files)},"
-                        " union_by_name = true) WHERE hash IN (SELECT unnest(?))")
+        self.owner = f"the export {shard.directory}"
+        self.readers: dict[str, tuple[duckdb.DuckDBPyConnection, BlobLocator]] = {}
+        for blob_file in shard.blob_files:
+            con = reading_connection(memory=memory)
+            columns = {row[0] for row in con.execute(
+                f"DESCRIBE SELECT * FROM read_parquet('{sql_text(blob_file)}')").fetchall()}
+            external = "external" if "external" in columns else "false"  # exported before large bodies had files
+            con.execute(f"CREATE VIEW blobs AS SELECT file_row_number AS rowid, hash, data, {external} AS external"
+                        f" FROM read_parquet('{sql_text(blob_file)}', file_row_number = true)")
+            self.readers[blob_file] = (con, BlobLocator(con))
 
-    def _read(self, hashes: list[str]) -> dict[str, bytes]:
-        found: dict[str, bytes] = {}
-        for hash_, data, external in self.con.execute(self._select, [hashes]).fetchall():
-            if hash_ not in found:
-                found[hash_] = (read_body_in(Path(self.shard.directory) / "bodies", hash_,
-                                             f"the export {self.shard.directory}") if external else bytes(data or b""))
-        return found
+    def _read(self, hash_: str, data: bytes | None, external: bool | None) -> bytes:
+        if external:
+            return read_body_in(Path(self.shard.directory) / "bodies", hash_, self.owner)
+        return bytes(data or b"")
 
-    def fetch(self, hashes: set[str]) -> None:
-        """A chunk's bodies at hand: those cached, and the rest in one query over the shard's blobs files."""
-        chunk = {}
-        wanted = []
-        for hash_ in hashes:
-            found = self.cached(hash_)
-            if found is None:
-                wanted.append(hash_)
-            else:
-                chunk[hash_] = found
-        self.stats.cached += len(chunk)
-        if wanted:
-            for hash_, body in self._read(sorted(wanted)).items():
-                chunk[hash_] = body
-                self.keep(hash_, body)
-            self.stats.by_hash += len(wanted)
+    def fetch(self, wanted: dict[str, set[str]]) -> None:
+        """A chunk's bodies at hand; ``wanted``: run id -> the hashes it names."""
+        by_file: dict[str, set[str]] = {}
+        for run_id, hashes in wanted.items():
+            by_file.setdefault(self.shard.run_blobs[run_id], set()).update(hashes)
+        chunk: dict[str, bytes] = {}
+        for blob_file, hashes in by_file.items():
+            con, locator = self.readers[blob_file]
+            chunk.update(fetch_bodies(con, self._read, self, locator, hashes - chunk.keys(), self.stats))
         self.hold(chunk)
 
     def load(self, hash_: str) -> bytes | None:
-        return self._read([hash_]).get(hash_)
+        for con, _ in self.readers.values():
+            row = con.execute("SELECT data, external FROM blobs WHERE hash = ? LIMIT 1", [hash_]).fetchone()
+            if row is not None:
+                return self._read(hash_, *row)
+        return None
+
+    def close(self) -> None:
+        for con, locator in self.readers.values():
+            self.stats.hashes_walked += locator.scanned
+            self.stats.seeks += locator.seeks
+            locator.close()
+            con.close()
 
 
 def export_runs(con: duckdb.DuckDBPyConnection, shard: ExportShard, part: Sequence[Span], *, lean: bool = True,
-                chunk: int = 256, stats: StreamStats | None = None) -> Iterator[RunLog]:
-    """The runs of one shard of an export, each handed out once all its events are read."""
+                chunk: int = 256, stats: StreamStats | None = None, memory: str = "128MB") -> Iterator[RunLog]:
+    """The runs of one shard of an export, each handed out once all its events are read (``con`` reads the
+    events; each blobs file gets a connection of its own, with ``memory`` as its limit)."""
     stats = stats if stats is not None else StreamStats()
     ids = [s.run_id for s in part]
     directory = Path(shard.directory)
+    bodies: ExportBodies | None = None
     try:
         meta = {row[0]: row for row in con.execute(
             "SELECT run_id, task_id, variation, agent, repeat, status FROM read_parquet("
             f"{_glob(directory, 'runs')}, union_by_name = true) WHERE run_id IN (SELECT unnest(?))", [ids]).fetchall()}
-        bodies = ExportBodies(con, shard, stats)
-    except duckdb.Error as exc:
-        raise unreadable(directory, exc) from None
-    for run_id in ids:
-        if run_id not in meta:
-            raise StoreError(f"no run {run_id!r} in the export {directory}")
+        for run_id in ids:
+            if run_id not in meta:
+                raise StoreError(f"no run {run_id!r} in the export {directory}")
+        bodies = ExportBodies(shard, stats, memory)
+        expected = {s.run_id: s.events for s in part}
+        found = bodies
 
-    def emit(batch: list[tuple[str, list[tuple]]]) -> Iterator[RunLog]:
-        bodies.fetch({h for _, rows in batch for h in needed_hashes(rows)})
-        for run_id, rows in batch:
-            if len(rows) != expected[run_id]:
-                raise StoreError(f"the export {directory} changed while it was judged: run {run_id} has "
-                                 f"{len(rows)} events, {expected[run_id]} when the rejudge began")
-            rows.sort(key=lambda r: r[1])
-            row = meta[run_id]
-            stats.runs += 1
-            yield RunLog(run_id=run_id, task_id=row[1], variation=int(row[2]), agent=row[3], repeat=int(row[4]),
-                         status=row[5], events=decode_rows(rows), _bodies=bodies)
+        def emit(batch: list[tuple[str, list[tuple]]]) -> Iterator[RunLog]:
+            found.fetch({run_id: set(needed_hashes(rows)) for run_id, rows in batch})
+            for run_id, rows in batch:
+                if len(rows) != expected[run_id]:
+                    raise StoreError(f"the export {directory} changed while it was judged: run {run_id} has "
+                                     f"{len(rows)} events, {expected[run_id]} when the rejudge began")
+                rows.sort(key=lambda r: r[1])
+                row = meta[run_id]
+                stats.runs += 1
+                yield RunLog(run_id=run_id, task_id=row[1], variation=int(row[2]), agent=row[3],
+                             repeat=int(row[4]), status=row[5], events=decode_rows(rows), _bodies=found)
 
-    expected = {s.run_id: s.events for s in part}
-    yield from emit([(s.run_id, []) for s in part if s.events == 0])
-    spanned = {s.run_id: s.events for s in part if s.events}
-    if not spanned:
-        return
-    cursor = con.cursor()
-    try:
-        cursor.execute(f"SELECT {_EVENT_COLUMNS} FROM read_parquet({file_list(shard.event_files)},"
-                       " union_by_name = true) WHERE run_id IN (SELECT unnest(?))" + (LEAN if lean else ""),
-                       [list(spanned)])
-        for complete in completed_runs(cursor, spanned, chunk):
-            yield from emit(complete)
+        yield from emit([(s.run_id, []) for s in part if s.events == 0])
+        spanned = {s.run_id: s.events for s in part if s.events}
+        if spanned:
+            with con.cursor() as cursor:
+                cursor.execute(f"SELECT {_EVENT_COLUMNS} FROM read_parquet({file_list(shard.event_files)},"
+                               " union_by_name = true) WHERE run_id IN (SELECT unnest(?))" + (LEAN if lean else ""),
+                               [list(spanned)])
+                for complete in completed_runs(cursor, spanned, chunk):
+                    yield from emit(complete)
     except duckdb.Error as exc:
         raise unreadable(directory, exc) from None
     finally:
-        cursor.close()
+        if bodies is not None:
+            bodies.close()
 
 
 def reading_connection(threads: int = 1, memory: str = "128MB") -> duckdb.DuckDBPyConnection:

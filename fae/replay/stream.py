@@ -15,7 +15,7 @@ flight and a window of hashes, never the log.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,8 +145,14 @@ class StreamStats:
     seeks: int = 0
 
 
-def _fetch_bodies(con: Any, log_path: Path, cache: BodyCache, locator: BlobLocator, hashes: set[str],
-                  stats: StreamStats) -> None:
+BodyReader = Callable[[str, Any, Any], bytes]
+"""A body from its ``blobs`` row: (hash, data, external) -> the body (a large one from its side file)."""
+
+
+def fetch_bodies(con: Any, read: BodyReader, cache: BodyCache, locator: BlobLocator, hashes: set[str],
+                 stats: StreamStats) -> dict[str, bytes]:
+    """These bodies: from the cache, by position near the locator's walk, and the rest by hash (``blobs`` on
+    ``con``, with row ids); the caller makes them the cache's current chunk."""
     chunk: dict[str, bytes] = {}
     unknown = []
     for hash_ in hashes:
@@ -162,7 +168,7 @@ def _fetch_bodies(con: Any, log_path: Path, cache: BodyCache, locator: BlobLocat
         rows = con.execute("SELECT hash, data, external FROM blobs WHERE rowid BETWEEN ? AND ?"
                            " AND rowid IN (SELECT unnest(?))", [positions[0], positions[-1], positions]).fetchall()
         for hash_, data, external in rows:
-            chunk[hash_] = body = body_of(log_path, hash_, data, external)
+            chunk[hash_] = body = read(hash_, data, external)
             cache.keep(hash_, body)
         stats.by_position += len(rows)
     rest = [h for h in unknown if h not in chunk]
@@ -172,11 +178,11 @@ def _fetch_bodies(con: Any, log_path: Path, cache: BodyCache, locator: BlobLocat
                            [rest]).fetchall()
         for hash_, _, data, external in rows:
             if hash_ not in chunk:
-                chunk[hash_] = body = body_of(log_path, hash_, data, external)
+                chunk[hash_] = body = read(hash_, data, external)
                 cache.keep(hash_, body)
         stats.by_hash += len(rest)
         locator.drifted([rowid for _, rowid, _, _ in rows])
-    cache.hold(chunk)
+    return chunk
 
 
 def stream_runs(con: Any, log_path: Path, part: Sequence[Span], *, lean: bool = True, chunk: int = 256,
@@ -198,7 +204,8 @@ def stream_runs(con: Any, log_path: Path, part: Sequence[Span], *, lean: bool = 
 
     def emit(batch: list[tuple[str, list[tuple]]]) -> Iterator[RunLog]:
         hashes = {h for _, rows in batch for h in needed_hashes(rows)}
-        _fetch_bodies(con, log_path, cache, locator, hashes, stats)
+        cache.hold(fetch_bodies(con, lambda h, data, external: body_of(log_path, h, data, external), cache, locator,
+                                hashes, stats))
         for run_id, rows in batch:
             rows.sort(key=lambda r: r[1])
             row = meta[run_id]
