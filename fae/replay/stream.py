@@ -76,6 +76,7 @@ class BlobLocator:
         self._cursor: Any = None
         self._done = False
         self.position = -1  # the last row id walked
+        self.start = 0  # where the walk began
         self.scanned = 0
         self.seeks = 0
 
@@ -88,6 +89,7 @@ class BlobLocator:
         self._cursor.execute("SELECT rowid, hash FROM blobs WHERE rowid >= ?", [start])
         self._done = False
         self.position = start - 1
+        self.start = start
         self.seeks += 1
 
     def drifted(self, positions: Sequence[int]) -> None:
@@ -95,7 +97,8 @@ class BlobLocator:
         if not positions:
             return
         middle = sorted(positions)[len(positions) // 2]
-        if middle > self.position + self.look_ahead or middle < self.position - self.window:
+        # behind the walk's start nothing was seen, however near (an export's events may wrap around)
+        if middle > self.position + self.look_ahead or middle < max(self.start, self.position - self.window):
             self.seek(middle)
 
     def find(self, hashes: Iterable[str]) -> dict[str, int]:
