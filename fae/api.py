@@ -28,13 +28,16 @@ from fae.harness.suite_runner import SuiteResult, plan_suite, record_suite
 from fae.judge.compare import Comparison
 from fae.judge.compare import compare as _compare
 from fae.judge.context import RunContext
+from fae.judge.export_rejudge import rejudge_export
 from fae.judge.registry import Rule, Verdict, parse_rules
 from fae.judge.registry import judge as register_judge
 from fae.judge.rejudge import RejudgeResult
 from fae.judge.rejudge import rejudge as _rejudge
 from fae.recorder.redact import Redactor
+from fae.replay.stream import ConnectionQueries
 from fae.report import commands as _study
 from fae.report.study import Study
+from fae.store.export import open_parquet
 from fae.store.live import LogReader
 from fae.store.log import EventLog
 from fae.tasks.fixture import BUILTIN_TASK
@@ -164,28 +167,48 @@ def _rules(rules: Mapping[str, Any] | str | Sequence[str] | None) -> dict[str, A
     return parse_rules(list(rules))
 
 
-def rejudge(log: str | Path, *, judge_name: str | None = None,
+def rejudge(log: str | Path | None = None, *, parquet: str | Path | None = None, judge_name: str | None = None,
             rules: Mapping[str, Any] | str | Sequence[str] | None = None, runs: str | None = None,
             chunk: int = 256, workers: int | None = None, ray: str | None = None,
             on_progress: Callable[[int, int], None] | None = None) -> RejudgeResult:
     """Judge recorded runs again from the log alone, on ``workers`` processes (default: every core),
     and append the verdicts as one batch; ``on_progress(judged, planned)`` reports progress.
-    ``ray``: judge ``workers`` shards as tasks on the Ray cluster at this address (the log on shared storage)."""
-    return _rejudge(log, judge_name=judge_name, overrides=_rules(rules), runs=runs, chunk=chunk, workers=workers,
-                    ray=ray, on_progress=on_progress)
+    ``ray``: judge ``workers`` shards as tasks on the Ray cluster at this address (the log on shared storage).
+    ``parquet``: judge the runs of this ``fae export --parquet`` directory instead of a log, and add the
+    batch's verdicts to it (``DIR/verdicts``, ``DIR/verdict_batches``; docs/scale.md)."""
+    options: dict[str, Any] = {"judge_name": judge_name, "overrides": _rules(rules), "runs": runs, "chunk": chunk,
+               "workers": workers, "ray": ray, "on_progress": on_progress}
+    if parquet is not None:
+        return rejudge_export(parquet, **options)
+    if log is None:
+        raise StoreError("name a log or a Parquet export to rejudge")
+    return _rejudge(log, **options)
 
 
-def compare(log: str | Path, old: Mapping[str, Any] | str | None, new: Mapping[str, Any] | str | None, *,
-            judge_name: str | None = None, runs: str | None = None, workers: int | None = None) -> Comparison:
+def compare(log: str | Path | None, old: Mapping[str, Any] | str | None, new: Mapping[str, Any] | str | None, *,
+            judge_name: str | None = None, runs: str | None = None, workers: int | None = None,
+            ray: str | None = None, parquet: str | Path | None = None) -> Comparison:
     """Verdicts under ``old`` and ``new`` rules, run by run: outcome changes, flipped runs, harms.
 
-    Verdicts the log lacks are judged now, on ``workers`` processes (default: every core).
+    Verdicts the log lacks are judged now, on ``workers`` processes (default: every core), or as tasks on
+    the Ray cluster at ``ray``. ``parquet``: compare the runs and verdicts of this ``fae export --parquet``
+    directory instead of a log.
     """
+    if parquet is not None:
+        directory = Path(parquet).resolve()
+        con = open_parquet(directory)
+        try:
+            return _compare(ConnectionQueries(con, directory), _rules(old), _rules(new), judge_name=judge_name,
+                            runs=runs, workers=workers, ray=ray, export=directory)
+        finally:
+            con.close()
+    if log is None:
+        raise StoreError("name a log or a Parquet export to compare")
     with LogReader(log) as reader:
         if reader.live:
             raise StoreError(f"log {log} is being recorded; compare it when the recording ends")
         return _compare(reader, _rules(old), _rules(new), judge_name=judge_name, runs=runs, log_path=Path(log),
-                        workers=workers)
+                        workers=workers, ray=ray)
 
 
 def stats(log: str | Path, *, experiment: str | None = None, phase: str | None = None,

@@ -13,7 +13,10 @@ from fae.cli.options import LogOption, RayOption, RunsOption
 from fae.cli.progress import progress
 
 WorkersOption = Annotated[int | None, typer.Option(
-    "--workers", "-w", help="Judge on this many processes (default: every core).")]
+    "--workers", "-w", help="Judge on this many processes (default: every core); with --ray, this many shards.")]
+ParquetOption = Annotated[Path | None, typer.Option(
+    "--parquet", help="Judge the runs of this `fae export --parquet` directory instead of a log; the verdicts "
+                      "are added to it as files of their own (--log is not read).", show_default=False)]
 
 
 def rejudge(
@@ -25,6 +28,7 @@ def rejudge(
     chunk: Annotated[int, typer.Option(min=1, help="Runs per spill part of a worker.")] = 256,
     workers: WorkersOption = None,
     ray: RayOption = None,
+    parquet: ParquetOption = None,
 ) -> None:
     """Judge recorded runs again from the log alone and append the verdicts (old ones are kept)."""
     from fae import api
@@ -36,9 +40,9 @@ def rejudge(
             step(judged - seen[0], total=planned)
             seen[0] = judged
 
-        result = api.rejudge(log, judge_name=judge, rules=rule, runs=runs, chunk=chunk, workers=workers, ray=ray,
-                             on_progress=report)
-    print_rejudged(result, log, judge_name=judge, rules=rule)
+        result = api.rejudge(log, parquet=parquet, judge_name=judge, rules=rule, runs=runs, chunk=chunk,
+                             workers=workers, ray=ray, on_progress=report)
+    print_rejudged(result, parquet or log, judge_name=judge, rules=rule)
 
 
 def print_rejudged(result: Any, log: Path, *, judge_name: str | None = None, rules: Any = None) -> None:
@@ -69,11 +73,15 @@ def compare(
     show: Annotated[int, typer.Option(help="List at most this many flipped runs per judge.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     workers: WorkersOption = None,
+    ray: RayOption = None,
+    parquet: Annotated[Path | None, typer.Option(
+        "--parquet", help="Compare the runs and verdicts of this `fae export --parquet` directory instead of a "
+                          "log (--log is not read).", show_default=False)] = None,
 ) -> None:
     """Compare verdicts under old and new rules: outcome changes, flipped runs, harms caught and missed."""
     from fae import api
 
-    result = api.compare(log, old, new, judge_name=judge, runs=runs, workers=workers)
+    result = api.compare(log, old, new, judge_name=judge, runs=runs, workers=workers, ray=ray, parquet=parquet)
     if as_json:
         from fae.judge.compare import as_json as comparison_json
 

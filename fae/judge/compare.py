@@ -1,24 +1,30 @@
 """Old rules against new rules, run by run: outcome tables, flipped runs, and harms caught or missed.
 
-Verdicts come from the log where it holds them for this code version (the
-latest row per run, judge and rule-set hash); whatever is missing is judged in
-memory, the same way ``fae rejudge`` would, and not written.
+Verdicts come from the log (or a Parquet export) where it holds them for this
+code version (the latest row per run, judge and rule-set hash); whatever is
+missing is judged now, the same way ``fae rejudge`` would (in shards on every
+core, or on a Ray cluster), and not written.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from fae.errors import JudgeError
+from fae.judge.export_rejudge import export_jobs
 from fae.judge.judging import DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run
-from fae.judge.parallel import ShardJob, run_shards, workers_default
+from fae.judge.parallel import ShardJob, ShardResult, workers_default
+from fae.judge.ray_judge import judge_jobs
 from fae.judge.registry import CODE_VERSION, get_judge, rule_set
+from fae.replay.export_source import plan_export
 from fae.replay.source import Queryable, load_runs, run_ids
 from fae.replay.stream import shards, spans
 
@@ -48,6 +54,7 @@ class Comparison:
     runs: int
     computed: int
     judges: list[JudgeComparison]
+    shards: list[ShardResult] = field(default_factory=list)  # what each shard judging missing verdicts did
     incomplete_batches: list[tuple[str, int, int | None]] = field(default_factory=list)
     """Verdict batches that started and never completed (a killed rejudge): (batch, runs judged, planned).
     Their verdicts are left out; those runs are judged now instead."""
@@ -90,36 +97,61 @@ def _stored(log: Queryable, judge: str, digest: str, ids: Sequence[str]) -> dict
     return {run_id: Judged(outcome, passed) for run_id, outcome, passed in rows}
 
 
-def _verdicts(log: Queryable, plan: list[Judging], ids: Sequence[str], *, log_path: Path | None = None,
-              workers: int | None = None) -> tuple[dict[tuple[str, str], dict[str, Judged]], int]:
-    """(judge, hash) -> run -> verdict, from the log or judged now; and how many were judged now.
+JobMaker = Callable[[list[str], int, tuple[tuple[str, dict[str, Any]], ...], datetime], list[ShardJob]]
+"""(runs, shards, judges, now) -> the jobs that judge those runs, for the log or the export compared."""
 
-    With the log's path, runs missing a verdict are judged on ``workers`` processes (default every core),
-    each reading the file read-only; a judge whose verdict the log already holds is judged again there, and
-    the stored verdict wins.
+
+def log_jobs(log: Queryable, log_path: Path) -> JobMaker:
+    """Jobs reading the runs from the log at ``log_path`` (each worker opens it read-only)."""
+    return lambda ids, count, judges, now: [ShardJob(str(log_path), tuple(part), judges, now, None, out=None)
+                                            for part in shards(spans(log, ids), count)]
+
+
+def export_jobs_for(directory: Path) -> JobMaker:
+    """Jobs reading the runs from the Parquet export at ``directory``."""
+    def make(ids: list[str], count: int, judges: tuple[tuple[str, dict[str, Any]], ...],
+             now: datetime) -> list[ShardJob]:
+        reader = duckdb.connect()
+        try:
+            found = plan_export(reader, directory, ids)
+        finally:
+            reader.close()
+        return export_jobs(found, count, judges, now, None, None)
+    return make
+
+
+def _verdicts(log: Queryable, plan: list[Judging], ids: Sequence[str], *, jobs: JobMaker | None = None,
+              workers: int | None = None, ray: str | None = None,
+              in_memory: bool = True) -> tuple[dict[tuple[str, str], dict[str, Judged]], int, list[ShardResult]]:
+    """(judge, hash) -> run -> verdict, from the log or judged now; how many were judged now, and by which shards.
+
+    Given ``jobs``, runs missing a verdict are judged in shards on ``workers`` processes (default every core),
+    or as tasks on the Ray cluster at ``ray``; a judge whose verdict the log already holds is judged again
+    there, and the stored verdict wins. Otherwise (or on one process, when ``in_memory``) they are judged here.
     """
     found = {(j.name, j.rules_hash): _stored(log, j.name, j.rules_hash, ids) for j in plan}
     missing = sorted({run_id for j in plan for run_id in ids if run_id not in found[(j.name, j.rules_hash)]})
     computed = 0
     now = datetime.now(UTC)
-    count = workers or workers_default(len(missing))
-    if log_path is not None and missing and count > 1:
+    local = workers or workers_default(len(missing))
+    if jobs is not None and missing and (ray is not None or local > 1 or not in_memory):
         judges = tuple((j.name, j.rules) for j in plan)
-        jobs = [ShardJob(str(log_path), tuple(part), judges, now, None, out=None)
-                for part in shards(spans(log, missing), count)]
-        for result in run_shards(jobs, count):
+        make = jobs
+        _, results = judge_jobs(lambda count: make(missing, count, judges, now), len(missing), workers=workers,
+                                ray=ray, command="fae compare --ray")
+        for result in results:
             for run_id, judge, digest, outcome, passed in result.judged:
                 known = found[(judge, digest)]
                 if run_id not in known:
                     known[run_id] = Judged(outcome, passed)
                     computed += 1
-        return found, computed
+        return found, computed, results
     for run in load_runs(log, missing, lean=True):
         needed = [j for j in plan if run.run_id not in found[(j.name, j.rules_hash)]]
         for row in judge_run(run, needed, judged_at=now):
             found[(row.judge, row.rule_set_hash)][row.run_id] = Judged(row.outcome, row.passed)
             computed += 1
-    return found, computed
+    return found, computed, []
 
 
 def stopped(judged: Judged | None) -> bool:
@@ -128,8 +160,10 @@ def stopped(judged: Judged | None) -> bool:
 
 
 def compare(log: Queryable, old: Mapping[str, Any], new: Mapping[str, Any], *, judge_name: str | None = None,
-            runs: str | None = None, log_path: Path | None = None, workers: int | None = None) -> Comparison:
-    """Verdicts under old and new rules, run by run; missing ones judged now (on every core given the log's path)."""
+            runs: str | None = None, log_path: Path | None = None, workers: int | None = None,
+            ray: str | None = None, export: Path | None = None) -> Comparison:
+    """Verdicts under old and new rules, run by run; missing ones judged now: on every core given the log's
+    path (or on the Ray cluster at ``ray``), or from the Parquet export at ``export``, which ``log`` reads."""
     if workers is not None and workers < 1:
         raise JudgeError(f"--workers must be at least 1, not {workers}")
     names = judges_for(judge_name, old, new)
@@ -148,9 +182,13 @@ def compare(log: Queryable, old: Mapping[str, Any], new: Mapping[str, Any], *, j
     oracle = build_plan("oracle")[0]
     plan.append(oracle)
     unique = list({(j.name, j.rules_hash): j for j in plan}.values())
-    found, computed = _verdicts(log, unique, ids, log_path=log_path, workers=workers)
+    if ray is not None and log_path is None and export is None:
+        raise JudgeError("judging on Ray needs the log's path or the export's directory")
+    jobs = export_jobs_for(export) if export is not None else log_jobs(log, log_path) if log_path else None
+    found, computed, judged_by = _verdicts(log, unique, ids, jobs=jobs, workers=workers, ray=ray,
+                                           in_memory=export is None)
     labels = found[(oracle.name, oracle.rules_hash)]
-    result = Comparison(runs=len(ids), computed=computed, judges=[],
+    result = Comparison(runs=len(ids), computed=computed, judges=[], shards=judged_by,
                         incomplete_batches=incomplete_batches(log, unique))
     for name, old_plan, new_plan in pairs:
         before, after = found[(name, old_plan.rules_hash)], found[(name, new_plan.rules_hash)]

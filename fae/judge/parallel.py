@@ -16,9 +16,10 @@ import os
 import resource
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from multiprocessing import get_context
@@ -30,7 +31,8 @@ import duckdb
 from fae.errors import JudgeError, StoreError
 from fae.judge.judging import Judging, judge_run, relaxed_gc
 from fae.judge.registry import get_judge, rule_set_hash
-from fae.replay.source import load_runs
+from fae.replay.export_source import ExportShard, export_runs, reading_connection
+from fae.replay.source import RunLog, load_runs
 from fae.replay.stream import Span, StreamStats, stream_runs
 from fae.store.log import EventLog
 
@@ -40,6 +42,7 @@ _VERDICT_COLUMNS = ("run_id VARCHAR, judge VARCHAR, rule_set JSON, rule_set_hash
 _COLUMN_NAMES = ", ".join(part.split()[0] for part in _VERDICT_COLUMNS.split(", "))
 
 READ_MEMORY = "128MB"
+EXPORT_EVENTS_MEMORY = "512MB"  # an export written before its row groups were small decodes ~100 MB of payloads at once
 RUNS_PER_WORKER = 1_000
 SPILL_ROWS = 30_000
 
@@ -55,6 +58,7 @@ class ShardJob:
     batch: str | None
     out: str | None  # stem of the Parquet files for the verdict rows; None keeps (run, judge, hash, outcome, passed)
     chunk: int = 256
+    export: ExportShard | None = None  # the shard's files when its runs are read from a Parquet export
 
 
 @dataclass
@@ -66,6 +70,7 @@ class ShardResult:
     stats: StreamStats = field(default_factory=StreamStats)
     cpu_s: float = 0.0  # CPU seconds the shard took in its process (measured, never used to decide anything)
     rss_mib: float = 0.0  # the peak resident memory of the process that judged it
+    pid: int = 0  # the process that judged it (a local worker, this process, or a Ray worker)
 
 
 _encoder = json.JSONEncoder(sort_keys=True)  # json.dumps(value, sort_keys=True), without a new encoder per call
@@ -115,16 +120,7 @@ def judge_shard(job: ShardJob) -> ShardResult:
         sink.execute("SET threads = 1")
         sink.execute(f"CREATE TABLE verdicts ({_VERDICT_COLUMNS})")
     parts = 0
-    with EventLog(job.log_path, read_only=True) as log:
-        try:
-            log.con.execute("SET threads = 1")  # one worker, one core: DuckDB's own threads would only contend
-            log.con.execute(f"SET memory_limit = '{READ_MEMORY}'")  # a pass reads each block once: no need to cache
-        except duckdb.InvalidInputException:
-            pass  # judged in a process that has this log open already (and its settings locked): those stay
-        if _sparse(job.spans):
-            runs = load_runs(log, [s.run_id for s in job.spans], lean=True)
-        else:
-            runs = stream_runs(log.con, log.path, job.spans, lean=True, chunk=job.chunk, stats=result.stats)
+    with _shard_runs(job, result.stats) as runs:
         pending: list[tuple] = []
         rules_json = {judging.rules_hash: _json(judging.rules) for judging in plan}  # one text per rule set
         with relaxed_gc():
@@ -148,7 +144,30 @@ def judge_shard(job: ShardJob) -> ShardResult:
         sink.close()
     result.cpu_s = time.process_time() - started
     result.rss_mib = peak_rss_mib()
+    result.pid = os.getpid()
     return result
+
+
+@contextmanager
+def _shard_runs(job: ShardJob, stats: StreamStats) -> Iterator[Iterator[RunLog]]:
+    """The shard's runs, read from the log (by row id, or by id when sparse) or from the export's files."""
+    if job.export is not None:
+        con = reading_connection(memory=EXPORT_EVENTS_MEMORY)
+        try:
+            yield export_runs(con, job.export, job.spans, lean=True, chunk=job.chunk, stats=stats, memory=READ_MEMORY)
+        finally:
+            con.close()
+        return
+    with EventLog(job.log_path, read_only=True) as log:
+        try:
+            log.con.execute("SET threads = 1")  # one worker, one core: DuckDB's own threads would only contend
+            log.con.execute(f"SET memory_limit = '{READ_MEMORY}'")  # a pass reads each block once: no need to cache
+        except duckdb.InvalidInputException:
+            pass  # judged in a process that has this log open already (and its settings locked): those stay
+        if _sparse(job.spans):
+            yield load_runs(log, [s.run_id for s in job.spans], lean=True)
+        else:
+            yield stream_runs(log.con, log.path, job.spans, lean=True, chunk=job.chunk, stats=stats)
 
 
 def _spill(sink: duckdb.DuckDBPyConnection, rows: list[tuple], path: str, parts: int) -> int:

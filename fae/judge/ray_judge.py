@@ -10,14 +10,14 @@ files, and inserts them all in one transaction, as the local path does.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from fae.errors import JudgeError
-from fae.judge.parallel import RUNS_PER_WORKER, ShardJob, ShardResult, judge_shard
-from fae.util.ray_cluster import cluster_cpus, short_error
+from fae.judge.parallel import RUNS_PER_WORKER, ShardJob, ShardResult, judge_shard, run_shards, workers_default
+from fae.util.ray_cluster import cluster_cpus, ray_connection, short_error
 
 
 def ray_workers(ray: Any, runs: int) -> int:
@@ -49,3 +49,16 @@ def run_shards_on_ray(ray: Any, jobs: Sequence[ShardJob]) -> list[ShardResult]:
             Path(f"{job.out}-{index:05d}.parquet").write_bytes(data)
         results.append(result)
     return results
+
+
+def judge_jobs(make_jobs: Callable[[int], list[ShardJob]], runs: int, *, workers: int | None, ray: str | None,
+               command: str) -> tuple[list[ShardJob], list[ShardResult]]:
+    """Cut ``runs`` runs into shards (``make_jobs(count)``) and judge them: on ``workers`` local processes
+    (default every core), or as tasks on the Ray cluster at ``ray`` (default one per CPU of the cluster)."""
+    if ray is None:
+        count = workers or workers_default(runs)
+        jobs = make_jobs(count)
+        return jobs, run_shards(jobs, count)
+    with ray_connection(ray, command) as cluster:
+        jobs = make_jobs(workers or ray_workers(cluster, runs))
+        return jobs, run_shards_on_ray(cluster, jobs)

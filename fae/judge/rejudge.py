@@ -10,8 +10,7 @@ from __future__ import annotations
 import tempfile
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
-from contextlib import ExitStack
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,12 +18,11 @@ from typing import Any
 
 from fae.errors import JudgeError, StoreError
 from fae.judge.judging import DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run, relaxed_gc  # noqa: F401
-from fae.judge.parallel import ShardJob, ShardResult, insert_verdicts, run_shards, workers_default
-from fae.judge.ray_judge import ray_workers, run_shards_on_ray
+from fae.judge.parallel import ShardJob, ShardResult, insert_verdicts
+from fae.judge.ray_judge import judge_jobs
 from fae.replay.source import load_runs, run_ids
 from fae.replay.stream import shards, spans
 from fae.store.log import Batch, EventLog, VerdictBatchStarted, VerdictRow
-from fae.util.ray_cluster import ray_connection
 
 
 def live_verdicts(log: Any, run_id: str, *, judged_at: datetime) -> list[VerdictRow]:
@@ -56,39 +54,49 @@ def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: M
     """
     plan = build_plan(judge_name, overrides)
     now = (clock or (lambda: datetime.now(UTC)))()
-    batch = f"rejudge-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     path = Path(log_path).resolve()  # the workers, maybe on other machines, open it by this path
     if not path.exists():
         raise StoreError(f"no log at {path}")
-    if workers is not None and workers < 1:
-        raise JudgeError(f"--workers must be at least 1, not {workers}")
+    check_workers(workers)
     with EventLog(path) as log:  # opened for writing first: migrates, and moves a left-over journal in
         ids = run_ids(log, runs, statuses=JUDGED_STATUSES)
         if not ids:
             raise JudgeError(f"no finished runs in {path} match {runs!r}" if runs else f"no finished runs in {path}")
         found = spans(log, ids)
-        log.write_batch(Batch(verdict_batches=[VerdictBatchStarted(
-            batch=batch, kind="rejudge", started_at=now, planned_runs=len(ids),
-            judges=[{"judge": j.name, "rule_set": j.rules, "rule_set_hash": j.rules_hash} for j in plan])]))
+        started = batch_started(plan, now, len(ids))
+        log.write_batch(Batch(verdict_batches=[started]))
     if on_progress:
         on_progress(0, len(ids))
     judges = tuple((j.name, j.rules) for j in plan)
-    with ExitStack() as scope:
-        spool = scope.enter_context(tempfile.TemporaryDirectory(prefix="fae-rejudge-"))
-        if ray is None:
-            count = workers or workers_default(len(ids))
-        else:
-            cluster = scope.enter_context(ray_connection(ray, "fae rejudge --ray"))
-            count = workers or ray_workers(cluster, len(ids))
-        jobs = [ShardJob(str(path), tuple(part), judges, now, batch, out=str(Path(spool) / f"shard-{index}"),
-                         chunk=chunk) for index, part in enumerate(shards(found, count))]
-        results = run_shards(jobs, count) if ray is None else run_shards_on_ray(cluster, jobs)
+    with tempfile.TemporaryDirectory(prefix="fae-rejudge-") as spool:
+        jobs, results = judge_jobs(
+            lambda count: [ShardJob(str(path), tuple(part), judges, now, started.batch,
+                                    out=str(Path(spool) / f"shard-{index}"), chunk=chunk)
+                           for index, part in enumerate(shards(found, count))],
+            len(ids), workers=workers, ray=ray, command="fae rejudge --ray")
         judged = sum(r.runs for r in results)
         with EventLog(path) as log:
             written = insert_verdicts(log, [job.out for job in jobs if job.out],
-                                      completes=(batch, now, judged))
+                                      completes=(started.batch, now, judged))
     if on_progress:
         on_progress(judged, len(ids))
+    return rejudged(started.batch, judged, written, results)
+
+
+def batch_started(plan: Sequence[Judging], now: datetime, planned: int) -> VerdictBatchStarted:
+    """A new rejudge batch, named for when it started."""
+    return VerdictBatchStarted(
+        batch=f"rejudge-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}", kind="rejudge", started_at=now,
+        planned_runs=planned,
+        judges=[{"judge": j.name, "rule_set": j.rules, "rule_set_hash": j.rules_hash} for j in plan])
+
+
+def check_workers(workers: int | None) -> None:
+    if workers is not None and workers < 1:
+        raise JudgeError(f"--workers must be at least 1, not {workers}")
+
+
+def rejudged(batch: str, judged: int, written: int, results: list[ShardResult]) -> RejudgeResult:
     result = RejudgeResult(batch=batch, runs=judged, verdicts=written, shards=results)
     for part in results:
         result.outcomes.update(part.outcomes)

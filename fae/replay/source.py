@@ -150,12 +150,15 @@ class BodyCache:
         found = self._cache.get(hash_)
         if found is not None:
             return found
-        _, rows = self.log.query("SELECT data, external FROM blobs WHERE hash = ? LIMIT 1", [hash_])
-        if not rows:
-            return None
-        data = body_of(self.log.path, hash_, *rows[0])
-        self.keep(hash_, data)
+        data = self.load(hash_)
+        if data is not None:
+            self.keep(hash_, data)
         return data
+
+    def load(self, hash_: str) -> bytes | None:
+        """One body read from where the bodies are kept (the slow path: a query by hash)."""
+        _, rows = self.log.query("SELECT data, external FROM blobs WHERE hash = ? LIMIT 1", [hash_])
+        return body_of(self.log.path, hash_, *rows[0]) if rows else None
 
 
 _WRITE_HINTS = ("POST", "PUT", "PATCH", "DELETE")

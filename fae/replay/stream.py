@@ -15,7 +15,7 @@ flight and a window of hashes, never the log.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,7 @@ class BlobLocator:
         self._cursor: Any = None
         self._done = False
         self.position = -1  # the last row id walked
+        self.start = 0  # where the walk began
         self.scanned = 0
         self.seeks = 0
 
@@ -88,6 +89,7 @@ class BlobLocator:
         self._cursor.execute("SELECT rowid, hash FROM blobs WHERE rowid >= ?", [start])
         self._done = False
         self.position = start - 1
+        self.start = start
         self.seeks += 1
 
     def drifted(self, positions: Sequence[int]) -> None:
@@ -95,7 +97,8 @@ class BlobLocator:
         if not positions:
             return
         middle = sorted(positions)[len(positions) // 2]
-        if middle > self.position + self.look_ahead or middle < self.position - self.window:
+        # behind the walk's start nothing was seen, however near (an export's events may wrap around)
+        if middle > self.position + self.look_ahead or middle < max(self.start, self.position - self.window):
             self.seek(middle)
 
     def find(self, hashes: Iterable[str]) -> dict[str, int]:
@@ -145,8 +148,14 @@ class StreamStats:
     seeks: int = 0
 
 
-def _fetch_bodies(con: Any, log_path: Path, cache: BodyCache, locator: BlobLocator, hashes: set[str],
-                  stats: StreamStats) -> None:
+BodyReader = Callable[[str, Any, Any], bytes]
+"""A body from its ``blobs`` row: (hash, data, external) -> the body (a large one from its side file)."""
+
+
+def fetch_bodies(con: Any, read: BodyReader, cache: BodyCache, locator: BlobLocator, hashes: set[str],
+                 stats: StreamStats) -> dict[str, bytes]:
+    """These bodies: from the cache, by position near the locator's walk, and the rest by hash (``blobs`` on
+    ``con``, with row ids); the caller makes them the cache's current chunk."""
     chunk: dict[str, bytes] = {}
     unknown = []
     for hash_ in hashes:
@@ -162,7 +171,7 @@ def _fetch_bodies(con: Any, log_path: Path, cache: BodyCache, locator: BlobLocat
         rows = con.execute("SELECT hash, data, external FROM blobs WHERE rowid BETWEEN ? AND ?"
                            " AND rowid IN (SELECT unnest(?))", [positions[0], positions[-1], positions]).fetchall()
         for hash_, data, external in rows:
-            chunk[hash_] = body = body_of(log_path, hash_, data, external)
+            chunk[hash_] = body = read(hash_, data, external)
             cache.keep(hash_, body)
         stats.by_position += len(rows)
     rest = [h for h in unknown if h not in chunk]
@@ -172,11 +181,11 @@ def _fetch_bodies(con: Any, log_path: Path, cache: BodyCache, locator: BlobLocat
                            [rest]).fetchall()
         for hash_, _, data, external in rows:
             if hash_ not in chunk:
-                chunk[hash_] = body = body_of(log_path, hash_, data, external)
+                chunk[hash_] = body = read(hash_, data, external)
                 cache.keep(hash_, body)
         stats.by_hash += len(rest)
         locator.drifted([rowid for _, rowid, _, _ in rows])
-    cache.hold(chunk)
+    return chunk
 
 
 def stream_runs(con: Any, log_path: Path, part: Sequence[Span], *, lean: bool = True, chunk: int = 256,
@@ -198,7 +207,8 @@ def stream_runs(con: Any, log_path: Path, part: Sequence[Span], *, lean: bool = 
 
     def emit(batch: list[tuple[str, list[tuple]]]) -> Iterator[RunLog]:
         hashes = {h for _, rows in batch for h in needed_hashes(rows)}
-        _fetch_bodies(con, log_path, cache, locator, hashes, stats)
+        cache.hold(fetch_bodies(con, lambda h, data, external: body_of(log_path, h, data, external), cache, locator,
+                                hashes, stats))
         for run_id, rows in batch:
             rows.sort(key=lambda r: r[1])
             row = meta[run_id]
@@ -214,31 +224,38 @@ def stream_runs(con: Any, log_path: Path, part: Sequence[Span], *, lean: bool = 
                 "SELECT run_id, seq, kind, epoch_us(wall_time), mono_ns, actor, upstream, payload FROM events"
                 " WHERE rowid BETWEEN ? AND ?" + (LEAN if lean else ""),
                 [min(s.first for s in spanned), max(s.last for s in spanned)])
-            pending: dict[str, list[tuple]] = {}
-            complete: list[tuple[str, list[tuple]]] = []
-            while True:
-                rows = cursor.fetchmany(4096)
-                if not rows:
-                    break
-                for row in rows:
-                    run_rows = pending.get(row[0])
-                    if run_rows is None:
-                        if row[0] not in expected:
-                            continue  # another shard's run, or one not asked for
-                        run_rows = pending[row[0]] = []
-                    run_rows.append(row)
-                    if len(run_rows) == expected[row[0]]:
-                        complete.append((row[0], pending.pop(row[0])))
-                if len(complete) >= chunk:
-                    yield from emit(complete)
-                    complete = []
-            complete.extend(pending.items())
-            yield from emit(complete)
+            for complete in completed_runs(cursor, expected, chunk):
+                yield from emit(complete)
         finally:
             cursor.close()
             locator.close()
     stats.hashes_walked += locator.scanned
     stats.seeks += locator.seeks
+
+
+def completed_runs(cursor: Any, expected: dict[str, int], chunk: int) -> Iterator[list[tuple[str, list[tuple]]]]:
+    """Event rows read in the order written, gathered by run: about ``chunk`` runs at a time, each run handed
+    on once all ``expected[run]`` of its rows arrived (rows of runs not expected are skipped); the rest last."""
+    pending: dict[str, list[tuple]] = {}
+    complete: list[tuple[str, list[tuple]]] = []
+    while True:
+        rows = cursor.fetchmany(4096)
+        if not rows:
+            break
+        for row in rows:
+            run_rows = pending.get(row[0])
+            if run_rows is None:
+                if row[0] not in expected:
+                    continue  # another shard's run, or one not asked for
+                run_rows = pending[row[0]] = []
+            run_rows.append(row)
+            if len(run_rows) == expected[row[0]]:
+                complete.append((row[0], pending.pop(row[0])))
+        if len(complete) >= chunk:
+            yield complete
+            complete = []
+    complete.extend(pending.items())
+    yield complete
 
 
 class ConnectionQueries:

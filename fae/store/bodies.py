@@ -125,16 +125,21 @@ def write_body(log_path: Path, body: Body, secrets: SecretValues, *, fsync: bool
 
 def read_body(log_path: Path, digest: str) -> bytes:
     """A side file's body; a missing or damaged one is a StoreError naming it."""
-    path = body_path(log_path, digest)
+    return read_body_in(bodies_dir(log_path), digest, f"log {log_path}")
+
+
+def read_body_in(directory: Path, digest: str, owner: str) -> bytes:
+    """A body from a body folder (a log's, or an export's ``bodies/``); ``owner`` names whose it is in errors."""
+    path = _in(directory, digest)
     try:
         with open(path, "rb") as handle:
             data = zstandard.ZstdDecompressor().stream_reader(handle).read()
     except FileNotFoundError:
-        raise StoreError(f"body {digest} of log {log_path} is missing: {path} is gone") from None
+        raise StoreError(f"body {digest} of {owner} is missing: {path} is gone") from None
     except (OSError, zstandard.ZstdError) as exc:
-        raise StoreError(f"cannot read body {digest} of log {log_path} from {path}: {exc}") from None
+        raise StoreError(f"cannot read body {digest} of {owner} from {path}: {exc}") from None
     if hashlib.sha256(data).hexdigest() != digest:
-        raise StoreError(f"body {digest} of log {log_path} is damaged: {path} holds other content")
+        raise StoreError(f"body {digest} of {owner} is damaged: {path} holds other content")
     return data
 
 

@@ -31,6 +31,8 @@ from fae.store.schema import VIEWS
 
 TABLES = ("runs", "events", "blobs", "verdicts", "verdict_batches", "task_meta")
 _PARTITIONED = ("runs", "events", "verdicts")
+_ROW_GROUP_ROWS = 4096
+_EVENT_GROUP_ROWS = 16_384  # a row group's payloads, decoded, ~13 MiB: a judging worker reads them in 128 MB
 
 
 def _parts(runs: str) -> str:
@@ -77,12 +79,13 @@ def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Pa
                     log.con.execute(
                         f"COPY ({_select(table)}) TO '{_sql_text(target)}' (FORMAT parquet, COMPRESSION zstd,"
                         f" PARTITION_BY (part_suite, part_experiment, day), FILENAME_PATTERN '{name}_{{i}}',"
-                        " OVERWRITE_OR_IGNORE, WRITE_PARTITION_COLUMNS false)")
+                        f" OVERWRITE_OR_IGNORE, WRITE_PARTITION_COLUMNS false, ROW_GROUP_SIZE {_EVENT_GROUP_ROWS})")
                 else:
                     target.mkdir(exist_ok=True)
                     remove_stale(target / f"{name}.parquet")  # fresh and owner-only, never through a link
+                    # small row groups: a rejudge of the export reads the few that hold a chunk's bodies
                     log.con.execute(f"COPY (SELECT * FROM {table}) TO '{_sql_text(target / name)}.parquet'"
-                                    " (FORMAT parquet, COMPRESSION zstd)")
+                                    f" (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {_ROW_GROUP_ROWS})")
                 (count,) = log.con.execute(f"SELECT count(*) FROM {table}").fetchall()[0]
             except (duckdb.Error, OSError) as exc:
                 raise StoreError(f"cannot export {table}: {exc}") from None

@@ -122,3 +122,21 @@ def test_a_walk_out_of_reach_of_the_bodies_moves_to_them(tmp_path):
         assert locator.seeks == 2
         assert locator.find(far) == {h: where[h] for h in far}
         locator.close()
+
+
+def test_a_walk_moves_back_to_bodies_behind_where_it_began(tmp_path):
+    """Bodies just behind the walk's start were never walked (an export's events may wrap around to its first
+    bodies): once their place is known the walk moves back there, though they lie within its window."""
+    bodies = [b"body %d" % n for n in range(12_000)]
+    with EventLog(tmp_path / "blobs.duckdb") as log:
+        log.write_batch(Batch(blobs={blob_hash(b): b for b in bodies}))
+        where = dict(log.query("SELECT hash, rowid FROM blobs")[1])
+        locator = BlobLocator(log.con, window=8_192, look_ahead=20)
+        behind = [h for h, rowid in where.items() if 4_000 <= rowid < 4_010]
+        locator.seek(5_000)
+        assert locator.find(behind) == {}  # the walk goes forward only
+        assert locator.position - locator.window < min(where[h] for h in behind)  # within the window's reach
+        locator.drifted([where[h] for h in behind])
+        assert locator.seeks == 2
+        assert locator.find(behind) == {h: where[h] for h in behind}
+        locator.close()
