@@ -58,7 +58,8 @@ class StopRequest:
         if self.signum is not None:
             return
         self.signum = signum
-        if self._loop is not None and self._event is not None:
+        # a signal after the recording's loop has closed (the summary is being printed) has nothing to wake
+        if self._loop is not None and self._event is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._event.set)
 
     async def wait(self) -> None:
