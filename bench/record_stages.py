@@ -17,6 +17,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 PROXY = "proxy: hooks and recording"
+LOG = "log writer (DuckDB, journal)"
 # fae's own modules, by prefix: the first match names the stage
 FAE_STAGES = (
     ("fae/harness/settle.py", "settle waits"),
@@ -24,7 +25,7 @@ FAE_STAGES = (
     ("fae/fhir/", "FHIR server"),
     ("fae/mcp/", "MCP servers"),
     ("fae/agents/", "gold agent"), ("fae/plan", "gold agent"),
-    ("fae/store/", "log writer (DuckDB, journal)"),
+    ("fae/store/", LOG),
     ("fae/judge/", "live judging"), ("fae/replay/", "live judging"),
     ("fae/tasks/", "tasks: render, seed"),
     ("fae/", "harness"),
@@ -36,7 +37,7 @@ LIBRARY_STAGES = (
     ("h11/", "HTTP servers (uvicorn, starlette)"),
     ("mcp/", "MCP servers"), ("fhirpathpy/", "FHIR server"),
     ("httpx/", "HTTP clients"), ("httpcore/", "HTTP clients"),
-    ("duckdb", "log writer (DuckDB, journal)"), ("msgspec", "log writer (DuckDB, journal)"),
+    ("duckdb", LOG), ("msgspec", LOG),
     ("asyncio/", "event loop"), ("anyio/", "event loop"), ("selectors", "event loop"),
 )
 WAITING = "waiting (not CPU)"
@@ -47,14 +48,22 @@ FRAME = re.compile(r"^(?P<name>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
 PROCESS = re.compile(r'^process \d+:"(?P<cmd>.*)"$')
 
 
+def _fae_stage(file: str) -> str | None:
+    for fragment, stage in FAE_STAGES:
+        if file.startswith(fragment) or f"/{fragment}" in file:
+            return stage
+    return None
+
+
 def stage_of(files: list[str]) -> str:
     """The stage of one sample, given its frames' files from the outermost to the innermost."""
     if any("importlib._bootstrap" in f for f in files):
         return "imports (start-up)"
-    for file in reversed(files):
-        for fragment, stage in FAE_STAGES:
-            if file.startswith(fragment) or f"/{fragment}" in file:
-                return stage
+    found = [_fae_stage(file) for file in reversed(files)]
+    fae = [stage for stage in found if stage is not None]
+    if fae:
+        # the log's reads count for whoever reads (live judging, the settle wait); its writes for the writer
+        return next((stage for stage in fae if stage != LOG), fae[0])
     for file in reversed(files):
         for fragment, stage in LIBRARY_STAGES:
             if fragment in file:
