@@ -108,11 +108,13 @@ def record(variations: list[int], concurrency: int, mode: str) -> dict:
 
 
 def log_facts(log: Path) -> dict:
-    """How many runs passed every live verdict, and their mean wall seconds from answer to state capture."""
+    """How many runs passed every live verdict (none failed, none in error), and their mean wall seconds
+    from answer to state capture."""
     with EventLog(log, read_only=True) as events:
         _, rows = events.query(
             "SELECT count(*) FILTER (WHERE ok), avg(settle) FROM ("
-            " SELECT r.run_id, bool_and(v.passed IS NOT FALSE) AS ok FROM runs r JOIN verdicts v USING (run_id)"
+            " SELECT r.run_id, bool_and(v.passed IS NOT FALSE AND v.outcome <> 'error') AS ok"
+            " FROM runs r JOIN verdicts v USING (run_id)"
             " GROUP BY r.run_id) JOIN ("
             " SELECT run_id, epoch(max(wall_time) FILTER (WHERE kind = 'StateCaptured')"
             "  - max(wall_time) FILTER (WHERE kind = 'AnswerGiven')) AS settle FROM events GROUP BY run_id)"
