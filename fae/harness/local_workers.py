@@ -28,9 +28,9 @@ from fae.harness.suite_runner import SuiteResult, runs_to_do
 from fae.store.log import EventLog
 
 WORKERS_ENV = "FAE_RECORD_WORKERS"
-RUNS_PER_WORKER = 300
-"""``FAE_RECORD_WORKERS`` starts at most one worker per this many runs: a worker's start and merge cost ~12 CPU-s,
-a second core saves ~0.04 CPU-s of a gold run's 0.077 (docs/scale.md)."""
+RUNS_PER_WORKER = 100
+"""``FAE_RECORD_WORKERS`` starts at most one worker per this many runs: a worker costs ~3.2 CPU-s more (its start,
+its share of the merge), a second core takes ~0.035 CPU-s of a gold run's 0.07 off the critical path (docs/scale.md)."""
 CLOSE_TIMEOUT_S = 60
 """A worker flushes its shard and stops its stack when told to close; one that has not by then is killed."""
 
