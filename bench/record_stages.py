@@ -96,7 +96,8 @@ def read_samples(path: Path) -> dict[str, Counter]:
             elif (match := FRAME.match(frame)) is not None:
                 files.append(match["file"])
         waiting = frames[-1].startswith(WAITS) or ".select (selectors.py" in frames[-1]
-        by_role[role][WAITING if waiting else stage_of(files)] += int(count)
+        stage = stage_of(files) if files else "no Python frame (native code)"
+        by_role[role][WAITING if waiting else stage] += int(count)
     return dict(by_role)
 
 
