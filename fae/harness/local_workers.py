@@ -42,8 +42,8 @@ def cores() -> int:
 
 def default_workers(runs: int, concurrency: int) -> int:
     """``FAE_RECORD_WORKERS`` (capped by the runs and ``concurrency``), else 1: measured on this project's
-    loaded 2-core machine, two workers recorded the gold suite at 0.56x the runs/s of one process for 3.1x
-    the CPU seconds (docs/scale.md), so a second stack is something to ask for, not a default."""
+    loaded 2-core machine, two workers recorded the gold suite at 0.89x and 1.07x the runs/s of one process
+    for 1.64x and 1.71x the CPU seconds (docs/scale.md), so a second stack is something to ask for, not a default."""
     value = os.environ.get(WORKERS_ENV)
     if value is None:
         return 1
