@@ -9,6 +9,13 @@ fresh Python process, alternating, and prints wall time, CPU time (this
 process and its children, user + sys), runs/s and runs per CPU-second, with
 the load average before and after each: timings on a shared machine are
 noisy, read the ratios.
+``--stages`` records once under py-spy (every process and thread: the
+driver, the workers, the ``--processes 2`` child; on CPU only) and prints the
+CPU seconds of each stage per process (``bench/record_stages.py`` says how a
+sample is charged), the proxy's share, how many runs passed every judge, and
+the wall seconds the runs spent from their answer to their state capture
+(the settle wait and the capture). py-spy is not a dependency of fae:
+``uv pip install py-spy`` first.
 ``--profile`` records once under cProfile (the child too) and prints each
 part's share of the CPU time per process (a function's own time, grouped by
 the package it lives in: the proxy (mitmproxy, fae.proxy, fae.recorder), the
@@ -17,7 +24,7 @@ the event loop) and the proxy's share of the whole. cProfile sees only each
 process's main thread (FHIR engine calls and live judging run in worker
 threads) and slows everything: read the shares, not the seconds.
 
-    uv run python bench/bench_record.py [--side-by-side | --profile] [--processes 1|2]
+    uv run python bench/bench_record.py [--side-by-side | --stages | --profile] [--processes 1|2]
         [--variations 0-2] [--concurrency 16] [--rounds 1] [--modes p1,p2,w2]
 """
 
@@ -39,9 +46,13 @@ from pathlib import Path
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from record_stages import read_samples, table
 
 from fae.harness.local_workers import record_on_workers
 from fae.harness.suite_runner import plan_suite, record_suite
+from fae.store.log import EventLog
 from fae.tasks import load_suite
 
 # the first matching fragment of a function's file names its part
@@ -92,7 +103,23 @@ def record(variations: list[int], concurrency: int, mode: str) -> dict:
     seconds = time.perf_counter() - start
     own_after, child_after = _cpu_s()
     return {"mode": mode, "runs": len(specs), "finished": result.statuses["finished"],
-            "wall_s": seconds, "cpu_main_s": own_after - own_before, "cpu_child_s": child_after - child_before}
+            "wall_s": seconds, "cpu_main_s": own_after - own_before, "cpu_child_s": child_after - child_before,
+            "log": str(log), "cpu_process_s": sum(_cpu_s())}
+
+
+def log_facts(log: Path) -> dict:
+    """How many runs passed every live verdict (none failed, none in error), and their mean wall seconds
+    from answer to state capture."""
+    with EventLog(log, read_only=True) as events:
+        _, rows = events.query(
+            "SELECT count(*) FILTER (WHERE ok), avg(settle) FROM ("
+            " SELECT r.run_id, bool_and(v.passed IS NOT FALSE AND v.outcome <> 'error') AS ok"
+            " FROM runs r JOIN verdicts v USING (run_id)"
+            " GROUP BY r.run_id) JOIN ("
+            " SELECT run_id, epoch(max(wall_time) FILTER (WHERE kind = 'StateCaptured')"
+            "  - max(wall_time) FILTER (WHERE kind = 'AnswerGiven')) AS settle FROM events GROUP BY run_id)"
+            " USING (run_id)")
+    return {"passed_all": rows[0][0], "answer_to_capture_s": rows[0][1]}
 
 
 def _load() -> str:
@@ -124,6 +151,29 @@ def side_by_side(args: argparse.Namespace) -> None:
                / sum(r["cpu_main_s"] + r["cpu_child_s"] for r in base))
         print(f"{MODES[mode]}: {wall:.2f}x the runs/s of {MODES[modes[0]]}, {cpu:.2f}x its CPU seconds")
     print(f"load average now {Path('/proc/loadavg').read_text().strip()}")
+
+
+def stages(args: argparse.Namespace) -> None:
+    spy = Path(sys.executable).with_name("py-spy")
+    if not spy.exists():
+        sys.exit("--stages needs py-spy in this environment: uv pip install py-spy")
+    samples = Path(tempfile.mkdtemp(prefix="fae-bench-stages-")) / "samples.txt"
+    before = _load()
+    out = subprocess.run([str(spy), "record", "--subprocesses", "--threads", "--nonblocking", "--format", "raw",
+                          "--rate", str(args.rate), "--output", str(samples), "--",
+                          sys.executable, __file__, "--one", "--mode", args.mode,
+                          "--variations", args.variations, "--concurrency", str(args.concurrency)],
+                         capture_output=True, text=True, check=True).stdout
+    row = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])  # py-spy talks too
+    facts = log_facts(Path(row["log"]))
+    cpu = row["cpu_main_s"] + row["cpu_child_s"]
+    print(f"{MODES[row['mode']]}: {row['finished']}/{row['runs']} finished, {facts['passed_all']} passed every "
+          f"judge; wall {row['wall_s']:.1f} s, CPU {cpu:.1f} s ({cpu / row['runs']:.3f} CPU-s per run) under "
+          f"py-spy at {args.rate} Hz; answer to state capture {facts['answer_to_capture_s']:.2f} s per run; "
+          f"load {before} / {_load()}")
+    print(f"CPU seconds by stage over the whole process tree, imports included ({row['cpu_process_s']:.1f} s; "
+          f"py-spy's samples as shares of it):")
+    print("\n".join(table(read_samples(samples), row["cpu_process_s"])))
 
 
 def _shares(stats: dict) -> tuple[Counter, Counter]:
@@ -170,10 +220,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--side-by-side", action="store_true", help="the modes side by side (the default)")
+    mode.add_argument("--stages", action="store_true", help="one recording (--mode) under py-spy, by stage")
     mode.add_argument("--profile", action="store_true", help="one recording under cProfile, by part")
     mode.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--processes", type=int, choices=(1, 2), default=2, help="with --profile")
-    parser.add_argument("--mode", choices=tuple(MODES), default="w2", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", choices=tuple(MODES), default="p1", help="with --stages: the mode to record")
+    parser.add_argument("--rate", type=int, default=100, help="with --stages: py-spy's samples per second")
     parser.add_argument("--modes", default="p1,p2,w2", help="the modes side by side, the first the baseline")
     parser.add_argument("--variations", default="0-2")
     parser.add_argument("--concurrency", type=int, default=16)
@@ -183,6 +235,8 @@ def main() -> None:
     args.variations_list = list(range(int(low), int(high or low) + 1))
     if args.one:
         print(json.dumps(record(args.variations_list, args.concurrency, args.mode)))
+    elif args.stages:
+        stages(args)
     elif args.profile:
         profile(args)
     else:

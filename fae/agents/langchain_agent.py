@@ -33,6 +33,7 @@ from fae.agents.mcp_client import McpToolbox
 from fae.agents.mcp_langchain import langchain_tools
 from fae.agents.plan_runner import ToolOutcome
 from fae.errors import FaeError
+from fae.util.tls import client_tls
 
 PREFIX = "langchain:"
 MAX_ITERATIONS = 15
@@ -202,7 +203,7 @@ class LangChainAgent:
         async with AsyncExitStack() as stack:
             boxes = {name: await stack.enter_async_context(McpToolbox(url)) for name, url in urls.items()}
             tools = await langchain_tools(boxes)
-            http_client = await stack.enter_async_context(httpx.AsyncClient())
+            http_client = await stack.enter_async_context(httpx.AsyncClient(verify=client_tls()))
             model = ChatOpenAI(
                 model=self.settings.model, base_url=ctx.llm_base_url, api_key=SecretStr(self.settings.api_key),
                 timeout=self.settings.timeout_s, max_retries=self.settings.max_retries,

@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 
 from fae.agents.plan_runner import CallTool, ToolOutcome
+from fae.util.tls import client_tls
 
 
 class ToolSpec(msgspec.Struct, frozen=True):
@@ -118,7 +119,7 @@ class McpToolbox:
                 # The SDK's transport speaks httpx2; a server may hold a read open while a tool runs.
                 timeout = httpx2.Timeout(30.0, read=self.read_timeout_s)
                 http_client = await stack.enter_async_context(
-                    httpx2.AsyncClient(headers=self.headers, timeout=timeout)
+                    httpx2.AsyncClient(headers=self.headers, timeout=timeout, verify=client_tls())
                 )
                 target = streamable_http_client(self.url, http_client=http_client)
             # The response cache is off: a tool listing must reflect the server as it is now.

@@ -13,6 +13,7 @@ from fae.agents.mcp_client import McpToolbox, toolbox_call
 from fae.agents.plan_runner import run_plan
 from fae.errors import PlanError
 from fae.plan import Plan, plan_to_dict
+from fae.util.tls import client_tls
 
 
 class ScriptedAgent:
@@ -33,7 +34,7 @@ class ScriptedAgent:
         plan = self.plan or (self.plan_for(ctx.variation) if self.plan_for else None) or ctx.gold_plan
         if plan is None:
             raise PlanError(f"task of run {ctx.run_id} has no gold plan to play")
-        async with McpToolbox(ctx.mcp_url) as box, httpx.AsyncClient(timeout=60) as client:
+        async with McpToolbox(ctx.mcp_url) as box, httpx.AsyncClient(timeout=60, verify=client_tls()) as client:
             played = await run_plan(plan, toolbox_call(box), call_http=_http_caller(ctx, client))
         if played.answer is None:
             return AgentResult(answer=None, stop_reason="no_answer", details={"calls": len(played.calls)})

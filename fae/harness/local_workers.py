@@ -28,8 +28,9 @@ from fae.harness.suite_runner import SuiteResult, runs_to_do
 from fae.store.log import EventLog
 
 WORKERS_ENV = "FAE_RECORD_WORKERS"
-RUNS_PER_WORKER = 24
-"""``FAE_RECORD_WORKERS`` starts at most one worker per this many runs (a start and a merge each; docs/scale.md)."""
+RUNS_PER_WORKER = 100
+"""``FAE_RECORD_WORKERS`` starts at most one worker per this many runs: a worker costs ~3.2 CPU-s more (its start,
+its share of the merge), a second core takes ~0.035 CPU-s of a gold run's 0.07 off the critical path (docs/scale.md)."""
 CLOSE_TIMEOUT_S = 60
 """A worker flushes its shard and stops its stack when told to close; one that has not by then is killed."""
 
@@ -41,8 +42,8 @@ def cores() -> int:
 
 def default_workers(runs: int, concurrency: int) -> int:
     """``FAE_RECORD_WORKERS`` (capped by the runs and ``concurrency``), else 1: measured on this project's
-    loaded 2-core machine, two workers recorded the gold suite no faster than one process for 1.79x the
-    CPU seconds (docs/scale.md), so a second stack is something to ask for, not a default."""
+    loaded 2-core machine, two workers recorded the gold suite at 0.89x and 1.07x the runs/s of one process
+    for 1.64x and 1.71x the CPU seconds (docs/scale.md), so a second stack is something to ask for, not a default."""
     value = os.environ.get(WORKERS_ENV)
     if value is None:
         return 1

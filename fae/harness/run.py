@@ -23,6 +23,7 @@ from fae.store import events as ev
 from fae.store.log import RunRow, RunUpdate, blob_hash
 from fae.store.writer import Stamped
 from fae.tasks.scenarios import scenario_faults
+from fae.util.tls import client_tls
 
 CAPTURE_PAGE = 500
 CAPTURE_MAX_PAGES = 200
@@ -332,7 +333,7 @@ async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent,
     )
     outcome = _Outcome()
     try:
-        async with httpx.AsyncClient(timeout=60) as client:
+        async with httpx.AsyncClient(timeout=60, verify=client_tls()) as client:
             try:
                 await _play(stack, client, spec, rendered, agent, paraphrase, started, outcome, settle_s)
             except FaeError as exc:

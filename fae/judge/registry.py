@@ -11,7 +11,8 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from functools import lru_cache
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +68,16 @@ def judge(name: str, **rules: Rule) -> Callable[[Callable[[dict[str, Any]], Judg
 ENTRY_POINT_GROUP = "fae.judges"
 
 
+@lru_cache(maxsize=1)
+def _plugin_points() -> tuple[EntryPoint, ...]:
+    """The installed judge plugins, found once per process: a scan reads every installed package's metadata,
+    and live judging asks for the judges on every run."""
+    return tuple(entry_points(group=ENTRY_POINT_GROUP))
+
+
 def _load_plugins() -> None:
     """Import each installed plugin's judges (entry-point group ``fae.judges``); loading registers them."""
-    for point in entry_points(group=ENTRY_POINT_GROUP):
+    for point in _plugin_points():
         if point.name in _JUDGES:
             continue
         try:

@@ -11,11 +11,9 @@ error result.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 import re
-import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -27,6 +25,7 @@ from starlette.applications import Starlette
 from fae.mcp import fhir_tools
 from fae.mcp.fhir_tools import Result, is_error_result
 from fae.mcp.transports import http_app
+from fae.util.tls import client_tls
 
 RUN_HEADER = "X-Fae-Run"
 ACTOR_HEADER = "X-Fae-Actor"
@@ -67,12 +66,6 @@ def resolve_base(source: BaseSource, headers: Mapping[str, str]) -> str:
     return base
 
 
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    """One TLS context for every call: building one costs ~25 ms, a call's whole budget."""
-    return httpx.create_ssl_context()
-
-
 def _request_headers(ctx: Context) -> Mapping[str, str]:
     """Headers of the HTTP request a tool call came in on; empty over stdio."""
     request = ctx.request_context.request
@@ -105,7 +98,7 @@ def build_fhir_mcp(fhir_base: BaseSource, *, timeout_s: float = DEFAULT_TIMEOUT_
             return tool_result({"error": "FHIR_BASE_UNAVAILABLE", "diagnostics": str(exc)})
         # One client per call: the base may differ per run, and a call is a handful of requests.
         async with httpx.AsyncClient(
-            base_url=base, timeout=timeout_s, verify=_ssl_context()
+            base_url=base, timeout=timeout_s, verify=client_tls()
         ) as client:
             return tool_result(await tool(client, *args))
 

@@ -15,6 +15,7 @@ from mitmproxy.master import Master
 from fae.errors import RecordError
 from fae.proxy.addon import DEFAULT_MAX_BODY_BYTES, ExchangeSink, RecordingAddon
 from fae.proxy.faults import FaultAddon, FaultBook
+from fae.proxy.inflight import InFlightAddon, InFlightBook
 from fae.proxy.routes import Upstream, route_url
 from fae.util.serve import PROXY_IDLE_S
 
@@ -31,6 +32,8 @@ class ProxyHandle:
     upstreams: dict[str, Upstream]
     faults: FaultBook = field(default_factory=FaultBook)
     """Faults armed per run for write-verification scenarios (``fae.proxy.faults``)."""
+    in_flight: InFlightBook = field(default_factory=InFlightBook)
+    """Each run's requests not yet recorded (``fae.proxy.inflight``), which the settle wait waits on."""
 
     @property
     def base_url(self) -> str:
@@ -60,7 +63,9 @@ async def run_proxy(upstreams: dict[str, Upstream], sink: ExchangeSink, *,
     master.addons.add(*[a for a in mitm_addons.default_addons() if type(a).__name__ not in _UNUSED])
     started = _Started()
     book = FaultBook()
-    master.addons.add(RecordingAddon(upstreams, sink, max_body_bytes=max_body_bytes), FaultAddon(book), started)
+    in_flight = InFlightBook()
+    master.addons.add(RecordingAddon(upstreams, sink, max_body_bytes=max_body_bytes), FaultAddon(book),
+                      InFlightAddon(in_flight), started)
     opts.update(
         mode=[f"reverse:http://127.0.0.1:9@{host}:{port}"],
         connection_strategy="lazy",
@@ -85,6 +90,6 @@ async def run_proxy(upstreams: dict[str, Upstream], sink: ExchangeSink, *,
             master.shutdown()
             raise RecordError(f"the recording proxy could not listen on {host}:{port}")
         try:
-            yield ProxyHandle(host=host, port=addresses[0][1], upstreams=upstreams, faults=book)
+            yield ProxyHandle(host=host, port=addresses[0][1], upstreams=upstreams, faults=book, in_flight=in_flight)
         finally:
             master.shutdown()

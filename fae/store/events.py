@@ -26,7 +26,7 @@ class RunStarted(Event, tag="RunStarted", frozen=True):
     prompt: str | None = None
     experiment: str | None = None
     phase: str | None = None
-    settle_s: float | None = None  # the harness waited this long after the agent's last write to read back
+    settle_s: float | None = None  # the read-back waited this long after the last write where a judge reads the gap
 
 
 class SandboxSeeded(Event, tag="SandboxSeeded", frozen=True):

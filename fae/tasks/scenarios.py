@@ -47,11 +47,13 @@ class Registry:
 
 
 def add_scenario_dir(path: str | Path) -> None:
-    """Load scenario files from ``path`` too (``fae record --scenarios-dir``)."""
+    """Load scenario files from ``path`` too (``fae record --scenarios-dir``); a directory already searched is
+    not added again (a worker is handed its driver's whole list, the built-in directory first: loaded twice,
+    every scenario clashed with itself and each lookup re-read and refused every file)."""
     folder = Path(path)
     if not folder.is_dir():
         raise TaskError(f"scenarios directory {folder} does not exist")
-    if folder not in _added:
+    if folder.resolve() not in {known.resolve() for known in scenario_dirs()}:
         _added.append(folder)
 
 

@@ -49,3 +49,17 @@ def test_equal_rules_written_differently_are_one_rule_set_and_bad_values_are_ref
     assert rule_set_hash(one) != rule_set_hash(rule_set("ensure_record", parse_rules(["settle_s=2"])))
     with pytest.raises(JudgeError, match="at least 0"):
         rule_set("ensure_record", {"settle_s": -1})
+
+
+def test_the_installed_packages_are_scanned_for_judge_plugins_once_per_process(monkeypatch):
+    """Live judging asks for the judges on every run, and a scan reads every installed package's metadata (it was
+    a quarter of a gold run's CPU). The scan is wrapped, not replaced: the real entry points are returned."""
+    import fae.judge.registry as registry
+
+    scans = []
+    real = registry.entry_points
+    monkeypatch.setattr(registry, "entry_points", lambda **kw: scans.append(kw) or real(**kw))
+    registry._plugin_points.cache_clear()
+    for _ in range(5):
+        assert "ensure_record" in judges()
+    assert scans == [{"group": "fae.judges"}]

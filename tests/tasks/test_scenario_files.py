@@ -162,3 +162,13 @@ def test_the_built_in_scenarios_are_files():
         scenarios.SCENARIOS)
     assert scenarios.scenario_faults("scenario:fault-changes-create-fixed", 0)[0].set.value == "555-9900"
     assert scenarios.scenario_faults("scripted:gold", 0) == []
+
+
+def test_a_directory_already_searched_is_not_added_again(fresh_registry):
+    """A worker (``--workers``, ``--ray``) is handed its driver's whole list, the built-in directory first:
+    added again, every scenario clashed with itself and live judging's ensure_record and oracle verdicts were
+    ``error`` on every run."""
+    for folder in scenarios.scenario_dirs():
+        scenarios.add_scenario_dir(str(folder))
+    assert scenarios.scenario_dirs() == (scenarios.BUILTIN_DIR,)
+    assert scenarios.is_scenario_task("wv-register-patient")
