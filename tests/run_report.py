@@ -19,3 +19,19 @@ def why_not_finished(log_path: str | Path) -> str:
         return f"every run in {log_path} finished"
     return "\n".join(f"{run_id}: {status} (cause {cause}): {error or ''} | RunFailed: {reason}"
                      for run_id, status, cause, error, reason in rows)
+
+
+def live_against_rejudge(log_path: str | Path) -> tuple[list[tuple], list[tuple]]:
+    """The live verdicts of a log, and those a rejudge in this process gives the same runs: (run, judge, outcome,
+    passed) rows, sorted, for a test that checks a recording elsewhere (a worker, an actor) judged as here does."""
+    from fae import api
+    from fae.store.log import EventLog
+
+    batch = api.rejudge(log_path, workers=1).batch
+    rows = {}
+    with EventLog(log_path, read_only=True) as opened:
+        for name in ("live", batch):
+            _, found = opened.query("SELECT run_id, judge, outcome, passed FROM verdicts WHERE batch = ?"
+                                    " ORDER BY run_id, judge", [name])
+            rows[name] = [tuple(row) for row in found]
+    return rows["live"], rows[batch]

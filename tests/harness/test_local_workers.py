@@ -29,7 +29,7 @@ from fae.harness.suite_runner import render_task
 from fae.store import journal as journal_module
 from fae.store.live import LogReader, live_file
 from fae.store.log import EventLog
-from tests.run_report import why_not_finished
+from tests.run_report import live_against_rejudge, why_not_finished
 
 pytestmark = pytest.mark.timeout(900)  # worker processes start slowly on a loaded 2-core machine
 
@@ -70,6 +70,10 @@ def test_two_workers_record_each_run_once_judged_live_with_the_key_scrubbed(tmp_
                                   " AND payload::VARCHAR LIKE '%the key is%'")
     assert verdicts[0][0] == 6  # judged live in the workers, the verdicts merged with the runs
     assert answers[0][0] == 3 and leaks[0][0] == 0  # each worker's writer knew the configured key
+    # judged in a worker as in this process (a worker once added the scenario folder twice, and every
+    # ensure_record and oracle verdict of a worker's run was an error)
+    live, here = live_against_rejudge(log)
+    assert live == here and not [row for row in live if row[2] == "error"], (live, here)
 
 
 def spec_id_in(listing: str, run_id: str) -> bool:

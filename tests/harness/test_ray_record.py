@@ -20,7 +20,7 @@ from fae.harness.ray_record import shard_dir
 from fae.harness.shards import merge_shards
 from fae.store.live import LogReader
 from fae.store.log import EventLog
-from tests.run_report import why_not_finished
+from tests.run_report import live_against_rejudge, why_not_finished
 
 pytestmark = pytest.mark.timeout(900)  # a cluster of two nodes on a loaded 2-core machine starts slowly
 
@@ -116,6 +116,10 @@ def test_a_killed_actor_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_pa
     with EventLog(log, read_only=True) as opened:
         _, rows = opened.query("SELECT count(DISTINCT run_id) FROM verdicts WHERE batch = 'live'")
     assert rows[0][0] == 8  # each finished run judged live in its shard, the verdicts merged with it
+    finished_ids = {run_id for run_id, _, status in runs if status == "finished"}
+    live, here = (  # judged in an actor as in this process
+        [row for row in rows if row[0] in finished_ids] for rows in live_against_rejudge(log))
+    assert live and live == here and not [row for row in live if row[2] == "error"], (live, here)
 
 
 def test_sigterm_stops_the_driver_and_merges_what_was_recorded(ray_cluster, tmp_path):
