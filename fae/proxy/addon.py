@@ -74,6 +74,7 @@ class _StreamTap:
             chunk = Chunk(offset_ms=(time.monotonic() - self.started) * 1000, data=data)
             self.sink.chunk(self.exchange, len(self.exchange.chunks), chunk)
             self.exchange.chunks.append(Chunk(chunk.offset_ms, b""))  # recorded: the map keeps its bytes
+            self.exchange.chunk_bytes += len(data)
             if self.gathered is not None and not self.gathered.add(data):
                 self.gathered, self.over = None, True
         return data

@@ -36,6 +36,7 @@ class Exchange:
     decode_error: str | None = None
     streamed: bool = False
     chunks: list[Chunk] = field(default_factory=list)
+    chunk_bytes: int = 0  # a stream's bytes recorded so far: past BODY_FILE_BYTES its chunks go to side files
     error: str | None = None
     fault: str | None = None  # what the proxy changed in flight (a scenario's fault), for the log's reader
     duration_ms: float | None = None

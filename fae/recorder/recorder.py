@@ -43,9 +43,11 @@ class Recorder:
         digest = blob_hash(chunk.data)
         event = ChunkReceived(exchange_id=exchange.exchange_id, index=index,
                               offset_ms=chunk.offset_ms, blob=digest, size=len(chunk.data))
+        # past its first MiB a stream's chunks go to side files: DuckDB's ingest of hundreds of chunk blobs
+        # left several times the stream's size resident
         self.writer.submit(events=[Stamped(exchange.run_id, event, actor=exchange.actor,
                                            upstream=exchange.upstream)],
-                           blobs={digest: chunk.data})
+                           blobs={digest: chunk.data}, side_files=exchange.chunk_bytes >= self.writer.body_file_bytes)
         paired = self.sse.chunk(exchange, chunk.data)
         if paired:
             self.writer.submit(events=[Stamped(owner.run_id, called, actor=owner.actor, upstream=owner.upstream)

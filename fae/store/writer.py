@@ -80,12 +80,12 @@ class LogWriter:
             ))
         return rows
 
-    def _side_files(self, blobs: Mapping[str, bodies.Body]) -> tuple[dict[str, bytes], dict[str, int]]:
-        """(small bodies for the journal, large bodies written to side files: hash → length)."""
+    def _side_files(self, blobs: Mapping[str, bodies.Body], every: bool) -> tuple[dict[str, bytes], dict[str, int]]:
+        """(small bodies for the journal, large bodies — or ``every`` body — written to side files: hash → length)."""
         small: dict[str, bytes] = {}
         external: dict[str, int] = {}
         for digest, body in blobs.items():
-            if len(body) < self.body_file_bytes:
+            if len(body) < self.body_file_bytes and not (every and body):
                 small[digest] = body.joined() if isinstance(body, bodies.Pieces) else body
                 continue
             stored, size = bodies.write_body(self.log.path, body, self.secrets, fsync=self.journal.fsync)
@@ -96,16 +96,16 @@ class LogWriter:
 
     def submit(self, *, events: Iterable[Stamped] = (), blobs: Mapping[str, bodies.Body] | None = None,
                runs: Iterable[RunRow] = (), updates: Iterable[RunUpdate] = (),
-               verdicts: Iterable[VerdictRow] = ()) -> list[int]:
-        """Make rows durable in the journal now (large bodies in side files first); DuckDB gets them at the
-        next flush. Returns the seqs."""
+               verdicts: Iterable[VerdictRow] = (), side_files: bool = False) -> list[int]:
+        """Make rows durable in the journal now (large bodies, or with ``side_files`` every body, in side files
+        first); DuckDB gets them at the next flush. Returns the seqs."""
         if self._failed is not None:
             raise self._failed
         if self._closing:
             raise StoreError("the log writer is closed")
         seqs_before = dict(self._seqs)
         try:
-            small, external = self._side_files(blobs or {})
+            small, external = self._side_files(blobs or {}, side_files)
         except StoreError as exc:
             self._failed = exc
             raise
