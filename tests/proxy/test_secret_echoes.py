@@ -24,6 +24,7 @@ import duckdb
 import httpx
 import pytest
 import uvicorn
+import zstandard
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -31,6 +32,7 @@ from starlette.routing import Route
 from typer.testing import CliRunner
 
 from fae.cli.main import app
+from fae.proxy.exchange import Chunk, Exchange
 from fae.proxy.routes import Upstream
 from fae.proxy.server import run_proxy
 from fae.recorder.recorder import Recorder
@@ -318,3 +320,30 @@ def test_the_configured_api_key_echoed_in_an_llm_error_reaches_neither_log_nor_o
     places.update({f"output {i}": text.encode() for i, text in enumerate(outputs)})
     leaks = [place for place, data in places.items() if CONFIGURED_KEY.encode() in data]
     assert not leaks, leaks
+
+
+def test_a_long_streams_chunks_in_side_files_hold_no_secret(tmp_path):
+    """Past a stream's first MiB its chunks go to side files: scrubbed as the journal is, and read back whole."""
+    log = EventLog(tmp_path / "s.duckdb")
+    writer = LogWriter(log)  # no flusher: the journal is applied when the log is opened again
+    recorder = Recorder(writer)  # the writer scrubs what the recorder's redactor knows
+    writer.secrets.add(BEARER)
+    exchange = Exchange(exchange_id="e1", run_id="r1", actor="agent", upstream="llm", kind="llm", method="POST",
+                        url="http://u/v1/chat/completions", path="/v1/chat/completions", request_headers=[],
+                        request_body=None, started_at=time.time(), started_mono_ns=time.monotonic_ns())
+    pieces = [f"data: {index} the key is {BEARER}\n\n".encode() + b"x" * 300_000 for index in range(6)]
+    for index, piece in enumerate(pieces, start=1):  # index 0 would learn the request's secrets: none here
+        recorder.chunk(exchange, index, Chunk(offset_ms=index, data=piece))
+        exchange.chunk_bytes += len(piece)
+    writer.journal.close()
+    log.close()
+    with EventLog(tmp_path / "s.duckdb") as reopened:  # the journal is applied on open
+        _, rows = reopened.query(
+            "SELECT c.payload->>'$.blob', b.external FROM events c JOIN blobs b ON b.hash = c.payload->>'$.blob'"
+            " WHERE c.kind = 'ChunkReceived' ORDER BY (c.payload->>'$.index')::INTEGER")
+        read = [reopened.blob(digest) for digest, _ in rows]
+    assert [outside for _, outside in rows] == [False] * 4 + [True] * 2, rows  # 4 x 300 KB pass the first MiB
+    assert read == [piece.replace(BEARER.encode(), b"[redacted]") for piece in pieces]
+    side_files = list((tmp_path / "s.duckdb.bodies").rglob("*.zst"))
+    unpacked = [zstandard.ZstdDecompressor().stream_reader(p.read_bytes()).read() for p in side_files]
+    assert len(unpacked) == 2 and all(b"[redacted]" in u and BEARER.encode() not in u for u in unpacked)
