@@ -10,7 +10,7 @@ interleaved request by request so machine noise hits both alike; then the rate
 at which the single writer ingests events; then, at each body size limit, the
 peak RSS growth of a recording proxy (a process of its own) keeping each kind
 of body one byte under the limit (opaque, FHIR JSON each way, an LLM's long
-history and long answer, chunked, gzip), over its warmed-up size.
+history, long answer and long streamed answer, chunked, gzip), over its warmed-up size.
 """
 
 from __future__ import annotations

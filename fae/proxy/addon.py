@@ -13,8 +13,10 @@ never gets a body that is not in the log (if recording fails it gets the
 headers and a cut connection). A gzip, deflate, br or zstd response is
 decoded, for the log, into a map of its own, bounded by the limit
 (``fae.proxy.decode``): one that would decode past it is kept encoded only,
-with a ``decode_error`` saying so. After a large body the heap is trimmed
-before the next request (after one mitmproxy buffered, such as a refused one,
+with a ``decode_error`` saying so. A large chunked request (no Content-Length)
+stays buffered by mitmproxy, so it can still be refused with 413, and goes on
+with its length: framed as chunks again it would be copied whole. After a
+large body the heap is trimmed before the next request (after one mitmproxy buffered, such as a refused one,
 collected first): freed, it would stay resident and count against the next.
 """
 
@@ -182,6 +184,11 @@ class RecordingAddon:
         else:
             body = flow.request.raw_content
         flow.metadata[EXCHANGE_KEY] = self._exchange(flow, route, body)
+        chunked = flow.request.headers.get("transfer-encoding", "").strip().lower() == "chunked"
+        if chunked and isinstance(body, bytes) and len(body) >= self.stream_bytes and not flow.request.trailers:
+            # a chunked body mitmproxy buffered goes on with its length: framed as chunks it would be copied whole
+            flow.request.headers.pop("transfer-encoding", None)
+            flow.request.headers["content-length"] = str(len(body))
 
     def _exchange(self, flow: http.HTTPFlow, route: Route, body: bodies.Body | None) -> Exchange:
         headers = [(k, v) for k, v in flow.request.headers.items(multi=True)
