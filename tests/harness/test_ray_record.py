@@ -59,11 +59,16 @@ def _finished_in_a_shard(shards: Path) -> bool:
     return False
 
 
+REPEATS = 3
+"""Each variation's runs, in the driver tests: the suite must outlast the wait for its first finished run, however
+fast a run is (one of this task takes ~0.2 s; the stop or kill must find runs still to do)."""
+
+
 def _driver_with_a_finished_run(ray_cluster, log: Path, variations: str) -> tuple[subprocess.Popen, Path]:
     """`fae record --ray` as a process of its own, once one of its actors has finished a run; and its shards."""
     address = ray_cluster.get_runtime_context().gcs_address
     command = [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", TASK, "--variations",
-               variations, "--ray", address, "--ray-actors", "2", "--concurrency", "1"]
+               variations, "--repeats", str(REPEATS), "--ray", address, "--ray-actors", "2", "--concurrency", "1"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 600  # ends when a run finished; the bound is for a stalled machine
     shards = shard_dir(log)
@@ -131,7 +136,7 @@ def test_sigterm_stops_the_driver_and_merges_what_was_recorded(ray_cluster, tmp_
     assert not shards.exists(), output[-3000:]
     stopped = _runs(log)
     assert stopped and {status for _, _, status in stopped} <= {"finished", "interrupted"}, stopped
-    assert Counter(status for _, _, status in stopped)["finished"] < 12, "the stop came after the suite ended"
+    assert Counter(status for _, _, status in stopped)["finished"] < 12 * REPEATS, "the stop came after the suite ended"
     with EventLog(log, read_only=True) as opened:  # a run in flight was cancelled by the signal, not lost
         _, rows = opened.query("SELECT count(*) FROM runs WHERE status = 'interrupted' AND cause = 'signal'")
     assert rows[0][0] == Counter(status for _, _, status in stopped)["interrupted"]
@@ -160,12 +165,13 @@ def test_a_killed_driver_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_p
     proc.communicate(timeout=60)
     assert sorted(p.name for p in shards.glob("actor-*.duckdb")), "the killed driver left no shard"
 
-    again = api.record(log, [TASK], variations=range(8), ray=address, ray_actors=2, concurrency=2, resume=True)
+    again = api.record(log, [TASK], variations=range(8), repeats=REPEATS, ray=address, ray_actors=2, concurrency=2,
+                       resume=True)
     assert again.skipped >= 1, again  # a run finished before the kill counts as done
     assert not shards.exists()
     runs = _runs(log)
     finished = Counter(variation for _, variation, status in runs if status == "finished")
-    assert finished == dict.fromkeys(range(8), 1), why_not_finished(log)
+    assert finished == dict.fromkeys(range(8), REPEATS), why_not_finished(log)
     assert {status for _, _, status in runs} <= {"finished", "interrupted"}, runs
     assert len({run_id for run_id, _, _ in runs}) == len(runs)
 
