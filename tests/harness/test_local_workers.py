@@ -109,16 +109,29 @@ def test_a_killed_worker_loses_no_run_and_resume_doubles_none(tmp_path):
     assert len({run_id for run_id, *_ in runs}) == len(runs)
 
 
+REPEATS = 4
+"""Each variation's runs in the stop tests: the suite must still be running when the stop comes."""
+
+
 def test_a_stop_request_interrupts_the_runs_in_flight_and_merges(tmp_path):
     log = tmp_path / "stopped.duckdb"
     stop = StopRequest()
-    result = api.record(log, [TASK], variations=range(8), workers=2, concurrency=4, stop=stop,
-                        on_progress=lambda spec, status: stop.request(int(signal.SIGTERM)))
+    done: list[str] = []
+
+    def stop_mid_suite(spec, status):
+        # not at the first run back: the first runs start together and end together (a run takes ~0.2 s), so
+        # the others could all be back before the stop reaches them; by the sixth the slots are out of step
+        done.append(status)
+        if len(done) == 6:
+            stop.request(int(signal.SIGTERM))
+
+    result = api.record(log, [TASK], variations=range(12), repeats=REPEATS, workers=2, concurrency=4, stop=stop,
+                        on_progress=stop_mid_suite)
     assert result.stopped is stop and stop.exit_code == 143
     assert not shard_dir(log).exists()
     runs = _runs(log)
     statuses = Counter(status for *_, status, _ in runs)
-    assert set(statuses) <= {"finished", "interrupted"} and statuses["finished"] < 8, runs
+    assert set(statuses) <= {"finished", "interrupted"} and statuses["finished"] < 12 * REPEATS, runs
     assert statuses["interrupted"] >= 1, runs  # the other worker had a run in flight when the stop came
     with EventLog(log, read_only=True) as opened:
         _, rows = opened.query("SELECT count(*) FROM runs WHERE status = 'interrupted' AND cause = 'signal'"
@@ -135,9 +148,6 @@ def _finished_in_a_shard(log: Path) -> bool:
         except Exception:  # not opened yet, or its live endpoint not up yet
             continue
     return False
-
-
-REPEATS = 4
 
 
 def test_a_terminals_ctrl_c_stops_the_driver_and_the_workers_store_their_runs_interrupted(tmp_path):
