@@ -31,7 +31,7 @@ from mitmproxy import http
 from mitmproxy.net import encoding as mitm_encoding
 
 from fae.proxy.decode import decode_bounded, decodes_bounded
-from fae.proxy.exchange import Chunk, Exchange
+from fae.proxy.exchange import DEFAULT_MAX_BODY_BYTES, Chunk, Exchange
 from fae.proxy.gather import Gathered
 from fae.proxy.routes import Route, RouteError, Upstream, parse_route
 from fae.store import bodies
@@ -41,7 +41,6 @@ from fae.util.trim import trim_heap
 ROUTE_KEY = "fae_route"
 _ADDED_HEADERS = ("x-fae-run", "x-fae-actor", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-prefix")
 EXCHANGE_KEY = "fae_exchange"
-DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 _TOO_LARGE = "body exceeds mitmproxy's body_size_limit"
 
 
@@ -77,7 +76,7 @@ class _StreamTap:
             self.sink.chunk(self.exchange, len(self.exchange.chunks), chunk)
             self.exchange.chunks.append(Chunk(chunk.offset_ms, b""))  # recorded: the map keeps its bytes
             self.exchange.chunk_bytes += len(data)
-            if self.gathered is not None and not self.gathered.add(data):
+            if self.gathered is not None and (self.exchange.body_dropped or not self.gathered.add(data)):
                 self.gathered, self.over = None, True
         return data
 
@@ -206,6 +205,7 @@ class RecordingAddon:
             request_body=body,
             started_at=flow.request.timestamp_start or time.time(),
             started_mono_ns=time.monotonic_ns(),
+            body_limit=self.max_body_bytes,
         )
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
@@ -267,7 +267,9 @@ class RecordingAddon:
             tap = response.stream
             assert isinstance(tap, _StreamTap)
             exchange.response_body = tap.body(self.stream_bytes)
-            if tap.over:
+            if tap.over and exchange.body_dropped:
+                exchange.error = exchange.body_dropped
+            elif tap.over:
                 exchange.error = (f"streamed response body is over the proxy's {self.max_body_bytes} byte limit "
                                   f"(--max-body-mib): its chunks are recorded, the whole body is not")
         else:

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from fae.store.bodies import Body
 
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+
 
 @dataclass(slots=True)
 class Chunk:
@@ -41,3 +43,5 @@ class Exchange:
     fault: str | None = None  # what the proxy changed in flight (a scenario's fault), for the log's reader
     duration_ms: float | None = None
     ended_mono_ns: int | None = None
+    body_limit: int = DEFAULT_MAX_BODY_BYTES  # the proxy's limit, which also bounds what the recorder buffers
+    body_dropped: str | None = None  # set by the recorder: why a stream's whole body need not be kept

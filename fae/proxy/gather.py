@@ -22,7 +22,7 @@ class Gathered:
         self.size = 0
         self._map = mmap.mmap(-1, max(capacity, 1))
 
-    def add(self, data: bytes | memoryview) -> bool:
+    def add(self, data: bytes | bytearray | memoryview) -> bool:
         """Append ``data``; False (and nothing appended) if it would pass the capacity."""
         end = self.size + len(data)
         if end > self.capacity:

@@ -40,7 +40,7 @@ def _small_members(node: Any) -> Any:
     return {key: value(member) for key, member in found.items() if len(memoryview(member)) < _SMALL}
 
 
-def _large_calls(body: Body) -> list[dict[str, Any]]:
+def large_calls(body: Body) -> list[dict[str, Any]]:
     """A large request's ``tools/call`` messages, their arguments outlined."""
     calls = []
     for node in _nodes(body):
@@ -54,9 +54,14 @@ def _large_calls(body: Body) -> list[dict[str, Any]]:
     return calls
 
 
+def outline_reply(node: Any) -> Any:
+    """A large JSON-RPC message with only what pairing a reply needs decoded: its id, error and ``isError``."""
+    return _outline(node, {"id": (), "error": (), "result": ("isError",)})
+
+
 def _messages(body: Body | None, content_type: str, large: bool = False) -> list[Any]:
     if large and not ("text/event-stream" in content_type or _sse_start(body)):  # an SSE body is read whole
-        return [_outline(node, {"id": (), "error": (), "result": ("isError",)}) for node in _nodes(body)]
+        return [outline_reply(node) for node in _nodes(body)]
     if "text/event-stream" in content_type or _sse_start(body):
         found: list[Any] = []
         for item in sse_values(body):
@@ -136,7 +141,7 @@ def mcp_events(exchange_id: str, request_body: Body | None, response_body: Body 
     large one's content out (a request's long arguments, a reply's result)."""
     large_request = bodies is not None and len(request_body or b"") >= BODY_FILE_BYTES
     large_response = bodies is not None and len(response_body or b"") >= BODY_FILE_BYTES
-    calls = _large_calls(request_body) if large_request and request_body else tool_calls(request_body)
+    calls = large_calls(request_body) if large_request and request_body else tool_calls(request_body)
     if not calls:
         return []
     replies = {m.get("id"): m for m in _messages(response_body, content_type, large_response) if is_reply(m)}

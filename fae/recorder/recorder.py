@@ -8,7 +8,7 @@ from fae.proxy.exchange import Chunk, Exchange
 from fae.recorder.convert import exchange_events
 from fae.recorder.mcp_sse import SsePairing
 from fae.recorder.redact import Redactor
-from fae.store.events import ChunkReceived
+from fae.store.events import ChunkReceived, HttpExchanged
 from fae.store.log import blob_hash
 from fae.store.writer import LogWriter, Stamped
 
@@ -33,9 +33,11 @@ class Recorder:
         mono = exchange.ended_mono_ns or exchange.started_mono_ns
         stamped = [Stamped(exchange.run_id, event, actor=exchange.actor, upstream=exchange.upstream,
                            wall_time=wall, mono_ns=mono) for event in events]
+        http = events[0]
+        paired = self.sse.finished(exchange, http.request_blob if isinstance(http, HttpExchanged) else None)
         stamped += [Stamped(owner.run_id, event, actor=owner.actor, upstream=owner.upstream, wall_time=wall,
-                            mono_ns=mono) for owner, event in self.sse.finished(exchange)]
-        self.writer.submit(events=stamped, blobs=blobs)
+                            mono_ns=mono) for owner, event in paired.paired]
+        self.writer.submit(events=stamped, blobs={**blobs, **paired.blobs})
 
     def chunk(self, exchange: Exchange, index: int, chunk: Chunk) -> None:
         if index == 0:
@@ -48,7 +50,7 @@ class Recorder:
         self.writer.submit(events=[Stamped(exchange.run_id, event, actor=exchange.actor,
                                            upstream=exchange.upstream)],
                            blobs={digest: chunk.data}, side_files=exchange.chunk_bytes >= self.writer.body_file_bytes)
-        paired = self.sse.chunk(exchange, chunk.data)
-        if paired:
+        found = self.sse.chunk(exchange, chunk.data)
+        if found.paired or found.blobs:  # a large reply's body is stored at once, paired or not
             self.writer.submit(events=[Stamped(owner.run_id, called, actor=owner.actor, upstream=owner.upstream)
-                                       for owner, called in paired])
+                                       for owner, called in found.paired], blobs=found.blobs)

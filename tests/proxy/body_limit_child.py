@@ -13,7 +13,9 @@ only the proxy and the recorder hold a whole body: ``GET /bytes/N`` (N opaque
 bytes), ``GET /Patient?size=N`` (a searchset Bundle of N bytes; ``&gzip=1``:
 gzip-encoded), ``POST .../chat/completions?size=N`` (a completion of N bytes; ``&stream=1``: about
 N bytes of server-sent events, with no Content-Length),
-``POST /mcp?size=N`` (a ``tools/call`` reply of N bytes), ``GET /bomb/ENCODING?file=PATH``
+``POST /mcp?size=N`` (a ``tools/call`` reply of N bytes), ``GET /sse`` with
+``POST /messages/?session_id=S&size=N`` (legacy MCP over SSE: that reply on the stream),
+``GET /bomb/ENCODING?file=PATH``
 (that file, a decompression bomb, sent with that content-encoding). It is served as four
 upstreams: ``api`` (opaque), ``fhir``, ``llm`` and ``mcp``.
 With ``--embedded-fhir`` the embedded FHIR server runs in a process of its
@@ -24,8 +26,10 @@ counted as the proxy's.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
+import uuid
 import zlib
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -66,12 +70,20 @@ async def draining_upstream(scope, receive, send) -> None:
     if scope["path"] == "/Patient" and scope["method"] == "GET":
         await _bundle_reply(int(query["size"]), bool(query.get("gzip")), send)
         return
+    if scope["path"] == "/sse":
+        await _legacy_sse_stream(send)
+        return
     size = 0
     while True:
         message = await receive()
         size += len(message.get("body", b""))
         if not message.get("more_body"):
             break
+    if scope["path"] == "/messages/":  # legacy MCP over SSE: accepted here, answered on the session's stream
+        _SESSIONS[query["session_id"]].put_nowait(int(query.get("size", "300")))
+        await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"8")]})
+        await send({"type": "http.response.body", "body": b"Accepted"})
+        return
     if scope["path"].endswith("/mcp"):
         reply_size = int(query.get("size", "300"))
         await _send_pieces(tool_result_pieces(reply_size), send, reply_size)
@@ -93,6 +105,25 @@ async def draining_upstream(scope, receive, send) -> None:
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
+
+
+_SESSIONS: dict[str, asyncio.Queue[int]] = {}
+
+
+async def _legacy_sse_stream(send) -> None:
+    """A legacy MCP SSE session: its endpoint event, then the reply to the one call POSTed to it (a ``tools/call``
+    reply of the size that POST asked for, as one event sent a MiB at a time), then the stream ends."""
+    session = uuid.uuid4().hex
+    queue = _SESSIONS[session] = asyncio.Queue()
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+    await send({"type": "http.response.body", "more_body": True,
+                "body": f"event: endpoint\r\ndata: /messages/?session_id={session}\r\n\r\n".encode()})
+    size = await queue.get()
+    del _SESSIONS[session]
+    await send({"type": "http.response.body", "body": b"event: message\r\ndata: ", "more_body": True})
+    for piece in tool_result_pieces(size):
+        await send({"type": "http.response.body", "body": piece, "more_body": True})
+    await send({"type": "http.response.body", "body": b"\r\n\r\n", "more_body": False})
 
 
 def _status_kib(field: str, pid: int | None = None) -> int:

@@ -88,6 +88,7 @@ class ProxyChild:
                 self.sent("POST", rest, content)
             for rest in ("api/bytes/65536", "fhir/Patient?size=65536", "fhir/Patient?size=65536&gzip=1"):
                 self.sent("GET", rest)
+            self.legacy_sse(65536)
         assert self.ask("flush") == "flushed"
         self.baseline = self.rss()[1]  # resident now: start-up's own peak is no cushion
         return self
@@ -125,6 +126,19 @@ class ProxyChild:
         upstream = peak[2] - start[3] if len(peak) > 2 else None
         return Growth(peak[0] - self.baseline, peak[0] - start[1], upstream)
 
+    def legacy_sse(self, size: int) -> int:
+        """A legacy MCP SSE session: open its stream, POST a call to its endpoint, read the reply of ``size``
+        bytes to the stream's end; the bytes read."""
+        with httpx.stream("GET", self.base + "mcp/sse", timeout=300) as stream:
+            chunks = stream.iter_raw()
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += next(chunks)
+            endpoint = head.split(b"data: ", 1)[1].split(b"\r\n", 1)[0].decode()
+            posted = httpx.post(f"{self.base}mcp{endpoint}&size={size}", content=tool_call(), timeout=300)
+            assert posted.status_code == 202, (posted.status_code, posted.text[:300])
+            return len(head) + sum(len(chunk) for chunk in chunks)
+
     def _chunks(self) -> Iterator[bytes]:  # no content-length: httpx sends it chunked, a MiB at a time
         for start in range(0, self.limit - 1, 1 << 20):
             yield self.opaque[start:start + (1 << 20)]
@@ -155,6 +169,7 @@ class ProxyChild:
             "LLM response": lambda: self.sent("POST", f"llm/v1/chat/completions?size={size}", b'{"model":"m"}'),
             "MCP request": lambda: self.sent("POST", "mcp/mcp", tool_call(size)),
             "MCP response": lambda: self.sent("POST", f"mcp/mcp?size={size}", tool_call()),
+            "legacy-SSE MCP reply": lambda: self.legacy_sse(size),
             "chunked request": lambda: self.sent("POST", "api/chunked", self._chunks()),
             "gzip response": lambda: kept("gzip", self.sent("GET", f"fhir/Patient?size={size}&gzip=1")),
             "refused 4x chunked request": self._refuse,

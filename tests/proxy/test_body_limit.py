@@ -14,6 +14,7 @@ from fae.cli.main import app
 from fae.harness.suite_runner import plan_suite, record_suite
 from fae.proxy.routes import Upstream
 from fae.proxy.server import run_proxy
+from fae.recorder.mcp_sse import STREAM_LET_GO
 from fae.recorder.recorder import Recorder
 from fae.store.bodies import BODY_FILE_BYTES
 from fae.store.log import EventLog
@@ -21,7 +22,7 @@ from fae.store.writer import open_writer
 from fae.util.serve import serve_asgi
 from tests.proxy.body_limit_child import draining_upstream
 from tests.proxy.body_memory import ProxyChild
-from tests.proxy.shaped_bodies import bundle_entries, bundle_pieces
+from tests.proxy.shaped_bodies import bundle_entries, bundle_pieces, tool_result_pieces
 from tests.upstream import BIG, create_upstream
 
 LIMIT = 64 * 1024
@@ -152,7 +153,8 @@ def _events(path: Path, kind: str, field: str) -> dict[str, object]:
 
 
 PROCESSES = (("opaque request", "opaque response", "refused 4x chunked request", "LLM request", "LLM response",
-              "MCP request", "MCP response", "FHIR JSON request", "LLM streamed response"), ("FHIR JSON response",),
+              "MCP request", "MCP response", "legacy-SSE MCP reply", "FHIR JSON request",
+              "LLM streamed response"), ("FHIR JSON response",),
              ("gzip response",))
 """The cases the test holds to 2x, each group in a fresh proxy process. One after another in one process, what
 a case leaves resident counts against the next: a refused body's buffer (mitmproxy's, let go only when the
@@ -204,6 +206,21 @@ def test_peak_memory_of_kept_and_refused_bodies_stays_under_twice_the_limit(tmp_
     assert _events(log, "LlmCalled", "finish_reason")[f"/v1/chat/completions?size={limit - 1}"] == "stop"
     assert _events(log, "ToolCalled", "arguments")["/mcp"] == {"id": "n1"}  # the long note is in the body
     assert _events(log, "ToolCalled", "is_error")[f"/mcp?size={limit - 1}"] is False
+    _the_legacy_sse_reply_is_stored_whole(log, limit)
+
+
+def _the_legacy_sse_reply_is_stored_whole(log: Path, limit: int) -> None:
+    """The long reply on a legacy-SSE stream is a body of its own, which its ToolCalled names; the stream says
+    why its whole body is not kept (its chunks are)."""
+    blobs = {path: blob for path, blob in _events(log, "ToolCalled", "response_blob").items()
+             if path.startswith("/messages/") and path.endswith(f"&size={limit - 1}")}
+    assert len(blobs) == 1 and all(blobs.values()), blobs
+    assert not any(_events(log, "ToolCalled", "result")[path] for path in blobs)  # left out of the event
+    with EventLog(log, read_only=True) as opened:
+        assert opened.blob(next(iter(blobs.values()))) == b"".join(tool_result_pieces(limit - 1))
+        _, streams = opened.query("SELECT payload->>'$.error' FROM events WHERE kind = 'HttpExchanged'"
+                                  " AND payload->>'$.path' = '/sse'")
+    assert STREAM_LET_GO in [error for (error,) in streams], streams
 
 
 def _every_chunk_is_read_back(log: Path, streamed: bytes, limit: int) -> None:
@@ -211,16 +228,23 @@ def _every_chunk_is_read_back(log: Path, streamed: bytes, limit: int) -> None:
     with EventLog(log, read_only=True) as opened:
         _, chunks = opened.query(
             "SELECT c.payload->>'$.blob', b.external FROM events c JOIN blobs b ON b.hash = c.payload->>'$.blob'"
-            " WHERE c.kind = 'ChunkReceived' ORDER BY (c.payload->>'$.index')::INTEGER")
+            " JOIN events h ON h.kind = 'HttpExchanged' AND h.payload->>'$.exchange_id' = c.payload->>'$.exchange_id'"
+            f" WHERE c.kind = 'ChunkReceived' AND h.payload->>'$.path' LIKE '%size={limit - 1}&stream=1'"
+            " ORDER BY (c.payload->>'$.index')::INTEGER")
         read = [opened.blob(digest) for digest, _ in chunks]
+        _, others = opened.query(  # what another stream stored: the same bytes (a short event) are stored once
+            "SELECT c.payload->>'$.blob' FROM events c JOIN events h ON h.kind = 'HttpExchanged'"
+            " AND h.payload->>'$.exchange_id' = c.payload->>'$.exchange_id' WHERE c.kind = 'ChunkReceived'"
+            f" AND h.payload->>'$.path' NOT LIKE '%size={limit - 1}&stream=1'")
+    elsewhere = {digest for (digest,) in others}
     assert b"".join(read) == streamed and len(streamed) > limit // 2
     before, inside = 0, set()
     for (digest, outside), data in zip(chunks, read, strict=True):  # the first MiB stays in DuckDB, as a short one
         if before < BODY_FILE_BYTES:
-            assert not outside, (digest, before)
+            assert not outside or digest in elsewhere, (digest, before)
             inside.add(digest)
         else:  # the same bytes as a chunk of the first MiB are stored once, in DuckDB
-            assert outside or digest in inside, (digest, before)
+            assert outside or digest in inside or digest in elsewhere, (digest, before)
         before += len(data)
     assert sum(outside for _, outside in chunks) > len(chunks) // 2, "the long stream's chunks went into DuckDB"
 
