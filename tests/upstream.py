@@ -35,6 +35,16 @@ async def big(request: Request) -> Response:
     return Response(BIG, media_type="application/octet-stream")
 
 
+async def big_chunked(request: Request) -> StreamingResponse:
+    """BIG with no Content-Length (chunked), as servers send what they make as they go; ``?size=N``: N bytes."""
+    size = int(request.query_params.get("size", len(BIG)))
+
+    async def pieces():
+        for start in range(0, size, 64 * 1024):
+            yield BIG[start % len(BIG):][:min(64 * 1024, size - start)]
+    return StreamingResponse(pieces(), media_type="application/octet-stream")
+
+
 async def sse(request: Request) -> StreamingResponse:
     async def events():
         for i in range(5):
@@ -62,6 +72,7 @@ def create_upstream() -> Starlette:
     app = Starlette(routes=[
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/gzip", gzipped), Route("/mislabelled", mislabelled), Route("/big", big),
+        Route("/big-chunked", big_chunked),
         Route("/sse", sse), Route("/error-page", error_page),
         Route("/{path:path}", echo, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
     ])

@@ -10,7 +10,13 @@ is streamed instead of buffered, and gathered into one memory map as it comes
 copy, holding it twice. A request's pieces pass on as they come; a response's
 are held until the exchange is recorded and then released, so a client still
 never gets a body that is not in the log (if recording fails it gets the
-headers and a cut connection). A gzip, deflate, br or zstd response is
+headers and a cut connection). A response with no Content-Length (chunked)
+is held the same way in a map of the limit's size: past the limit the rest
+is dropped, the exchange recorded with the reason and the client cut off (its
+status and headers have gone; mitmproxy answered 502 only because it held
+the pieces and their joined copy, twice the body). Handed on chunked, each
+slice is copied for its chunk's framing, so the map's pages for it are given
+back as the copy is made. A gzip, deflate, br or zstd response is
 decoded, for the log, into a map of its own, bounded by the limit
 (``fae.proxy.decode``): one that would decode past it is kept encoded only,
 with a ``decode_error`` saying so. A large chunked request (no Content-Length)
@@ -25,6 +31,7 @@ from __future__ import annotations
 import gc
 import time
 import uuid
+from collections.abc import Iterable
 from typing import Protocol
 
 from mitmproxy import http
@@ -35,7 +42,6 @@ from fae.proxy.exchange import DEFAULT_MAX_BODY_BYTES, Chunk, Exchange
 from fae.proxy.gather import Gathered
 from fae.proxy.routes import Route, RouteError, Upstream, parse_route
 from fae.store import bodies
-from fae.store.bodies import Pieces
 from fae.util.trim import trim_heap
 
 ROUTE_KEY = "fae_route"
@@ -102,25 +108,47 @@ class _Passing:
 
 
 class _Held:
-    """A large response body: gathered and held until the exchange is recorded, then let through."""
+    """A large response body, or one whose size is not declared (chunked): gathered and held until the exchange
+    is recorded, then let through. Undeclared, it is bounded by the limit: past it the rest is dropped, the
+    exchange recorded with the reason, and the client's connection cut (its status and headers had gone)."""
 
-    def __init__(self, addon: RecordingAddon, flow: http.HTTPFlow, exchange: Exchange, capacity: int):
+    def __init__(self, addon: RecordingAddon, flow: http.HTTPFlow, exchange: Exchange, capacity: int,
+                 declared: bool = True):
         self.addon = addon
         self.flow = flow
         self.exchange = exchange
+        self.declared = declared
         self.gathered: Gathered | None = Gathered(capacity)
+        self.done = False
 
-    def __call__(self, data: bytes) -> list[bytes]:
-        if self.gathered is None:  # nothing comes after the end
+    def __call__(self, data: bytes) -> Iterable[bytes]:
+        if self.done:  # nothing comes after the end
             return [data] if data else []
         if data:
-            if not self.gathered.add(data):
-                raise ValueError("a response body grew past its Content-Length")  # h11 never lets it
+            if self.gathered is not None and not self.gathered.add(data):
+                if self.declared:
+                    raise ValueError("a response body grew past its Content-Length")  # h11 never lets it
+                self.gathered = None  # over the limit: dropped, and refused at the end
             return []
-        body = self.gathered.body()  # the end of the body
-        self.gathered = None  # the flow outlives the body: only the slices on their way to the client hold it
-        recorded = self.addon._record_held(self.flow, self.exchange, body)
-        return list(bodies.body_slices(body)) if recorded else []  # type: ignore[arg-type]
+        self.done = True
+        gathered, self.gathered = self.gathered, None  # the flow outlives the body: only the slices hold it
+        if gathered is None:
+            self.addon._refuse_held(self.flow, self.exchange)
+            return []
+        pieces = gathered.body()  # the end of the body; a short chunked one is kept as buffered ones are
+        body: bodies.Body = pieces if len(pieces) >= self.addon.stream_bytes else pieces.joined()
+        if not self.addon._record_held(self.flow, self.exchange, body):
+            return []
+        if isinstance(body, bytes):
+            return [body]
+        if _chunked(self.flow.response):  # each slice is framed as a chunk, a copy: the map goes as they are made
+            del body, pieces
+            return gathered.copies()
+        return list(bodies.body_slices(body))  # type: ignore[arg-type]
+
+
+def _chunked(message: http.Message | None) -> bool:
+    return message is not None and "chunked" in message.headers.get("transfer-encoding", "").lower()
 
 
 def _declared_size(headers: http.Headers) -> int | None:
@@ -219,10 +247,25 @@ class RecordingAddon:
             return
         declared = _declared_size(flow.response.headers)
         encoding = flow.response.headers.get("content-encoding", "")
-        if declared is not None and declared >= self.stream_bytes and (not encoding or decodes_bounded(encoding)):
+        bounded = not encoding or decodes_bounded(encoding)
+        if declared is not None and declared >= self.stream_bytes and bounded:
             flow.response.stream = _Held(self, flow, exchange, declared)
+        elif declared is None and bounded:  # chunked: mitmproxy would join its pieces, holding it twice
+            flow.response.stream = _Held(self, flow, exchange, self.max_body_bytes, declared=False)
 
-    def _record_held(self, flow: http.HTTPFlow, exchange: Exchange, body: Pieces) -> bool:
+    def _refuse_held(self, flow: http.HTTPFlow, exchange: Exchange) -> None:
+        """Record a held response whose body passed the limit, then cut the client off: its status and headers
+        went before the body, so a 502 can no longer be sent, and an empty body must not look complete."""
+        assert flow.response is not None
+        exchange.status = flow.response.status_code
+        exchange.response_headers = list(flow.response.headers.items(multi=True))
+        exchange.error = (f"response body is over the proxy's {self.max_body_bytes} byte limit (--max-body-mib); "
+                          f"the client got its status and headers, then its connection was cut")
+        self._trim_due = True
+        if self._finish(flow, exchange, replace_response=False) and flow.killable:
+            flow.kill()
+
+    def _record_held(self, flow: http.HTTPFlow, exchange: Exchange, body: bodies.Body) -> bool:
         """Record an exchange whose large response body is held; True if the body may now pass."""
         assert flow.response is not None
         exchange.status = flow.response.status_code

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 BODY_FILE_BYTES = 1 << 20
 """Bodies at least this long are kept in side files (and streamed through the proxy, never joined)."""
-_SLICE = 1 << 20
+SLICE = 1 << 20
 _LEVEL = 3
 
 
@@ -54,8 +54,8 @@ def body_slices(body: Body) -> Iterator[bytes | memoryview]:
     """The body in slices of at most 1 MiB, without copying it."""
     for part in body.parts if isinstance(body, Pieces) else (body,):
         view = memoryview(part)
-        for start in range(0, len(view), _SLICE):
-            yield view[start:start + _SLICE]
+        for start in range(0, len(view), SLICE):
+            yield view[start:start + SLICE]
 
 
 def digest_of(body: Body) -> str:
@@ -160,7 +160,7 @@ def copy_body(source_log: Path, target_dir: Path, digest: str) -> None:
         with open(source, "rb") as reader:
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_MODE)
             with os.fdopen(fd, "wb") as writer:
-                while block := reader.read(_SLICE):
+                while block := reader.read(SLICE):
                     writer.write(block)
         os.replace(temporary, target)
     except FileNotFoundError:

@@ -11,8 +11,9 @@ once the log has everything, ``quit`` → exits. The upstream reads and drops
 request bodies chunk by chunk, and makes up its replies a MiB at a time, so
 only the proxy and the recorder hold a whole body: ``GET /bytes/N`` (N opaque
 bytes), ``GET /Patient?size=N`` (a searchset Bundle of N bytes; ``&gzip=1``:
-gzip-encoded), ``POST .../chat/completions?size=N`` (a completion of N bytes; ``&stream=1``: about
-N bytes of server-sent events, with no Content-Length),
+gzip-encoded; ``&chunked=1``, and on ``/bytes/N`` too: with no Content-Length),
+``POST .../chat/completions?size=N`` (a completion of N bytes; ``&stream=1``:
+about N bytes of server-sent events, with no Content-Length),
 ``POST /mcp?size=N`` (a ``tools/call`` reply of N bytes), ``GET /sse`` with
 ``POST /messages/?session_id=S&size=N`` (legacy MCP over SSE: that reply on the stream),
 ``GET /bomb/ENCODING?file=PATH``
@@ -63,11 +64,18 @@ async def draining_upstream(scope, receive, send) -> None:
         path = Path(scope.get("query_string", b"").decode().removeprefix("file="))
         await _send_pieces([path.read_bytes()], send, None, [(b"content-encoding", encoding.encode())])
         return
-    if scope["path"].startswith("/bytes/"):
-        await _made_up_reply(int(scope["path"].removeprefix("/bytes/")), send)
-        return
     query = {k: v[0] for k, v in parse_qs(scope.get("query_string", b"").decode()).items()}
+    if scope["path"].startswith("/bytes/"):
+        await _made_up_reply(int(scope["path"].removeprefix("/bytes/")), send, chunked=bool(query.get("chunked")))
+        return
     if scope["path"] == "/Patient" and scope["method"] == "GET":
+        if query.get("chunked"):  # no content-length: sent with chunked transfer-encoding, as many servers do
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"application/fhir+json")]})
+            for piece in bundle_pieces(int(query["size"])):
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
         await _bundle_reply(int(query["size"]), bool(query.get("gzip")), send)
         return
     if scope["path"] == "/sse":
@@ -134,11 +142,12 @@ def _status_kib(field: str, pid: int | None = None) -> int:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
-async def _made_up_reply(total: int, send) -> None:
-    """``total`` bytes that do not compress (as an already-compressed upload would not), sent a MiB at a time."""
+async def _made_up_reply(total: int, send, chunked: bool = False) -> None:
+    """``total`` bytes that do not compress (as an already-compressed upload would not), sent a MiB at a time
+    (``chunked``: with no Content-Length)."""
+    length = [] if chunked else [(b"content-length", str(total).encode())]
     await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"application/octet-stream"),
-                            (b"content-length", str(total).encode())]})
+                "headers": [(b"content-type", b"application/octet-stream"), *length]})
     sent = 0
     while sent < total:
         piece = os.urandom(min(1 << 20, total - sent))

@@ -165,6 +165,8 @@ class ProxyChild:
             "opaque response": lambda: kept("bytes", self.sent("GET", f"api/bytes/{size}")),
             "FHIR JSON request": lambda: self.sent("POST", "fhir/DocumentReference", document_reference(size)),
             "FHIR JSON response": lambda: self.sent("GET", f"fhir/Patient?size={size}"),
+            "opaque response, chunked": lambda: kept("chunked", self.sent("GET", f"api/bytes/{size}?chunked=1")),
+            "FHIR JSON response, chunked": lambda: self.sent("GET", f"fhir/Patient?size={size}&chunked=1"),
             "LLM request": lambda: self.sent("POST", "llm/v1/chat/completions", chat_request(size)),
             "LLM response": lambda: self.sent("POST", f"llm/v1/chat/completions?size={size}", b'{"model":"m"}'),
             "MCP request": lambda: self.sent("POST", "mcp/mcp", tool_call(size)),

@@ -72,12 +72,19 @@ async def test_bodies_at_the_limit_pass_and_over_it_are_refused_and_recorded(tmp
                     assert stream.status_code == 200 and len(stream.content) > 3 * LIMIT  # it passed, whole
                     too_big_reply = await client.get(proxy.url("r1", "agent", "big", "big"))
                     assert too_big_reply.status_code == 502, too_big_reply.status_code
+                    # no Content-Length: the status and headers have gone when the body passes the limit
+                    with pytest.raises(httpx.RemoteProtocolError):  # cut off: never a complete (empty) body
+                        await client.get(proxy.url("r1", "agent", "big", "big-chunked"))
+                    under = await client.get(proxy.url("r1", "agent", "big", "big-chunked"),
+                                             params={"size": LIMIT - 10})
+                    assert under.status_code == 200 and under.content == BIG[:LIMIT - 10]
                     after = await client.post(proxy.url("r1", "agent", "api", "after"), content=b"x")
                     assert after.status_code == 200, after.status_code
     log.close()
     rows, biggest = _exchanges(path)
     by_path = {row[0]: row for row in rows}
-    assert set(by_path) == {"/at", "/over", "/chunked-under", "/chunked-over", "/big", "/after",
+    assert set(by_path) == {"/at", "/over", "/chunked-under", "/chunked-over", "/big", "/after", "/big-chunked",
+                            f"/big-chunked?size={LIMIT - 10}",
                             f"/v1/chat/completions?size={4 * LIMIT}&stream=1"}, rows
     assert by_path["/at"][1] == 200 and by_path["/at"][4] == LIMIT and by_path["/at"][3]
     for refused in ("/over", "/chunked-over"):
@@ -86,6 +93,9 @@ async def test_bodies_at_the_limit_pass_and_over_it_are_refused_and_recorded(tmp
         assert "limit" in error and "refused" in error, error
     assert f"of {LIMIT + 1} bytes" in by_path["/over"][2]
     assert by_path["/big"][1] is None and by_path["/big"][5] is None and "limit" in by_path["/big"][2]
+    _, status, error, _, _, response_blob = by_path["/big-chunked"]
+    assert status == 200 and response_blob is None and "limit" in error and "connection was cut" in error, error
+    assert by_path[f"/big-chunked?size={LIMIT - 10}"][1] == 200 and by_path[f"/big-chunked?size={LIMIT - 10}"][5]
     assert biggest == LIMIT, "a refused body (or the too-big response, or the too-long stream) was stored"
     _, status, error, _, _, response_blob = by_path[f"/v1/chat/completions?size={4 * LIMIT}&stream=1"]
     assert status == 200 and response_blob is None and "limit" in error and "chunks are recorded" in error, error
@@ -152,10 +162,10 @@ def _events(path: Path, kind: str, field: str) -> dict[str, object]:
     return {path: json.loads(value) if value is not None else None for path, value in rows}
 
 
-PROCESSES = (("opaque request", "opaque response", "refused 4x chunked request", "LLM request", "LLM response",
-              "MCP request", "MCP response", "legacy-SSE MCP reply", "FHIR JSON request",
-              "LLM streamed response"), ("FHIR JSON response",),
-             ("gzip response",))
+PROCESSES = (("opaque request", "opaque response", "opaque response, chunked", "refused 4x chunked request",
+              "LLM request", "LLM response", "MCP request", "MCP response", "legacy-SSE MCP reply",
+              "FHIR JSON request", "LLM streamed response"), ("FHIR JSON response",),
+             ("FHIR JSON response, chunked",), ("gzip response",))
 """The cases the test holds to 2x, each group in a fresh proxy process. One after another in one process, what
 a case leaves resident counts against the next: a refused body's buffer (mitmproxy's, let go only when the
 cyclic garbage collector frees its connection, then resident on the C heap until trimmed) made a JSON request
@@ -193,12 +203,14 @@ def test_peak_memory_of_kept_and_refused_bodies_stays_under_twice_the_limit(tmp_
     with EventLog(log, read_only=True) as opened:  # the bodies are whole in the log, in side files
         assert opened.blob(by_path["/kept"][3]) == opaque
         assert opened.blob(by_path[f"/bytes/{limit - 1}"][5]) == answers["bytes"].content
+        assert opened.blob(by_path[f"/bytes/{limit - 1}?chunked=1"][5]) == answers["chunked"].content
         _, decoded = opened.query("SELECT payload->>'$.decoded_blob' FROM events WHERE kind = 'HttpExchanged'"
                                   " AND payload->>'$.path' LIKE '%gzip=1' AND payload->>'$.path' LIKE '%size=3%'")
         assert opened.blob(decoded[0][0]) == answers["gzip"].content == b"".join(bundle_pieces(limit - 1))
     _every_chunk_is_read_back(log, answers["stream"].content, limit)
     found = _events(log, "FhirInteracted", "search_ids")
-    for rest in (f"/Patient?size={limit - 1}", f"/Patient?size={limit - 1}&gzip=1"):
+    for rest in (f"/Patient?size={limit - 1}", f"/Patient?size={limit - 1}&gzip=1",
+                 f"/Patient?size={limit - 1}&chunked=1"):
         assert len(found[rest]) == bundle_entries(limit - 1) and found[rest][0] == "Patient/p000000001", rest
     assert _events(log, "FhirInteracted", "resource_id")["/DocumentReference"] == "d1"
     long_history = _events(log, "LlmCalled", "message_count")["/v1/chat/completions"]
