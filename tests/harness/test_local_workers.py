@@ -11,8 +11,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -85,14 +87,20 @@ def test_a_killed_worker_loses_no_run_and_resume_doubles_none(tmp_path):
     log = tmp_path / "suite.duckdb"
     workers: list[int] = []
     killed: list[int] = []
+    slow = slow_agent(tmp_path, 20)  # long enough to be in flight when the kill comes, short enough to resume
 
-    def kill_worker_one(spec, status):
-        if not killed:
-            os.kill(workers[1], signal.SIGKILL)  # mid-suite, with its runs in flight
-            killed.append(workers[1])
+    def kill_a_worker_running_a_slow_run() -> None:
+        """SIGKILL the worker whose shard shows a slow run running: it dies with that run in flight."""
+        index = wait_until_running(log, slow)
+        if index is not None:
+            os.kill(workers[index], signal.SIGKILL)
+            killed.append(workers[index])
 
-    first = record_on_workers(log, api.plan_runs([TASK], variations=range(8)), workers=2, concurrency=4,
-                              on_progress=kill_worker_one, on_start=lambda pool: workers.extend(pool.pids))
+    watcher = threading.Thread(target=kill_a_worker_running_a_slow_run, daemon=True)
+    first = record_on_workers(log, api.plan_runs([TASK], variations=range(4), agents=["gold", slow]), workers=2,
+                              concurrency=4, on_start=lambda pool: (workers.extend(pool.pids), watcher.start()))
+    watcher.join(60)
+    assert killed, f"no slow run was seen running: {first}"
     lost = sum(1 for _, status in first.runs if status == "lost with its worker")
     assert lost >= 1 and first.interrupted_marked <= lost, f"the kill caught no run in flight: {first}"
     assert not shard_dir(log).exists()
@@ -100,69 +108,84 @@ def test_a_killed_worker_loses_no_run_and_resume_doubles_none(tmp_path):
     assert {status for *_, status, _ in after_kill} <= {"finished", "interrupted"}, after_kill
     assert all(cause == "harness" for *_, status, cause in after_kill if status == "interrupted"), after_kill
 
-    again = api.record(log, [TASK], variations=range(8), workers=2, concurrency=4, resume=True)
+    again = api.record(log, [TASK], variations=range(4), agents=["gold", slow], workers=2, concurrency=4,
+                       resume=True)
     # a run whose answer the kill cut off may have finished in the shard all the same: done, not redone
     assert again.skipped >= 8 - lost and again.skipped + len(again.runs) == 8, again
     runs = _runs(log)
     finished = Counter(variation for _, variation, status, _ in runs if status == "finished")
-    assert finished == dict.fromkeys(range(8), 1), why_not_finished(log)
+    assert finished == dict.fromkeys(range(4), 2), why_not_finished(log)
     assert len({run_id for run_id, *_ in runs}) == len(runs)
 
 
-REPEATS = 4
-"""Each variation's runs in the stop tests: the suite must still be running when the stop comes."""
+def slow_agent(tmp_path: Path, seconds: int = 300) -> str:
+    """A plan agent whose runs wait ``seconds``: one seen running is surely still in flight a moment later.
+    (Stopping or killing at the Nth run back raced: a run of the built-in task takes ~0.2 s, and on a loaded
+    machine every run in flight could end before the stop reached its worker.)"""
+    plan = tmp_path / f"slow-{seconds}.yaml"
+    waits = "".join(f"  - wait: {min(60, seconds - start)}\n" for start in range(0, seconds, 60))  # 60 s a step
+    plan.write_text(f"steps:\n{waits}  - answer: done\n")
+    return f"plan:{plan}"
+
+
+def wait_until_running(log: Path, agent: str, seconds: float = 600,
+                       alive: Callable[[], bool] = lambda: True) -> int | None:
+    """The index of the first worker whose shard shows a run of ``agent`` running (None: none in ``seconds``,
+    or the recording is no longer ``alive``)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and alive():
+        for index, shard in enumerate(shard_paths(log)):
+            try:
+                with LogReader(shard) as reader:
+                    _, [(running,)] = reader.query(
+                        "SELECT count(*) FROM runs WHERE status = 'running' AND agent = ?", [agent])
+            except Exception:  # not opened yet, or its live endpoint not up yet
+                continue
+            if running:
+                return index
+        time.sleep(0.2)
+    return None
 
 
 def test_a_stop_request_interrupts_the_runs_in_flight_and_merges(tmp_path):
     log = tmp_path / "stopped.duckdb"
     stop = StopRequest()
-    done: list[str] = []
+    slow = slow_agent(tmp_path)
 
-    def stop_mid_suite(spec, status):
-        # not at the first run back: the first runs start together and end together (a run takes ~0.2 s), so
-        # the others could all be back before the stop reaches them; by the sixth the slots are out of step
-        done.append(status)
-        if len(done) == 6:
+    def stop_once_a_slow_run_is_in_flight() -> None:
+        if wait_until_running(log, slow, alive=lambda: not ended.is_set()) is not None:
             stop.request(int(signal.SIGTERM))
 
-    result = api.record(log, [TASK], variations=range(12), repeats=REPEATS, workers=2, concurrency=4, stop=stop,
-                        on_progress=stop_mid_suite)
-    assert result.stopped is stop and stop.exit_code == 143
+    ended = threading.Event()
+    watcher = threading.Thread(target=stop_once_a_slow_run_is_in_flight, daemon=True)
+    watcher.start()
+    try:
+        result = api.record(log, [TASK], variations=range(4), agents=["gold", slow], workers=2, concurrency=4,
+                            stop=stop)
+    finally:
+        ended.set()
+    watcher.join(60)
+    assert result.stopped is stop and stop.exit_code == 143, result
     assert not shard_dir(log).exists()
     runs = _runs(log)
     statuses = Counter(status for *_, status, _ in runs)
-    assert set(statuses) <= {"finished", "interrupted"} and statuses["finished"] < 12 * REPEATS, runs
-    assert statuses["interrupted"] >= 1, runs  # the other worker had a run in flight when the stop came
+    assert set(statuses) <= {"finished", "interrupted"} and statuses["finished"] < 8, runs
+    assert statuses["interrupted"] >= 1, runs  # the slow run was in flight when the stop came
     with EventLog(log, read_only=True) as opened:
         _, rows = opened.query("SELECT count(*) FROM runs WHERE status = 'interrupted' AND cause = 'signal'"
                                " AND error LIKE '%SIGTERM%'")
     assert rows[0][0] == statuses["interrupted"]
 
 
-def _finished_in_a_shard(log: Path) -> bool:
-    for shard in shard_paths(log):
-        try:
-            with LogReader(shard) as reader:
-                if reader.query("SELECT count(*) FROM runs WHERE status = 'finished'")[1][0][0]:
-                    return True
-        except Exception:  # not opened yet, or its live endpoint not up yet
-            continue
-    return False
-
-
 def test_a_terminals_ctrl_c_stops_the_driver_and_the_workers_store_their_runs_interrupted(tmp_path):
     log = tmp_path / "ctrl-c.duckdb"
-    # 48 runs: the suite must still be running when the signal comes, however fast a run is (a run of this
-    # task takes ~0.2 s now; with 12 a loaded machine saw the suite end between the first finished run and the
-    # signal)
-    command = [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", TASK, "--variations", "0-11",
-               "--repeats", str(REPEATS), "--workers", "2", "--concurrency", "2"]
+    slow = slow_agent(tmp_path)  # the signal comes while one of its runs is in flight
+    command = [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", TASK, "--variations", "0-3",
+               "--agent", "gold", "--agent", slow, "--workers", "2", "--concurrency", "2"]
     # its own process group, as a terminal's foreground job: Ctrl-C is SIGINT to the whole group
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 600  # ends when a run finished; the bound is for a stalled machine
-    while time.monotonic() < deadline and proc.poll() is None and not _finished_in_a_shard(log):
-        time.sleep(0.2)
-    assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+    found = wait_until_running(log, slow, alive=lambda: proc.poll() is None)
+    assert proc.poll() is None and found is not None, proc.stdout.read().decode()[-3000:]
     os.killpg(proc.pid, signal.SIGINT)
     output = proc.communicate(timeout=300)[0].decode()
     assert proc.returncode == 130, output[-3000:]
@@ -170,7 +193,7 @@ def test_a_terminals_ctrl_c_stops_the_driver_and_the_workers_store_their_runs_in
     assert not shard_dir(log).exists(), output[-3000:]
     runs = _runs(log)
     statuses = Counter(status for *_, status, _ in runs)
-    assert set(statuses) <= {"finished", "interrupted"} and statuses["finished"] < 12 * REPEATS, runs
+    assert set(statuses) <= {"finished", "interrupted"} and statuses["finished"] < 8, runs
     # no worker died of the Ctrl-C: each run in flight was stopped by the driver, with the signal as cause
     assert statuses["interrupted"] >= 1 and all(cause == "signal" for *_, s, cause in runs if s == "interrupted"), runs
 
