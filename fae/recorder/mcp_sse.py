@@ -148,9 +148,10 @@ def _rpc_id(value: Any) -> str:
 def _replies(data: memoryview | bytes) -> list[_Reply]:
     """The JSON-RPC replies in an event's data; a large one's as outlines, its bytes kept to be stored."""
     if len(data) < BODY_FILE_BYTES:
-        message = parse_json(bytes(data))
+        raw = bytes(data)  # one copy, shared by the replies of a batch
+        message = parse_json(raw)
         found = [m for m in (message if isinstance(message, list) else [message]) if is_reply(m)]
-        return [_Reply(m, bytes(data)) for m in found]
+        return [_Reply(m, raw) for m in found]
     node = json_node(Pieces((data,)))
     listed = items(node)
     outlines = [outline_reply(n) for n in (listed if listed is not None else [node])]
