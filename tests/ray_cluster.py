@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
-QUIET = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
+QUIET = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
+         # Ray starts its workers at niceness 15. This cluster's two "nodes" share the machine's two cores with the
+         # rest of the suite (and, on a loaded CI machine, with other busy processes at niceness 0), so a niced
+         # actor got about 1 % of a core: importing fae and opening its stack took 185 s and more, past fae's 300 s
+         # actor-start limit on some runs. At 0 the actors share the cores as a --workers process does.
+         "RAY_worker_niceness": "0"}
+_SESSION: list[Path] = []
+"""The running test cluster's temp folder (one at a time), for the logs a failed test prints."""
 
 
 @pytest.fixture(scope="session")
@@ -34,6 +41,7 @@ def ray_cluster() -> Iterator[Any]:
     Path(ray._private.utils.get_ray_address_file(None)).parent.mkdir(parents=True, exist_ok=True)
     temp = tempfile.mkdtemp(prefix="fae-ray-")  # short: Ray's socket paths live under it
     node = {"num_cpus": 1, "object_store_memory": OBJECT_STORE_BYTES, "temp_dir": temp}
+    _SESSION.append(Path(temp))
     cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
     try:
         cluster.add_node(**node)
@@ -42,9 +50,34 @@ def ray_cluster() -> Iterator[Any]:
     finally:
         ray.shutdown()
         cluster.shutdown()
+        _SESSION.remove(Path(temp))
         shutil.rmtree(temp, ignore_errors=True)
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def log_tails(lines: int = 15) -> str:
+    """The last lines of the test cluster's raylet, GCS and worker logs: what Ray said about a failed test."""
+    found = []
+    for temp in _SESSION:
+        logs = temp / "session_latest" / "logs"
+        for pattern in ("raylet*.out", "gcs_server.out", "worker-*.err", "python-core-worker-*.log"):
+            for path in sorted(logs.glob(pattern), key=lambda p: p.stat().st_mtime)[-4:]:
+                text = path.read_text(errors="replace").splitlines()
+                if not path.name.startswith("worker-"):  # only the log records, not the periodic stats tables
+                    text = [line for line in text if line.startswith("[")]
+                tail = text[-lines:]
+                found.append(f"--- {path.name}\n" + "\n".join(tail))
+    return "\n".join(found) if found else "(no Ray session logs found)"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test that used the cluster carries the tails of Ray's logs in its report."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.failed and "ray_cluster" in getattr(item, "fixturenames", ()) and _SESSION:
+        report.sections.append(("Ray's logs", log_tails()))

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -82,9 +81,7 @@ def _driver_with_a_finished_run(ray_cluster, log: Path, variations: str) -> tupl
 
 def _resume(ray_cluster, log: Path, variations: str, *extra: str) -> None:
     """`fae record --resume` as a user runs it after a kill: a new process (a new Ray job), once the cluster has
-    both CPUs back. On a loaded machine the resume's new actors have twice not become ready within fae's 300 s
-    actor-start timeout after a killed driver, with the CPUs free before it began (in the test's own process
-    and in a new one): a failure carries what Ray's own logs said, for whoever looks next."""
+    both CPUs back (a killed driver's actors hold them until Ray has ended them)."""
     deadline = time.monotonic() + 600
     while (free := ray_cluster.available_resources().get("CPU", 0)) < 2:
         assert time.monotonic() < deadline, f"{free} of 2 CPUs free 600 s after the kill"
@@ -93,18 +90,7 @@ def _resume(ray_cluster, log: Path, variations: str, *extra: str) -> None:
     resumed = subprocess.run([sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", TASK,
                               "--variations", variations, *extra, "--ray", address, "--ray-actors", "2",
                               "--concurrency", "2", "--resume"], capture_output=True, text=True, timeout=600)
-    assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-3000:] + _ray_log_tails()
-
-
-def _ray_log_tails(lines: int = 15) -> str:
-    """The last lines of the test cluster's raylet, GCS and worker error logs (its session under the temp dir)."""
-    found = []
-    for logs in Path(tempfile.gettempdir()).glob("fae-ray-*/session_latest/logs"):
-        for pattern in ("raylet*.out", "gcs_server.out", "worker-*.err", "python-core-worker-*.log"):
-            for path in sorted(logs.glob(pattern), key=lambda p: p.stat().st_mtime)[-4:]:
-                tail = path.read_text(errors="replace").splitlines()[-lines:]
-                found.append(f"--- {path.name}\n" + "\n".join(tail))
-    return "\n\nRay's logs:\n" + "\n".join(found) if found else "\n\n(no Ray session logs found)"
+    assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-3000:]
 
 
 def test_a_killed_actor_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_path):
