@@ -30,7 +30,8 @@ _ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
 _ANY = msgspec.json.Decoder()
 _LAX_LITERAL = re.compile(rb"NaN|Infinity")
 _BOM = codecs.BOM_UTF8
-_EVENT_END = re.compile(rb"\r?\n\r?\n")
+SSE_EVENT_END = re.compile(rb"\r?\n\r?\n")
+"""The blank line that ends a server-sent event (each line ending LF or CRLF)."""
 
 
 def buffer_of(body: Body) -> bytes | memoryview:
@@ -135,7 +136,7 @@ def sse_values(body: Body | None) -> Iterator[Any]:
         return
     whole = buffer_of(body)
     start = 0
-    for found in _EVENT_END.finditer(whole):
+    for found in SSE_EVENT_END.finditer(whole):
         yield from _event_data(whole[start:found.start()])
         start = found.end()
     yield from _event_data(whole[start:])

@@ -34,7 +34,7 @@ import msgspec
 
 from fae.proxy.exchange import Exchange
 from fae.proxy.gather import Gathered
-from fae.recorder.jsonbody import items, json_node, parse_json
+from fae.recorder.jsonbody import SSE_EVENT_END, items, json_node, parse_json
 from fae.recorder.mcp import is_reply, large_calls, outline_reply, tool_event
 from fae.store.bodies import BODY_FILE_BYTES, Body, Pieces
 from fae.store.events import ToolCalled
@@ -43,7 +43,6 @@ from fae.store.log import blob_hash
 _MAX_EARLY_REPLIES = 1024  # replies per session seen before their POST's exchange closed
 _MAX_EARLY_BYTES = 8 * BODY_FILE_BYTES  # and their small bodies, held until then
 _FRAMING = 64 * 1024  # an event may pass the body limit by its field names and line ends
-_EVENT_END = re.compile(rb"\r?\n\r?\n")
 _LINE_END = re.compile(rb"\r?\n")
 STREAM_CLOSED = "the SSE stream closed before the reply to this call"
 OVER_LIMIT = ("the SSE stream closed before the reply to this call; an event on it was over the proxy's "
@@ -190,7 +189,7 @@ class SsePairing:
         is a large event's beginning, in a map of the limit's size (a bytearray grown by ``+=`` may be copied
         on a resize, holding the event twice)."""
         buffer, start = stream.buffer, 0
-        while (end := _EVENT_END.search(buffer, max(stream.searched - 3, start))) is not None:
+        while (end := SSE_EVENT_END.search(buffer, max(stream.searched - 3, start))) is not None:
             if stream.skipping:
                 stream.skipping = False
             elif end.start() - start >= BODY_FILE_BYTES:  # a large event came whole in one chunk
@@ -222,7 +221,7 @@ class SsePairing:
         large = stream.large
         assert large is not None
         tail = bytes(large.body().parts[0][-3:])  # a boundary may begin before this chunk
-        end = _EVENT_END.search(tail + data)
+        end = SSE_EVENT_END.search(tail + data)
         if end is None:
             if not large.add(data):
                 self._drop(stream)

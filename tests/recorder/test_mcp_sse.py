@@ -244,7 +244,7 @@ def test_a_long_event_in_tiny_chunks_is_read_in_linear_work_and_memory(monkeypat
             examined.append((found.end() if found else len(buffer)) - pos)
             return found
 
-    monkeypatch.setattr(mcp_sse, "_EVENT_END", Counting(mcp_sse._EVENT_END))
+    monkeypatch.setattr(mcp_sse, "SSE_EVENT_END", Counting(mcp_sse.SSE_EVENT_END))
     pairing, get = SsePairing(), stream()
     pairing.chunk(get, ENDPOINT)
     pairing.finished(post("post-1", call(9)))
