@@ -8,23 +8,13 @@ raises a ``FaeError`` subclass with a one-line message (the CLI prints it).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from importlib import import_module
 from pathlib import Path
-from typing import Any
-
-import anyio
+from typing import TYPE_CHECKING, Any
 
 from fae.agents.base import Agent, AgentContext, AgentResult
-from fae.agents.prefixes import register_agent
 from fae.errors import FaeError, StoreError, TaskError
 from fae.harness.interrupt import StopRequest
-from fae.harness.local_workers import choose_workers, record_on_workers
-from fae.harness.ray_record import record_on_ray
-from fae.harness.redrive import ReplayReport
-from fae.harness.replay_run import replay_run
-from fae.harness.run import Paraphrase, RunSpec
-from fae.harness.shards import merge_shards, shard_dir
-from fae.harness.stack import parse_memory_stores
-from fae.harness.suite_runner import SuiteResult, plan_suite, record_suite
 from fae.judge.compare import Comparison
 from fae.judge.compare import compare as _compare
 from fae.judge.context import RunContext
@@ -35,15 +25,36 @@ from fae.judge.rejudge import RejudgeResult
 from fae.judge.rejudge import rejudge as _rejudge
 from fae.recorder.redact import Redactor
 from fae.replay.stream import ConnectionQueries
-from fae.report import commands as _study
-from fae.report.study import Study
 from fae.store.export import open_parquet
-from fae.store.live import LogReader
 from fae.store.log import EventLog
 from fae.tasks.fixture import BUILTIN_TASK
 from fae.tasks.scenarios import add_scenario_dir, is_scenario_task
 from fae.tasks.sources import add_task_dir
 from fae.tasks.suite import Suite, load_suite
+
+if TYPE_CHECKING:
+    from fae.agents.prefixes import register_agent
+    from fae.harness.redrive import ReplayReport
+    from fae.harness.run import RunSpec
+    from fae.harness.suite_runner import SuiteResult
+    from fae.report.study import Study
+
+# Recording, replay, the agents and the study import the recording stack (mitmproxy, the MCP SDK, LangChain,
+# the OpenAI client, numpy): ~2 CPU-seconds, more than judging 1,000 runs. They are imported by the functions
+# that use them, and their names here load on first use, so `fae rejudge`, `fae compare` and `fae sql` start
+# without them.
+_LAZY = {"register_agent": "fae.agents.prefixes", "ReplayReport": "fae.harness.redrive",
+         "SuiteResult": "fae.harness.suite_runner", "Study": "fae.report.study"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Agent", "AgentContext", "AgentResult", "Comparison", "EventLog", "FaeError", "RejudgeResult",
@@ -63,6 +74,8 @@ def open_log(path: str | Path, *, read_only: bool = True) -> EventLog:
 
 def query(log: str | Path, sql: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:
     """Rows of a read-only SQL query over a log (also while it is being recorded), as dicts."""
+    from fae.store.live import LogReader
+
     with LogReader(log) as reader:
         columns, rows = reader.query(sql, list(params) if params is not None else None)
     return [dict(zip(columns, row, strict=True)) for row in rows]
@@ -81,6 +94,8 @@ def plan_runs(task_ids: Sequence[str], *, variations: Sequence[int] = (0,), agen
     A task is one of the suite's (with task directories and plugins), a write-verification scenario
     task (with ``scenario_dirs``), or the built-in fixture.
     """
+    from fae.harness.suite_runner import plan_suite
+
     for folder in scenario_dirs:
         add_scenario_dir(folder)
     if not task_ids:
@@ -121,6 +136,15 @@ def record(log: str | Path, task_ids: Sequence[str], *, variations: Sequence[int
     ``workers``: record in this many local worker processes, each with its own stack and log shard, merged
     into ``log`` at the end; 1 records in this process; None: ``FAE_RECORD_WORKERS``, else 1 (docs/scale.md).
     """
+    import anyio
+
+    from fae.harness.local_workers import choose_workers, record_on_workers
+    from fae.harness.ray_record import record_on_ray
+    from fae.harness.run import Paraphrase
+    from fae.harness.shards import merge_shards, shard_dir
+    from fae.harness.stack import parse_memory_stores
+    from fae.harness.suite_runner import record_suite
+
     specs = plan_runs(task_ids, variations=variations, agents=agents, repeats=repeats, suite=suite,
                       scenario_dirs=scenario_dirs)
     llm_options = {key: value for key, value in (("model", model), ("api_key", api_key)) if value}
@@ -204,6 +228,8 @@ def compare(log: str | Path | None, old: Mapping[str, Any] | str | None, new: Ma
             con.close()
     if log is None:
         raise StoreError("name a log or a Parquet export to compare")
+    from fae.store.live import LogReader
+
     with LogReader(log) as reader:
         if reader.live:
             raise StoreError(f"log {log} is being recorded; compare it when the recording ends")
@@ -219,17 +245,24 @@ def stats(log: str | Path, *, experiment: str | None = None, phase: str | None =
     ``prices``: model -> (USD per million prompt tokens, per million completion tokens);
     ``pairs``: configurations to test against each other (default every pair); ``tables``: only these.
     """
-    return _study.study(log, experiment=experiment, phase=phase, prices=prices, pairs=pairs, tables=tables)
+    from fae.report import commands
+
+    return commands.study(log, experiment=experiment, phase=phase, prices=prices, pairs=pairs, tables=tables)
 
 
 def write_report(log: str | Path, output: str | Path, *, experiment: str | None = None, phase: str | None = None,
            prices: Mapping[str, tuple[float, float]] | None = None,
            pairs: Sequence[tuple[str, str]] | None = None) -> Path:
     """Write one self-contained HTML report (figures, tables, the SQL behind each); returns its path."""
-    return _study.report(log, output, experiment=experiment, phase=phase, prices=prices, pairs=pairs)
+    from fae.report import commands
+
+    return commands.report(log, output, experiment=experiment, phase=phase, prices=prices, pairs=pairs)
 
 
 def replay(log: str | Path, run_id: str, *, lenient: bool = False, out: str | Path | None = None,
            memory: Sequence[str] = ()) -> ReplayReport:
     """Re-drive a recorded run against a fresh sandbox; its LLM (if any) is answered from the log."""
+    from fae.harness.replay_run import replay_run
+    from fae.harness.stack import parse_memory_stores
+
     return replay_run(log, run_id, lenient=lenient, out=out, memory_stores=parse_memory_stores(list(memory)))

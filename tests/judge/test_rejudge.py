@@ -88,6 +88,34 @@ def test_rejudge_needs_no_server_and_no_network(scenario_log, tmp_path):
     assert _verdicts(log, "batch = ?", [batch]) == _verdicts(log, "batch = 'live'")
 
 
+LIGHT = textwrap.dedent("""
+    import atexit, json, sys
+    STACK = ("langchain_core", "openai", "mcp", "mitmproxy", "uvicorn", "starlette", "numpy", "ray")
+    atexit.register(lambda: print(json.dumps(sorted(m for m in STACK if m in sys.modules))))
+    from fae.cli.main import main
+    sys.argv = ["fae", *sys.argv[1:]]
+    main()
+""")
+
+
+def test_rejudge_and_compare_start_without_the_recording_stack(scenario_log, tmp_path):
+    """`fae rejudge` and `fae compare` import no agent, proxy, MCP server or study library: through `fae.api`
+    they imported all of them, ~2 CPU-seconds a process, more than judging 1,000 runs takes."""
+    log = tmp_path / "light.duckdb"
+    shutil.copy(scenario_log, log)
+    said = {}
+    for args in (["rejudge", "--log", str(log), "--workers", "1"],
+                 ["compare", "--log", str(log), "--old", "accept_corrections=false", "--new", "settle_s=2",
+                  "--workers", "1"]):
+        done = subprocess.run([sys.executable, "-c", LIGHT, *args], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
+        lines = done.stdout.strip().splitlines()
+        assert lines[-1] == "[]", (args, lines[-1])
+        said[args[0]] = " ".join(lines[:-1])
+    assert "rejudged" in said["rejudge"] and "runs flipped" in said["compare"], said
+    assert _verdicts(log, "batch <> 'live'") == _verdicts(log, "batch = 'live'")  # judged, and judged alike
+
+
 def test_cli_rejudge_and_user_mistakes(scenario_log, tmp_path):
     log = tmp_path / "cli.duckdb"
     shutil.copy(scenario_log, log)
