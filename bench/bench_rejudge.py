@@ -36,12 +36,9 @@ from datetime import UTC, datetime
 from multiprocessing import get_context
 from pathlib import Path
 
-import anyio
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.grow_log import grow
-from fae.harness.suite_runner import plan_suite, record_suite
 from fae.judge.judging import build_plan, judge_run, relaxed_gc
 from fae.judge.parallel import peak_rss_mib
 from fae.judge.rejudge import JUDGED_STATUSES, rejudge
@@ -51,6 +48,10 @@ from fae.tasks import load_suite
 
 
 def record_base(path: Path) -> None:
+    import anyio  # the recording stack: imported here, so a measured rejudge process imports what `fae rejudge` does
+
+    from fae.harness.suite_runner import plan_suite, record_suite
+
     specs = plan_suite(list(load_suite()), [0, 1, 2], ["gold"], 1, "bench")
     anyio.run(lambda: record_suite(path, specs, concurrency=8))
 
