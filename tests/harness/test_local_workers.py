@@ -31,6 +31,7 @@ from fae.harness.suite_runner import render_task
 from fae.store import journal as journal_module
 from fae.store.live import LogReader, live_file
 from fae.store.log import EventLog
+from tests.plans import slow_agent
 from tests.run_report import live_against_rejudge, why_not_finished
 
 pytestmark = pytest.mark.timeout(900)  # worker processes start slowly on a loaded 2-core machine
@@ -116,16 +117,6 @@ def test_a_killed_worker_loses_no_run_and_resume_doubles_none(tmp_path):
     finished = Counter(variation for _, variation, status, _ in runs if status == "finished")
     assert finished == dict.fromkeys(range(4), 2), why_not_finished(log)
     assert len({run_id for run_id, *_ in runs}) == len(runs)
-
-
-def slow_agent(tmp_path: Path, seconds: int = 300) -> str:
-    """A plan agent whose runs wait ``seconds``: one seen running is surely still in flight a moment later.
-    (Stopping or killing at the Nth run back raced: a run of the built-in task takes ~0.2 s, and on a loaded
-    machine every run in flight could end before the stop reached its worker.)"""
-    plan = tmp_path / f"slow-{seconds}.yaml"
-    waits = "".join(f"  - wait: {min(60, seconds - start)}\n" for start in range(0, seconds, 60))  # 60 s a step
-    plan.write_text(f"steps:\n{waits}  - answer: done\n")
-    return f"plan:{plan}"
 
 
 def wait_until_running(log: Path, agent: str, seconds: float = 600,
