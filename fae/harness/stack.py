@@ -11,6 +11,7 @@ agents have this process's core to themselves.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from fae.recorder.redact import Redactor
 from fae.store.live import LiveQueryServer
 from fae.store.log import EventLog
 from fae.store.writer import LogWriter, open_writer
+from fae.util.loop_errors import quiet_cancellations
 from fae.util.serve import serve_asgi
 
 __all__ = ["Stack", "actor_identities", "memory_app_factory", "memory_upstream_name", "open_stack",
@@ -129,6 +131,7 @@ async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_u
     check_memory_stores(stores)
     embedded = fhir_url is None
     async with AsyncExitStack() as stack:
+        stack.enter_context(quiet_cancellations(asyncio.get_running_loop()))  # the proxy's closing connections
         servers: dict[str, tuple[str, int]] = {}
         child_pid: int | None = None
         if processes == 2:

@@ -1,0 +1,67 @@
+"""A cancelled connection's loop callback is not printed as an error; every real error still is."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fae.util.loop_errors import quiet_cancellations
+
+
+def _reports(body) -> list[dict]:
+    """What the loop reported to its exception handler while ``body(loop)`` ran, with the quieting in place."""
+    reports: list[dict] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, context: reports.append(context))
+        with quiet_cancellations(loop):
+            await body(loop)
+        assert loop.get_exception_handler() is not None  # the handler before is put back
+
+    asyncio.run(main())
+    return reports
+
+
+def test_a_callback_that_raises_cancelled_error_is_dropped_and_a_real_error_is_kept():
+    async def callbacks(loop):
+        def cancelled():
+            raise asyncio.CancelledError
+
+        def broken():
+            raise ValueError("a real fault")
+
+        loop.call_soon(cancelled)
+        loop.call_soon(broken)
+        await asyncio.sleep(0.01)
+
+    reports = _reports(callbacks)
+    assert [type(r.get("exception")) for r in reports] == [ValueError], reports
+
+
+def test_a_server_connection_cancelled_at_shutdown_reports_nothing():
+    """How the recording proxy's connections end when a stop signal closes it. On Python < 3.12.2 (CPython
+    gh-113538) asyncio printed "Exception in callback StreamReaderProtocol.connection_made" with a traceback:
+    a loaded CI run's `fae record` showed it on SIGTERM."""
+
+    async def cancel_a_connection(loop):
+        handlers: list[asyncio.Task] = []
+
+        async def handle(reader, writer):
+            handlers.append(asyncio.current_task())
+            try:
+                await asyncio.Event().wait()  # a connection waiting for its next request
+            finally:
+                writer.close()  # as a proxy closes its side
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        while not handlers:
+            await asyncio.sleep(0.01)
+        handlers[0].cancel()  # what a proxy's shutdown does to its connections' tasks
+        await asyncio.sleep(0.05)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+
+    assert _reports(cancel_a_connection) == []
