@@ -41,8 +41,8 @@ if TYPE_CHECKING:
 
 # Recording, replay, the agents and the study import the recording stack (mitmproxy, the MCP SDK, LangChain,
 # the OpenAI client, numpy): ~2 CPU-seconds, more than judging 1,000 runs. They are imported by the functions
-# that use them, and their names here load on first use, so `fae rejudge`, `fae compare` and `fae sql` start
-# without them.
+# that use them, and their names here load on first use, so `fae rejudge`, `fae compare` and a script that only
+# judges start without them.
 _LAZY = {"register_agent": "fae.agents.prefixes", "ReplayReport": "fae.harness.redrive",
          "SuiteResult": "fae.harness.suite_runner", "Study": "fae.report.study"}
 
