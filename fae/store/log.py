@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -141,6 +142,20 @@ def _is_lock_error(exc: Exception) -> bool:
         "same database file with a different configuration" in text)
 
 
+WAL_VANISHED_TRIES = 20
+"""How often an open is tried again when the log's WAL vanished under it (50 ms apart)."""
+
+
+def _wal_vanished(exc: Exception, wal: Path) -> bool:
+    """DuckDB saw the log's WAL, then could not open it: another process's close removed it in between.
+
+    Closing a log checkpoints it and deletes its WAL; an open that starts in that window finds the file
+    listed and then gone (duckdb/duckdb#9342). The log is fine: the other process has just finished with it.
+    """
+    text = str(exc)
+    return "No such file or directory" in text and str(wal) in text
+
+
 class EventLog:
     """An open log file. Writes go through ``write_batch`` on one thread; reads use cursors."""
 
@@ -154,12 +169,7 @@ class EventLog:
             refuse_link(self.path, "log")
             refuse_link(wal, "the log's WAL")
             keep_private()  # DuckDB re-creates the WAL after each checkpoint
-        try:
-            self.con = duckdb.connect(str(self.path), read_only=read_only)
-        except duckdb.Error as exc:
-            if _is_lock_error(exc):
-                raise LogInUse(f"log {self.path} is open in another process") from None
-            raise StoreError(f"cannot open log {self.path}: {exc}") from None
+        self.con = self._connect(wal)
         self._lock = threading.Lock()
         try:
             if not read_only:
@@ -177,6 +187,19 @@ class EventLog:
         except StoreError:
             self.con.close()
             raise
+
+    def _connect(self, wal: Path) -> duckdb.DuckDBPyConnection:
+        for _ in range(WAL_VANISHED_TRIES):
+            try:
+                return duckdb.connect(str(self.path), read_only=self.read_only)
+            except duckdb.Error as exc:
+                if _is_lock_error(exc):
+                    raise LogInUse(f"log {self.path} is open in another process") from None
+                if not _wal_vanished(exc, wal):
+                    raise StoreError(f"cannot open log {self.path}: {exc}") from None
+            time.sleep(0.05)
+        raise LogInUse(f"log {self.path} is being closed by another process: its WAL kept vanishing as this "
+                       f"process opened it")
 
     # -- schema -------------------------------------------------------------------------
 

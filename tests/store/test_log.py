@@ -8,11 +8,11 @@ import anyio
 import duckdb
 import pytest
 
-from fae.errors import SchemaTooNew, StoreError
+from fae.errors import LogInUse, SchemaTooNew, StoreError
 from fae.store import events as ev
 from fae.store import schema
 from fae.store.live import LiveQueryServer, LogReader
-from fae.store.log import EventLog, RunRow, blob_hash
+from fae.store.log import Batch, EventLog, RunRow, blob_hash
 from fae.store.writer import Stamped, open_writer
 
 
@@ -59,6 +59,52 @@ def test_garbage_and_foreign_files_are_refused_clearly(tmp_path):
     con.close()
     with pytest.raises(StoreError, match="not a fae log"):
         EventLog(foreign)
+
+
+def _vanishing_wal(monkeypatch, times: int, message: str | None = None) -> list[str]:
+    """duckdb.connect failing as it does when another process's close deletes the WAL mid-open, ``times`` times.
+
+    A stand-in, because the real window (inside DuckDB, between seeing the WAL and opening it, while another
+    process checkpoints and removes it) is microseconds wide and cannot be hit on demand; it was hit by a
+    loaded CI run (tests/harness/test_ray_record.py, a resume settling a shard as its old holder exited).
+    """
+    real = duckdb.connect
+    calls: list[str] = []
+
+    def connect(path, read_only=False):
+        calls.append(path)
+        if len(calls) <= times:
+            raise duckdb.IOException(message or f'IO Error: Cannot open file "{path}.wal": No such file or directory')
+        return real(path, read_only=read_only)
+
+    monkeypatch.setattr("fae.store.log.duckdb.connect", connect)
+    return calls
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_an_open_racing_another_process_s_close_waits_for_it(tmp_path, monkeypatch, read_only):
+    path = tmp_path / "closing.duckdb"
+    with EventLog(path) as log:
+        log.write_batch(Batch(runs=[RunRow("r1", "t", 0, "a", 0, started_at=datetime.now(UTC))]))
+    calls = _vanishing_wal(monkeypatch, 3)
+    with EventLog(path, read_only=read_only) as log:
+        assert log.query("SELECT run_id FROM runs")[1] == [("r1",)]
+    assert len(calls) == 4
+
+
+def test_a_wal_that_keeps_vanishing_is_reported_as_in_use_and_other_errors_are_not_retried(tmp_path, monkeypatch):
+    path = tmp_path / "closing.duckdb"
+    EventLog(path).close()
+    monkeypatch.setattr("fae.store.log.WAL_VANISHED_TRIES", 3)
+    calls = _vanishing_wal(monkeypatch, 10)
+    with pytest.raises(LogInUse, match="being closed by another process"):
+        EventLog(path)
+    assert len(calls) == 3
+    # a missing file that is not this log's WAL is a plain error, at once
+    calls = _vanishing_wal(monkeypatch, 10, 'IO Error: Cannot open file "/elsewhere/x.wal": No such file or directory')
+    with pytest.raises(StoreError, match="cannot open log") as failed:
+        EventLog(path)
+    assert len(calls) == 1 and not isinstance(failed.value, LogInUse)
 
 
 @pytest.mark.anyio
