@@ -92,9 +92,15 @@ class BlobLocator:
         self.start = start
         self.seeks += 1
 
-    def drifted(self, positions: Sequence[int]) -> None:
-        """Bodies the walk missed lie at these row ids: move the walk there if they are out of its reach."""
-        if not positions:
+    def drifted(self, positions: Sequence[int], *, served: int = 0) -> None:
+        """Bodies the walk missed lie at these row ids: move the walk there if they are out of its reach.
+
+        ``served``: how many of the same chunk's bodies the walk found itself. When it found at least as many
+        as it missed, it is where the chunk's bodies are and stays: the few it missed were stored long before
+        (each repeat's seed bundle, at the log's start), are cached from now on, and moving the walk back to
+        them would leave every later body to a lookup by hash.
+        """
+        if not positions or served >= len(positions):
             return
         middle = sorted(positions)[len(positions) // 2]
         # behind the walk's start nothing was seen, however near (an export's events may wrap around)
@@ -184,7 +190,7 @@ def fetch_bodies(con: Any, read: BodyReader, cache: BodyCache, locator: BlobLoca
                 chunk[hash_] = body = read(hash_, data, external)
                 cache.keep(hash_, body)
         stats.by_hash += len(rest)
-        locator.drifted([rowid for _, rowid, _, _ in rows])
+        locator.drifted([rowid for _, rowid, _, _ in rows], served=len(located))
     return chunk
 
 
