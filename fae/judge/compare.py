@@ -21,7 +21,7 @@ import duckdb
 from fae.errors import JudgeError
 from fae.judge.export_rejudge import export_jobs
 from fae.judge.judging import DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run
-from fae.judge.parallel import ShardJob, ShardResult, workers_default
+from fae.judge.parallel import ShardJob, ShardResult, start_workers, workers_default
 from fae.judge.ray_judge import judge_jobs
 from fae.judge.registry import CODE_VERSION, get_judge, rule_set
 from fae.replay.export_source import plan_export
@@ -135,6 +135,8 @@ def _verdicts(log: Queryable, plan: list[Judging], ids: Sequence[str], *, jobs: 
     now = datetime.now(UTC)
     local = workers or workers_default(len(missing))
     if jobs is not None and missing and (ray is not None or local > 1 or not in_memory):
+        if ray is None:
+            start_workers(workers, len(missing))  # its import runs beside the shards' spans
         judges = tuple((j.name, j.rules) for j in plan)
         make = jobs
         _, results = judge_jobs(lambda count: make(missing, count, judges, now), len(missing), workers=workers,

@@ -18,7 +18,7 @@ import duckdb
 
 from fae.errors import JudgeError, StoreError
 from fae.judge.judging import JUDGED_STATUSES, build_plan
-from fae.judge.parallel import ShardJob
+from fae.judge.parallel import ShardJob, start_workers
 from fae.judge.ray_judge import judge_jobs
 from fae.judge.rejudge import RejudgeResult, batch_started, check_workers, rejudged
 from fae.replay.export_source import ExportPlan, plan_export, sql_text, unreadable
@@ -64,6 +64,8 @@ def rejudge_export(directory: str | Path, *, judge_name: str | None = None,
     if not ids:
         raise JudgeError(f"no finished runs in the export {path} match {runs!r}" if runs
                          else f"no finished runs in the export {path}")
+    if ray is None:
+        start_workers(workers, len(ids))
     reader = duckdb.connect()
     try:
         found = plan_export(reader, path, ids)

@@ -22,7 +22,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from multiprocessing import get_context
+from multiprocessing import forkserver, get_context
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,8 @@ class ShardResult:
     cpu_s: float = 0.0  # CPU seconds the shard took in its process (measured, never used to decide anything)
     rss_mib: float = 0.0  # the peak resident memory of the process that judged it
     pid: int = 0  # the process that judged it (a local worker, this process, or a Ray worker)
+    began: float = 0.0  # time.monotonic() as it began and ended (one clock for a machine's processes; measured only)
+    ended: float = 0.0
 
 
 _encoder = json.JSONEncoder(sort_keys=True)  # json.dumps(value, sort_keys=True), without a new encoder per call
@@ -113,8 +115,8 @@ def _sparse(part: Sequence[Span]) -> bool:
 def judge_shard(job: ShardJob) -> ShardResult:
     """Judge one shard of a log (in a worker process, or in this one when there is one worker)."""
     started = time.process_time()
+    result = ShardResult(began=time.monotonic())
     plan = _plan(job.judges)
-    result = ShardResult()
     sink = duckdb.connect() if job.out else None
     if sink is not None:
         sink.execute("SET threads = 1")
@@ -145,6 +147,7 @@ def judge_shard(job: ShardJob) -> ShardResult:
     result.cpu_s = time.process_time() - started
     result.rss_mib = peak_rss_mib()
     result.pid = os.getpid()
+    result.ended = time.monotonic()
     return result
 
 
@@ -186,15 +189,31 @@ def _sql_path(path: str | Path) -> str:
     return Path(path).as_posix().replace("'", "''")
 
 
+def _worker_context() -> Any:
+    # forkserver: a clean process (no DuckDB threads, unlike this one) that imports fae once and forks each worker
+    context = get_context("forkserver")
+    context.set_forkserver_preload(["fae.judge.parallel", "fae.judge.builtin_judges"])
+    return context
+
+
+def start_workers(workers: int | None, runs: int) -> None:
+    """Start the process local workers fork from now, when ``runs`` runs will be judged on more than one.
+
+    Its import of fae (~0.3-1 s) then runs beside the caller's own preparation (the log's runs and spans, the
+    batch's start) instead of delaying the first worker; when the forkserver runs already, nothing happens.
+    """
+    if (workers or workers_default(runs)) > 1 and runs > 1:
+        _worker_context()
+        forkserver.ensure_running()
+
+
 def run_shards(jobs: Sequence[ShardJob], workers: int) -> list[ShardResult]:
     """Judge the shards, in worker processes when there is more than one."""
     if workers <= 1 or len(jobs) <= 1:
         return [judge_shard(job) for job in jobs]
-    # forkserver: a clean process (no DuckDB threads, unlike this one) that imports fae once and forks each worker.
     # This process judges the first shard itself meanwhile: it has fae imported already, while the forkserver
-    # takes a second or so to import it before the first worker can start.
-    context = get_context("forkserver")
-    context.set_forkserver_preload(["fae.judge.parallel", "fae.judge.builtin_judges"])
+    # may still be importing it (``start_workers`` starts it early) before the first worker can start.
+    context = _worker_context()
     try:
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs)) - 1, mp_context=context) as pool:
             others = pool.map(judge_shard, jobs[1:])

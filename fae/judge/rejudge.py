@@ -18,7 +18,7 @@ from typing import Any
 
 from fae.errors import JudgeError, StoreError
 from fae.judge.judging import DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run, relaxed_gc  # noqa: F401
-from fae.judge.parallel import ShardJob, ShardResult, insert_verdicts
+from fae.judge.parallel import ShardJob, ShardResult, insert_verdicts, start_workers
 from fae.judge.ray_judge import judge_jobs
 from fae.replay.source import load_runs, run_ids
 from fae.replay.stream import shards, spans
@@ -62,6 +62,8 @@ def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: M
         ids = run_ids(log, runs, statuses=JUDGED_STATUSES)
         if not ids:
             raise JudgeError(f"no finished runs in {path} match {runs!r}" if runs else f"no finished runs in {path}")
+        if ray is None:
+            start_workers(workers, len(ids))
         found = spans(log, ids)
         started = batch_started(plan, now, len(ids))
         log.write_batch(Batch(verdict_batches=[started]))

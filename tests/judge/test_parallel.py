@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime
 
 import pytest
@@ -108,3 +110,37 @@ def test_a_run_no_worker_can_read_stops_the_rejudge_and_nothing_is_written(grown
     assert caught.value.seq == 2 and caught.value.run_id
     with EventLog(log, read_only=True) as opened:
         assert opened.query("SELECT count(*) FROM verdicts")[1] == [(before,)]
+
+
+_FORKSERVER_PROBE = """
+import sys
+from multiprocessing import forkserver
+from fae.judge import parallel, ray_judge, rejudge
+
+def running():
+    return forkserver._forkserver._forkserver_pid is not None  # private, but the one place the state is kept
+
+parallel.start_workers(1, 10_000)
+parallel.start_workers(None, 10)  # ten runs are judged on one process by default
+print("after one-worker calls:", running())
+seen = []
+judge = parallel.run_shards
+def watched(jobs, workers):
+    seen.append(running())
+    return judge(jobs, workers)
+ray_judge.run_shards = watched  # what judge_jobs calls for local workers
+result = rejudge.rejudge(sys.argv[1], workers=2)
+print("when the shards began:", seen, "judged:", result.runs)
+"""
+
+
+def test_the_worker_process_starts_before_the_shards_are_made(grown, tmp_path):
+    """`fae rejudge --workers 2` starts the forkserver as soon as it knows the runs, so its import of fae runs
+    beside the parent's own preparation rather than delaying the first worker; one worker never starts it."""
+    log = tmp_path / "early.duckdb"
+    shutil.copy(grown, log)
+    # a fresh interpreter: the forkserver is one per process, and this test process may have started it already
+    done = subprocess.run([sys.executable, "-c", _FORKSERVER_PROBE, str(log)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "after one-worker calls: False" in done.stdout, done.stdout
+    assert "when the shards began: [True] judged: 48" in done.stdout, done.stdout
