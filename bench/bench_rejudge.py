@@ -77,19 +77,22 @@ def chunked(path: Path) -> int:
 def one(mode: str, path: Path) -> None:
     """Run one mode in this process and print what it cost as JSON."""
     start = time.perf_counter()
+    began = time.monotonic()
     workers = []
+    spans: list[tuple[float, float, float]] = []
     if mode == "chunked":
         runs = chunked(path)
     else:
         result = rejudge(path, workers=int(mode.split("/")[1]))
         runs = result.runs
+        spans = [(s.began - began, s.ended - began, s.cpu_s) for s in result.shards]
         if len(result.shards) > 1:  # shards after the first are judged in worker processes, which report their own
             workers = result.shards[1:]  # CPU time and memory; this process judges the first
     seconds = time.perf_counter() - start
     own = resource.getrusage(resource.RUSAGE_SELF)
     cpu = own.ru_utime + own.ru_stime + sum(w.cpu_s for w in workers)
     print(json.dumps({"runs": runs, "seconds": seconds, "cpu_s": cpu, "rss_mib": peak_rss_mib(),
-                      "worker_rss_mib": max((w.rss_mib for w in workers), default=0)}))
+                      "worker_rss_mib": max((w.rss_mib for w in workers), default=0), "spans": spans}))
 
 
 def measure(mode: str, path: Path) -> dict:
@@ -183,6 +186,9 @@ def main() -> None:
                   f"{found['runs'] / found['cpu_s']:6.0f} runs per CPU-second  "
                   f"{found['seconds']:6.1f} s  peak RSS {found['rss_mib']:6.0f} MiB"
                   + (f" (each worker {found['worker_rss_mib']:.0f} MiB)" if workers > 1 else ""))
+            if found["spans"]:  # when each shard ran, from the measured process's start: a late one is start-up cost
+                print("            shards (began-ended s, CPU s): " + ", ".join(
+                    f"{b:.1f}-{e:.1f} ({c:.1f})" for b, e, c in found["spans"]) + f"; whole {found['seconds']:.1f} s")
         if "chunked" in results:
             print(f"  stream/1 vs chunked: {results['chunked']['seconds'] / results['stream/1']['seconds']:.2f}x")
         for mode in modes:
