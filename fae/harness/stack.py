@@ -130,8 +130,8 @@ async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_u
     stores = dict(memory_stores or {})
     check_memory_stores(stores)
     embedded = fhir_url is None
+    quiet_cancellations(asyncio.get_running_loop())  # the proxy's closing connections, until the loop closes
     async with AsyncExitStack() as stack:
-        stack.enter_context(quiet_cancellations(asyncio.get_running_loop()))  # the proxy's closing connections
         servers: dict[str, tuple[str, int]] = {}
         child_pid: int | None = None
         if processes == 2:

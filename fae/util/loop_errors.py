@@ -12,8 +12,6 @@ so it is dropped; every other report goes to the handler that was there before.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 
@@ -21,21 +19,27 @@ def _is_cancellation(context: dict[str, Any]) -> bool:
     return isinstance(context.get("exception"), asyncio.CancelledError) and "handle" in context
 
 
-@contextmanager
-def quiet_cancellations(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
-    """For the block, a loop callback that raises ``CancelledError`` is not reported."""
-    previous = loop.get_exception_handler()
+class _Quiet:
+    """The loop's exception handler: drops cancelled callbacks, hands the rest to the one before."""
 
-    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    def __init__(self, previous: Any):
+        self.previous = previous
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         if _is_cancellation(context):
             return
-        if previous is None:
+        if self.previous is None:
             loop.default_exception_handler(context)
         else:
-            previous(loop, context)
+            self.previous(loop, context)
 
-    loop.set_exception_handler(handle)
-    try:
-        yield
-    finally:
-        loop.set_exception_handler(previous)
+
+def quiet_cancellations(loop: asyncio.AbstractEventLoop) -> None:
+    """From now until the loop closes, a loop callback that raises ``CancelledError`` is not reported.
+
+    For the loop's whole life, not for a block: the callbacks of connections cancelled as a recording
+    stops can run after the code that opened them has returned (``asyncio.run`` cancels the tasks left
+    and runs their callbacks as it closes the loop). Installed once per loop.
+    """
+    if not isinstance(loop.get_exception_handler(), _Quiet):
+        loop.set_exception_handler(_Quiet(loop.get_exception_handler()))
