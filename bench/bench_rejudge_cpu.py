@@ -33,8 +33,8 @@ from fae.judge.rejudge import rejudge
 result = rejudge(sys.argv[1], workers=int(sys.argv[2]))
 wall = time.perf_counter() - wall
 own = resource.getrusage(resource.RUSAGE_SELF)
-workers = sum(shard.cpu_s for shard in result.shards[1:])  # judged in worker processes, which report their own
-print(json.dumps({"runs": result.runs, "cpu_s": own.ru_utime + own.ru_stime + workers,
+worker_cpu = sum(shard.cpu_s for shard in result.shards[1:])  # judged in worker processes, which report their own
+print(json.dumps({"runs": result.runs, "cpu_s": own.ru_utime + own.ru_stime + worker_cpu,
                   "judge_cpu_s": sum(shard.cpu_s for shard in result.shards), "wall_s": wall}))
 """
 

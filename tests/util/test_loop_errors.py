@@ -27,6 +27,25 @@ def _reports(body) -> list[dict]:
     return reports
 
 
+async def _serve_one_waiting_connection() -> tuple[asyncio.Server, asyncio.StreamWriter, asyncio.Task]:
+    """A server with one client connection, its handler waiting for the next request: (server, client, handler)."""
+    handlers: list[asyncio.Task] = []
+
+    async def handle(reader, writer):
+        handlers.append(asyncio.current_task())
+        try:
+            await asyncio.Event().wait()  # a connection waiting for its next request
+        finally:
+            writer.close()  # as a proxy closes its side
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    _, writer = await asyncio.open_connection("127.0.0.1", port)
+    while not handlers:
+        await asyncio.sleep(0.01)
+    return server, writer, handlers[0]
+
+
 def test_a_callback_that_raises_cancelled_error_is_dropped_and_a_real_error_is_kept():
     async def callbacks(loop):
         def cancelled():
@@ -49,42 +68,15 @@ def test_a_server_connection_cancelled_at_shutdown_reports_nothing():
     a loaded CI run's `fae record` showed it on SIGTERM."""
 
     async def cancel_a_connection(loop):
-        handlers: list[asyncio.Task] = []
-
-        async def handle(reader, writer):
-            handlers.append(asyncio.current_task())
-            try:
-                await asyncio.Event().wait()  # a connection waiting for its next request
-            finally:
-                writer.close()  # as a proxy closes its side
-
-        server = await asyncio.start_server(handle, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        _, writer = await asyncio.open_connection("127.0.0.1", port)
-        while not handlers:
-            await asyncio.sleep(0.01)
-        handlers[0].cancel()  # what a proxy's shutdown does to its connections' tasks
-        await asyncio.wait(handlers)
+        server, writer, handler = await _serve_one_waiting_connection()
+        handler.cancel()  # what a proxy's shutdown does to its connections' tasks
+        await asyncio.wait([handler])
         await asyncio.sleep(0)  # the task's done-callbacks run on the loop's next turn
         writer.close()
         server.close()
         await server.wait_closed()
 
     assert _reports(cancel_a_connection) == []
-
-
-async def _serve_one_waiting_connection() -> None:
-    async def handle(reader, writer):
-        try:
-            await asyncio.Event().wait()
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    await asyncio.open_connection("127.0.0.1", port)
-    while not any(task.get_coro().__qualname__.endswith("handle") for task in asyncio.all_tasks()):
-        await asyncio.sleep(0.01)
 
 
 def test_a_connection_still_open_when_the_loop_closes_reports_nothing():
