@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fae.errors import StoreError
-from fae.replay.source import BodyCache, Queryable, RunLog, decode_rows, needed_hashes
+from fae.replay.source import BodyCache, Queryable, RunLog, blob_rows_at, blob_rows_by_hash, decode_rows, needed_hashes
 from fae.store.bodies import body_of
 
 LEAN = " AND NOT (kind = 'ChunkReceived' OR (kind = 'HttpExchanged' AND upstream IS DISTINCT FROM 'fhir'))"
@@ -172,23 +172,19 @@ def fetch_bodies(con: Any, read: BodyReader, cache: BodyCache, locator: BlobLoca
             chunk[hash_] = found
     stats.cached += len(chunk)
     located = locator.find(unknown)
+    queries = ConnectionQueries(con, Path())  # a path for side-file bodies, never used: ``read`` finds those
     if located:
-        positions = sorted(located.values())
-        rows = con.execute("SELECT hash, data, external FROM blobs WHERE rowid BETWEEN ? AND ?"
-                           " AND rowid IN (SELECT unnest(?))", [positions[0], positions[-1], positions]).fetchall()
-        for hash_, data, external in rows:
+        rows = blob_rows_at(queries, sorted(located.values()))
+        for hash_, _, data, external in rows:
             chunk[hash_] = body = read(hash_, data, external)
             cache.keep(hash_, body)
         stats.by_position += len(rows)
     rest = [h for h in unknown if h not in chunk]
     if rest:
-        # no GROUP BY: an aggregate would hold every body in DuckDB's memory at once; a repeat is skipped here
-        rows = con.execute("SELECT hash, rowid, data, external FROM blobs WHERE hash IN (SELECT unnest(?))",
-                           [rest]).fetchall()
+        rows = blob_rows_by_hash(queries, rest)
         for hash_, _, data, external in rows:
-            if hash_ not in chunk:
-                chunk[hash_] = body = read(hash_, data, external)
-                cache.keep(hash_, body)
+            chunk[hash_] = body = read(hash_, data, external)
+            cache.keep(hash_, body)
         stats.by_hash += len(rest)
         locator.drifted([rowid for _, rowid, _, _ in rows], served=len(located))
     return chunk
