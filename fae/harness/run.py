@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,7 +20,7 @@ from fae.harness.stack import Stack, sandbox_id
 from fae.mcp.fhir_links import link_url, rebase_link, server_base_path
 from fae.plan import HTTP_ACTORS
 from fae.store import events as ev
-from fae.store.log import RunRow, RunUpdate, blob_hash
+from fae.store.log import RunRow, RunUpdate, VerdictRow, blob_hash
 from fae.store.writer import Stamped
 from fae.tasks.scenarios import scenario_faults
 from fae.util.tls import client_tls
@@ -172,8 +172,12 @@ def _direct_base(stack: Stack, run_id: str) -> str | None:
     return upstream.base_url
 
 
-async def _judge_live(stack: Stack, run_id: str) -> None:
-    """Judge the run against its live capture with the default rules; same code as `fae rejudge`."""
+async def _judge_live(stack: Stack, run_id: str) -> list[VerdictRow]:
+    """The run's verdicts against its live capture with the default rules; same code as `fae rejudge`.
+
+    They are written with the run's close (``_close_run``), in the same batch as its final status, so a run
+    killed or stopped between its judging and its close has no verdict in the log, and a judged one has its own.
+    """
     import anyio.to_thread
 
     from fae.judge.rejudge import live_verdicts
@@ -185,7 +189,7 @@ async def _judge_live(stack: Stack, run_id: str) -> None:
         raise
     except Exception as exc:  # a judge bug must show on the run, not pass silently
         raise FaeError(f"live judging failed: {_describe(exc)}", run_id=run_id) from None
-    await stack.writer.write(verdicts=rows)
+    return rows
 
 
 @dataclass(frozen=True)
@@ -229,6 +233,7 @@ class _Outcome:
     stop_reason: str | None = "answered"
     error: str | None = None
     cause: str | None = None
+    verdicts: list[VerdictRow] = field(default_factory=list)  # the live verdicts, written with the run's close
 
     def fail(self, status: str, error: str, cause: str) -> None:
         self.status, self.error, self.cause = status, error, cause
@@ -282,7 +287,7 @@ async def _play(stack: Stack, client: httpx.AsyncClient, spec: RunSpec, rendered
         resource_count=len(resources), state_blob=digest), actor="harness")], blobs={digest: body})
     if stack.audit_events:
         await read_audit_trail(stack, client, spec.run_id, started)
-    await _judge_live(stack, spec.run_id)
+    outcome.verdicts = await _judge_live(stack, spec.run_id)
 
 
 async def _drop_sandbox(stack: Stack, client: httpx.AsyncClient, spec: RunSpec) -> None:
@@ -295,6 +300,8 @@ async def _drop_sandbox(stack: Stack, client: httpx.AsyncClient, spec: RunSpec) 
 
 
 async def _close_run(stack: Stack, spec: RunSpec, outcome: _Outcome) -> None:
+    from fae.judge.judging import JUDGED_STATUSES
+
     ended = _now()
     final: ev.Event
     if outcome.status == "finished":
@@ -304,7 +311,8 @@ async def _close_run(stack: Stack, spec: RunSpec, outcome: _Outcome) -> None:
     await stack.writer.write(
         events=[Stamped(spec.run_id, final, actor="harness", wall_time=ended)],
         updates=[RunUpdate(run_id=spec.run_id, status=outcome.status, ended_at=ended,
-                           stop_reason=outcome.stop_reason, error=outcome.error, cause=outcome.cause)])
+                           stop_reason=outcome.stop_reason, error=outcome.error, cause=outcome.cause)],
+        verdicts=outcome.verdicts if outcome.status in JUDGED_STATUSES else [])  # a run stopped or failed: none
 
 
 async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent,
