@@ -24,6 +24,7 @@ from fae.judge.rejudge import RejudgeResult, batch_started, check_workers, rejud
 from fae.replay.export_source import ExportPlan, plan_export, sql_text, unreadable
 from fae.replay.source import run_ids
 from fae.replay.stream import ConnectionQueries, shards
+from fae.store.export import refuse_unfinished
 from fae.store.export_verdicts import complete_batch, start_batch
 
 
@@ -38,6 +39,7 @@ def export_jobs(plan: ExportPlan, count: int, judges: tuple[tuple[str, dict[str,
 
 def export_run_ids(directory: Path, runs: str | None) -> list[str]:
     """The finished runs of an export matching a ``--runs`` filter."""
+    refuse_unfinished(directory)
     if not (directory / "runs").is_dir():
         raise StoreError(f"{directory} holds no fae export (no runs/ folder); `fae export --parquet` writes one")
     con = duckdb.connect()

@@ -3,9 +3,10 @@
 An export keeps no row ids, so a run's place is the export file (``<log id>_N.parquet``) and row its events
 lie in. ``plan_export`` finds, for the runs asked for, the files that hold their events, how many there are,
 and the log they came from (whose ``blobs/<log id>.parquet`` holds their bodies); it refuses an export that
-cannot be judged as it stands (a run twice, a blobs file missing) before anything is judged. ``export_runs``
-reads one shard's runs with one query over those files only, in the order they were written, and fetches
-each chunk's bodies in bulk, handing out the same ``RunLog`` values as the log's own loaders.
+cannot be judged as it stands (a log's export unfinished, a run twice, a blobs file missing) before anything
+is judged. ``export_runs`` reads one shard's runs with one query over those files only, in the order they
+were written, and fetches each chunk's bodies in bulk, handing out the same ``RunLog`` values as the log's
+own loaders.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from fae.errors import StoreError
 from fae.replay.source import BodyCache, RunLog, decode_rows, needed_hashes
 from fae.replay.stream import LEAN, BlobLocator, Span, StreamStats, completed_runs, fetch_bodies
 from fae.store.bodies import read_body_in
+from fae.store.export import refuse_unfinished
 
 _EVENT_COLUMNS = "run_id, seq, kind, epoch_us(wall_time), mono_ns, actor, upstream, payload"
 
@@ -80,6 +82,7 @@ def plan_export(con: duckdb.DuckDBPyConnection, directory: Path, ids: Sequence[s
                 lean: bool = True) -> ExportPlan:
     """Where the events of these runs lie in the export at ``directory``; a StoreError for an export that
     cannot be judged as it stands."""
+    refuse_unfinished(directory)
     try:
         homes = con.execute(
             f"SELECT run_id, list(DISTINCT filename ORDER BY filename) FROM read_parquet({_glob(directory, 'runs')},"

@@ -148,8 +148,11 @@ def body_of(log_path: Path, digest: str, data: bytes | None, external: bool | No
     return read_body(log_path, digest) if external else bytes(data or b"")
 
 
-def copy_body(source_log: Path, target_dir: Path, digest: str) -> None:
-    """Copy one side file into another body folder (fresh, mode 0600); a file already there is kept."""
+def copy_body(source_log: Path, target_dir: Path, digest: str, *, fsync: bool = False) -> None:
+    """Copy one side file into another body folder (fresh, mode 0600); a file already there is kept.
+
+    ``fsync``: the copy is on disk before it takes its name, and its name once this returns (a file
+    already there is kept, so a torn one would never be replaced)."""
     source, target = body_path(source_log, digest), _in(target_dir, digest)
     if target.exists():
         return
@@ -162,7 +165,12 @@ def copy_body(source_log: Path, target_dir: Path, digest: str) -> None:
             with os.fdopen(fd, "wb") as writer:
                 while block := reader.read(SLICE):
                     writer.write(block)
+                if fsync:
+                    writer.flush()
+                    os.fsync(writer.fileno())
         os.replace(temporary, target)
+        if fsync:
+            fsync_dir(target.parent)
     except FileNotFoundError:
         temporary.unlink(missing_ok=True)
         raise StoreError(f"body {digest} of log {source_log} is missing: {source} is gone") from None

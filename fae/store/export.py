@@ -12,11 +12,21 @@ one directory side by side: each file is named for the log it came from, so
 exporting a log again replaces its own files and nobody else's. A run's day
 is the day it started (UTC). ``query_parquet`` opens such a directory with the
 log's own views.
+
+An export of a log is written table by table, so a stopped one would leave some
+of that log's tables new and others stale or gone. ``DIR/<log id>.unfinished``
+marks it: written (one JSON line: the log, when the export began) before any
+file of the log is removed, and removed only once every table and side file is
+on disk. Every reader refuses a directory holding one (``refuse_unfinished``);
+exporting that log again repairs it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +34,7 @@ import duckdb
 
 from fae.errors import StoreError
 from fae.store.bodies import copy_body
-from fae.store.files import keep_private, remove_stale
+from fae.store.files import fsync_dir, keep_private, remove_stale, write_private
 from fae.store.log import EventLog
 from fae.store.sandbox import lock_down, run_query
 from fae.store.schema import VIEWS
@@ -33,6 +43,8 @@ TABLES = ("runs", "events", "blobs", "verdicts", "verdict_batches", "task_meta")
 _PARTITIONED = ("runs", "events", "verdicts")
 _ROW_GROUP_ROWS = 4096
 _EVENT_GROUP_ROWS = 16_384  # a row group's payloads, decoded, ~13 MiB: a judging worker reads them in 128 MB
+UNFINISHED = ".unfinished"
+"""Suffix of the marker ``DIR/<log id>.unfinished``: that log's export into DIR began and has not finished."""
 
 
 def _parts(runs: str) -> str:
@@ -59,8 +71,48 @@ def _select(table: str) -> str:
     return f"SELECT t.*, {_parts('r')} FROM {table} t JOIN runs r USING (run_id)"
 
 
+def _mark_unfinished(directory: Path, name: str, log_path: Path, began: datetime) -> Path:
+    """Write the log's marker, on disk before anything of the log is removed or written."""
+    marker = directory / f"{name}{UNFINISHED}"
+    line = json.dumps({"log": str(log_path.resolve()), "began": began.isoformat()}) + "\n"
+    write_private(marker, line.encode())
+    try:
+        _sync_file(marker)
+        fsync_dir(directory)
+    except OSError as exc:
+        raise StoreError(f"cannot write {marker}: {exc.strerror or exc}") from None
+    return marker
+
+
+def _sync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sync_tables(directory: Path, name: str) -> None:
+    """Put the log's table files, and the folders naming them, on disk (the marker goes only after them)."""
+    folders = {directory}
+    try:
+        for table in TABLES:
+            target = directory / table
+            files = list(target.glob(f"**/{name}_*.parquet")) if table in _PARTITIONED else [target / f"{name}.parquet"]
+            for file in files:
+                _sync_file(file)
+                folders.update(parent for parent in file.parents if parent.is_relative_to(target))
+        for folder in sorted(folders, key=lambda f: len(f.parts), reverse=True):  # deepest first
+            fsync_dir(folder)
+    except OSError as exc:
+        raise StoreError(f"cannot write the export of {name} to disk: {exc.strerror or exc}") from None
+
+
 def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Path, int]]:
-    """Export every table into ``directory`` (partitioned); returns (table folder, rows) for each."""
+    """Export every table into ``directory`` (partitioned); returns (table folder, rows) for each.
+
+    The log's marker (``UNFINISHED``) stays in ``directory`` from before its first file is replaced
+    until its last is on disk, so a stopped or failed export is refused by every reader."""
     directory = Path(directory)
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -70,6 +122,7 @@ def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Pa
     name = log_id(log_path)
     written = []
     with EventLog(log_path, read_only=True) as log:
+        marker = _mark_unfinished(directory, name, Path(log_path), datetime.now(UTC))
         for table in TABLES:
             target = directory / table
             try:
@@ -91,13 +144,35 @@ def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Pa
                 raise StoreError(f"cannot export {table}: {exc}") from None
             written.append((target, int(count)))
         for (digest,) in log.con.execute("SELECT DISTINCT hash FROM blobs WHERE external").fetchall():
-            copy_body(log.path, directory / "bodies", digest)
+            copy_body(log.path, directory / "bodies", digest, fsync=True)
+    _sync_tables(directory, name)
+    try:
+        marker.unlink()
+    except OSError as exc:
+        raise StoreError(f"cannot remove {marker}: {exc.strerror}") from None
     return written
+
+
+def refuse_unfinished(directory: str | Path) -> None:
+    """A StoreError naming the log, and the command that repairs it, when ``directory`` holds an unfinished export."""
+    markers = sorted(Path(directory).glob(f"*{UNFINISHED}"))
+    if not markers:
+        return
+    marker = markers[0]
+    try:
+        log = json.loads(marker.read_text().splitlines()[0])["log"]
+    except (OSError, ValueError, IndexError, KeyError, TypeError):
+        log = None  # a marker fae did not write whole: its name still says which log
+    which = f"log {log}" if log else f"log {marker.name.removesuffix(UNFINISHED)}"
+    others = f" (and {len(markers) - 1} more)" if len(markers) > 1 else ""
+    raise StoreError(f"the export of {which} into {directory} did not finish ({marker.name} is there){others};"
+                     f" export it again: `fae export --parquet {directory} --log {log or 'LOG'}`")
 
 
 def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with the log's tables over an export directory, and the log's views over those."""
     directory = Path(directory)
+    refuse_unfinished(directory)
     if not (directory / "runs").is_dir():
         raise StoreError(f"{directory} holds no fae export (no runs/ folder); `fae export --parquet` writes one")
     con = duckdb.connect()

@@ -5,7 +5,10 @@ A rejudge of an export (``fae rejudge --parquet DIR``) appends as a rejudge of a
 ``complete_batch`` writes the verdict rows partitioned like their runs into a folder of the batch's own
 beside the tables, moves each file into ``DIR/verdicts/...`` (``<batch>_N.parquet``), and only then
 replaces the batch's row with a completed one. A rejudge killed at any point leaves a batch that the
-``batch_status`` view shows incomplete and ``fae compare`` leaves out, exactly as in a log.
+``batch_status`` view shows incomplete and ``fae compare`` leaves out, as in a log (killed between two
+renames, some of its verdict files are in place already: a log would hold none). Where a log's export
+into the directory has not finished (its ``.unfinished`` marker, fae/store/export.py), ``complete_batch``
+refuses and the batch stays incomplete.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 import duckdb
 
 from fae.errors import StoreError
+from fae.store.export import refuse_unfinished
 from fae.store.files import keep_private
 from fae.store.log import VerdictBatchStarted
 
@@ -66,6 +70,7 @@ def complete_batch(directory: str | Path, started: VerdictBatchStarted, verdict_
     """Move the batch's verdict rows into ``DIR/verdicts`` (partitioned as their runs), then mark it complete;
     returns the rows written."""
     directory = Path(directory)
+    refuse_unfinished(directory)  # a log's export began since the rejudge did: its runs are not all there
     batch = started.batch
     staging = directory / f".incoming-{batch}"
     count = 0

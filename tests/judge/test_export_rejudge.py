@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,9 +19,11 @@ from fae import api
 from fae.cli import app
 from fae.errors import StoreError
 from fae.judge.export_rejudge import rejudge_export
-from fae.judge.rejudge import rejudge
+from fae.judge.judging import build_plan
+from fae.judge.rejudge import batch_started, rejudge
 from fae.store.bodies import BODY_FILE_BYTES, write_body
 from fae.store.export import export_parquet, log_id, query_parquet
+from fae.store.export_verdicts import complete_batch, start_batch
 from fae.store.log import Batch, EventLog
 from fae.store.secrets import SecretValues
 
@@ -219,3 +222,45 @@ def test_a_rejudge_stopped_while_its_files_move_in_leaves_its_batch_incomplete(g
     monkeypatch.undo()
     _, rows = query_parquet(directory, "SELECT complete, verdicts FROM batch_status WHERE batch LIKE 'rejudge-%'")
     assert rows == [(False, 0)]
+
+
+def _stop_part_way(log: Path, directory: Path) -> Path:
+    """Export ``log`` again and have it fail at its second table, events, with its runs already rewritten: a file
+    stands where one of its events partition folders goes, so DuckDB's COPY cannot create it. Returns the file."""
+    folder = sorted(p.parent for p in (directory / "events").glob(f"**/{log_id(log)}_*.parquet"))[-1]
+    shutil.rmtree(folder)
+    folder.write_text("in the way")
+    with pytest.raises(StoreError, match="cannot export events"):
+        export_parquet(log, directory)
+    return folder
+
+
+def test_an_export_stopped_part_way_is_not_judged_until_exported_again(grown, tmp_path):
+    log, directory = _copy_and_export(grown, tmp_path)
+    obstacle = _stop_part_way(log, directory)
+    batches = sorted((directory / "verdict_batches").iterdir())
+    refused = f"the export of log {log.resolve()} into {directory} did not finish"
+    done = runner.invoke(app, ["rejudge", "--parquet", str(directory), "--workers", "1"])
+    assert done.exit_code == 1 and "Traceback" not in done.output
+    assert refused in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.output
+    assert sorted((directory / "verdict_batches").iterdir()) == batches  # no batch started
+    with pytest.raises(StoreError, match=re.escape(refused)):
+        api.compare(None, "accept_corrections=false", "", judge_name="ensure_record", workers=1, parquet=directory)
+    obstacle.unlink()
+    export_parquet(log, directory)
+    expected = rejudge(log, overrides=RULES, workers=1, clock=lambda: CLOCK)
+    got = rejudge_export(directory, overrides=RULES, workers=2, clock=lambda: CLOCK)
+    assert got.runs == expected.runs == 48
+    assert _export_batch(directory, got.batch) == _log_batch(log, expected.batch)
+
+
+def test_a_batch_is_not_completed_over_an_export_stopped_since_it_began(grown, tmp_path):
+    log, directory = _copy_and_export(grown, tmp_path)
+    started = batch_started(build_plan(), CLOCK, 48)
+    start_batch(directory, started)
+    _stop_part_way(log, directory)  # the log is exported again while the batch is judged, and that stops
+    with pytest.raises(StoreError, match="did not finish"):
+        complete_batch(directory, started, [], CLOCK, 48)
+    (completed,), = duckdb.connect().execute(
+        f"SELECT completed_at FROM read_parquet('{directory / 'verdict_batches' / started.batch}.parquet')").fetchall()
+    assert completed is None

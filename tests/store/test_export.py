@@ -4,6 +4,8 @@ log's views and gets what the logs give."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -14,7 +16,7 @@ from typer.testing import CliRunner
 
 from fae.cli import app
 from fae.errors import StoreError
-from fae.store.export import export_parquet, query_parquet
+from fae.store.export import export_parquet, log_id, open_parquet, query_parquet
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -78,3 +80,84 @@ def test_a_directory_that_is_no_export_is_one_clear_error(tmp_path):
         query_parquet(tmp_path, "SELECT 1")
     done = runner.invoke(app, ["sql", "--parquet", str(tmp_path), "SELECT 1"])
     assert done.exit_code == 1 and "holds no fae export" in done.output and "Traceback" not in done.output
+
+
+def _stop_part_way(log: Path, out: Path) -> Path:
+    """Export ``log`` again into ``out`` and have it fail at its second table, events, as a full disk would:
+    a file stands where one of its partition folders goes, so DuckDB's COPY cannot create it. Returns the file."""
+    folder = sorted(p.parent for p in (out / "events").glob(f"**/{log_id(log)}_*.parquet"))[-1]
+    shutil.rmtree(folder)
+    folder.write_text("in the way")
+    with pytest.raises(StoreError, match="cannot export events"):
+        export_parquet(log, out)
+    return folder
+
+
+def test_an_export_stopped_part_way_is_refused_by_every_reader(two_logs, tmp_path):
+    a, b = two_logs
+    out = tmp_path / "exports"
+    export_parquet(b, out)
+    export_parquet(a, out)
+    _stop_part_way(a, out)
+    marker = out / f"{log_id(a)}.unfinished"
+    line = json.loads(marker.read_text().splitlines()[0])
+    assert line["log"] == str(a.resolve()) and line["began"]
+    # what is left: a's runs rewritten, its events gone; read without fae, nothing looks wrong
+    (runs, events), = duckdb.connect().execute(
+        f"SELECT (SELECT count(*) FROM read_parquet('{out.as_posix()}/runs/**/*.parquet')),"
+        f" (SELECT count(*) FROM read_parquet('{out.as_posix()}/events/**/*.parquet'))").fetchall()
+    assert (runs, events) == (3, 4)
+    refused = f"the export of log {a.resolve()} into {out} did not finish"
+    with pytest.raises(StoreError, match=re.escape(refused)):
+        open_parquet(out)
+    with pytest.raises(StoreError, match=re.escape(refused)):
+        query_parquet(out, SUMMARY)
+    done = runner.invoke(app, ["sql", "--parquet", str(out), SUMMARY])
+    assert done.exit_code == 1 and "Traceback" not in done.output
+    assert refused in done.stderr and f"fae export --parquet {out} --log {a.resolve()}" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not done.stdout
+
+
+def test_a_marker_cut_short_still_names_its_log(two_logs, tmp_path):
+    a, _ = two_logs
+    out = tmp_path / "exports"
+    export_parquet(a, out)
+    (out / f"{log_id(a)}.unfinished").write_text("")  # an export killed while it wrote its marker
+    with pytest.raises(StoreError, match=re.escape(f"the export of log {log_id(a)} into {out} did not finish")):
+        query_parquet(out, SUMMARY)
+
+
+def test_exporting_the_log_again_repairs_the_directory(two_logs, tmp_path):
+    a, b = two_logs
+    out = tmp_path / "exports"
+    export_parquet(b, out)
+    export_parquet(a, out)
+    _stop_part_way(a, out).unlink()
+    export_parquet(a, out)
+    assert not list(out.glob("*.unfinished"))
+    _, rows = query_parquet(out, SUMMARY)
+    assert rows == [("a1", "t", 4, "one"), ("a2", "t", 4, "two"), ("b1", "t", 4, "three")]
+    assert query_parquet(out, "SELECT count(*) FROM verdicts")[1] == [(3,)]
+
+
+def test_another_logs_export_does_not_clear_the_marker(two_logs, tmp_path):
+    a, b = two_logs
+    out = tmp_path / "exports"
+    export_parquet(b, out)
+    export_parquet(a, out)
+    _stop_part_way(a, out)
+    export_parquet(b, out)
+    assert [p.name for p in out.glob("*.unfinished")] == [f"{log_id(a)}.unfinished"]
+    with pytest.raises(StoreError, match=re.escape(f"the export of log {a.resolve()} into {out} did not finish")):
+        query_parquet(out, SUMMARY)
+
+
+def test_an_export_without_a_marker_is_read_as_before(two_logs, tmp_path):
+    a, b = two_logs
+    out = tmp_path / "exports"
+    export_parquet(a, out)
+    export_parquet(b, out)
+    # a finished export leaves the directory as exports before the marker wrote it: the table folders only
+    assert sorted(p.name for p in out.iterdir()) == ["blobs", "events", "runs", "task_meta", "verdict_batches",
+                                                     "verdicts"]
+    assert query_parquet(out, "SELECT count(*) FROM run_summary")[1] == [(3,)]
