@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,6 +12,7 @@ from rich.table import Table
 
 from fae.cli.console import err, out, print_rows
 from fae.cli.curate import curate as _curate
+from fae.cli.guard import user_error, user_errors
 from fae.cli.judge import compare as _compare
 from fae.cli.judge import rejudge as _rejudge
 from fae.cli.options import DEFAULT_LOG, LogOption, RayOption, RunsOption
@@ -23,42 +22,16 @@ from fae.cli.training import train_memory as _train_memory
 from fae.errors import FaeError
 from fae.harness.interrupt import RESUME_HINT, catch_stop_signals
 
+REJUDGE_STOPPED = ("its batch is left started and never completed (`fae compare` leaves it out), and a log gets "
+                   "none of its verdicts; run it again")
+EXPORT_STOPPED = ("this log's export is marked unfinished (DIR/<log>.unfinished) and readers refuse the directory "
+                  "until an export of the same log finishes")
+MIGRATE_STOPPED = "each migration step is applied whole or not at all; `fae migrate` again finishes"
+
 app = typer.Typer(help="fae: record, replay and judge LLM agents that act on FHIR servers.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 # piped output is not folded at 80 columns: it is read by scripts and greps
 
-
-
-def _user_error(exc: BaseException) -> FaeError | None:
-    """The FaeError behind an exception, looking inside task-group exception groups."""
-    if isinstance(exc, FaeError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _user_error(inner)
-            if found is not None:
-                return found
-    return None
-
-
-def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A user's mistake becomes one line on stderr and exit code 1, never a traceback."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (FaeError, BaseExceptionGroup) as exc:
-            found = _user_error(exc)
-            if found is None:
-                raise
-            err.print(f"[red]error:[/red] {found}", markup=True)
-            raise typer.Exit(1) from None
-        except KeyboardInterrupt:
-            err.print(f"interrupted; {RESUME_HINT}")
-            raise typer.Exit(130) from None
-
-    return wrapper
 
 
 @app.callback()
@@ -127,7 +100,7 @@ def _task_ids(tasks: list[str]) -> list[str]:
 
 
 @app.command()
-@user_errors
+@user_errors(stopped=RESUME_HINT)
 def record(
     log: LogOption = DEFAULT_LOG,
     task: Annotated[list[str], typer.Option("--task", "-t", help="Task id (repeatable), or 'all'.")] = [],
@@ -280,7 +253,7 @@ def runs(
 
 
 @app.command()
-@user_errors
+@user_errors(stopped=MIGRATE_STOPPED)
 def migrate(log: LogOption = DEFAULT_LOG) -> None:
     """Bring a log made by an older fae up to this fae's schema (while nothing records into it)."""
     from fae.store.log import EventLog
@@ -335,7 +308,7 @@ def sql(
 
 
 @app.command()
-@user_errors
+@user_errors(stopped=EXPORT_STOPPED)
 def export(
     parquet: Annotated[Path, typer.Option(
         "--parquet", help="Directory of exports: one folder per table, partitioned by suite, experiment and day.")],
@@ -383,7 +356,7 @@ def demo(
               f"fae sql \"SELECT * FROM llm_calls\" --log {log}")
 
 
-app.command("rejudge")(user_errors(_rejudge))
+app.command("rejudge")(user_errors(_rejudge, stopped=REJUDGE_STOPPED))
 app.command("compare")(user_errors(_compare))
 app.command("replay")(user_errors(_replay))
 app.command("train-memory")(user_errors(_train_memory))
@@ -425,7 +398,7 @@ def main() -> None:
     try:
         build_cli()(args=with_optional_values(sys.argv[1:]), prog_name="fae")
     except (FaeError, BaseExceptionGroup) as exc:
-        found = _user_error(exc)
+        found = user_error(exc)
         if found is None:
             raise
         err.print(f"[red]error:[/red] {found}", markup=True)

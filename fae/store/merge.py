@@ -104,12 +104,22 @@ def _merge_one(con: duckdb.DuckDBPyConnection, path: Path, into: Path) -> Merged
                 " SELECT * FROM main.verdicts WHERE run_id IN (SELECT run_id FROM shard.runs))")
             con.execute("DROP TABLE new_runs")
             con.execute("COMMIT")
-        except duckdb.Error:
-            con.execute("ROLLBACK")
+        except BaseException:  # a stop signal too: the shard is merged whole or not at all
+            _quietly(con, "ROLLBACK")
             raise
-    finally:
-        con.execute("DETACH shard")
+    except BaseException:
+        _quietly(con, "DETACH shard")  # the error that stopped the merge is the one to report
+        raise
+    con.execute("DETACH shard")
     return Merged(path, int(runs), int(events), int(blobs), int(verdicts), int(total) - int(runs))
+
+
+def _quietly(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Clean up after a failed merge; a clean-up that fails too must not hide why the merge failed."""
+    try:
+        con.execute(sql)
+    except duckdb.Error:
+        pass
 
 
 def merge_logs(shards: Sequence[str | Path], into: str | Path) -> list[Merged]:
