@@ -14,6 +14,10 @@ from __future__ import annotations
 import json
 import os
 import resource
+import select
+import shutil
+import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -204,23 +208,103 @@ def start_workers(workers: int | None, runs: int) -> None:
     """
     if (workers or workers_default(runs)) > 1 and runs > 1:
         _worker_context()
+        _start_forkserver()
+
+
+SOCKET_DIR_ROOM = 64
+"""The longest temp folder the forkserver's socket can live under: a socket path holds 107 bytes (103 on
+macOS), and multiprocessing adds ~35 to the folder (``pymp-XXXXXXXX/listener-XXXXXXXX``)."""
+
+
+def _start_forkserver() -> None:
+    """Start the forkserver (nothing when it runs already); under a long TMPDIR, its socket goes to /tmp."""
+    move = len(tempfile.gettempdir()) > SOCKET_DIR_ROOM and os.access("/tmp", os.W_OK)
+    saved = tempfile.tempdir
+    if move:
+        tempfile.tempdir = "/tmp"  # only while multiprocessing makes its own temp folder (the first time)
+    try:
         forkserver.ensure_running()
+    except OSError as exc:
+        raise JudgeError(f"cannot start the judging worker processes ({exc}; the temp folder is "
+                         f"{tempfile.gettempdir()}); a shorter TMPDIR, or --workers 1, judges without them") from None
+    finally:
+        tempfile.tempdir = saved
 
 
 def run_shards(jobs: Sequence[ShardJob], workers: int) -> list[ShardResult]:
-    """Judge the shards, in worker processes when there is more than one."""
+    """Judge the shards, in worker processes when there is more than one.
+
+    When this process stops early (an error, a stop signal), the workers are stopped with it rather than
+    left to finish shards nobody will read; a worker whose owner dies without a word (SIGKILL) stops by
+    itself and removes the spool folder it wrote to (``_watch_owner``).
+    """
     if workers <= 1 or len(jobs) <= 1:
         return [judge_shard(job) for job in jobs]
     # This process judges the first shard itself meanwhile: it has fae imported already, while the forkserver
     # may still be importing it (``start_workers`` starts it early) before the first worker can start.
+    spools = sorted({str(Path(job.out).parent) for job in jobs[1:] if job.out})
     context = _worker_context()
+    _start_forkserver()
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)) - 1, mp_context=context,
+                               initializer=_watch_owner, initargs=(os.getpid(), tuple(spools)))
     try:
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)) - 1, mp_context=context) as pool:
-            others = pool.map(judge_shard, jobs[1:])
-            first = judge_shard(jobs[0])
-            return [first, *others]
+        others = pool.map(judge_shard, jobs[1:])
+        first = judge_shard(jobs[0])
+        results = [first, *others]
     except BrokenProcessPool as exc:
+        _stop_workers(pool)
         raise JudgeError(f"a judging worker process died ({exc}); no verdict was written") from None
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    pool.shutdown()
+    return results
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Stop the pool's workers now, mid-shard: what they judged is thrown away with the spool."""
+    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
+    if terminate is not None:
+        terminate()
+    else:
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _watch_owner(owner: int, spools: tuple[str, ...]) -> None:
+    """In a worker: stop, and remove the spool folders, as soon as the process that owns the pool is gone.
+
+    Its owner stops its workers when it can (``run_shards``); this is for when it cannot (SIGKILL, the
+    OOM killer). A worker is the forkserver's child, not its owner's, so it watches the owner itself: on
+    Linux through a pidfd (woken the moment the owner exits), elsewhere by looking every half second.
+    """
+
+    def watch() -> None:
+        try:
+            handle = os.pidfd_open(owner)
+        except (AttributeError, OSError):
+            handle = None
+        if handle is not None:
+            select.select([handle], [], [])
+        else:
+            while _alive(owner):
+                time.sleep(0.5)
+        for spool in spools:
+            shutil.rmtree(spool, ignore_errors=True)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="fae-owner-watch", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def insert_verdicts(log: EventLog, stems: Sequence[str | Path],
