@@ -15,7 +15,10 @@ runs, each in a fresh process so peak RSS is its own:
 All judge the default plan (6 judges) and write the verdicts. Prints runs/s,
 runs/s per worker, runs per CPU-second, peak RSS (with N workers this process
 judges the first shard and N-1 worker processes the rest), and the log's bytes
-per run and per event.
+per run and per event, as grown and with the first mode's verdict batch in
+it (a recorded log holds its live verdicts; the grown copies hold none). Each
+mode judges a fresh copy of the kept log, so repeated runs of this script
+measure the same log, not one that gathers a verdict batch per mode and run.
 The machine may be shared: compare the ratios within one run, not across runs.
 
     uv run python bench/bench_rejudge.py [--sizes 2000,10000] [--workers 2] [--keep DIR]
@@ -43,6 +46,7 @@ from fae.judge.judging import build_plan, judge_run, relaxed_gc
 from fae.judge.parallel import peak_rss_mib
 from fae.judge.rejudge import JUDGED_STATUSES, rejudge
 from fae.replay.source import BodyCache, load_runs, run_ids
+from fae.store.bodies import bodies_dir
 from fae.store.log import Batch, EventLog
 from fae.tasks import load_suite
 
@@ -143,6 +147,15 @@ def log_size(path: Path) -> str:
             f"{used / events:.0f} B per event (Inspect's .eval: 7.3 KiB per sample)")
 
 
+def judged_copy(path: Path, folder: Path) -> Path:
+    """A fresh copy of the log (and its side-file bodies) for one mode to judge and write verdicts into."""
+    copy = folder / f"judging-{path.name}"
+    shutil.copy(path, copy)
+    if bodies_dir(path).is_dir():
+        shutil.copytree(bodies_dir(path), bodies_dir(copy), dirs_exist_ok=True)
+    return copy
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="2000", help="comma-separated run counts (e.g. 2000,10000,50000,100000)")
@@ -179,7 +192,15 @@ def main() -> None:
         print(f"\n== {size} runs ({kind} bodies): {log_size(path)}")
         results = {}
         for mode in modes:
-            found = results[mode] = measure(mode, path)
+            judged = judged_copy(path, folder)  # every mode judges the same log; the kept one gathers no batches
+            try:
+                found = results[mode] = measure(mode, judged)
+                if mode == modes[0]:  # a recorded log holds its live verdicts: one batch, as this copy now does
+                    print(f"  with one batch of verdicts: {log_size(judged)}")
+            finally:
+                shutil.rmtree(bodies_dir(judged), ignore_errors=True)
+                for leftover in (judged, judged.with_name(judged.name + ".wal")):
+                    leftover.unlink(missing_ok=True)
             workers = 1 if mode in ("chunked", "stream/1") else int(mode.split("/")[1])
             rate = found["runs"] / found["seconds"]
             print(f"  {mode:9} {rate:7.0f} runs/s  {rate / workers:7.0f} runs/s per worker  "
