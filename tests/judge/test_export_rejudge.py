@@ -26,6 +26,7 @@ from fae.store.export import export_parquet, log_id, query_parquet
 from fae.store.export_verdicts import complete_batch, start_batch
 from fae.store.log import Batch, EventLog
 from fae.store.secrets import SecretValues
+from tests.exports import stop_export_part_way
 
 runner = CliRunner()
 CLOCK = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -224,20 +225,9 @@ def test_a_rejudge_stopped_while_its_files_move_in_leaves_its_batch_incomplete(g
     assert rows == [(False, 0)]
 
 
-def _stop_part_way(log: Path, directory: Path) -> Path:
-    """Export ``log`` again and have it fail at its second table, events, with its runs already rewritten: a file
-    stands where one of its events partition folders goes, so DuckDB's COPY cannot create it. Returns the file."""
-    folder = sorted(p.parent for p in (directory / "events").glob(f"**/{log_id(log)}_*.parquet"))[-1]
-    shutil.rmtree(folder)
-    folder.write_text("in the way")
-    with pytest.raises(StoreError, match="cannot export events"):
-        export_parquet(log, directory)
-    return folder
-
-
 def test_an_export_stopped_part_way_is_not_judged_until_exported_again(grown, tmp_path):
     log, directory = _copy_and_export(grown, tmp_path)
-    obstacle = _stop_part_way(log, directory)
+    obstacle = stop_export_part_way(log, directory)
     batches = sorted((directory / "verdict_batches").iterdir())
     refused = f"the export of log {log.resolve()} into {directory} did not finish"
     done = runner.invoke(app, ["rejudge", "--parquet", str(directory), "--workers", "1"])
@@ -258,7 +248,7 @@ def test_a_batch_is_not_completed_over_an_export_stopped_since_it_began(grown, t
     log, directory = _copy_and_export(grown, tmp_path)
     started = batch_started(build_plan(), CLOCK, 48)
     start_batch(directory, started)
-    _stop_part_way(log, directory)  # the log is exported again while the batch is judged, and that stops
+    stop_export_part_way(log, directory)  # the log is exported again while the batch is judged, and that stops
     with pytest.raises(StoreError, match="did not finish"):
         complete_batch(directory, started, [], CLOCK, 48)
     (completed,), = duckdb.connect().execute(

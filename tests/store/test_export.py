@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +20,8 @@ from fae.store.export import export_parquet, log_id, open_parquet, query_parquet
 sys.path.insert(0, str(Path(__file__).parent))
 
 from logs import T0, finished_run, write_log
+
+from tests.exports import stop_export_part_way
 
 runner = CliRunner()
 SUMMARY = "SELECT run_id, task_id, events, answer FROM run_summary ORDER BY run_id"
@@ -82,23 +83,18 @@ def test_a_directory_that_is_no_export_is_one_clear_error(tmp_path):
     assert done.exit_code == 1 and "holds no fae export" in done.output and "Traceback" not in done.output
 
 
-def _stop_part_way(log: Path, out: Path) -> Path:
-    """Export ``log`` again into ``out`` and have it fail at its second table, events, as a full disk would:
-    a file stands where one of its partition folders goes, so DuckDB's COPY cannot create it. Returns the file."""
-    folder = sorted(p.parent for p in (out / "events").glob(f"**/{log_id(log)}_*.parquet"))[-1]
-    shutil.rmtree(folder)
-    folder.write_text("in the way")
-    with pytest.raises(StoreError, match="cannot export events"):
-        export_parquet(log, out)
-    return folder
-
-
-def test_an_export_stopped_part_way_is_refused_by_every_reader(two_logs, tmp_path):
+@pytest.fixture
+def stopped(two_logs, tmp_path):
+    """Both logs exported into one directory, then a's export again, failing at its events: (a, b, dir, obstacle)."""
     a, b = two_logs
     out = tmp_path / "exports"
     export_parquet(b, out)
     export_parquet(a, out)
-    _stop_part_way(a, out)
+    return a, b, out, stop_export_part_way(a, out)
+
+
+def test_an_export_stopped_part_way_is_refused_by_every_reader(stopped):
+    a, _, out, _ = stopped
     marker = out / f"{log_id(a)}.unfinished"
     line = json.loads(marker.read_text().splitlines()[0])
     assert line["log"] == str(a.resolve()) and line["began"]
@@ -127,12 +123,9 @@ def test_a_marker_cut_short_still_names_its_log(two_logs, tmp_path):
         query_parquet(out, SUMMARY)
 
 
-def test_exporting_the_log_again_repairs_the_directory(two_logs, tmp_path):
-    a, b = two_logs
-    out = tmp_path / "exports"
-    export_parquet(b, out)
-    export_parquet(a, out)
-    _stop_part_way(a, out).unlink()
+def test_exporting_the_log_again_repairs_the_directory(stopped):
+    a, _, out, obstacle = stopped
+    obstacle.unlink()
     export_parquet(a, out)
     assert not list(out.glob("*.unfinished"))
     _, rows = query_parquet(out, SUMMARY)
@@ -140,12 +133,8 @@ def test_exporting_the_log_again_repairs_the_directory(two_logs, tmp_path):
     assert query_parquet(out, "SELECT count(*) FROM verdicts")[1] == [(3,)]
 
 
-def test_another_logs_export_does_not_clear_the_marker(two_logs, tmp_path):
-    a, b = two_logs
-    out = tmp_path / "exports"
-    export_parquet(b, out)
-    export_parquet(a, out)
-    _stop_part_way(a, out)
+def test_another_logs_export_does_not_clear_the_marker(stopped):
+    a, b, out, _ = stopped
     export_parquet(b, out)
     assert [p.name for p in out.glob("*.unfinished")] == [f"{log_id(a)}.unfinished"]
     with pytest.raises(StoreError, match=re.escape(f"the export of log {a.resolve()} into {out} did not finish")):
