@@ -59,7 +59,8 @@ def judge(name: str, **rules: Rule) -> Callable[[Callable[[dict[str, Any]], Judg
     def register(factory: Callable[[dict[str, Any]], JudgeFn]) -> Callable[[dict[str, Any]], JudgeFn]:
         if name in _JUDGES:
             raise ValueError(f"judge {name!r} registered twice")
-        _JUDGES[name] = JudgeDef(name, dict(rules), factory, (factory.__doc__ or "").strip().splitlines()[0])
+        doc = next(iter((factory.__doc__ or "").strip().splitlines()), "")  # a factory may have no docstring
+        _JUDGES[name] = JudgeDef(name, dict(rules), factory, doc)
         return factory
 
     return register

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fae.errors import JudgeError
-from fae.judge.registry import judges, parse_rules, rule_set, rule_set_hash
+from fae.judge import registry
+from fae.judge.registry import judge, judges, parse_rules, rule_set, rule_set_hash
 
 
 def test_the_built_in_judges_are_registered_with_their_rules():
@@ -63,3 +64,13 @@ def test_the_installed_packages_are_scanned_for_judge_plugins_once_per_process(m
     for _ in range(5):
         assert "ensure_record" in judges()
     assert scans == [{"group": "fae.judges"}]
+
+
+def test_a_judge_without_a_docstring_registers(monkeypatch):
+    monkeypatch.setattr(registry, "_JUDGES", dict(registry._JUDGES))  # registered for this test only
+
+    @judge("undocumented")
+    def undocumented(rules):
+        return lambda run: None
+
+    assert judges()["undocumented"].doc == ""
