@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -51,7 +52,9 @@ def test_a_killed_rejudge_is_an_incomplete_batch_that_compare_leaves_out(scenari
         _, [(judged_runs,)] = opened.query("SELECT count(*) FROM runs WHERE status IN ('finished', 'errored')")
     assert judged_runs > 3
 
-    proc = subprocess.Popen([sys.executable, "-c", STALLING_REJUDGE, str(log)], stderr=subprocess.PIPE, text=True)
+    # the killed process cannot remove its spool folder: keep it in this test's folder, not in /tmp
+    proc = subprocess.Popen([sys.executable, "-c", STALLING_REJUDGE, str(log)], stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(tmp_path)})
     lines = []
     try:
         for line in proc.stderr:  # waits on what the rejudge says, not on time
