@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ import duckdb
 
 from fae.errors import StoreError
 from fae.store.bodies import copy_body
-from fae.store.files import fsync_dir, keep_private, remove_stale, write_private
+from fae.store.files import fsync_dir, fsync_file, keep_private, remove_stale, write_private
 from fae.store.log import EventLog
 from fae.store.sandbox import lock_down, run_query
 from fae.store.schema import VIEWS
@@ -77,19 +76,11 @@ def _mark_unfinished(directory: Path, name: str, log_path: Path, began: datetime
     line = json.dumps({"log": str(log_path.resolve()), "began": began.isoformat()}) + "\n"
     write_private(marker, line.encode())
     try:
-        _sync_file(marker)
+        fsync_file(marker)
         fsync_dir(directory)
     except OSError as exc:
         raise StoreError(f"cannot write {marker}: {exc.strerror or exc}") from None
     return marker
-
-
-def _sync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _sync_tables(directory: Path, name: str) -> None:
@@ -100,7 +91,7 @@ def _sync_tables(directory: Path, name: str) -> None:
             target = directory / table
             files = list(target.glob(f"**/{name}_*.parquet")) if table in _PARTITIONED else [target / f"{name}.parquet"]
             for file in files:
-                _sync_file(file)
+                fsync_file(file)
                 folders.update(parent for parent in file.parents if parent.is_relative_to(target))
         for folder in sorted(folders, key=lambda f: len(f.parts), reverse=True):  # deepest first
             fsync_dir(folder)

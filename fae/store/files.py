@@ -66,7 +66,16 @@ def write_private(path: Path, data: bytes) -> None:
 
 def fsync_dir(directory: Path) -> None:
     """Make a new file's directory entry durable."""
-    fd = os.open(directory, os.O_RDONLY)
+    _fsync(directory, os.O_RDONLY)
+
+
+def fsync_file(path: Path) -> None:
+    """Make a written file's content durable (opened anew, never through a link)."""
+    _fsync(path, os.O_RDONLY | os.O_NOFOLLOW)
+
+
+def _fsync(path: Path, flags: int) -> None:
+    fd = os.open(path, flags)
     try:
         os.fsync(fd)
     finally:
