@@ -42,16 +42,22 @@ _NOT_READ = object()
 
 
 def _canonical(resource: dict[str, Any]) -> tuple[bytes, bytes, bytes]:
-    """(up to meta's value, after meta's value, without meta): the resource as the harness's json.dumps writes it."""
-    before: list[str] = []
-    after: list[str] = []
-    for key in sorted(resource):
-        if key != "meta":
-            item = f"{_canonical_encoder.encode(key)}: {_canonical_encoder.encode(resource[key])}"
-            (before if key < "meta" else after).append(item)
-    head = "{" + "".join(item + ", " for item in before) + '"meta": '
-    tail = "".join(", " + item for item in after) + "}"
-    return head.encode(), tail.encode(), ("{" + ", ".join(before + after) + "}").encode()
+    """(up to meta's value, after meta's value, without meta): the resource as the harness's json.dumps writes it.
+
+    Keys sort as strings, so the keys before meta and those after it are each one sorted object: two calls of
+    the C encoder, cut and joined, not two per key.
+    """
+    before = _canonical_encoder.encode({k: v for k, v in resource.items() if k < "meta"})
+    after = _canonical_encoder.encode({k: v for k, v in resource.items() if k > "meta"})
+    head = (before[:-1] + ", " if len(before) > 2 else "{") + '"meta": '
+    tail = ", " + after[1:] if len(after) > 2 else "}"
+    if len(before) == 2:
+        without = after
+    elif len(after) == 2:
+        without = before
+    else:
+        without = before[:-1] + ", " + after[1:]
+    return head.encode(), tail.encode(), without.encode()
 
 
 class Capture(Sequence[dict[str, Any]]):

@@ -9,7 +9,7 @@ import pytest
 
 from fae.errors import ReplayDrift
 from fae.replay import fold_state, load_run, state_drift
-from fae.replay.drift import Capture, read_capture
+from fae.replay.drift import Capture, _canonical, read_capture
 from fae.store.log import EventLog
 
 
@@ -102,3 +102,18 @@ def test_a_matched_capture_by_key_is_the_parsed_capture_and_untouched_names_only
                    if "meta" in parsed[key])
         seen_written |= bool(set(parsed) - untouched)
     assert seen_written  # some run wrote a resource the capture holds: it is not called untouched
+
+
+@pytest.mark.parametrize("resource", [
+    {}, {"meta": {"v": 1}}, {"active": True}, {"resourceType": "Patient"},
+    {"id": "a", "meta": {}, "resourceType": "Patient", "name": [{"given": ["Zoë"]}]},
+    {"metaX": 1, "met": 2, "Meta": 3, "é": "ü", "": None, "m": [1.5, {"b": 1, "a": 2}]},
+])
+def test_the_canonical_pieces_are_what_json_dumps_writes(resource):
+    """The fast comparison's pieces rebuild the harness's own bytes, with any meta and without one."""
+    head, tail, without = _canonical(resource)
+    rest = {k: v for k, v in resource.items() if k != "meta"}
+    assert without == json.dumps(rest, sort_keys=True).encode()
+    meta = {"versionId": "3", "lastUpdated": "2026-01-01T00:00:00Z"}
+    assert head + json.dumps(meta, sort_keys=True).encode() + tail == \
+        json.dumps({**rest, "meta": meta}, sort_keys=True).encode()
