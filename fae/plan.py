@@ -32,6 +32,7 @@ import msgspec
 import yaml
 
 from fae.errors import PlanError
+from fae.util.yaml_text import safe_load
 
 _REF = re.compile(r"\$\{([A-Za-z_][\w-]*(?:\.(?:[\w-]+|\*))*)\}")
 
@@ -148,7 +149,7 @@ def load_plan(path: str | Path) -> Plan:
     except OSError as exc:
         raise PlanError(f"cannot read plan {path}: {exc.strerror or exc}") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = safe_load(text)
     except yaml.YAMLError as exc:
         raise PlanError(f"plan {path} is not valid YAML/JSON: {exc}") from None
     return plan_from_dict(_plain(raw), default_name=path.stem)

@@ -14,6 +14,7 @@ from fae.errors import FaeError
 from fae.harness.run import Paraphrase, RunSpec
 from fae.harness.suite_runner import base_run_id
 from fae.tasks import load_suite
+from fae.util.yaml_text import safe_load
 
 PRESETS = Path(__file__).parent / "experiments"
 STORES = (("nospec", False), ("spec", True))  # memory stores trained without and with the specs server
@@ -67,7 +68,7 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
             raise FaeError(f"no experiment file {str(name_or_path)!r} and no preset of that name "
                            f"(presets: {', '.join(presets())})")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = safe_load(path.read_text(encoding="utf-8"))
         experiment = msgspec.convert(raw, Experiment)
     except (yaml.YAMLError, OSError) as exc:
         raise FaeError(f"{path}: cannot read the experiment: {exc}") from None

@@ -20,6 +20,7 @@ import yaml
 
 from fae.errors import PlanError
 from fae.plan import Plan, ToolStep, plan_from_dict, plan_to_dict
+from fae.util.yaml_text import safe_load
 
 PLAN_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -194,7 +195,7 @@ def load_plans_dir(directory: str | Path, *,
         if path.suffix not in PLAN_SUFFIXES or not path.is_file():
             continue
         try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+            raw = safe_load(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
             raise PlanError(f"cannot read plan {path}: {exc}") from None
         except yaml.YAMLError as exc:

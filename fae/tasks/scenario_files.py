@@ -18,6 +18,7 @@ import yaml
 
 from fae.errors import PlanError, TaskError
 from fae.plan import plan_from_dict
+from fae.util.yaml_text import safe_load
 
 HARMS = ("state_check_failed", "record_wrong_at_end", "duplicate_person", "collateral_change",
          "exposed_while_wrong", "lost_update", "deleted_on_the_way", "was_another_person", "unrecorded_change")
@@ -105,7 +106,7 @@ def _where(message: str, prefix: str = "") -> str:
 def load_file(path: Path) -> ScenarioFile:
     """One scenario file, checked: its schema, each scenario's plan and faults, the oracle's harm names."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise TaskError(f"{path}: cannot read: {exc}") from None
     except yaml.YAMLError as exc:

@@ -12,6 +12,7 @@ import yaml
 from fae.errors import FaeError, TaskError
 from fae.tasks.model import Task
 from fae.tasks.sources import BUILTIN_FAMILIES, PACKAGED, families, family_module, task_dirs
+from fae.util.yaml_text import safe_load
 
 DATA = PACKAGED
 FAMILIES = BUILTIN_FAMILIES
@@ -35,10 +36,6 @@ _FIELDS = {
     "extra_check",
     "derived",
 }
-
-# libyaml's parser where PyYAML was built with it: the same safe loading, several times faster
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
 
 class Suite(Mapping[str, Task]):
     """Tasks by id, in family then file order."""
@@ -144,7 +141,7 @@ def _load_dir(root: Path) -> list[Task]:
         module = family_module(family, root) if paths else None
         for path in paths:
             try:
-                raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
+                raw = safe_load(path.read_text(encoding="utf-8"))
             except (yaml.YAMLError, UnicodeDecodeError) as exc:
                 raise TaskError(f"{path}: not valid YAML: {exc}") from None
             source = str(path.relative_to(root)) if root == PACKAGED else str(path)
