@@ -8,7 +8,6 @@ into ``DIR/verdicts`` and marks the batch complete (fae/store/export_verdicts.py
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +17,7 @@ import duckdb
 
 from fae.errors import JudgeError, StoreError
 from fae.judge.judging import JUDGED_STATUSES, build_plan
-from fae.judge.parallel import ShardJob, start_workers
+from fae.judge.parallel import ShardJob, spool_folder, start_workers
 from fae.judge.ray_judge import judge_jobs
 from fae.judge.rejudge import RejudgeResult, batch_started, check_workers, rejudged
 from fae.replay.export_source import ExportPlan, plan_export, sql_text, unreadable
@@ -78,7 +77,7 @@ def rejudge_export(directory: str | Path, *, judge_name: str | None = None,
     if on_progress:
         on_progress(0, len(ids))
     judges = tuple((j.name, j.rules) for j in plan)
-    with tempfile.TemporaryDirectory(prefix="fae-rejudge-") as spool:
+    with spool_folder() as spool:
         jobs, results = judge_jobs(
             lambda count: export_jobs(found, count, judges, now, started.batch, Path(spool), chunk),
             len(ids), workers=workers, ray=ray, command="fae rejudge --ray")

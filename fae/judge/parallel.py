@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import select
 import shutil
+import socket
+import stat
 import tempfile
 import threading
 import time
@@ -295,6 +298,55 @@ def _watch_owner(owner: int, spools: tuple[str, ...]) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="fae-owner-watch", daemon=True).start()
+
+
+STALE_SPOOL_S = 600
+"""How long a dead process's spool folder is left untouched before a later rejudge removes it."""
+
+
+@contextmanager
+def spool_folder(kind: str = "rejudge") -> Iterator[str]:
+    """A temp folder for verdict files, named for this process and host (``fae-KIND-PID@HOST.XXXXXXXX``).
+
+    A process killed outright (SIGKILL, the OOM killer) cannot remove its folder; the folders of its kind
+    that a process of this host left and that no longer runs are removed here first (``remove_stale_spools``).
+    """
+    host = _host_name()
+    remove_stale_spools(kind, host)
+    with tempfile.TemporaryDirectory(prefix=f"fae-{kind}-{os.getpid()}@{host}.") as folder:
+        yield folder
+
+
+def remove_stale_spools(kind: str, host: str | None = None, *, older_than: float = STALE_SPOOL_S) -> list[Path]:
+    """Remove the spool folders of ``kind`` in the temp folder whose process, on this host, has ended.
+
+    Only a folder of this user, untouched for ``older_than`` seconds, named for this host (a temp folder
+    may be shared by machines) and for a pid that no process has now. A pid reused since leaves its folder
+    for a later run; a folder of a live process is never touched. Returns what was removed.
+    """
+    host = host or _host_name()
+    removed = []
+    now = time.time()
+    prefix = f"fae-{kind}-"
+    for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*@{host}.*"):
+        owner, _, rest = folder.name[len(prefix):].partition("@")
+        if not owner.isdigit() or rest.rpartition(".")[0] != host:
+            continue
+        try:
+            found = folder.lstat()
+        except OSError:
+            continue
+        mine = not hasattr(os, "getuid") or found.st_uid == os.getuid()
+        if not stat.S_ISDIR(found.st_mode) or not mine or now - found.st_mtime < older_than or _alive(int(owner)):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _host_name() -> str:
+    """This machine's name as it can stand in a file name and a glob (other characters become ``_``)."""
+    return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "host"
 
 
 def _alive(pid: int) -> bool:

@@ -9,14 +9,21 @@ files, and inserts them all in one transaction, as the local path does.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from fae.errors import JudgeError
-from fae.judge.parallel import RUNS_PER_WORKER, ShardJob, ShardResult, judge_shard, run_shards, workers_default
+from fae.judge.parallel import (
+    RUNS_PER_WORKER,
+    ShardJob,
+    ShardResult,
+    judge_shard,
+    run_shards,
+    spool_folder,
+    workers_default,
+)
 from fae.util.ray_cluster import cluster_cpus, ray_connection, short_error
 
 
@@ -29,7 +36,7 @@ def judge_shard_here(job: ShardJob) -> tuple[ShardResult, list[bytes]]:
     """Judge one shard on this node; its verdict rows come back as the bytes of its Parquet files."""
     if job.out is None:
         return judge_shard(job), []
-    with tempfile.TemporaryDirectory(prefix="fae-ray-judge-") as spool:
+    with spool_folder("ray-judge") as spool:
         stem = Path(spool) / "shard"
         result = judge_shard(replace(job, out=str(stem)))
         return result, [part.read_bytes() for part in sorted(stem.parent.glob(stem.name + "-*.parquet"))]

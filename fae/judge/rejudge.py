@@ -7,7 +7,6 @@ a rescore is new rows.
 
 from __future__ import annotations
 
-import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -18,7 +17,7 @@ from typing import Any
 
 from fae.errors import JudgeError, StoreError
 from fae.judge.judging import DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run, relaxed_gc  # noqa: F401
-from fae.judge.parallel import ShardJob, ShardResult, insert_verdicts, start_workers
+from fae.judge.parallel import ShardJob, ShardResult, insert_verdicts, spool_folder, start_workers
 from fae.judge.ray_judge import judge_jobs
 from fae.replay.source import load_runs, run_ids
 from fae.replay.stream import shards, spans
@@ -70,7 +69,7 @@ def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: M
     if on_progress:
         on_progress(0, len(ids))
     judges = tuple((j.name, j.rules) for j in plan)
-    with tempfile.TemporaryDirectory(prefix="fae-rejudge-") as spool:
+    with spool_folder() as spool:
         jobs, results = judge_jobs(
             lambda count: [ShardJob(str(path), tuple(part), judges, now, started.batch,
                                     out=str(Path(spool) / f"shard-{index}"), chunk=chunk)
