@@ -313,10 +313,18 @@ def export(
     parquet: Annotated[Path, typer.Option(
         "--parquet", help="Directory of exports: one folder per table, partitioned by suite, experiment and day.")],
     log: LogOption = DEFAULT_LOG,
+    drop: Annotated[str | None, typer.Option(
+        "--drop", metavar="NAME",
+        help="Instead of exporting, remove the files of the log named NAME (its files' stem) from the directory, "
+             "with its unfinished-export marker.")] = None,
 ) -> None:
     """Export the log's tables to Parquet, partitioned; many logs can share one directory (`fae sql --parquet`)."""
-    from fae.store.export import export_parquet
+    from fae.store.export import drop_export, export_parquet
 
+    if drop is not None:
+        removed = drop_export(parquet, drop)
+        out.print(f"removed {removed} files of {drop} from {parquet}", markup=False)
+        return
     written = export_parquet(log, parquet)
     for path, count in written:
         out.print(f"{path}  {count} rows", markup=False)

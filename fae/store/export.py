@@ -23,8 +23,10 @@ exporting that log again repairs it.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -70,6 +72,12 @@ def _select(table: str) -> str:
     return f"SELECT t.*, {_parts('r')} FROM {table} t JOIN runs r USING (run_id)"
 
 
+def _own_parts(folder: Path, name: str) -> list[Path]:
+    """A log's files in a partitioned table's folder: ``NAME_<i>.parquet`` exactly (a longer name is another log's)."""
+    exact = re.compile(re.escape(name) + r"_\d+\.parquet")
+    return [path for path in folder.glob(f"**/{glob.escape(name)}_*.parquet") if exact.fullmatch(path.name)]
+
+
 def _mark_unfinished(directory: Path, name: str, log_path: Path, began: datetime) -> Path:
     """Write the log's marker, on disk before anything of the log is removed or written."""
     marker = directory / f"{name}{UNFINISHED}"
@@ -89,7 +97,7 @@ def _sync_tables(directory: Path, name: str) -> None:
     try:
         for table in TABLES:
             target = directory / table
-            files = list(target.glob(f"**/{name}_*.parquet")) if table in _PARTITIONED else [target / f"{name}.parquet"]
+            files = _own_parts(target, name) if table in _PARTITIONED else [target / f"{name}.parquet"]
             for file in files:
                 fsync_file(file)
                 folders.update(parent for parent in file.parents if parent.is_relative_to(target))
@@ -118,7 +126,7 @@ def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Pa
             target = directory / table
             try:
                 if table in _PARTITIONED:
-                    for stale in target.glob(f"**/{name}_*.parquet"):
+                    for stale in _own_parts(target, name):
                         stale.unlink()  # this log's files from an earlier export; the new ones replace them
                     log.con.execute(
                         f"COPY ({_select(table)}) TO '{_sql_text(target)}' (FORMAT parquet, COMPRESSION zstd,"
@@ -144,6 +152,42 @@ def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Pa
     return written
 
 
+def drop_export(directory: str | Path, name: str) -> int:
+    """Remove one log's files, and its marker, from an export directory; returns how many files went.
+
+    ``name`` is the log's name in the directory (``log_id``: its files' and its marker's stem). This is how
+    a directory is repaired when the log of an unfinished export is gone or has moved (exporting it from
+    another path names it anew). The log's marker is there from before its first file goes until after its
+    last, so a drop stopped part way is refused like an unfinished export (and finished by dropping again). Left in
+    place: body side files (``bodies/``, shared by every log) and the verdicts ``fae rejudge --parquet``
+    added (``<batch>_N.parquet``): they name runs the directory no longer holds, and every view joins runs.
+    """
+    directory = Path(directory)
+    if not name or name != Path(name).name or name in (".", ".."):
+        raise StoreError(f"{name!r} is not the name of a log's files (a log's name is the stem of its marker "
+                         "or of its files, e.g. fae-0123456789)")
+    marker = directory / f"{name}{UNFINISHED}"
+    files = [path for table in TABLES for path in (
+        _own_parts(directory / table, name) if table in _PARTITIONED else [directory / table / f"{name}.parquet"])
+        if path.is_file()]
+    if not files and not marker.exists():
+        raise StoreError(f"{directory} holds no file of a log named {name!r}")
+    try:
+        if not marker.exists():  # readers refuse the directory from now until the last file is gone
+            write_private(marker, json.dumps({"drop": name, "began": datetime.now(UTC).isoformat()}).encode() + b"\n")
+            fsync_file(marker)
+            fsync_dir(directory)
+        for path in files:
+            path.unlink()
+        for folder in sorted({path.parent for path in files}):
+            fsync_dir(folder)
+        marker.unlink()
+        fsync_dir(directory)
+    except OSError as exc:
+        raise StoreError(f"cannot remove the files of {name} from {directory}: {exc.strerror or exc}") from None
+    return len(files)
+
+
 def refuse_unfinished(directory: str | Path) -> None:
     """A StoreError naming the log, and the command that repairs it, when ``directory`` holds an unfinished export."""
     markers = sorted(Path(directory).glob(f"*{UNFINISHED}"))
@@ -156,8 +200,10 @@ def refuse_unfinished(directory: str | Path) -> None:
         log = None  # a marker fae did not write whole: its name still says which log
     which = f"log {log}" if log else f"log {marker.name.removesuffix(UNFINISHED)}"
     others = f" (and {len(markers) - 1} more)" if len(markers) > 1 else ""
+    name = marker.name.removesuffix(UNFINISHED)
     raise StoreError(f"the export of {which} into {directory} did not finish ({marker.name} is there){others};"
-                     f" export it again: `fae export --parquet {directory} --log {log or 'LOG'}`")
+                     f" export it again: `fae export --parquet {directory} --log {log or 'LOG'}`, or, if that log"
+                     f" is gone or has moved, remove its files: `fae export --parquet {directory} --drop {name}`")
 
 
 def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from fae.cli import app
 from fae.errors import StoreError
-from fae.store.export import export_parquet, log_id, open_parquet, query_parquet
+from fae.store.export import drop_export, export_parquet, log_id, open_parquet, query_parquet
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -150,3 +150,84 @@ def test_an_export_without_a_marker_is_read_as_before(two_logs, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["blobs", "events", "runs", "task_meta", "verdict_batches",
                                                      "verdicts"]
     assert query_parquet(out, "SELECT count(*) FROM run_summary")[1] == [(3,)]
+
+
+def _files_of(out: Path, name: str) -> list[str]:
+    return sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet")
+                  if p.name == f"{name}.parquet" or re.fullmatch(re.escape(name) + r"_\d+\.parquet", p.name))
+
+
+def test_an_unfinished_export_whose_log_has_moved_is_repaired_by_dropping_its_files(stopped, tmp_path):
+    """Exporting from the log's new path names its files anew, so it cannot clear the old marker; --drop can."""
+    a, _, out, obstacle = stopped
+    obstacle.unlink()  # the full disk is fixed
+    old = log_id(a)
+    (tmp_path / "moved").mkdir()
+    moved = a.rename(tmp_path / "moved" / "a.duckdb")
+    export_parquet(moved, out)
+    assert log_id(moved) != old and _files_of(out, old)
+    refused = runner.invoke(app, ["sql", "--parquet", str(out), SUMMARY])
+    assert refused.exit_code == 1 and f"fae export --parquet {out} --drop {old}" in refused.stderr, refused.stderr
+
+    count = len(_files_of(out, old))
+    done = runner.invoke(app, ["export", "--parquet", str(out), "--drop", old])
+    assert done.exit_code == 0, done.output
+    assert f"removed {count} files of {old} from {out}" in " ".join(done.output.split())
+    assert _files_of(out, old) == [] and not list(out.glob("*.unfinished"))
+    _, rows = query_parquet(out, SUMMARY)  # the moved log's export and b's, each once
+    assert rows == [("a1", "t", 4, "one"), ("a2", "t", 4, "two"), ("b1", "t", 4, "three")]
+
+
+def test_dropping_one_log_leaves_the_others_even_one_whose_name_begins_with_it(two_logs, tmp_path):
+    a, _ = two_logs
+    out = tmp_path / "exports"
+    # a log whose files are named "<a's name>_b-<digest>_0.parquet": they begin as a's own files do
+    twin = write_log(tmp_path / f"{log_id(a)}_b.duckdb", finished_run("t1", suite="s1", body=b"twin"))
+    export_parquet(twin, out)
+    export_parquet(a, out)
+    export_parquet(a, out)  # an export again replaces a's files, and only those
+    kept, own = _files_of(out, log_id(twin)), _files_of(out, log_id(a))
+    assert kept and own and not set(kept) & set(own)
+    assert drop_export(out, log_id(a)) == len(own)
+    assert _files_of(out, log_id(a)) == [] and _files_of(out, log_id(twin)) == kept
+    assert query_parquet(out, SUMMARY)[1] == [("t1", "t", 4, "twin")]
+
+
+@pytest.mark.parametrize("name", ["", "..", "../exports", "a/b", "no-such-log-0123456789"])
+def test_a_drop_of_what_names_no_log_is_one_error_and_removes_nothing(two_logs, tmp_path, name):
+    a, _ = two_logs
+    out = tmp_path / "exports"
+    export_parquet(a, out)
+    before = sorted(out.rglob("*"))
+    done = runner.invoke(app, ["export", "--parquet", str(out), "--drop", name])
+    assert done.exit_code == 1 and "Traceback" not in done.output
+    assert done.stderr.startswith("error:") and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert sorted(out.rglob("*")) == before
+
+
+def test_a_drop_stopped_part_way_is_refused_until_it_is_dropped_again(two_logs, tmp_path, monkeypatch):
+    """A file that cannot be removed half way (a mock: as root in a temp folder no real unlink fails) leaves the
+    log's marker, so no reader takes the half-removed log for whole."""
+    a, b = two_logs
+    out = tmp_path / "exports"
+    export_parquet(a, out)
+    export_parquet(b, out)
+    real = Path.unlink
+    calls = []
+
+    def failing(path, *args, **kwargs):
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(5, "Input/output error")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "unlink", failing)
+    with pytest.raises(StoreError, match="cannot remove the files of"):
+        drop_export(out, log_id(a))
+    monkeypatch.undo()
+    left = _files_of(out, log_id(a))
+    assert [p.name for p in out.glob("*.unfinished")] == [f"{log_id(a)}.unfinished"] and left
+    with pytest.raises(StoreError, match=re.escape(f"--drop {log_id(a)}")):
+        query_parquet(out, SUMMARY)
+    assert drop_export(out, log_id(a)) == len(left)
+    assert query_parquet(out, SUMMARY)[1] == [("b1", "t", 4, "three")]
