@@ -231,3 +231,21 @@ def test_a_drop_stopped_part_way_is_refused_until_it_is_dropped_again(two_logs, 
         query_parquet(out, SUMMARY)
     assert drop_export(out, log_id(a)) == len(left)
     assert query_parquet(out, SUMMARY)[1] == [("b1", "t", 4, "three")]
+
+
+def test_polars_reads_the_export_folders_as_duckdb_does(two_logs, tmp_path):
+    """docs/scale.md tells users of other tools how to read a directory; Polars is checked here (Spark needs a JVM)."""
+    import polars as pl  # a dev dependency for this test alone
+    a, b = two_logs
+    out = tmp_path / "exports"
+    export_parquet(a, out)
+    export_parquet(b, out)
+    events = pl.scan_parquet(f"{out.as_posix()}/events/**/*.parquet", hive_partitioning=True)
+    assert events.filter(pl.col("part_suite") == "s1").select(pl.len()).collect().item() == 8
+    runs = pl.scan_parquet(f"{out.as_posix()}/runs/**/*.parquet", hive_partitioning=True).collect()
+    assert sorted(runs["run_id"].to_list()) == ["a1", "a2", "b1"]
+    assert sorted(str(day) for day in runs["day"].to_list()) == ["2026-01-01", "2026-01-01", "2026-01-02"]
+    by_fae = dict(query_parquet(out, "SELECT run_id, count(*) FROM events GROUP BY run_id")[1])
+    by_polars = dict(pl.scan_parquet(f"{out.as_posix()}/events/**/*.parquet", hive_partitioning=True)
+                     .group_by("run_id").len().collect().iter_rows())
+    assert by_polars == by_fae
