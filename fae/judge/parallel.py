@@ -186,10 +186,25 @@ def _spill(sink: duckdb.DuckDBPyConnection, rows: list[tuple], path: str, parts:
         return parts
     with sink.appender("verdicts") as appender:
         appender.append_rows(rows)
-    sink.execute(f"COPY verdicts TO '{_sql_path(path)}' (FORMAT parquet)")
+    try:
+        sink.execute(f"COPY verdicts TO '{_sql_path(path)}' (FORMAT parquet)")
+    except duckdb.Error as exc:
+        raise JudgeError(f"cannot write verdicts in the temp folder ({_io_error(exc)}): a rejudge keeps its verdicts"
+                         " there until they all go into the log at once; free space there, or point TMPDIR at"
+                         " another folder, and run it again (no verdict of this one went into the log)") from None
     sink.execute("DROP TABLE verdicts")  # a DELETE would keep the rows' memory in an in-memory database
     sink.execute(f"CREATE TABLE verdicts ({_VERDICT_COLUMNS})")
     return parts + 1
+
+
+_IO_MESSAGE = re.compile(r'"exception_message":"((?:[^"\\]|\\.)*)"')
+
+
+def _io_error(exc: duckdb.Error) -> str:
+    """DuckDB's I/O error in a few words: the operating system's message where DuckDB quotes one."""
+    text = str(exc)
+    found = _IO_MESSAGE.search(text)
+    return found.group(1).replace('\\"', '"') if found else text.strip().splitlines()[0] if text.strip() else "?"
 
 
 def _sql_path(path: str | Path) -> str:

@@ -117,3 +117,56 @@ def test_the_next_rejudge_removes_the_spool_of_one_killed_outright(scenario_log,
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert list(temp.glob("fae-rejudge-*")) == [], "the killed rejudge's spool folder is still there"
+
+
+def test_verdicts_that_cannot_be_spilled_are_one_error_naming_the_temp_folder(scenario_log, tmp_path):
+    """A spill DuckDB cannot write (here: its folder is gone) is a JudgeError saying where and what to do."""
+    from datetime import UTC, datetime
+
+    from fae.errors import JudgeError
+    from fae.judge.judging import build_plan
+    from fae.judge.parallel import ShardJob, judge_shard
+    from fae.replay.source import run_ids
+    from fae.replay.stream import spans
+    from fae.store.log import EventLog
+
+    with EventLog(scenario_log, read_only=True) as log:
+        found = tuple(spans(log, run_ids(log)))
+    judges = tuple((j.name, j.rules) for j in build_plan())
+    job = ShardJob(str(scenario_log), found, judges, datetime(2026, 1, 1, tzinfo=UTC), "b",
+                   out=str(tmp_path / "gone" / "shard-0"))
+    with pytest.raises(JudgeError, match=r"cannot write verdicts in the temp folder \(.*gone.*\).*TMPDIR"):
+        judge_shard(job)
+
+
+def _small_tmpfs(folder: Path) -> bool:
+    folder.mkdir()
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(folder)], capture_output=True)
+    except OSError:
+        return False
+    return done.returncode == 0
+
+
+def test_a_full_temp_folder_is_one_line_and_no_verdict(scenario_log, tmp_path):
+    """A real full file system (a one-page tmpfs) under TMPDIR: `fae rejudge` says so in one line, exit 1."""
+    from bench.grow_log import grow
+
+    full = tmp_path / "full"
+    if not _small_tmpfs(full):
+        pytest.skip("cannot mount a small tmpfs here (needs root in a container that allows it)")
+    grown_log = tmp_path / "grown.duckdb"
+    grown_log.write_bytes(Path(scenario_log).read_bytes())
+    assert grow(str(grown_log), 48) == 48
+    try:
+        for workers in ("1", "2"):
+            done = subprocess.run([sys.executable, "-m", "fae.cli", "rejudge", "--log", str(grown_log), "--workers",
+                                   workers], env={**os.environ, "TMPDIR": str(full)}, capture_output=True, text=True,
+                                  timeout=600)
+            assert done.returncode == 1, done.stderr
+            assert "Traceback" not in done.stderr, done.stderr
+            assert done.stderr.startswith("error: cannot write verdicts"), done.stderr
+            assert "No space left on device" in done.stderr and "TMPDIR" in done.stderr
+            assert list(full.iterdir()) == [], "the spool folder was left"
+    finally:
+        subprocess.run(["umount", str(full)], capture_output=True)
