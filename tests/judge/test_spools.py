@@ -1,5 +1,6 @@
 """Spool folders of verdict files: a folder left by a process that was killed outright is removed by a later
-rejudge of the same host, and nothing any other process may still use is touched."""
+rejudge of the same host, nothing any other process may still use is touched, and a spool that cannot be
+written (a full temp folder) is one error line."""
 
 from __future__ import annotations
 
@@ -8,12 +9,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from bench.grow_log import grow
+from fae.errors import JudgeError
 from fae.judge import parallel
-from fae.judge.parallel import STALE_SPOOL_S, remove_stale_spools, spool_folder
+from fae.judge.judging import build_plan
+from fae.judge.parallel import STALE_SPOOL_S, ShardJob, judge_shard, remove_stale_spools, spool_folder
+from fae.replay.source import run_ids
+from fae.replay.stream import spans
+from fae.store.log import EventLog
 
 NO_PID = 4_194_305  # above Linux's largest pid_max (2**22) and macOS's: no process can have it
 
@@ -71,9 +79,7 @@ def test_a_new_spool_folder_is_named_for_its_process_and_removes_what_an_ended_o
 STALLING_REJUDGE = """
 import sys, time
 from fae.judge import parallel
-judge = parallel.judge_shard
 def stalling(job):
-    print(parallel.tempfile.gettempdir(), file=sys.stderr, flush=True)
     print("stalling", file=sys.stderr, flush=True)
     while True:
         time.sleep(1)
@@ -121,15 +127,6 @@ def test_the_next_rejudge_removes_the_spool_of_one_killed_outright(scenario_log,
 
 def test_verdicts_that_cannot_be_spilled_are_one_error_naming_the_temp_folder(scenario_log, tmp_path):
     """A spill DuckDB cannot write (here: its folder is gone) is a JudgeError saying where and what to do."""
-    from datetime import UTC, datetime
-
-    from fae.errors import JudgeError
-    from fae.judge.judging import build_plan
-    from fae.judge.parallel import ShardJob, judge_shard
-    from fae.replay.source import run_ids
-    from fae.replay.stream import spans
-    from fae.store.log import EventLog
-
     with EventLog(scenario_log, read_only=True) as log:
         found = tuple(spans(log, run_ids(log)))
     judges = tuple((j.name, j.rules) for j in build_plan())
@@ -150,8 +147,6 @@ def _small_tmpfs(folder: Path) -> bool:
 
 def test_a_full_temp_folder_is_one_line_and_no_verdict(scenario_log, tmp_path):
     """A real full file system (a one-page tmpfs) under TMPDIR: `fae rejudge` says so in one line, exit 1."""
-    from bench.grow_log import grow
-
     full = tmp_path / "full"
     if not _small_tmpfs(full):
         pytest.skip("cannot mount a small tmpfs here (needs root in a container that allows it)")
