@@ -25,7 +25,8 @@ from fae.harness.interrupt import RESUME_HINT, catch_stop_signals
 REJUDGE_STOPPED = ("its batch is left started and never completed (`fae compare` leaves it out), and a log gets "
                    "none of its verdicts; run it again")
 EXPORT_STOPPED = ("this log's export is marked unfinished (DIR/<log>.unfinished) and readers refuse the directory "
-                  "until an export of the same log finishes")
+                  "until an export of the same log finishes (or `fae export --parquet DIR --drop <log>` takes "
+                  "its files out)")
 MIGRATE_STOPPED = "each migration step is applied whole or not at all; `fae migrate` again finishes"
 
 app = typer.Typer(help="fae: record, replay and judge LLM agents that act on FHIR servers.",
