@@ -49,6 +49,9 @@ def test_sigkill_mid_suite_then_resume(tmp_path):
         time.sleep(0.1)
     assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
     assert seen_live >= 3
+    # frozen where it was seen, so the checks below cannot give it time to finish the suite (under load they
+    # took long enough for all 24 runs to start); readers still work, and SIGKILL then lands mid-suite
+    os.kill(proc.pid, signal.SIGSTOP)
     # the CLI's readers work while the recorder holds the file
     listed = runner.invoke(app, ["runs", "--log", str(log), "--status", "finished"])
     assert listed.exit_code == 0 and ".gold.r0" in listed.output, listed.output
@@ -59,6 +62,8 @@ def test_sigkill_mid_suite_then_resume(tmp_path):
     assert counted.exit_code == 0 and json.loads(counted.output)["n"] > 0
     children = upstream_children(proc.pid)
     assert len(children) == 1, children  # the FHIR and MCP servers' process (--processes 2, the default)
+    stopped_at = _counts(log)
+    assert stopped_at[0] >= 3 and stopped_at[1] >= 1, stopped_at
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert wait_gone(children[0]), "the upstream process outlived a killed `fae record`"
@@ -67,7 +72,7 @@ def test_sigkill_mid_suite_then_resume(tmp_path):
         _, runs = opened.query("SELECT run_id, status FROM runs")
         finished = [r for r, s in runs if s == "finished"]
         unfinished = [r for r, s in runs if s != "finished"]
-        assert finished and unfinished and len(runs) < VARIATIONS
+        assert (len(finished), len(unfinished)) == stopped_at and len(runs) < VARIATIONS, runs
         for run_id in finished:
             _, kinds = opened.query("SELECT kind FROM events WHERE run_id = ? ORDER BY seq", [run_id])
             kinds = [k for (k,) in kinds]
