@@ -72,7 +72,8 @@ def test_sigkill_mid_suite_then_resume(tmp_path):
         _, runs = opened.query("SELECT run_id, status FROM runs")
         finished = [r for r, s in runs if s == "finished"]
         unfinished = [r for r, s in runs if s != "finished"]
-        assert (len(finished), len(unfinished)) == stopped_at and len(runs) < VARIATIONS, runs
+        # a live reader may trail what the journal holds, so the killed log has at least what it saw
+        assert finished and unfinished and len(finished) >= stopped_at[0] and len(runs) < VARIATIONS, runs
         for run_id in finished:
             _, kinds = opened.query("SELECT kind FROM events WHERE run_id = ? ORDER BY seq", [run_id])
             kinds = [k for (k,) in kinds]
