@@ -80,3 +80,9 @@ class ReplayDrift(FaeError):
 
 class JudgeError(FaeError):
     """A judge or a rule set is unknown or misconfigured."""
+
+
+def first_line(exc: BaseException | str) -> str:
+    """An error's message cut to its first line (its type's name when it has none), for a one-line error."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

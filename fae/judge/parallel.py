@@ -35,7 +35,7 @@ from typing import Any
 
 import duckdb
 
-from fae.errors import JudgeError, StoreError
+from fae.errors import JudgeError, StoreError, first_line
 from fae.judge.judging import Judging, judge_run, relaxed_gc
 from fae.judge.registry import get_judge, rule_set_hash
 from fae.replay.export_source import ExportShard, export_runs, reading_connection
@@ -202,9 +202,8 @@ _IO_MESSAGE = re.compile(r'"exception_message":"((?:[^"\\]|\\.)*)"')
 
 def _io_error(exc: duckdb.Error) -> str:
     """DuckDB's I/O error in a few words: the operating system's message where DuckDB quotes one."""
-    text = str(exc)
-    found = _IO_MESSAGE.search(text)
-    return found.group(1).replace('\\"', '"') if found else text.strip().splitlines()[0] if text.strip() else "?"
+    found = _IO_MESSAGE.search(str(exc))
+    return found.group(1).replace('\\"', '"') if found else first_line(exc)
 
 
 def _sql_path(path: str | Path) -> str:

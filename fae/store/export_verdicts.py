@@ -22,7 +22,7 @@ from pathlib import Path
 
 import duckdb
 
-from fae.errors import StoreError
+from fae.errors import StoreError, first_line
 from fae.store.export import refuse_unfinished
 from fae.store.files import keep_private
 from fae.store.log import VerdictBatchStarted
@@ -33,10 +33,6 @@ _BATCH_COLUMNS = ("batch VARCHAR, kind VARCHAR, judges JSON, planned_runs INTEGE
 
 def _text(path: Path) -> str:
     return path.as_posix().replace("'", "''")
-
-
-def _line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def _write_batch_row(directory: Path, started: VerdictBatchStarted, completed_at: datetime | None,
@@ -54,7 +50,7 @@ def _write_batch_row(directory: Path, started: VerdictBatchStarted, completed_at
         con.execute(f"COPY batch TO '{_text(temporary)}' (FORMAT parquet)")
         os.replace(temporary, folder / f"{started.batch}.parquet")
     except (duckdb.Error, OSError) as exc:
-        raise StoreError(f"cannot write verdict batch {started.batch} to {folder}: {_line(exc)}") from None
+        raise StoreError(f"cannot write verdict batch {started.batch} to {folder}: {first_line(exc)}") from None
     finally:
         con.close()
 
@@ -89,7 +85,8 @@ def complete_batch(directory: str | Path, started: VerdictBatchStarted, verdict_
                         f" PARTITION_BY (part_suite, part_experiment, day), FILENAME_PATTERN '{batch}_{{i}}',"
                         " WRITE_PARTITION_COLUMNS false)")
         except duckdb.Error as exc:
-            raise StoreError(f"cannot write the verdicts of batch {batch} into {directory}: {_line(exc)}") from None
+            raise StoreError(f"cannot write the verdicts of batch {batch} into {directory}: "
+                             f"{first_line(exc)}") from None
         finally:
             con.close()
         try:

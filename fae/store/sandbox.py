@@ -20,7 +20,7 @@ from typing import Any
 
 import duckdb
 
-from fae.errors import StoreError
+from fae.errors import StoreError, first_line
 
 # query-node types a reading statement's parse tree may hold (json_serialize_sql names)
 _READING_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
@@ -47,10 +47,6 @@ class Budget:
     memory_limit: str = "1GB"
 
 
-def _first_line(exc: BaseException | str) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-
-
 def _tokens(sql: str) -> list[tuple[int, str]]:
     """DuckDB's own tokens of ``sql`` as (offset, type name), comments dropped."""
     return [(offset, kind.name) for offset, kind in duckdb.tokenize(sql) if kind.name != "comment"]
@@ -73,7 +69,7 @@ def _check_select(sql: str) -> None:
         (serialized,) = _parser().execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0]
     tree = json.loads(serialized)
     if tree.get("error"):
-        raise StoreError(f"only plain queries can run here: {_first_line(str(tree.get('error_message')))}")
+        raise StoreError(f"only plain queries can run here: {first_line(str(tree.get('error_message')))}")
     modifying = sorted({t for t in _node_types(tree) if t not in _READING_NODES})
     if modifying:
         raise StoreError(f"the query modifies data ({', '.join(modifying)}); only reading is allowed")
@@ -84,7 +80,7 @@ def check_query(sql: str) -> None:
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
-        raise StoreError(f"bad SQL: {_first_line(exc)}") from None
+        raise StoreError(f"bad SQL: {first_line(exc)}") from None
     if len(statements) != 1:
         raise StoreError(f"give exactly one SQL statement (got {len(statements)})")
     statement = statements[0]
@@ -180,9 +176,9 @@ def run_query(cursor: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any]
         raise StoreError(f"the query needs more than its {budget.memory_limit if budget else ''} memory budget "
                          f"and was cancelled; add a LIMIT or aggregate") from None
     except duckdb.PermissionException as exc:
-        raise StoreError(f"not allowed here: {_first_line(exc)}") from None
+        raise StoreError(f"not allowed here: {first_line(exc)}") from None
     except duckdb.Error as exc:
-        raise StoreError(f"bad SQL: {_first_line(exc)}") from None
+        raise StoreError(f"bad SQL: {first_line(exc)}") from None
     finally:
         if timer is not None:
             timer.cancel()
