@@ -78,6 +78,12 @@ def _own_parts(folder: Path, name: str) -> list[Path]:
     return [path for path in folder.glob(f"**/{glob.escape(name)}_*.parquet") if exact.fullmatch(path.name)]
 
 
+def _log_files(directory: Path, table: str, name: str) -> list[Path]:
+    """A log's files of one table: its partitions, or its one ``NAME.parquet`` (named whether or not it is there)."""
+    target = directory / table
+    return _own_parts(target, name) if table in _PARTITIONED else [target / f"{name}.parquet"]
+
+
 def _mark_unfinished(directory: Path, name: str, log_path: Path, began: datetime) -> Path:
     """Write the log's marker, on disk before anything of the log is removed or written."""
     marker = directory / f"{name}{UNFINISHED}"
@@ -97,8 +103,7 @@ def _sync_tables(directory: Path, name: str) -> None:
     try:
         for table in TABLES:
             target = directory / table
-            files = _own_parts(target, name) if table in _PARTITIONED else [target / f"{name}.parquet"]
-            for file in files:
+            for file in _log_files(directory, table, name):
                 fsync_file(file)
                 folders.update(parent for parent in file.parents if parent.is_relative_to(target))
         for folder in sorted(folders, key=lambda f: len(f.parts), reverse=True):  # deepest first
@@ -167,9 +172,7 @@ def drop_export(directory: str | Path, name: str) -> int:
         raise StoreError(f"{name!r} is not the name of a log's files (a log's name is the stem of its marker "
                          "or of its files, e.g. fae-0123456789)")
     marker = directory / f"{name}{UNFINISHED}"
-    files = [path for table in TABLES for path in (
-        _own_parts(directory / table, name) if table in _PARTITIONED else [directory / table / f"{name}.parquet"])
-        if path.is_file()]
+    files = [path for table in TABLES for path in _log_files(directory, table, name) if path.is_file()]
     if not files and not marker.exists():
         raise StoreError(f"{directory} holds no file of a log named {name!r}")
     try:
@@ -198,9 +201,9 @@ def refuse_unfinished(directory: str | Path) -> None:
         log = json.loads(marker.read_text().splitlines()[0])["log"]
     except (OSError, ValueError, IndexError, KeyError, TypeError):
         log = None  # a marker fae did not write whole: its name still says which log
-    which = f"log {log}" if log else f"log {marker.name.removesuffix(UNFINISHED)}"
-    others = f" (and {len(markers) - 1} more)" if len(markers) > 1 else ""
     name = marker.name.removesuffix(UNFINISHED)
+    which = f"log {log}" if log else f"log {name}"
+    others = f" (and {len(markers) - 1} more)" if len(markers) > 1 else ""
     raise StoreError(f"the export of {which} into {directory} did not finish ({marker.name} is there){others};"
                      f" export it again: `fae export --parquet {directory} --log {log or 'LOG'}`, or, if that log"
                      f" is gone or has moved, remove its files: `fae export --parquet {directory} --drop {name}`")
