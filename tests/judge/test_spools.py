@@ -53,6 +53,8 @@ def test_only_the_folder_of_an_ended_process_of_this_host_is_removed(temp):
         "no pid": _folder(temp, f"fae-rejudge-x{NO_PID}@{host}.abc123xy"),
         "an old-style name": _folder(temp, "fae-rejudge-abc123xy"),
     }
+    target = _folder(temp, "not-a-spool")  # a link named like a dead process's spool must not be followed
+    (temp / f"fae-rejudge-{NO_PID}@{host}.link0000").symlink_to(target, target_is_directory=True)
     plain = temp / f"fae-rejudge-{NO_PID}@{host}.file0000"
     plain.write_text("not a folder")
     then = time.time() - STALE_SPOOL_S - 60
@@ -62,7 +64,7 @@ def test_only_the_folder_of_an_ended_process_of_this_host_is_removed(temp):
     assert not dead.exists()
     for why, folder in kept.items():
         assert (folder / "shard-0-00000.parquet").exists(), why
-    assert plain.exists()
+    assert plain.exists() and (target / "shard-0-00000.parquet").exists()
 
 
 def test_a_new_spool_folder_is_named_for_its_process_and_removes_what_an_ended_one_left(temp):
