@@ -17,7 +17,7 @@ from pathlib import Path
 
 import duckdb
 
-from fae.errors import StoreError
+from fae.errors import StoreError, first_line
 from fae.replay.source import BodyCache, RunLog, decode_rows, needed_hashes
 from fae.replay.stream import LEAN, BlobLocator, Span, StreamStats, completed_runs, fetch_bodies
 from fae.store.bodies import read_body_in
@@ -37,7 +37,7 @@ def file_list(files: Iterable[str | Path]) -> str:
 
 def unreadable(directory: str | Path, exc: duckdb.Error) -> StoreError:
     """One line for an export DuckDB cannot read (its message's first line: the file and what is wrong)."""
-    return StoreError(f"cannot read the export {directory}: {str(exc).strip().splitlines()[0]}")
+    return StoreError(f"cannot read the export {directory}: {first_line(exc)}")
 
 
 def export_log_id(file: str | Path) -> str:

@@ -21,6 +21,7 @@ from fae.errors import StoreError
 from fae.judge.export_rejudge import rejudge_export
 from fae.judge.judging import build_plan
 from fae.judge.rejudge import batch_started, rejudge
+from fae.replay.export_source import unreadable
 from fae.store.bodies import BODY_FILE_BYTES, write_body
 from fae.store.export import export_parquet, log_id, query_parquet
 from fae.store.export_verdicts import complete_batch, start_batch
@@ -254,3 +255,11 @@ def test_a_batch_is_not_completed_over_an_export_stopped_since_it_began(grown, t
     (completed,), = duckdb.connect().execute(
         f"SELECT completed_at FROM read_parquet('{directory / 'verdict_batches' / started.batch}.parquet')").fetchall()
     assert completed is None
+
+
+def test_an_export_error_without_a_message_is_still_one_line(tmp_path):
+    # DuckDB errors carry a message; one that does not must still give a line, not an IndexError
+    blank = unreadable(tmp_path, duckdb.IOException(""))
+    assert str(blank) == f"cannot read the export {tmp_path}: IOException"
+    several = unreadable(tmp_path, duckdb.IOException("No files found\nLINE 1: SELECT ..."))
+    assert str(several) == f"cannot read the export {tmp_path}: No files found"
