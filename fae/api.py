@@ -193,7 +193,7 @@ def _rules(rules: Mapping[str, Any] | str | Sequence[str] | None) -> dict[str, A
 
 def rejudge(log: str | Path | None = None, *, parquet: str | Path | None = None, judge_name: str | None = None,
             rules: Mapping[str, Any] | str | Sequence[str] | None = None, runs: str | None = None,
-            chunk: int = 256, workers: int | None = None, ray: str | None = None,
+            chunk: int | None = None, workers: int | None = None, ray: str | None = None,
             on_progress: Callable[[int, int], None] | None = None) -> RejudgeResult:
     """Judge recorded runs again from the log alone, on ``workers`` processes (default: every core),
     and append the verdicts as one batch; ``on_progress(judged, planned)`` reports progress.

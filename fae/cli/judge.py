@@ -25,7 +25,8 @@ def rejudge(
         "--judge", "-j", help="One judge (default: every default judge).")] = None,
     rule: Annotated[list[str], typer.Option("--rule", "-r", help="A rule as key=value (repeatable).")] = [],
     runs: RunsOption = None,
-    chunk: Annotated[int, typer.Option(min=1, help="Runs per spill part of a worker.")] = 256,
+    chunk: Annotated[int | None, typer.Option(
+        min=1, help="Runs a worker reads, judges and spills together (default 512).")] = None,
     workers: WorkersOption = None,
     ray: RayOption = None,
     parquet: ParquetOption = None,

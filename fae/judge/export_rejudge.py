@@ -22,13 +22,13 @@ from fae.judge.ray_judge import judge_jobs
 from fae.judge.rejudge import RejudgeResult, batch_started, check_workers, rejudged
 from fae.replay.export_source import ExportPlan, plan_export, sql_text, unreadable
 from fae.replay.source import run_ids
-from fae.replay.stream import ConnectionQueries, shards
+from fae.replay.stream import CHUNK_RUNS, ConnectionQueries, shards
 from fae.store.export import refuse_unfinished
 from fae.store.export_verdicts import complete_batch, start_batch
 
 
 def export_jobs(plan: ExportPlan, count: int, judges: tuple[tuple[str, dict[str, Any]], ...], now: datetime,
-                batch: str | None, spool: Path | None, chunk: int = 256) -> list[ShardJob]:
+                batch: str | None, spool: Path | None, chunk: int = CHUNK_RUNS) -> list[ShardJob]:
     """One job per shard of the export's runs (contiguous in the order written, about equal events)."""
     return [ShardJob(str(plan.directory), tuple(part), judges, now, batch,
                      out=None if spool is None else str(spool / f"shard-{index}"), chunk=chunk,
@@ -54,7 +54,7 @@ def export_run_ids(directory: Path, runs: str | None) -> list[str]:
 
 def rejudge_export(directory: str | Path, *, judge_name: str | None = None,
                    overrides: Mapping[str, Any] | None = None, runs: str | None = None,
-                   clock: Callable[[], datetime] | None = None, chunk: int = 256, workers: int | None = None,
+                   clock: Callable[[], datetime] | None = None, chunk: int | None = None, workers: int | None = None,
                    ray: str | None = None, on_progress: Callable[[int, int], None] | None = None) -> RejudgeResult:
     """Judge every matching run of the export at ``directory`` again and add the verdicts to it as one batch."""
     plan = build_plan(judge_name, overrides)
@@ -79,7 +79,7 @@ def rejudge_export(directory: str | Path, *, judge_name: str | None = None,
     judges = tuple((j.name, j.rules) for j in plan)
     with spool_folder() as spool:
         jobs, results = judge_jobs(
-            lambda count: export_jobs(found, count, judges, now, started.batch, Path(spool), chunk),
+            lambda count: export_jobs(found, count, judges, now, started.batch, Path(spool), chunk or CHUNK_RUNS),
             len(ids), workers=workers, ray=ray, command="fae rejudge --ray")
         judged = sum(r.runs for r in results)
         files = [f for job in jobs if job.out for f in sorted(Path(job.out).parent.glob(Path(job.out).name + "-*"))]

@@ -40,7 +40,7 @@ from fae.judge.judging import Judging, judge_run, relaxed_gc
 from fae.judge.registry import get_judge, rule_set_hash
 from fae.replay.export_source import ExportShard, export_runs, reading_connection
 from fae.replay.source import RunLog, load_runs
-from fae.replay.stream import Span, StreamStats, stream_runs
+from fae.replay.stream import CHUNK_RUNS, Span, StreamStats, stream_runs
 from fae.store.log import EventLog
 
 _VERDICT_COLUMNS = ("run_id VARCHAR, judge VARCHAR, rule_set JSON, rule_set_hash VARCHAR, code_version VARCHAR,"
@@ -64,7 +64,7 @@ class ShardJob:
     judged_at: datetime
     batch: str | None
     out: str | None  # stem of the Parquet files for the verdict rows; None keeps (run, judge, hash, outcome, passed)
-    chunk: int = 256
+    chunk: int = CHUNK_RUNS
     export: ExportShard | None = None  # the shard's files when its runs are read from a Parquet export
 
 

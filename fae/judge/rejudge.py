@@ -20,7 +20,7 @@ from fae.judge.judging import DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan
 from fae.judge.parallel import ShardJob, ShardResult, insert_verdicts, spool_folder, start_workers
 from fae.judge.ray_judge import judge_jobs
 from fae.replay.source import load_runs, run_ids
-from fae.replay.stream import shards, spans
+from fae.replay.stream import CHUNK_RUNS, shards, spans
 from fae.store.log import Batch, EventLog, VerdictBatchStarted, VerdictRow
 
 
@@ -41,7 +41,7 @@ class RejudgeResult:
 
 def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: Mapping[str, Any] | None = None,
             runs: str | None = None, clock: Callable[[], datetime] | None = None,
-            chunk: int = 256, workers: int | None = None, ray: str | None = None,
+            chunk: int | None = None, workers: int | None = None, ray: str | None = None,
             on_progress: Callable[[int, int], None] | None = None) -> RejudgeResult:
     """Judge every matching run of a log again, on ``workers`` processes, and append the verdicts as one batch.
 
@@ -72,7 +72,7 @@ def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: M
     with spool_folder() as spool:
         jobs, results = judge_jobs(
             lambda count: [ShardJob(str(path), tuple(part), judges, now, started.batch,
-                                    out=str(Path(spool) / f"shard-{index}"), chunk=chunk)
+                                    out=str(Path(spool) / f"shard-{index}"), chunk=chunk or CHUNK_RUNS)
                            for index, part in enumerate(shards(found, count))],
             len(ids), workers=workers, ray=ray, command="fae rejudge --ray")
         judged = sum(r.runs for r in results)

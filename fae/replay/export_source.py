@@ -19,7 +19,16 @@ import duckdb
 
 from fae.errors import StoreError, first_line
 from fae.replay.source import BodyCache, RunLog, decode_rows, needed_hashes
-from fae.replay.stream import LEAN, BlobLocator, Span, StreamStats, completed_runs, fetch_bodies
+from fae.replay.stream import (
+    CHUNK_RUNS,
+    LEAN,
+    BlobLocator,
+    Span,
+    StreamStats,
+    by_variation,
+    completed_runs,
+    fetch_bodies,
+)
 from fae.store.bodies import read_body_in
 from fae.store.export import refuse_unfinished
 
@@ -172,7 +181,7 @@ class ExportBodies(BodyCache):
 
 
 def export_runs(con: duckdb.DuckDBPyConnection, shard: ExportShard, part: Sequence[Span], *, lean: bool = True,
-                chunk: int = 256, stats: StreamStats | None = None, memory: str = "128MB") -> Iterator[RunLog]:
+                chunk: int = CHUNK_RUNS, stats: StreamStats | None = None, memory: str = "128MB") -> Iterator[RunLog]:
     """The runs of one shard of an export, each handed out once all its events are read (``con`` reads the
     events; each blobs file gets a connection of its own, with ``memory`` as its limit)."""
     stats = stats if stats is not None else StreamStats()
@@ -191,6 +200,7 @@ def export_runs(con: duckdb.DuckDBPyConnection, shard: ExportShard, part: Sequen
         found = bodies
 
         def emit(batch: list[tuple[str, list[tuple]]]) -> Iterator[RunLog]:
+            batch = by_variation(batch, meta)
             found.fetch({run_id: set(needed_hashes(rows)) for run_id, rows in batch})
             for run_id, rows in batch:
                 if len(rows) != expected[run_id]:

@@ -263,3 +263,4 @@ def test_an_export_error_without_a_message_is_still_one_line(tmp_path):
     assert str(blank) == f"cannot read the export {tmp_path}: IOException"
     several = unreadable(tmp_path, duckdb.IOException("No files found\nLINE 1: SELECT ..."))
     assert str(several) == f"cannot read the export {tmp_path}: No files found"
+

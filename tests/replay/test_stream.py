@@ -9,8 +9,10 @@ import pytest
 
 from bench.grow_log import grow
 from fae.errors import StoreError
+from fae.replay.export_source import export_runs, plan_export, reading_connection
 from fae.replay.source import load_runs, needed_hashes, run_ids
 from fae.replay.stream import BlobLocator, Span, StreamStats, shards, spans, stream_runs
+from fae.store.export import export_parquet, query_parquet
 from fae.store.log import Batch, EventLog, blob_hash
 
 
@@ -162,3 +164,43 @@ def test_a_few_old_bodies_the_walk_missed_do_not_move_it(tmp_path):
         locator.drifted([where[h] for h in seeds], served=len(seeds) - 1)  # most of a chunk missed: move
         assert locator.seeks == 2
         locator.close()
+
+
+def _groups(runs) -> list[tuple[str, int]]:
+    """The (task, variation) of each run, with a repeat of the one before it left out."""
+    return _groups_of([(run.task_id, run.variation) for run in runs])
+
+
+def _groups_of(keys: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    return [key for index, key in enumerate(keys) if index == 0 or keys[index - 1] != key]
+
+
+def test_a_chunks_runs_come_out_grouped_by_variation(grown):
+    """The grown log's copies take turns (a, b, c, a, b, c ...); a chunk hands each variation's runs out together,
+    every run once, with the same events and bodies."""
+    with EventLog(grown, read_only=True) as log:
+        ids = run_ids(log)
+        found = spans(log, ids)
+        loaded = {run.run_id: run for run in load_runs(log, ids, lean=True)}
+        grouped = list(stream_runs(log.con, log.path, found, chunk=len(ids)))  # the whole log is one chunk
+        written = [loaded[s.run_id] for s in found]
+        same = {run.run_id: _seen(run) for run in grouped} == {run.run_id: _seen(run) for run in written}
+    variations = len(set(_groups(written)))
+    assert len(_groups(written)) > 2 * variations, "the variations do not take turns: this test shows nothing"
+    assert same
+    assert len(grouped) == 40 and len(_groups(grouped)) == variations, _groups(grouped)
+
+
+def test_an_exports_runs_come_out_grouped_by_variation(grown, tmp_path):
+    """The same from a Parquet export of the log (``fae rejudge --parquet``)."""
+    copy, directory = tmp_path / "copy.duckdb", tmp_path / "export"
+    shutil.copy(grown, copy)
+    export_parquet(copy, directory)
+    con = reading_connection()
+    found = plan_export(con, directory, [row[0] for row in query_parquet(directory, "SELECT run_id FROM runs")[1]])
+    runs = list(export_runs(con, found.shard(found.spans), found.spans, chunk=len(found.spans)))
+    key = {run.run_id: (run.task_id, run.variation) for run in runs}
+    written = [key[s.run_id] for s in found.spans]
+    assert len(runs) == len(key) == 40
+    assert len(_groups_of(written)) > 2 * len(set(written)), "the variations do not take turns: this test shows nothing"
+    assert len(_groups_of([key[run.run_id] for run in runs])) == len(set(written))
