@@ -331,7 +331,11 @@ def _fold_bundle(state: FoldedState, exchange: Exchange, problem: Any) -> None:
 
 
 _SEEDS: OrderedDict[str, tuple[list[dict[str, Any]], dict[Any, Any]]] = OrderedDict()
-_SEEDS_KEPT = 256
+# As many seeds as the other per-variation caches keep variations (``rendered_task``, ``_suite_targets``): a log
+# whose suites cycle through more seeds than are kept parses every run's seed again and makes its seed cache anew,
+# which cost a quarter of the runs per CPU-second where 147 seeds met a cache of 64. A seed with its cache is
+# ~170 KiB: 1,024 of them about 170 MiB, held only by a log with that many variations.
+SEEDS_KEPT = 1024
 
 
 def _seed_of(run: RunLog, seeded: Recorded) -> tuple[list[dict[str, Any]], dict[Any, Any]]:
@@ -346,7 +350,7 @@ def _seed_of(run: RunLog, seeded: Recorded) -> tuple[list[dict[str, Any]], dict[
     if body is None:
         raise ReplayDrift("the seed body is missing from the log", run_id=run.run_id, seq=seeded.seq)
     found = _SEEDS[digest] = (seed_resources(parse_json(body), run_id=run.run_id), {})
-    while len(_SEEDS) > _SEEDS_KEPT:
+    while len(_SEEDS) > SEEDS_KEPT:
         _SEEDS.popitem(last=False)
     return found
 

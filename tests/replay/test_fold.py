@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import duckdb
@@ -142,3 +143,27 @@ def test_the_fold_after_the_last_event_is_folded_again_only_when_something_after
     assert folds_after([*exchanges, replace(write, seq=later, interaction="sandbox-admin", path="/sandbox/s/$reset",
                                             status=200)], captured)
     assert not folds_after([*exchanges, replace(read, seq=later)], captured)
+
+
+def test_a_log_cycling_through_many_seeds_parses_each_once():
+    """A study of 49 tasks with 10 variations has 490 seeds, and its suites take turns through them: each seed is
+    parsed once, not once a run (a cache smaller than the variations misses on every run)."""
+    from fae.replay.fold import _SEEDS, SEEDS_KEPT, _seed_of
+    from fae.replay.source import Recorded, RunLog
+    from fae.tasks.suite import rendered_task
+
+    count = 490
+    assert SEEDS_KEPT >= rendered_task.cache_info().maxsize >= count  # the caches keep as many variations
+    bodies = {f"seed-{i}": json.dumps({"resourceType": "Bundle", "type": "transaction", "entry": [
+        {"resource": {"resourceType": "Patient", "id": f"p{i}"}}]}).encode() for i in range(count)}
+    runs = [(RunLog(run_id=f"r{i}", task_id="t", variation=i, agent="a", repeat=0, status="finished", events=[],
+                    _bodies=bodies),  # a dict has the one method a run's bodies need: get(hash)
+             Recorded(1, 0, 0, "harness", None, SandboxSeeded("s", "http://x", 1, f"seed-{i}"))) for i in range(count)]
+    try:
+        first = [_seed_of(run, seeded) for run, seeded in runs]
+        again = [_seed_of(run, seeded) for run, seeded in runs]  # the next suite, in the same order
+    finally:
+        for digest in bodies:
+            _SEEDS.pop(digest, None)
+    assert all(a is b for a, b in zip(first, again, strict=True))
+    assert [resources[0]["id"] for resources, _ in again] == [f"p{i}" for i in range(count)]
