@@ -44,12 +44,8 @@ def in_order(called: Sequence[str], template: Sequence[str]) -> bool:
 _TYPE_NAMED = re.compile(rb'"resourceType":"([^"\\]*)"')
 
 
-def _named_types(value: Any) -> set[str] | None:
-    """Every string resourceType anywhere in a decoded value, read off its JSON; None when one cannot be read so."""
-    try:
-        text = _encode(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
+def _named_types(text: bytes) -> set[str] | None:
+    """Every string resourceType anywhere in a value, read off its JSON; None when one cannot be read so."""
     named = _TYPE_NAMED.findall(text)
     if len(named) != text.count(b'"resourceType":"'):  # a type with an escaped character in it
         return None
@@ -69,27 +65,39 @@ def _types(value: Any, found: set[str]) -> None:
         depth = 1
     if not isinstance(value, (dict, list)):
         return
+    try:
+        text: bytes | None = _encode(value)
+    except (TypeError, ValueError, OverflowError):
+        text = None
+    if text is not None:
+        # A key is the only place the text has these bytes (a quote inside a string is escaped). None: no object
+        # has the key. One, and the value itself has it: that is the only one, at the top.
+        keys = text.count(b'"resourceType":')
+        if keys == 0:
+            return
+        if keys == 1 and type(value) is dict and "resourceType" in value:
+            kind = value["resourceType"]
+            if isinstance(kind, str):
+                found.add(kind)
+            return
     # level by level, so the walk can stop once every type the value names anywhere has been found near the top
-    named = _named_types(value)
+    named = None if text is None else _named_types(text)
     if named is not None and not named:
         return
     level = [value]
     mine: set[str] = set()
     while level:
-        deeper: list[Any] = []
-        children: Iterable[Any]
         for item in level:
             if isinstance(item, dict):
                 kind = item.get("resourceType")
                 if isinstance(kind, str):
                     mine.add(kind)
-                children = item.values()
-            else:
-                children = item
-            if depth < 6:
-                deeper.extend([child for child in children if isinstance(child, (dict, list))])
-        if named is not None and mine >= named:
-            break
+        if depth >= 6 or (named is not None and mine >= named):
+            break  # the level below is never gathered: in a large Bundle it is every element of every entry
+        deeper: list[Any] = []
+        for item in level:
+            children: Iterable[Any] = item.values() if isinstance(item, dict) else item
+            deeper.extend([child for child in children if isinstance(child, (dict, list))])
         level = deeper
         depth += 1
     found |= mine

@@ -227,3 +227,22 @@ def test_resource_type_walk_matches_the_recursive_one():
         fae.judge.failure_modes._types(value, mine)
         _reference_types(value, reference)
         assert mine == reference, value
+
+
+@pytest.mark.parametrize(("value", "types"), [
+    ({"resourceType": "Patient", "id": "p"}, {"Patient"}),
+    ({"resourceType": 5, "id": "p"}, set()),  # the one key, not a type name
+    ({"entry": [{"resource": {"resourceType": "Patient"}}]}, {"Patient"}),  # the one key, not at the top
+    ([{"resourceType": "Patient"}], {"Patient"}),
+    ({"a": [[[[[[{"resourceType": "Deep"}]]]]]]}, set()),  # seven levels down: past the walk
+    ({"a": [[[[[{"resourceType": "Six"}]]]]]}, {"Six"}),
+    ({"resourceType": "A", "note": 'says "resourceType":"B"'}, {"A"}),  # inside a string: no key
+    ('{"resourceType": "A", "contained": [{"resourceType": "B"}]}', {"A", "B"}),  # a JSON text, one level down
+    ({"resourceType": "Bundle", "entry": [{"resource": {"resourceType": "Patient", "name": [{"family": "x"}]}}] * 30},
+     {"Bundle", "Patient"}),
+])
+def test_resource_types_named_in_a_value(value, types):
+    mine, reference = set(), set()
+    fae.judge.failure_modes._types(value, mine)
+    _reference_types(value, reference)
+    assert mine == reference == types
