@@ -15,7 +15,6 @@ import json
 import os
 import re
 import resource
-import select
 import shutil
 import socket
 import stat
@@ -30,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from multiprocessing import forkserver, get_context
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -262,8 +262,11 @@ def run_shards(jobs: Sequence[ShardJob], workers: int) -> list[ShardResult]:
     spools = sorted({str(Path(job.out).parent) for job in jobs[1:] if job.out})
     context = _worker_context()
     _start_forkserver()
+    # Each worker gets the reading end; only this process ever holds the writing end (the forkserver was started
+    # without it), so the workers read end-of-file when this process is gone, however it went (``_watch_owner``).
+    lifeline, held = context.Pipe(duplex=False)
     pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)) - 1, mp_context=context,
-                               initializer=_watch_owner, initargs=(os.getpid(), tuple(spools)))
+                               initializer=_watch_owner, initargs=(lifeline, tuple(spools)))
     try:
         others = pool.map(judge_shard, jobs[1:])
         first = judge_shard(jobs[0])
@@ -274,7 +277,10 @@ def run_shards(jobs: Sequence[ShardJob], workers: int) -> list[ShardResult]:
     except BaseException:
         _stop_workers(pool)
         raise
-    pool.shutdown()
+    finally:
+        pool.shutdown()  # the workers are gone (or stopped above) before their lifeline is let go
+        held.close()
+        lifeline.close()
     return results
 
 
@@ -289,24 +295,21 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _watch_owner(owner: int, spools: tuple[str, ...]) -> None:
+def _watch_owner(lifeline: Connection, spools: tuple[str, ...]) -> None:
     """In a worker: stop, and remove the spool folders, as soon as the process that owns the pool is gone.
 
     Its owner stops its workers when it can (``run_shards``); this is for when it cannot (SIGKILL, the
-    OOM killer). A worker is the forkserver's child, not its owner's, so it watches the owner itself: on
-    Linux through a pidfd (woken the moment the owner exits), elsewhere by looking every half second.
+    OOM killer). A worker is the forkserver's child, not its owner's, so it cannot wait for its parent. It
+    reads from a pipe whose other end only the owner holds, on which nothing is ever sent: the read ends when
+    the owner's end is closed, which the kernel does as the owner goes. Nothing here asks about a pid, so a
+    pid taken by a new process since cannot keep a worker running, on any system.
     """
 
     def watch() -> None:
         try:
-            handle = os.pidfd_open(owner)
-        except (AttributeError, OSError):
-            handle = None
-        if handle is not None:
-            select.select([handle], [], [])
-        else:
-            while _alive(owner):
-                time.sleep(0.5)
+            lifeline.recv_bytes()
+        except (EOFError, OSError):
+            pass
         for spool in spools:
             shutil.rmtree(spool, ignore_errors=True)
         os._exit(1)

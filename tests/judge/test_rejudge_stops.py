@@ -157,6 +157,41 @@ def test_a_worker_whose_parent_is_killed_stops_and_removes_the_spool(stalled):
     assert not list(spool.glob("fae-rejudge-*/*")), f"the spool kept files: {list(spool.rglob('*'))}"
 
 
+# Loaded at the start of every process of the rejudge (sitecustomize, found on PYTHONPATH): no pidfd, as outside
+# Linux, and every pid looks alive to os.kill(pid, 0), as when the owner's pid was taken by a new process.
+NO_PIDFD_PIDS_REUSED = '''
+import os
+
+if hasattr(os, "pidfd_open"):
+    del os.pidfd_open
+_kill = os.kill
+
+
+def kill(pid, sig):
+    if sig != 0:
+        _kill(pid, sig)
+
+
+os.kill = kill
+'''
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads the process tree from /proc")
+def test_a_worker_without_a_pidfd_stops_for_a_killed_parent_whose_pid_was_taken(stalled):
+    log, env, marks, spool = stalled
+    site = Path(env["PYTHONPATH"].split(os.pathsep)[0])
+    (site / "sitecustomize.py").write_text(NO_PIDFD_PIDS_REUSED)
+    process = _start(log, env)
+    workers = _judging(process, marks)
+    process.kill()
+    process.wait(timeout=60)
+    process.stdout.close()
+    process.stderr.close()
+    left = _all_ended(workers)
+    assert not left, f"workers {left} kept judging: a pid that looks alive hid that their parent is gone"
+    assert not list(spool.glob("fae-rejudge-*/*")), f"the spool kept files: {list(spool.rglob('*'))}"
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads the process tree from /proc")
 def test_ctrl_c_stops_the_rejudge_with_one_line(stalled):
     log, env, marks, spool = stalled
