@@ -94,8 +94,10 @@ def plan_export(con: duckdb.DuckDBPyConnection, directory: Path, ids: Sequence[s
     refuse_unfinished(directory)
     try:
         homes = con.execute(
-            f"SELECT run_id, list(DISTINCT filename ORDER BY filename) FROM read_parquet({_glob(directory, 'runs')},"
-            " filename = true, union_by_name = true) WHERE run_id IN (SELECT unnest(?)) GROUP BY run_id",
+            "SELECT run_id, list(DISTINCT filename ORDER BY filename), bool_and(TRY_CAST(variation AS INTEGER) IS NOT"
+            ' NULL AND TRY_CAST("repeat" AS INTEGER) IS NOT NULL) FROM read_parquet('
+            f"{_glob(directory, 'runs')}, filename = true, union_by_name = true) WHERE run_id IN (SELECT unnest(?))"
+            " GROUP BY run_id",
             [list(ids)]).fetchall()
         located = con.execute(
             f"SELECT run_id, filename, count(*), min(file_row_number) FROM read_parquet({_glob(directory, 'events')},"
@@ -105,11 +107,14 @@ def plan_export(con: duckdb.DuckDBPyConnection, directory: Path, ids: Sequence[s
     except duckdb.Error as exc:
         raise unreadable(directory, exc) from None
     plan = ExportPlan(directory, [])
-    for run_id, files in homes:
+    for run_id, files, numbered in homes:
         logs = sorted({export_log_id(f) for f in files})
         if len(files) > 1:
             raise StoreError(f"run {run_id} is in the export {directory} more than once (from {', '.join(logs)});"
                              " a run is judged from one log: export the logs into separate directories")
+        if not numbered:
+            raise StoreError(f"run {run_id} in the export {directory} has no whole-number variation or repeat, so"
+                             " it cannot be judged: export its log again with `fae export --parquet`")
         plan.logs[run_id] = logs[0]
     missing_blobs = sorted({log for log in plan.logs.values()
                             if not (directory / "blobs" / f"{log}.parquet").is_file()})

@@ -264,3 +264,19 @@ def test_an_export_error_without_a_message_is_still_one_line(tmp_path):
     several = unreadable(tmp_path, duckdb.IOException("No files found\nLINE 1: SELECT ..."))
     assert str(several) == f"cannot read the export {tmp_path}: No files found"
 
+
+
+@pytest.mark.parametrize("column", ["variation", "repeat"])
+def test_an_export_with_a_run_missing_its_variation_is_one_clear_line_and_writes_nothing(grown, tmp_path, column):
+    log, directory = _copy_and_export(grown, tmp_path)
+    con = duckdb.connect()
+    for part in (directory / "runs").rglob("*.parquet"):  # an export is files anyone can write
+        names = [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM read_parquet('{part}')").fetchall()]
+        chosen = ", ".join(f'NULL AS "{name}"' if name == column else f'"{name}"' for name in names)
+        con.execute(f"COPY (SELECT {chosen} FROM read_parquet('{part}')) TO '{part}.new' (FORMAT parquet)")
+        Path(f"{part}.new").replace(part)
+    batches = sorted((directory / "verdict_batches").iterdir())
+    done = runner.invoke(app, ["rejudge", "--parquet", str(directory), "--workers", "1"])
+    assert done.exit_code == 1 and "Traceback" not in done.output, done.output
+    assert "has no whole-number variation or repeat" in done.output and len(done.output.strip().splitlines()) == 1
+    assert sorted((directory / "verdict_batches").iterdir()) == batches
