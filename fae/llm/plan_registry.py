@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from fae.errors import PlanError
+from fae.errors import PlanError, first_line
 from fae.plan import Plan, ToolStep, plan_from_dict, plan_to_dict
 from fae.util.yaml_text import safe_load
 
@@ -199,8 +199,7 @@ def load_plans_dir(directory: str | Path, *,
         except (OSError, UnicodeDecodeError) as exc:
             raise PlanError(f"cannot read plan {path}: {exc}") from None
         except yaml.YAMLError as exc:
-            reason = str(exc).splitlines()[0]
-            raise PlanError(f"plan {path} is not valid YAML/JSON: {reason}") from None
+            raise PlanError(f"plan {path} is not valid YAML/JSON: {first_line(exc)}") from None
         try:
             entry = entry_from_dict(raw, default_name=path.stem)
         except PlanError as exc:

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from fae.errors import PlanError, TaskError
+from fae.errors import PlanError, TaskError, first_line
 from fae.plan import plan_from_dict
 from fae.util.yaml_text import safe_load
 
@@ -110,7 +110,7 @@ def load_file(path: Path) -> ScenarioFile:
     except (OSError, UnicodeDecodeError) as exc:
         raise TaskError(f"{path}: cannot read: {exc}") from None
     except yaml.YAMLError as exc:
-        raise TaskError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+        raise TaskError(f"{path}: not valid YAML: {first_line(exc)}") from None
     try:
         top = msgspec.convert(raw, _RawFile)
     except msgspec.ValidationError as exc:
