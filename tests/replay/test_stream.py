@@ -192,11 +192,17 @@ def test_a_chunks_runs_come_out_grouped_by_variation(grown):
     assert len(grouped) == 40 and len(_groups(grouped)) == variations, _groups(grouped)
 
 
+def _exported(log, tmp_path):
+    """A Parquet export of a copy of the log (an export is named after its log's path)."""
+    copy, directory = tmp_path / "copy.duckdb", tmp_path / "export"
+    shutil.copy(log, copy)
+    export_parquet(copy, directory)
+    return directory
+
+
 def test_an_exports_runs_come_out_grouped_by_variation(grown, tmp_path):
     """The same from a Parquet export of the log (``fae rejudge --parquet``)."""
-    copy, directory = tmp_path / "copy.duckdb", tmp_path / "export"
-    shutil.copy(grown, copy)
-    export_parquet(copy, directory)
+    directory = _exported(grown, tmp_path)
     con = reading_connection()
     found = plan_export(con, directory, [row[0] for row in query_parquet(directory, "SELECT run_id FROM runs")[1]])
     runs = list(export_runs(con, found.shard(found.spans), found.spans, chunk=len(found.spans)))
@@ -210,9 +216,7 @@ def test_an_exports_runs_come_out_grouped_by_variation(grown, tmp_path):
 def test_an_export_with_runs_missing_their_task_id_still_streams(grown, tmp_path):
     """An export is files anyone can write: runs whose task id is null are handed out (and judged not applicable
     later), not a TypeError from putting None beside a task id while grouping."""
-    copy, directory = tmp_path / "copy.duckdb", tmp_path / "export"
-    shutil.copy(grown, copy)
-    export_parquet(copy, directory)
+    directory = _exported(grown, tmp_path)
     con = reading_connection()
     for part in (directory / "runs").rglob("*.parquet"):
         columns = [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM read_parquet('{part}')").fetchall()]
