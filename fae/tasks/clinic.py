@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -119,19 +118,23 @@ def clinic(
             continue
         if offset == 0 and not today_hours and day.weekday() >= 5:
             continue
-        for doctor in place.practitioners:
+        # every doctor has the same grid: each hour's times are written once a day, not once a doctor
+        grid = [(start, zulu(start), zulu(start + timedelta(hours=1)))
+                for start in (world.at(day, hour) for hour in day_hours)]
+        for index, doctor in enumerate(place.practitioners):
             schedule = place.schedules[doctor["id"]]
-            for hour in day_hours:
-                start = world.at(day, hour)
+            code, display = specialties[index]
+            for start, begins, ends in grid:
                 slot = world.add(
                     {
                         "resourceType": "Slot",
                         "id": world.new_id("slot"),
                         "schedule": {"reference": f"Schedule/{schedule['id']}"},
-                        "specialty": copy.deepcopy(schedule["specialty"]),
+                        # the schedule's specialty, made anew (a copy, never the schedule's own lists)
+                        "specialty": [{"coding": [{"system": SNOMED, "code": code, "display": display}]}],
                         "status": "free" if rng.random() < p_free else "busy",
-                        "start": zulu(start),
-                        "end": zulu(start + timedelta(hours=1)),
+                        "start": begins,
+                        "end": ends,
                     }
                 )
                 place.slots.append(slot)

@@ -30,3 +30,12 @@ def test_a_time_off_the_grid_is_a_task_error_naming_doctor_and_time():
     off_grid = place.starts[place.of(doctor)[0]["id"]] + timedelta(minutes=30)
     with pytest.raises(TaskError, match=f"practitioner {doctor['id']} has no slot at"):
         place.at(doctor, off_grid)
+
+
+def test_each_slot_carries_its_schedules_specialty_as_its_own_copy():
+    place = _place()
+    for slot in place.slots:
+        schedule = place.schedules[place.owner[slot["id"]]]
+        assert slot["specialty"] == schedule["specialty"]
+        assert slot["specialty"] is not schedule["specialty"]
+        assert slot["specialty"][0]["coding"][0] is not schedule["specialty"][0]["coding"][0]

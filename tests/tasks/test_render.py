@@ -105,6 +105,24 @@ def test_render_unchanged_under_shifted_clock_zone_and_hash_seed(tmp_path):
     assert out.stdout.strip() == digest()
 
 
+# Every packaged task's variations 0-2, as recorded logs hold them. A run is judged against the task the suite
+# renders now; a rendering that changes makes the runs recorded before it another task's (their seed, prompt
+# or clock no longer match, and their verdicts say so). Change this only for a change of a task meant as one.
+PACKAGED_RENDER_DIGEST = "c30a5ffabe78dc2c74c089ce5604a1d29d9b36967397fc999428d406f4eb2583"
+
+
+def test_the_packaged_suite_renders_what_it_rendered_when_logs_were_recorded():
+    from fae.tasks.sources import PACKAGED
+
+    h = hashlib.sha256()
+    for task in load_suite(PACKAGED).values():
+        for variation in VARIATIONS:
+            h.update(_variation_bytes(task, variation))
+    assert h.hexdigest() == PACKAGED_RENDER_DIGEST, (
+        "the packaged tasks render differently: runs recorded before this change now meet another task; "
+        "if that is meant (a task changed), say so in the changelog and pin the new digest")
+
+
 def test_shifted_clock_is_really_shifted(tmp_path):
     """The harness above must move the clock, or the test before it proves nothing."""
     probe = (
