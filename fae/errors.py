@@ -82,6 +82,10 @@ class JudgeError(FaeError):
     """A judge or a rule set is unknown or misconfigured."""
 
 
+class TaskChanged(FaeError):
+    """A run played a variation that fae now renders differently: judging it would score it on another task."""
+
+
 def first_line(exc: BaseException | str) -> str:
     """An error's message cut to its first line (its type's name when it has none), for a one-line error."""
     text = str(exc).strip()

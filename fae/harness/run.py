@@ -22,6 +22,7 @@ from fae.plan import HTTP_ACTORS
 from fae.store import events as ev
 from fae.store.log import RunRow, RunUpdate, VerdictRow, blob_hash
 from fae.store.writer import Stamped
+from fae.tasks.model import seed_body
 from fae.tasks.scenarios import scenario_faults
 from fae.util.tls import client_tls
 
@@ -50,7 +51,7 @@ def _now() -> datetime:
 
 
 async def _seed(stack: Stack, client: httpx.AsyncClient, spec: RunSpec, bundle: dict[str, Any]) -> None:
-    body = json.dumps(bundle, sort_keys=True).encode()
+    body = seed_body(bundle)
     if stack.embedded:
         sid = sandbox_id(spec.run_id)
         url = stack.fhir_root(spec.run_id, "setup") + f"sandbox?id={sid}"

@@ -12,11 +12,16 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
+from fae.errors import TaskChanged
 from fae.replay.drift import Capture, capture_seq, read_capture
 from fae.replay.fold import Exchange, FoldedState, fhir_exchanges, fold_state, folds_after
 from fae.replay.source import RunLog
 from fae.replay.transcript import Transcript, fold_transcript
+from fae.store import events as ev
+from fae.tasks.recorded import rendering_now, unlike
 from fae.tasks.suite import rendered_task
+from fae.tasks.targets import targets_for
+from fae.tasks.write_targets import WriteTarget
 
 
 class _CapturedState:
@@ -114,4 +119,40 @@ class RunContext:
 
     @cached_property
     def task(self) -> tuple[Any, Any] | None:
-        return rendered_task(self.run.task_id, self.run.variation)
+        """(task, rendered variation) from the suite, or None; raises TaskChanged when the run played another
+        rendering of it."""
+        found = rendered_task(self.run.task_id, self.run.variation)
+        if found is not None:
+            self.played_as_rendered()
+        return found
+
+    @cached_property
+    def targets(self) -> list[WriteTarget]:
+        """The records the run's task asks for (empty: none known); raises TaskChanged as ``task`` does."""
+        found = targets_for(self.run.task_id, self.run.variation)
+        if found:
+            self.played_as_rendered()
+        return found
+
+    def played_as_rendered(self) -> None:
+        """Raise TaskChanged when fae now renders the run's variation with a seed, prompt or clock other than
+        those its log recorded: a judge reading the task would score the run on a task it never saw."""
+        if self._unlike:
+            run = self.run
+            raise TaskChanged(
+                f"task {run.task_id!r} variation {run.variation} renders differently now than when this run "
+                f"was recorded ({'; '.join(self._unlike)}): judged against it, the run would be "
+                "scored on a task it never saw. Judge it with the fae version and task files it was recorded with",
+                run_id=run.run_id)
+
+    @cached_property
+    def _unlike(self) -> list[str]:
+        rendering = rendering_now(self.run.task_id, self.run.variation)
+        if rendering is None:
+            return []
+        started = self.run.first(ev.RunStarted)
+        seeded = self.run.first(ev.SandboxSeeded)
+        begun = started.event if started is not None and isinstance(started.event, ev.RunStarted) else None
+        seed = seeded.event if seeded is not None and isinstance(seeded.event, ev.SandboxSeeded) else None
+        return unlike(rendering.played, seed=seed.seed_blob if seed else None,
+                      prompt=begun.prompt if begun else None, now=begun.task_now if begun else None)

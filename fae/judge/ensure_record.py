@@ -58,7 +58,6 @@ from fae.judge.verify import (
 )
 from fae.replay.fold import Exchange, fold_state
 from fae.store import events as ev
-from fae.tasks.targets import targets_for
 from fae.tasks.write_targets import WriteTarget, not_covered, ordered_targets, resolve_created
 
 __all__ = ["OWN_ACTORS", "Window", "WriteTarget", "matches", "verify", "ensure_record_judge"]
@@ -147,7 +146,7 @@ def ensure_record_judge(rules: dict) -> JudgeFn:
                          f"got {rules['evidence']!r}")
 
     def run(ctx: RunContext) -> Verdict:
-        targets = targets_for(ctx.run.task_id, ctx.run.variation)
+        targets = ctx.targets
         if not targets:
             return Verdict("not_applicable", None, {"reason": _no_target_reason(ctx)})
         one = trail_verdict if rules["evidence"] == "trail" else proxy_verdict

@@ -34,7 +34,6 @@ from fae.judge.verify import OWN_ACTORS, matches
 from fae.replay.fold import FoldedState
 from fae.tasks import checks
 from fae.tasks.scenarios import scenario_oracle
-from fae.tasks.targets import targets_for
 from fae.tasks.write_targets import WriteTarget, ordered_targets, resolve_created
 
 Key = tuple[str, str]
@@ -124,7 +123,7 @@ def exposures(ctx: RunContext, targets: list[WriteTarget], watched: Mapping[str,
 
 def harms(ctx: RunContext) -> tuple[list[str], dict[str, Any]] | None:
     """What went wrong and the evidence, or None when the run is not a write run the oracle can label."""
-    targets = targets_for(ctx.run.task_id, ctx.run.variation)
+    targets = ctx.targets
     found_task = ctx.task
     spec = found_task[1].check_spec if found_task is not None and found_task[0].writes else None
     if (not targets and spec is None) or ctx.captured is None:

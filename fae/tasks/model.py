@@ -8,13 +8,15 @@ import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from random import Random
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from fae.errors import PlanError, TaskError
 from fae.plan import Plan, plan_from_dict
+from fae.store.bodies import digest_of
 from fae.tasks import checks
 from fae.tasks.checks import Check
 from fae.tasks.state import StateView
@@ -47,8 +49,34 @@ class Meta(msgspec.Struct, frozen=True):
     min_tool_calls: int
 
 
+def seed_body(bundle: Mapping[str, Any]) -> bytes:
+    """The bytes a sandbox is seeded with, and that the log keeps under their SHA-256: the bundle's sorted JSON."""
+    return json.dumps(bundle, sort_keys=True).encode()
+
+
+class Played(NamedTuple):
+    """What a run's log keeps of the variation it played: the seed's hash, the prompt and the clock."""
+
+    seed: str
+    prompt: str
+    now: str
+
+
+class _Playable:
+    """A rendered variation that can say what a run of it records (to tell later whether it still renders so)."""
+
+    seed_bundle: dict[str, Any]
+    prompt: str
+    now: datetime
+
+    @cached_property
+    def played(self) -> Played:
+        """The seed's hash, prompt and clock as the harness logs them when it records a run of this variation."""
+        return Played(digest_of(seed_body(self.seed_bundle)), self.prompt, self.now.isoformat())
+
+
 @dataclass(frozen=True)
-class FixtureVariation:
+class FixtureVariation(_Playable):
     """A rendered variation of a task kept outside the suite (the built-in fixture, the write-verification
     scenarios): what the harness needs to record it, without the suite's validators."""
 
@@ -62,7 +90,7 @@ class FixtureVariation:
 
 
 @dataclass(frozen=True)
-class Rendered:
+class Rendered(_Playable):
     """One variation of a task, fully determined by (task, variation)."""
 
     task_id: str
