@@ -210,3 +210,20 @@ def test_run_results_breaks_ties_as_documented(tmp_path):
         log.write_batch(batch)
         _, rows = log.query("SELECT run_id, attempts, strict_outcome FROM run_results ORDER BY run_id")
     assert rows == [("late", 2, "pass"), ("ruled", 1, "pass"), ("tied", 1, "pass")]
+
+
+def test_a_run_its_judge_could_not_judge_is_left_out_of_success_rates(tmp_path):
+    """A task verdict of ``error`` (the judge could not read the run, e.g. its task renders differently now) is
+    fae's failure, not the agent's: like ``not_applicable``, it is not scored, never counted as a fail."""
+    from tests.report.synthetic import _verdict
+
+    path = build(tmp_path / "synthetic.duckdb")
+    with EventLog(path) as log:
+        # A.T1.v1.r0 passes under its newest verdict; a newer rejudge with the same rules could not judge it
+        log.write_batch(Batch(verdicts=[
+            _verdict("A.T1.v1.r0", "task", {"mode": mode}, "error", None, at=3, batch="rejudge")
+            for mode in ("strict", "light")]))
+        _, rows = log.query("SELECT strict_outcome, strict, light FROM run_results WHERE run_id = 'A.T1.v1.r0'")
+        assert rows == [("error", None, None)]
+        a = row(compute_study(log), "overview", configuration="A")
+    assert a["runs"] == 12 and isclose(a["strict_pct"], 100 * 5 / 11, rel_tol=1e-9)  # 6 of 12 passed, one unscored
