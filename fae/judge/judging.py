@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fae.errors import FaeError, JudgeError
+from fae.errors import FaeError, JudgeError, TaskChanged
 from fae.judge.context import RunContext
 from fae.judge.registry import CODE_VERSION, JudgeFn, get_judge, rule_set, rule_set_hash
 from fae.replay.source import RunLog
@@ -73,13 +73,16 @@ def build_plan(judge_name: str | None = None, overrides: Mapping[str, Any] | Non
 
 def judge_run(run: RunLog, plan: Sequence[Judging], *, source: str = "fold", judged_at: datetime,
               batch: str | None = None) -> list[VerdictRow]:
-    """Verdict rows for one run; a judge that cannot read the run gives an ``error`` verdict."""
+    """Verdict rows for one run; a judge that cannot read the run gives an ``error`` verdict, and one that
+    reads a task the run did not play (``TaskChanged``) a ``task_changed`` verdict."""
     ctx = RunContext(run, source)
     rows = []
     for judging in plan:
         try:
             verdict = judging.fn(ctx)
             outcome, passed, evidence = verdict.outcome, verdict.passed, verdict.evidence
+        except TaskChanged as exc:  # not the agent's doing, and no verdict on it: never scored
+            outcome, passed, evidence = "task_changed", None, {"reason": str(exc)}
         except FaeError as exc:
             outcome, passed, evidence = "error", None, {"error": str(exc)}
         rows.append(VerdictRow(run_id=run.run_id, judge=judging.name, rule_set=judging.rules,

@@ -79,10 +79,10 @@ RUN_RESULTS = """
            a.repeat AS trial, a.attempts, a.status, a.stop_reason, a.cause, a.error,
            j.strict_outcome, j.light_outcome,
            CASE WHEN a.status IN ('finished', 'errored')
-                 AND coalesce(j.strict_outcome, '') NOT IN ('not_applicable', 'error')
+                 AND coalesce(j.strict_outcome, '') NOT IN ('not_applicable', 'task_changed')
                 THEN coalesce(j.strict_passed, false) END AS strict,
            CASE WHEN a.status IN ('finished', 'errored')
-                 AND coalesce(j.light_outcome, '') NOT IN ('not_applicable', 'error')
+                 AND coalesce(j.light_outcome, '') NOT IN ('not_applicable', 'task_changed')
                 THEN coalesce(j.light_passed, false) END AS light,
            j.failure_mode, j.ensure_record, j.oracle,
            coalesce(l.prompt_tokens, 0) AS prompt_tokens,

@@ -3,7 +3,7 @@
 Judges render a run's task from today's suite. A task file or a fae release that renders a variation
 differently (another seed, prompt or clock) would otherwise have old runs scored on a task they never saw:
 gold runs turn to "fail" and "harmful", and a comparison reads that as the agent's regression. Such a run's
-task-reading verdicts are errors that say why; the judges that read only the log still judge it.
+task-reading verdicts are ``task_changed``, saying what differs; the judges that read only the log still judge it.
 """
 
 from __future__ import annotations
@@ -38,10 +38,11 @@ def _write_task() -> str:
 
 
 def _verdicts(log: Path, batch: str) -> dict[str, dict[str, tuple[str, str]]]:
-    """run id -> judge (with the task judge's mode) -> (outcome, error text) of one batch."""
+    """run id -> judge (with the task judge's mode) -> (outcome, the reason or error it gives) of one batch."""
     found: dict[str, dict[str, tuple[str, str]]] = {}
     with duckdb.connect(str(log), read_only=True) as con:
-        rows = con.execute("SELECT run_id, judge, rule_set->>'$.mode', outcome, evidence->>'$.error' FROM verdicts"
+        rows = con.execute("SELECT run_id, judge, rule_set->>'$.mode', outcome,"
+                           " coalesce(evidence->>'$.reason', evidence->>'$.error') FROM verdicts"
                            " WHERE batch = ?", [batch]).fetchall()
     for run_id, judge, mode, outcome, error in rows:
         found.setdefault(run_id, {})[judge + (f":{mode}" if mode else "")] = (outcome, error or "")
@@ -83,13 +84,13 @@ def test_a_run_of_the_variation_as_rendered_now_is_judged_as_always(played_log):
 
 @pytest.mark.parametrize(("name", "named"), [("other", ("seed", "prompt", "clock: recorded")),
                                              ("prompt", ("prompt",)), ("seed", ("seed",))])
-def test_a_run_that_played_another_rendering_gets_errors_that_say_so(played_log, name, named):
+def test_a_run_that_played_another_rendering_is_task_changed_saying_what_differs(played_log, name, named):
     _, task_id, rejudged, live = played_log
     for verdicts in (rejudged, live):
         judged = verdicts[f"{task_id}.v{0}.{name}"]
         for judge in ("task:strict", "task:light", *TASK_READERS[1:]):
             outcome, error = judged[judge]
-            assert outcome == "error", (judge, judged)
+            assert outcome == "task_changed", (judge, judged)
             assert f"task {task_id!r} variation 0 renders differently now" in error, error
             differs = error.split("recorded (", 1)[1].split("):", 1)[0]
             assert all(word in differs for word in named), (named, error)
@@ -147,7 +148,7 @@ def _cli_rejudge(log: Path, scenarios: Path) -> str:
     return batch
 
 
-def test_a_scenario_file_edited_after_recording_gives_errors(tmp_path, monkeypatch):
+def test_a_scenario_file_edited_after_recording_makes_its_runs_task_changed(tmp_path, monkeypatch):
     """A scenario task's target and prompt come from its file: the file read at rejudge time, not at recording."""
     folder = tmp_path / "scenarios"
     folder.mkdir()
@@ -166,5 +167,5 @@ def test_a_scenario_file_edited_after_recording_gives_errors(tmp_path, monkeypat
     edited = _verdicts(log, _cli_rejudge(log, folder))[run_id]
     for judge in ("ensure_record", "oracle"):
         outcome, error = edited[judge]
-        assert outcome == "error" and "renders differently now" in error and "prompt" in error, edited
+        assert outcome == "task_changed" and "renders differently now" in error and "prompt" in error, edited
     assert edited["state_drift"][0] == "agree", edited

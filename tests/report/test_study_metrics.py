@@ -212,18 +212,26 @@ def test_run_results_breaks_ties_as_documented(tmp_path):
     assert rows == [("late", 2, "pass"), ("ruled", 1, "pass"), ("tied", 1, "pass")]
 
 
-def test_a_run_its_judge_could_not_judge_is_left_out_of_success_rates(tmp_path):
-    """A task verdict of ``error`` (the judge could not read the run, e.g. its task renders differently now) is
-    fae's failure, not the agent's: like ``not_applicable``, it is not scored, never counted as a fail."""
+def test_a_run_whose_task_changed_is_left_out_of_success_rates_and_an_error_still_fails(tmp_path):
+    """A task verdict of ``task_changed`` (the task renders differently now than the run played it) is no verdict
+    on the agent: like ``not_applicable``, it is not scored. An ``error`` may be the agent's doing (a write the
+    fold cannot serve): it still counts as a fail, so an agent cannot leave the score by breaking its judge."""
     from tests.report.synthetic import _verdict
 
     path = build(tmp_path / "synthetic.duckdb")
     with EventLog(path) as log:
-        # A.T1.v1.r0 passes under its newest verdict; a newer rejudge with the same rules could not judge it
+        # A.T1.v1.r0 passes under its newest verdict; a newer rejudge with the same rules met another task
         log.write_batch(Batch(verdicts=[
-            _verdict("A.T1.v1.r0", "task", {"mode": mode}, "error", None, at=3, batch="rejudge")
+            _verdict("A.T1.v1.r0", "task", {"mode": mode}, "task_changed", None, at=3, batch="rejudge")
             for mode in ("strict", "light")]))
         _, rows = log.query("SELECT strict_outcome, strict, light FROM run_results WHERE run_id = 'A.T1.v1.r0'")
-        assert rows == [("error", None, None)]
+        assert rows == [("task_changed", None, None)]
         a = row(compute_study(log), "overview", configuration="A")
-    assert a["runs"] == 12 and isclose(a["strict_pct"], 100 * 5 / 11, rel_tol=1e-9)  # 6 of 12 passed, one unscored
+        assert a["runs"] == 12 and isclose(a["strict_pct"], 100 * 5 / 11, rel_tol=1e-9)  # 6 of 12 passed, 1 unscored
+        log.write_batch(Batch(verdicts=[
+            _verdict("A.T1.v1.r0", "task", {"mode": mode}, "error", None, at=4, batch="rejudge-2")
+            for mode in ("strict", "light")]))
+        _, rows = log.query("SELECT strict_outcome, strict, light FROM run_results WHERE run_id = 'A.T1.v1.r0'")
+        assert rows == [("error", False, False)]
+        a = row(compute_study(log), "overview", configuration="A")
+        assert isclose(a["strict_pct"], 100 * 5 / 12, rel_tol=1e-9)
