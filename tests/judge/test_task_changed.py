@@ -138,14 +138,14 @@ scenarios:
 """
 
 
-def _cli_rejudge(log: Path, scenarios: Path) -> str:
+def _cli_rejudge(log: Path, scenarios: Path) -> tuple[str, str]:
     env = {**os.environ, "FAE_SCENARIOS_PATH": str(scenarios)}
     done = subprocess.run([sys.executable, "-m", "fae.cli", "rejudge", "--log", str(log), "--workers", "1"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     with duckdb.connect(str(log), read_only=True) as con:
         batch, = con.execute("SELECT batch FROM verdict_batches ORDER BY started_at DESC LIMIT 1").fetchone()
-    return batch
+    return batch, done.stdout
 
 
 def test_a_scenario_file_edited_after_recording_makes_its_runs_task_changed(tmp_path, monkeypatch):
@@ -159,12 +159,16 @@ def test_a_scenario_file_edited_after_recording_makes_its_runs_task_changed(tmp_
     assert set(statuses.values()) == {"finished"}, why_not_finished(log)
     run_id = next(iter(statuses))
 
-    unchanged = _verdicts(log, _cli_rejudge(log, folder))[run_id]
+    batch, printed = _cli_rejudge(log, folder)
+    unchanged = _verdicts(log, batch)[run_id]
+    assert "task_changed" not in printed, printed
     assert unchanged["ensure_record"][0] == "created_verified", unchanged
     assert unchanged["oracle"][0] == "harmless", unchanged
 
     (folder / "tc.yaml").write_text(SCENARIO.replace("GIVEN", "Mariana"))  # now asks for another person
-    edited = _verdicts(log, _cli_rejudge(log, folder))[run_id]
+    batch, printed = _cli_rejudge(log, folder)
+    edited = _verdicts(log, batch)[run_id]
+    assert "1 run(s) played another rendering of their task" in printed, printed
     for judge in ("ensure_record", "oracle"):
         outcome, error = edited[judge]
         assert outcome == "task_changed" and "renders differently now" in error and "prompt" in error, edited
