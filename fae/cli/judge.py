@@ -62,8 +62,9 @@ def print_rejudged(result: Any, log: Path, *, judge_name: str | None = None, rul
     for (name, digest, outcome), count in sorted(result.outcomes.items()):
         shown.add_row(name, named.get((name, digest), digest), outcome, str(count))
     out.print(shown)
-    changed = max((count for (_, _, outcome), count in result.outcomes.items() if outcome == "task_changed"),
-                  default=0)
+    changed_counts: list[int] = [count for (_, _, outcome), count in result.outcomes.items()
+                                 if outcome == "task_changed"]
+    changed = max(changed_counts, default=0)
     if changed:
         out.print(f"{changed} run(s) played another rendering of their task than this fae renders (a task file, "
                   "scenario file or fae itself changed since they were recorded): the judges that read the task "
