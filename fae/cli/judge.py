@@ -62,11 +62,10 @@ def print_rejudged(result: Any, log: Path, *, judge_name: str | None = None, rul
     for (name, digest, outcome), count in sorted(result.outcomes.items()):
         shown.add_row(name, named.get((name, digest), digest), outcome, str(count))
     out.print(shown)
-    changed_counts: list[int] = [count for (_, _, outcome), count in result.outcomes.items()
-                                 if outcome == "task_changed"]
-    changed = max(changed_counts, default=0)
-    if changed:
-        out.print(f"{changed} run(s) played another rendering of their task than this fae renders (a task file, "
+    other_task = max((count for (_, _, outcome), count in result.outcomes.items() if outcome == "task_changed"),
+                     default=0)
+    if other_task:
+        out.print(f"{other_task} run(s) played another rendering of their task than this fae renders (a task file, "
                   "scenario file or fae itself changed since they were recorded): the judges that read the task "
                   "gave them task_changed, which is not scored. Judge them with the fae and task files they were "
                   "recorded with (docs/judging.md).", markup=False, soft_wrap=True)
