@@ -119,8 +119,8 @@ def test_the_packaged_suite_renders_what_it_rendered_when_logs_were_recorded():
         for variation in VARIATIONS:
             h.update(_variation_bytes(task, variation))
     assert h.hexdigest() == PACKAGED_RENDER_DIGEST, (
-        "the packaged tasks render differently: runs recorded before this change now meet another task; "
-        "if that is meant (a task changed), say so in the changelog and pin the new digest")
+        "the packaged tasks render differently: runs recorded before this change now read task_changed (not "
+        "scored); if a task was changed on purpose, pin the new digest (docs/tasks.md, editing a task)")
 
 
 def test_shifted_clock_is_really_shifted(tmp_path):
