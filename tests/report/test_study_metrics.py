@@ -220,18 +220,17 @@ def test_a_run_whose_task_changed_is_left_out_of_success_rates_and_an_error_stil
 
     path = build(tmp_path / "synthetic.duckdb")
     with EventLog(path) as log:
-        # A.T1.v1.r0 passes under its newest verdict; a newer rejudge with the same rules met another task
-        log.write_batch(Batch(verdicts=[
-            _verdict("A.T1.v1.r0", "task", {"mode": mode}, "task_changed", None, at=3, batch="rejudge")
-            for mode in ("strict", "light")]))
-        _, rows = log.query("SELECT strict_outcome, strict, light FROM run_results WHERE run_id = 'A.T1.v1.r0'")
+
+        def rejudged(outcome: str, at: int) -> tuple[list, dict]:
+            """A.T1.v1.r0 (a pass under its newest verdict) given a newer task verdict under the same rules."""
+            log.write_batch(Batch(verdicts=[_verdict("A.T1.v1.r0", "task", {"mode": mode}, outcome, None, at=at,
+                                                     batch=f"rejudge-{at}") for mode in ("strict", "light")]))
+            _, rows = log.query("SELECT strict_outcome, strict, light FROM run_results WHERE run_id = 'A.T1.v1.r0'")
+            return rows, row(compute_study(log), "overview", configuration="A")
+
+        rows, a = rejudged("task_changed", 3)
         assert rows == [("task_changed", None, None)]
-        a = row(compute_study(log), "overview", configuration="A")
         assert a["runs"] == 12 and isclose(a["strict_pct"], 100 * 5 / 11, rel_tol=1e-9)  # 6 of 12 passed, 1 unscored
-        log.write_batch(Batch(verdicts=[
-            _verdict("A.T1.v1.r0", "task", {"mode": mode}, "error", None, at=4, batch="rejudge-2")
-            for mode in ("strict", "light")]))
-        _, rows = log.query("SELECT strict_outcome, strict, light FROM run_results WHERE run_id = 'A.T1.v1.r0'")
+        rows, a = rejudged("error", 4)
         assert rows == [("error", False, False)]
-        a = row(compute_study(log), "overview", configuration="A")
         assert isclose(a["strict_pct"], 100 * 5 / 12, rel_tol=1e-9)
