@@ -50,3 +50,6 @@ def curate(
     out.print(table)
     counts = Counter(row.outcome for row in result.rows)
     out.print(", ".join(f"{label}: {count}" for label, count in sorted(counts.items())), markup=False)
+    if result.task_changed:
+        out.print(f"not labelled: {len(result.task_changed)} run(s) played another rendering of their task than "
+                  "this fae renders (task_changed, docs/judging.md)", markup=False, soft_wrap=True)

@@ -59,6 +59,7 @@ class CurateResult:
     rows: list[VerdictRow] = field(default_factory=list)
     called: int = 0
     reused: int = 0
+    task_changed: list[str] = field(default_factory=list)  # runs not labelled: they played another task rendering
 
 
 def task_definition(task_id: str, variation: int) -> dict[str, Any]:
@@ -134,8 +135,12 @@ async def _recorded_call(log: Any, run_id: str, after_seq: int) -> tuple[str, st
     raise StoreError("the judge's LLM call is not in the log: did it bypass the recording proxy?", run_id=run_id)
 
 
-def prepare(log: Any, run_ids: list[str], model: str) -> list[Pending]:
-    """Build each run's judge prompt and find replies recorded by an earlier curation."""
+def prepare(log: Any, run_ids: list[str], model: str, task_changed: list[str] | None = None) -> list[Pending]:
+    """Build each run's judge prompt and find replies recorded by an earlier curation.
+
+    A run that played another rendering of its task than fae renders now has no strict verdict to audit, and
+    today's task definition is not what it was asked: it is left out, its id added to ``task_changed``.
+    """
     from fae.judge.rejudge import build_plan, judge_run
     from fae.replay.source import load_runs
     from fae.replay.transcript import fold_transcript
@@ -144,6 +149,10 @@ def prepare(log: Any, run_ids: list[str], model: str) -> list[Pending]:
     pending = []
     for run in load_runs(log, run_ids):
         verdict = judge_run(run, plan, judged_at=datetime(1970, 1, 1, tzinfo=UTC))[0]
+        if verdict.outcome == "task_changed":
+            if task_changed is not None:
+                task_changed.append(run.run_id)
+            continue
         transcript = fold_transcript(run)
         started = next((r.event for r in run.events if isinstance(r.event, ev.RunStarted)), None)
         view = RunView(run_id=run.run_id, task_id=run.task_id, prompt=(started.prompt if started else "") or "",
@@ -195,7 +204,10 @@ async def curate_log(log_path: str | Path, *, runs: str | None = None, llm_url: 
         ids = find_runs(log, runs, statuses=("finished", "errored"))
         if not ids:
             raise JudgeError(f"no finished runs in {path}" + (f" match {runs!r}" if runs else ""))
-        pending = prepare(log, ids, model)
+        pending = prepare(log, ids, model, result.task_changed)
+        if not pending:
+            raise JudgeError(f"no run to label in {path}: each of the {len(ids)} played another rendering of its "
+                             "task than this fae renders (task_changed, docs/judging.md)")
         for item in pending:
             if item.recorded is not None:
                 result.rows.append(label_row(item, model, *item.recorded, reused=True, judged_at=now))

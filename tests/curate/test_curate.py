@@ -91,3 +91,29 @@ def test_cli(recorded):
         result = CliRunner().invoke(app, ["curate", "--log", str(log_path), "--llm-url", llm.base_url])
     assert result.exit_code == 0, result.output
     assert "agreement: 2" in result.output and "2 asked, 0 reused" in result.output
+
+
+def _played_another_prompt(log_path, run_id):
+    """The run's log says it was shown another prompt: as if recorded before its task was reworded."""
+    with EventLog(log_path) as log:
+        _, rows = log.query("SELECT payload FROM events WHERE run_id = ? AND kind = 'RunStarted'", [run_id])
+        payload = json.loads(rows[0][0])
+        payload["prompt"] += "\nAn older wording."
+        log.con.execute("UPDATE events SET payload = ? WHERE run_id = ? AND kind = 'RunStarted'",
+                        [json.dumps(payload), run_id])
+
+
+def test_a_run_that_played_another_rendering_of_its_task_is_not_labelled(recorded):
+    """Its strict verdict is task_changed: nothing to audit, and today's task definition is not what it was asked."""
+    log_path, (gold_run, wrong_run) = recorded
+    _played_another_prompt(log_path, wrong_run)
+    with LlmServer(create_app(PlanRegistry([]))) as llm:
+        result = anyio.run(functools.partial(curate_log, log_path, llm_url=llm.base_url))
+        assert (result.called, result.task_changed) == (1, [wrong_run])
+        assert [row.run_id for row in result.rows] == [gold_run]
+        with pytest.raises(JudgeError, match="no run to label"):
+            anyio.run(functools.partial(curate_log, log_path, llm_url=llm.base_url, runs=wrong_run))
+        printed = CliRunner().invoke(app, ["curate", "--log", str(log_path), "--llm-url", llm.base_url])
+    assert printed.exit_code == 0, printed.output
+    assert "not labelled: 1 run(s) played another rendering" in printed.output
+    assert [r for r, *_ in soft_rows(log_path)].count(wrong_run) == 0
