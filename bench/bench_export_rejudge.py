@@ -28,22 +28,31 @@ def one(mode: str, path: Path, workers: int) -> None:
     from fae.judge.parallel import peak_rss_mib
 
     started, cpu = time.perf_counter(), time.process_time()
-    result = api.rejudge(None if mode == "export" else path, parquet=path if mode == "export" else None,
-                         workers=workers)
+    result = api.rejudge(
+        None if mode == "export" else path, parquet=path if mode == "export" else None, workers=workers
+    )
     children = os.times()
-    print(json.dumps({
-        "mode": mode, "runs": result.runs, "verdicts": result.verdicts, "wall_s": time.perf_counter() - started,
-        "cpu_s": time.process_time() - cpu + children.children_user + children.children_system,
-        "rss_mib": max([peak_rss_mib()] + [s.rss_mib for s in result.shards]),
-        "cached": sum(s.stats.cached for s in result.shards),
-        "by_position": sum(s.stats.by_position for s in result.shards),
-        "by_hash": sum(s.stats.by_hash for s in result.shards),
-    }))
+    print(
+        json.dumps(
+            {
+                "mode": mode,
+                "runs": result.runs,
+                "verdicts": result.verdicts,
+                "wall_s": time.perf_counter() - started,
+                "cpu_s": time.process_time() - cpu + children.children_user + children.children_system,
+                "rss_mib": max([peak_rss_mib()] + [s.rss_mib for s in result.shards]),
+                "cached": sum(s.stats.cached for s in result.shards),
+                "by_position": sum(s.stats.by_position for s in result.shards),
+                "by_hash": sum(s.stats.by_hash for s in result.shards),
+            }
+        )
+    )
 
 
 def measure(mode: str, path: Path, workers: int) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--one", mode, str(path), "--workers", str(workers)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, __file__, "--one", mode, str(path), "--workers", str(workers)], capture_output=True, text=True
+    )
     if done.returncode:
         raise SystemExit(f"{mode} failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -71,11 +80,14 @@ def main() -> None:
         for round_ in range(args.rounds):
             for mode, path in (("log", log), ("export", directory)):
                 row = measure(mode, path, args.workers)
-                print(f"round {round_ + 1} {mode:>6}: {row['runs']} runs, {row['wall_s']:.1f} s wall, "
-                      f"{row['cpu_s']:.1f} CPU-s, {row['runs'] / row['cpu_s']:.0f} runs per CPU-s, "
-                      f"peak RSS {row['rss_mib']:.0f} MiB, bodies cached {row['cached']} / by position "
-                      f"{row['by_position']} / by hash {row['by_hash']};"
-                      f" load {os.getloadavg()[0]:.1f}", flush=True)
+                print(
+                    f"round {round_ + 1} {mode:>6}: {row['runs']} runs, {row['wall_s']:.1f} s wall, "
+                    f"{row['cpu_s']:.1f} CPU-s, {row['runs'] / row['cpu_s']:.0f} runs per CPU-s, "
+                    f"peak RSS {row['rss_mib']:.0f} MiB, bodies cached {row['cached']} / by position "
+                    f"{row['by_position']} / by hash {row['by_hash']};"
+                    f" load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -17,18 +17,41 @@ from fae.fhir.engine import FhirEngine
 def seed_bundle(n: int = 30) -> dict:
     entries = []
     for i in range(n // 3):
-        entries.append({"resource": {"resourceType": "Patient", "id": f"p{i}", "gender": "female",
-                                     "name": [{"family": f"Family{i}", "given": ["Ann"]}],
-                                     "birthDate": f"19{50 + i}-01-01",
-                                     "identifier": [{"system": "urn:mrn", "value": str(i)}]}})
-        entries.append({"resource": {"resourceType": "Observation", "id": f"o{i}", "status": "final",
-                                     "code": {"coding": [{"system": "http://loinc.org", "code": "8480-6"}]},
-                                     "subject": {"reference": f"Patient/p{i}"},
-                                     "effectiveDateTime": f"2024-01-{i + 1:02d}",
-                                     "valueQuantity": {"value": 100 + i, "unit": "mmHg"}}})
-        entries.append({"resource": {"resourceType": "Appointment", "id": f"a{i}", "status": "booked",
-                                     "participant": [{"status": "accepted",
-                                                      "actor": {"reference": f"Patient/p{i}"}}]}})
+        entries.append(
+            {
+                "resource": {
+                    "resourceType": "Patient",
+                    "id": f"p{i}",
+                    "gender": "female",
+                    "name": [{"family": f"Family{i}", "given": ["Ann"]}],
+                    "birthDate": f"19{50 + i}-01-01",
+                    "identifier": [{"system": "urn:mrn", "value": str(i)}],
+                }
+            }
+        )
+        entries.append(
+            {
+                "resource": {
+                    "resourceType": "Observation",
+                    "id": f"o{i}",
+                    "status": "final",
+                    "code": {"coding": [{"system": "http://loinc.org", "code": "8480-6"}]},
+                    "subject": {"reference": f"Patient/p{i}"},
+                    "effectiveDateTime": f"2024-01-{i + 1:02d}",
+                    "valueQuantity": {"value": 100 + i, "unit": "mmHg"},
+                }
+            }
+        )
+        entries.append(
+            {
+                "resource": {
+                    "resourceType": "Appointment",
+                    "id": f"a{i}",
+                    "status": "booked",
+                    "participant": [{"status": "accepted", "actor": {"reference": f"Patient/p{i}"}}],
+                }
+            }
+        )
     return {"resourceType": "Bundle", "type": "collection", "entry": entries}
 
 
@@ -44,9 +67,26 @@ def median_ms(fn, repeats: int) -> float:
 def random_json(rng: random.Random, depth: int = 0) -> object:
     roll = rng.random()
     if depth > 3 or roll < 0.4:
-        return rng.choice([None, True, 7, -2**31, 1.5, "", "x", "\u00a0a", "2020-01-01", "Patient/p1"])
-    keys = ["resourceType", "id", "name", "status", "code", "subject", "reference", "value", "url",
-            "extension", "meta", "entry", "request", "method", "resource", "type", "data"]
+        return rng.choice([None, True, 7, -(2**31), 1.5, "", "x", "\u00a0a", "2020-01-01", "Patient/p1"])
+    keys = [
+        "resourceType",
+        "id",
+        "name",
+        "status",
+        "code",
+        "subject",
+        "reference",
+        "value",
+        "url",
+        "extension",
+        "meta",
+        "entry",
+        "request",
+        "method",
+        "resource",
+        "type",
+        "data",
+    ]
     if roll < 0.7:
         return {rng.choice(keys): random_json(rng, depth + 1) for _ in range(rng.randint(0, 5))}
     return [random_json(rng, depth + 1) for _ in range(rng.randint(0, 4))]
@@ -55,10 +95,25 @@ def random_json(rng: random.Random, depth: int = 0) -> object:
 def fuzz_p99(engine: FhirEngine, sid: str, n: int = 2000) -> tuple[float, float]:
     """p99 and max latency (ms) of seeded random requests: bodies, queries, and known stallers."""
     rng = random.Random(7)
-    bomb = json.dumps({"resourceType": "Binary", "contentType": "text/plain",
-                       "data": "\r\n".join(["QUJD" * 19] * 60) + "\r\nQUJ"}).encode()
-    params = ["name", "birthdate", "subject", "code", "_id", "_sort", "_count", "_include", "_revinclude",
-              "_has:Observation:patient:code", "name:exact", "gender:missing", "_elements", "x"]
+    bomb = json.dumps(
+        {"resourceType": "Binary", "contentType": "text/plain", "data": "\r\n".join(["QUJD" * 19] * 60) + "\r\nQUJ"}
+    ).encode()
+    params = [
+        "name",
+        "birthdate",
+        "subject",
+        "code",
+        "_id",
+        "_sort",
+        "_count",
+        "_include",
+        "_revinclude",
+        "_has:Observation:patient:code",
+        "name:exact",
+        "gender:missing",
+        "_elements",
+        "x",
+    ]
     times = []
     for i in range(n):
         kind = i % 4
@@ -69,8 +124,10 @@ def fuzz_p99(engine: FhirEngine, sid: str, n: int = 2000) -> tuple[float, float]
                 body.setdefault("resourceType", rng.choice(["Patient", "Observation", "Bundle"]))
             engine.handle(sid, "POST", rng.choice(["Patient", "Observation", ""]), body=json.dumps(body).encode())
         elif kind == 1:
-            query = "&".join(f"{rng.choice(params)}={rng.choice(['a', 'Patient/p1', '*', 'ge2020', '1'])}"
-                             for _ in range(rng.randint(0, 3)))
+            query = "&".join(
+                f"{rng.choice(params)}={rng.choice(['a', 'Patient/p1', '*', 'ge2020', '1'])}"
+                for _ in range(rng.randint(0, 3))
+            )
             engine.handle(sid, "GET", rng.choice(["Patient", "Observation", "Appointment"]), query)
         elif kind == 2:
             engine.handle(sid, "POST", "Binary", body=bomb)
@@ -89,16 +146,28 @@ def hospital_bundle(n_doctors: int = 20) -> dict:
     """Shared Practitioners and Organizations, created once (ifNoneExist), as Synthea does."""
     entries = []
     for i in range(n_doctors):
-        org = {"resourceType": "Organization", "identifier": [{"system": ORG, "value": f"org{i}"}],
-               "name": f"Clinic {i}"}
-        entries.append({"resource": org,
-                        "request": {"method": "POST", "url": "Organization",
-                                    "ifNoneExist": f"identifier={ORG}|org{i}"}})
-        doctor = {"resourceType": "Practitioner", "identifier": [{"system": NPI, "value": str(1000 + i)}],
-                  "name": [{"family": f"Doc{i}"}]}
-        entries.append({"resource": doctor,
-                        "request": {"method": "POST", "url": "Practitioner",
-                                    "ifNoneExist": f"identifier={NPI}|{1000 + i}"}})
+        org = {
+            "resourceType": "Organization",
+            "identifier": [{"system": ORG, "value": f"org{i}"}],
+            "name": f"Clinic {i}",
+        }
+        entries.append(
+            {
+                "resource": org,
+                "request": {"method": "POST", "url": "Organization", "ifNoneExist": f"identifier={ORG}|org{i}"},
+            }
+        )
+        doctor = {
+            "resourceType": "Practitioner",
+            "identifier": [{"system": NPI, "value": str(1000 + i)}],
+            "name": [{"family": f"Doc{i}"}],
+        }
+        entries.append(
+            {
+                "resource": doctor,
+                "request": {"method": "POST", "url": "Practitioner", "ifNoneExist": f"identifier={NPI}|{1000 + i}"},
+            }
+        )
     return {"resourceType": "Bundle", "type": "transaction", "entry": entries}
 
 
@@ -113,32 +182,59 @@ def synthea_bundle(n_entries: int, seed: int = 1, n_doctors: int = 20) -> dict:
         return f"urn:uuid:00000000-0000-4000-8000-{next(serial):012d}"
 
     def post(resource: dict, full_url: str) -> None:
-        entries.append({"fullUrl": full_url, "resource": resource,
-                        "request": {"method": "POST", "url": resource["resourceType"]}})
+        entries.append(
+            {"fullUrl": full_url, "resource": resource, "request": {"method": "POST", "url": resource["resourceType"]}}
+        )
 
     while len(entries) < n_entries:
         patient = urn()
-        post({"resourceType": "Patient", "gender": rng.choice(["male", "female"]), "birthDate": "1970-05-01",
-              "name": [{"family": f"Fam{len(entries)}", "given": ["Pat"]}],
-              "identifier": [{"system": "urn:mrn", "value": patient[-12:]}]}, patient)
+        post(
+            {
+                "resourceType": "Patient",
+                "gender": rng.choice(["male", "female"]),
+                "birthDate": "1970-05-01",
+                "name": [{"family": f"Fam{len(entries)}", "given": ["Pat"]}],
+                "identifier": [{"system": "urn:mrn", "value": patient[-12:]}],
+            },
+            patient,
+        )
         for _ in range(9):
             doc = rng.randrange(n_doctors)
             encounter = urn()
-            post({"resourceType": "Encounter", "status": "finished",
-                  "class": {"system": "http://terminology.hl7.org/CodeSystem/v3-ActCode", "code": "AMB"},
-                  "subject": {"reference": patient},
-                  "participant": [{"individual": {"reference": f"Practitioner?identifier={NPI}|{1000 + doc}"}}],
-                  "serviceProvider": {"reference": f"Organization?identifier={ORG}|org{doc}"},
-                  "period": {"start": "2020-01-01T10:00:00Z", "end": "2020-01-01T10:30:00Z"}}, encounter)
+            post(
+                {
+                    "resourceType": "Encounter",
+                    "status": "finished",
+                    "class": {"system": "http://terminology.hl7.org/CodeSystem/v3-ActCode", "code": "AMB"},
+                    "subject": {"reference": patient},
+                    "participant": [{"individual": {"reference": f"Practitioner?identifier={NPI}|{1000 + doc}"}}],
+                    "serviceProvider": {"reference": f"Organization?identifier={ORG}|org{doc}"},
+                    "period": {"start": "2020-01-01T10:00:00Z", "end": "2020-01-01T10:30:00Z"},
+                },
+                encounter,
+            )
             for code in ("8480-6", "8462-4", "29463-7"):
-                post({"resourceType": "Observation", "status": "final",
-                      "code": {"coding": [{"system": "http://loinc.org", "code": code}]},
-                      "subject": {"reference": patient}, "encounter": {"reference": encounter},
-                      "effectiveDateTime": "2020-01-01T10:10:00Z",
-                      "valueQuantity": {"value": rng.randint(60, 140), "unit": "mm[Hg]"}}, urn())
-            post({"resourceType": "Condition", "subject": {"reference": patient},
-                  "encounter": {"reference": encounter},
-                  "code": {"coding": [{"system": "http://snomed.info/sct", "code": "44054006"}]}}, urn())
+                post(
+                    {
+                        "resourceType": "Observation",
+                        "status": "final",
+                        "code": {"coding": [{"system": "http://loinc.org", "code": code}]},
+                        "subject": {"reference": patient},
+                        "encounter": {"reference": encounter},
+                        "effectiveDateTime": "2020-01-01T10:10:00Z",
+                        "valueQuantity": {"value": rng.randint(60, 140), "unit": "mm[Hg]"},
+                    },
+                    urn(),
+                )
+            post(
+                {
+                    "resourceType": "Condition",
+                    "subject": {"reference": patient},
+                    "encounter": {"reference": encounter},
+                    "code": {"coding": [{"system": "http://snomed.info/sct", "code": "44054006"}]},
+                },
+                urn(),
+            )
     return {"resourceType": "Bundle", "type": "transaction", "entry": entries[:n_entries]}
 
 
@@ -157,9 +253,21 @@ def load_rate(engine: FhirEngine, n_entries: int) -> float:
 def patch_ms(engine: FhirEngine, sid: str, repeats: int = 300) -> tuple[float, float]:
     """Median ms of a JSON Patch and of a FHIRPath Patch on one Patient."""
     json_patch = json.dumps([{"op": "replace", "path": "/gender", "value": "male"}]).encode()
-    fhirpath_patch = json.dumps({"resourceType": "Parameters", "parameter": [{"name": "operation", "part": [
-        {"name": "type", "valueCode": "replace"}, {"name": "path", "valueString": "Patient.name.first().family"},
-        {"name": "value", "valueString": "Patched"}]}]}).encode()
+    fhirpath_patch = json.dumps(
+        {
+            "resourceType": "Parameters",
+            "parameter": [
+                {
+                    "name": "operation",
+                    "part": [
+                        {"name": "type", "valueCode": "replace"},
+                        {"name": "path", "valueString": "Patient.name.first().family"},
+                        {"name": "value", "valueString": "Patched"},
+                    ],
+                }
+            ],
+        }
+    ).encode()
     headers = {"Content-Type": "application/json-patch+json"}
     for body, extra in ((json_patch, headers), (fhirpath_patch, None)):
         assert engine.handle(sid, "PATCH", "Patient/p1", headers=extra, body=body).status == 200
@@ -171,12 +279,18 @@ def patch_ms(engine: FhirEngine, sid: str, repeats: int = 300) -> tuple[float, f
 def if_none_exist_seconds(n_existing: int = 50_000, n_entries: int = 1_000) -> float:
     """Seconds for an ifNoneExist transaction on a large sandbox (indexed: no scan per entry)."""
     engine = FhirEngine(request_budget_s=None, max_entries=n_existing)
-    patients = [{"resource": {"resourceType": "Patient", "id": f"p{i}",
-                              "identifier": [{"system": "urn:mrn", "value": str(i)}]}} for i in range(n_existing)]
+    patients = [
+        {"resource": {"resourceType": "Patient", "id": f"p{i}", "identifier": [{"system": "urn:mrn", "value": str(i)}]}}
+        for i in range(n_existing)
+    ]
     sid = engine.create_sandbox({"resourceType": "Bundle", "type": "collection", "entry": patients})
-    entries = [{"resource": {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": str(v)}]},
-                "request": {"method": "POST", "url": "Patient", "ifNoneExist": f"identifier=urn:mrn|{v}"}}
-               for v in (i * 97 % (2 * n_existing) for i in range(n_entries))]
+    entries = [
+        {
+            "resource": {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": str(v)}]},
+            "request": {"method": "POST", "url": "Patient", "ifNoneExist": f"identifier=urn:mrn|{v}"},
+        }
+        for v in (i * 97 % (2 * n_existing) for i in range(n_entries))
+    ]
     body = json.dumps({"resourceType": "Bundle", "type": "transaction", "entry": entries}).encode()
     start = time.perf_counter()
     assert engine.handle(sid, "POST", "", body=body).status == 200
@@ -191,9 +305,14 @@ def main() -> None:
     sid = engine.create_sandbox(bundle, "bench")
     reset = median_ms(lambda: engine.reset_sandbox(sid), 1000)
     clone = median_ms(lambda: engine.clone_sandbox(sid, f"c{next(counter)}"), 500)
-    queries = [("Patient", "name=fam"), ("Observation", "code=http://loinc.org|8480-6&date=ge2024-01-05"),
-               ("Observation", "patient.name=family1"), ("Appointment", "actor=Patient/p3"),
-               ("Patient", "_sort=-birthdate&_count=5"), ("Observation", "_include=Observation:subject")]
+    queries = [
+        ("Patient", "name=fam"),
+        ("Observation", "code=http://loinc.org|8480-6&date=ge2024-01-05"),
+        ("Observation", "patient.name=family1"),
+        ("Appointment", "actor=Patient/p3"),
+        ("Patient", "_sort=-birthdate&_count=5"),
+        ("Observation", "_include=Observation:subject"),
+    ]
     for rtype, query in queries:  # warm the compiled expressions and value caches
         engine.handle(sid, "GET", rtype, query)
     n, start = 0, time.perf_counter()

@@ -87,13 +87,17 @@ async def bench(requests: int, budget_s: float, queries: int, directory: Path) -
                     stop.set()
                     runaway.join()
     log.close()
-    print(f"live query budget {budget_s:g} s: {len(overshoot)} runaway queries cancelled "
-          f"{statistics.median(overshoot) * 1000:.0f} ms (median; max {max(overshoot) * 1000:.0f} ms) "
-          f"after their budget ran out")
-    print(f"exchange latency idle     p50 {_p(idle, .5):.2f} ms  p95 {_p(idle, .95):.2f} ms  (n={len(idle)})")
-    print(f"exchange latency runaway  p50 {_p(busy, .5):.2f} ms  p95 {_p(busy, .95):.2f} ms  (n={len(busy)})")
-    print(f"added latency meanwhile   p50 {_p(busy, .5) - _p(idle, .5):+.2f} ms  "
-          f"p95 {_p(busy, .95) - _p(idle, .95):+.2f} ms")
+    print(
+        f"live query budget {budget_s:g} s: {len(overshoot)} runaway queries cancelled "
+        f"{statistics.median(overshoot) * 1000:.0f} ms (median; max {max(overshoot) * 1000:.0f} ms) "
+        f"after their budget ran out"
+    )
+    print(f"exchange latency idle     p50 {_p(idle, 0.5):.2f} ms  p95 {_p(idle, 0.95):.2f} ms  (n={len(idle)})")
+    print(f"exchange latency runaway  p50 {_p(busy, 0.5):.2f} ms  p95 {_p(busy, 0.95):.2f} ms  (n={len(busy)})")
+    print(
+        f"added latency meanwhile   p50 {_p(busy, 0.5) - _p(idle, 0.5):+.2f} ms  "
+        f"p95 {_p(busy, 0.95) - _p(idle, 0.95):+.2f} ms"
+    )
 
 
 def main() -> None:

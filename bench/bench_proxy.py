@@ -61,7 +61,7 @@ async def latency(requests: int, directory: Path) -> None:
                     await client.post(proxy_url, content=body)
                 for i in range(requests):
                     order = ((direct_url, direct), (proxy_url, proxied))
-                    for url, sink in (order if i % 2 == 0 else order[::-1]):
+                    for url, sink in order if i % 2 == 0 else order[::-1]:
                         start = time.perf_counter()
                         reply = await client.post(url, content=body)
                         sink.append((time.perf_counter() - start) * 1000)
@@ -71,20 +71,28 @@ async def latency(requests: int, directory: Path) -> None:
     print(f"exchanges: {requests} each way, interleaved")
     print(f"  direct   median {d50:.2f} ms   p95 {_p(direct, 0.95):.2f} ms")
     print(f"  proxied  median {p50:.2f} ms   p95 {_p(proxied, 0.95):.2f} ms   (journaled before delivery)")
-    print(f"  added    median {p50 - d50:.2f} ms   p95 {_p(proxied, 0.95) - _p(direct, 0.95):.2f} ms"
-          f"   ratio {p50 / d50:.2f}x")
+    print(
+        f"  added    median {p50 - d50:.2f} ms   p95 {_p(proxied, 0.95) - _p(direct, 0.95):.2f} ms"
+        f"   ratio {p50 / d50:.2f}x"
+    )
 
 
 async def ingest(count: int, batch: int, directory: Path) -> None:
     log = EventLog(directory / "ingest.duckdb")
     async with open_writer(log) as writer:
         await writer.write(runs=[RunRow("ingest", "t", 0, "a", 0, started_at=datetime.now(UTC))])
-        events = [Stamped("ingest", ev.ToolCalled(tool="searchResources", arguments={"resourceType": "Slot"},
-                                                  result={"n": i}), actor="agent") for i in range(count)]
+        events = [
+            Stamped(
+                "ingest",
+                ev.ToolCalled(tool="searchResources", arguments={"resourceType": "Slot"}, result={"n": i}),
+                actor="agent",
+            )
+            for i in range(count)
+        ]
         start = time.perf_counter()
         pending = []
         for offset in range(0, count, batch):
-            pending.append(writer.write(events=events[offset:offset + batch]))
+            pending.append(writer.write(events=events[offset : offset + batch]))
         async with anyio.create_task_group() as group:
             for job in pending:
                 group.start_soon(lambda j=job: j)
@@ -92,8 +100,10 @@ async def ingest(count: int, batch: int, directory: Path) -> None:
         elapsed = time.perf_counter() - start
     rows = log.query("SELECT count(*) FROM events")[1][0][0]
     log.close()
-    print(f"ingest: {rows} events in {elapsed:.2f} s = {rows / elapsed:,.0f} events/s "
-          f"(submitted in batches of {batch}; {writer.batches_written} transactions)")
+    print(
+        f"ingest: {rows} events in {elapsed:.2f} s = {rows / elapsed:,.0f} events/s "
+        f"(submitted in batches of {batch}; {writer.batches_written} transactions)"
+    )
 
 
 def body_memory(limit: int, directory: Path, embedded_fhir: bool) -> None:
@@ -108,16 +118,20 @@ def body_memory(limit: int, directory: Path, embedded_fhir: bool) -> None:
             fresh[name] = child.measure(child.cases()[name]).over_baseline / limit
     with ProxyChild(directory / f"rss{mib}-all.duckdb", limit) as child:
         together = {name: child.measure(action).over_baseline / limit for name, action in child.cases().items()}
-    print(f"body memory at a {mib} MiB limit (load {os.getloadavg()[0]:.1f}): peak RSS growth / limit,"
-          " each in a fresh proxy | all in one proxy, in this order")
+    print(
+        f"body memory at a {mib} MiB limit (load {os.getloadavg()[0]:.1f}): peak RSS growth / limit,"
+        " each in a fresh proxy | all in one proxy, in this order"
+    )
     for name in names:
         print(f"  {name:28} {fresh[name]:5.2f}x | {together[name]:5.2f}x")
     if embedded_fhir:
         with ProxyChild(directory / f"rss{mib}-real.duckdb", limit, embedded_fhir=True) as child:
             for name, action in child.real_fhir_cases().items():
                 grown = child.measure(action)
-                print(f"  {name:28} {grown.over_baseline / limit:5.2f}x the proxy's; the embedded FHIR server's"
-                      f" own process {(grown.upstream or 0) / limit:5.2f}x")
+                print(
+                    f"  {name:28} {grown.over_baseline / limit:5.2f}x the proxy's; the embedded FHIR server's"
+                    f" own process {(grown.upstream or 0) / limit:5.2f}x"
+                )
 
 
 def main() -> None:
@@ -126,8 +140,11 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--rss-limits", default="32", help="body size limits in MiB, comma separated ('' skips)")
-    parser.add_argument("--embedded-fhir", action="store_true",
-                        help="also measure a large body stored in and read from the embedded FHIR server")
+    parser.add_argument(
+        "--embedded-fhir",
+        action="store_true",
+        help="also measure a large body stored in and read from the embedded FHIR server",
+    )
     parser.add_argument("--skip-latency", action="store_true", help="measure body memory only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

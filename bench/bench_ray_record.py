@@ -60,8 +60,14 @@ def main() -> None:
         try:
             ray_log = Path(folder) / "ray.duckdb"
             started = time.monotonic()
-            result = api.record(ray_log, [TASK], variations=range(args.variations), concurrency=args.concurrency,
-                                ray="auto", ray_actors=2)
+            result = api.record(
+                ray_log,
+                [TASK],
+                variations=range(args.variations),
+                concurrency=args.concurrency,
+                ray="auto",
+                ray_actors=2,
+            )
             ray_s = time.monotonic() - started
         finally:
             ray.shutdown()
@@ -72,11 +78,16 @@ def main() -> None:
         print(f"ray, 2 nodes x 1 actor: {ray_s:.1f} s wall, {runs / ray_s:.2f} runs/s ({local_s / ray_s:.2f}x local)")
         print(f"merge of the shards: {sum(merged_s):.2f} s, {1000 * sum(merged_s) / runs:.1f} ms per run")
         for name, log in (("local", local_log), ("ray", ray_log)):
-            rows = api.query(log, "SELECT median(epoch(ended_at) - epoch(started_at)) AS run_s,"
-                                  " epoch(max(ended_at)) - epoch(min(started_at)) AS span_s FROM runs")
+            rows = api.query(
+                log,
+                "SELECT median(epoch(ended_at) - epoch(started_at)) AS run_s,"
+                " epoch(max(ended_at)) - epoch(min(started_at)) AS span_s FROM runs",
+            )
             print(f"{name}: median run {rows[0]['run_s']:.2f} s, first start to last end {rows[0]['span_s']:.1f} s")
-        print(f"log size: local {local_log.stat().st_size / runs / 1024:.1f} KiB/run, "
-              f"ray {ray_log.stat().st_size / runs / 1024:.1f} KiB/run")
+        print(
+            f"log size: local {local_log.stat().st_size / runs / 1024:.1f} KiB/run, "
+            f"ray {ray_log.stat().st_size / runs / 1024:.1f} KiB/run"
+        )
     print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
 
 

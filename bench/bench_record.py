@@ -57,17 +57,33 @@ from fae.tasks import load_suite
 
 # the first matching fragment of a function's file names its part
 PARTS = (
-    ("/fae/proxy/", "proxy"), ("/mitmproxy/", "proxy"), ("/mitmproxy_rs/", "proxy"), ("/fae/recorder/", "proxy"),
-    ("/fae/fhir/", "FHIR engine"), ("/fhirpathpy/", "FHIR engine"),
-    ("/fae/mcp/", "MCP"), ("/mcp/", "MCP"),
-    ("/fae/agents/", "agents"), ("/fae/plan", "agents"),
-    ("/fae/store/", "log"), ("/duckdb", "log"), ("msgspec", "log"),
-    ("/fae/judge/", "live judging"), ("/fae/replay/", "live judging"), ("/fae/tasks/", "live judging"),
+    ("/fae/proxy/", "proxy"),
+    ("/mitmproxy/", "proxy"),
+    ("/mitmproxy_rs/", "proxy"),
+    ("/fae/recorder/", "proxy"),
+    ("/fae/fhir/", "FHIR engine"),
+    ("/fhirpathpy/", "FHIR engine"),
+    ("/fae/mcp/", "MCP"),
+    ("/mcp/", "MCP"),
+    ("/fae/agents/", "agents"),
+    ("/fae/plan", "agents"),
+    ("/fae/store/", "log"),
+    ("/duckdb", "log"),
+    ("msgspec", "log"),
+    ("/fae/judge/", "live judging"),
+    ("/fae/replay/", "live judging"),
+    ("/fae/tasks/", "live judging"),
     ("/fae/harness/", "harness"),
-    ("/starlette/", "HTTP servers"), ("/uvicorn/", "HTTP servers"), ("/h11/", "HTTP servers"),
-    ("/httpx/", "HTTP clients"), ("/httpcore/", "HTTP clients"),
+    ("/starlette/", "HTTP servers"),
+    ("/uvicorn/", "HTTP servers"),
+    ("/h11/", "HTTP servers"),
+    ("/httpx/", "HTTP clients"),
+    ("/httpcore/", "HTTP clients"),
     ("/pydantic", "validation (pydantic)"),
-    ("/asyncio/", "event loop"), ("/anyio/", "event loop"), ("selectors", "event loop"), ("/ssl", "event loop"),
+    ("/asyncio/", "event loop"),
+    ("/anyio/", "event loop"),
+    ("selectors", "event loop"),
+    ("/ssl", "event loop"),
     ("/json/", "JSON (stdlib)"),
 )
 
@@ -95,16 +111,23 @@ def record(variations: list[int], concurrency: int, mode: str) -> dict:
     own_before, child_before = _cpu_s()
     start = time.perf_counter()
     if mode == "w2":
-        result = record_on_workers(log, specs, workers=2, concurrency=concurrency,
-                                   stack_options={"processes": 1})
+        result = record_on_workers(log, specs, workers=2, concurrency=concurrency, stack_options={"processes": 1})
     else:
-        result = anyio.run(lambda: record_suite(log, specs, concurrency=concurrency,
-                                                processes=2 if mode == "p2" else 1))
+        result = anyio.run(
+            lambda: record_suite(log, specs, concurrency=concurrency, processes=2 if mode == "p2" else 1)
+        )
     seconds = time.perf_counter() - start
     own_after, child_after = _cpu_s()
-    return {"mode": mode, "runs": len(specs), "finished": result.statuses["finished"],
-            "wall_s": seconds, "cpu_main_s": own_after - own_before, "cpu_child_s": child_after - child_before,
-            "log": str(log), "cpu_process_s": sum(_cpu_s())}
+    return {
+        "mode": mode,
+        "runs": len(specs),
+        "finished": result.statuses["finished"],
+        "wall_s": seconds,
+        "cpu_main_s": own_after - own_before,
+        "cpu_child_s": child_after - child_before,
+        "log": str(log),
+        "cpu_process_s": sum(_cpu_s()),
+    }
 
 
 def log_facts(log: Path) -> dict:
@@ -118,7 +141,8 @@ def log_facts(log: Path) -> dict:
             " GROUP BY r.run_id) JOIN ("
             " SELECT run_id, epoch(max(wall_time) FILTER (WHERE kind = 'StateCaptured')"
             "  - max(wall_time) FILTER (WHERE kind = 'AnswerGiven')) AS settle FROM events GROUP BY run_id)"
-            " USING (run_id)")
+            " USING (run_id)"
+        )
     return {"passed_all": rows[0][0], "answer_to_capture_s": rows[0][1]}
 
 
@@ -132,23 +156,39 @@ def side_by_side(args: argparse.Namespace) -> None:
     for round_no in range(args.rounds):
         for mode in modes:
             before = _load()
-            out = subprocess.run([sys.executable, __file__, "--one", "--mode", mode,
-                                  "--variations", args.variations, "--concurrency", str(args.concurrency)],
-                                 capture_output=True, text=True, check=True).stdout
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--one",
+                    "--mode",
+                    mode,
+                    "--variations",
+                    args.variations,
+                    "--concurrency",
+                    str(args.concurrency),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             row = json.loads(out.strip().splitlines()[-1]) | {"round": round_no, "load": f"{before} / {_load()}"}
             rows.append(row)
             cpu = row["cpu_main_s"] + row["cpu_child_s"]
-            print(f"round {round_no} {MODES[mode]:14}: {row['finished']}/{row['runs']} finished, "
-                  f"wall {row['wall_s']:.1f} s, CPU {cpu:.1f} s (main {row['cpu_main_s']:.1f} + children "
-                  f"{row['cpu_child_s']:.1f}), {row['runs'] / row['wall_s']:.2f} runs/s, "
-                  f"{row['runs'] / cpu:.2f} runs/CPU-s, CPU/wall {cpu / row['wall_s']:.2f}, load {row['load']}",
-                  flush=True)
+            print(
+                f"round {round_no} {MODES[mode]:14}: {row['finished']}/{row['runs']} finished, "
+                f"wall {row['wall_s']:.1f} s, CPU {cpu:.1f} s (main {row['cpu_main_s']:.1f} + children "
+                f"{row['cpu_child_s']:.1f}), {row['runs'] / row['wall_s']:.2f} runs/s, "
+                f"{row['runs'] / cpu:.2f} runs/CPU-s, CPU/wall {cpu / row['wall_s']:.2f}, load {row['load']}",
+                flush=True,
+            )
     base = [r for r in rows if r["mode"] == modes[0]]
     for mode in modes[1:]:
         other = [r for r in rows if r["mode"] == mode]
         wall = sum(r["wall_s"] for r in base) / sum(r["wall_s"] for r in other)
-        cpu = (sum(r["cpu_main_s"] + r["cpu_child_s"] for r in other)
-               / sum(r["cpu_main_s"] + r["cpu_child_s"] for r in base))
+        cpu = sum(r["cpu_main_s"] + r["cpu_child_s"] for r in other) / sum(
+            r["cpu_main_s"] + r["cpu_child_s"] for r in base
+        )
         print(f"{MODES[mode]}: {wall:.2f}x the runs/s of {MODES[modes[0]]}, {cpu:.2f}x its CPU seconds")
     print(f"load average now {Path('/proc/loadavg').read_text().strip()}")
 
@@ -159,20 +199,47 @@ def stages(args: argparse.Namespace) -> None:
         sys.exit("--stages needs py-spy in this environment: uv pip install py-spy")
     samples = Path(tempfile.mkdtemp(prefix="fae-bench-stages-")) / "samples.txt"
     before = _load()
-    out = subprocess.run([str(spy), "record", "--subprocesses", "--threads", "--nonblocking", "--format", "raw",
-                          "--rate", str(args.rate), "--output", str(samples), "--",
-                          sys.executable, __file__, "--one", "--mode", args.mode,
-                          "--variations", args.variations, "--concurrency", str(args.concurrency)],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            str(spy),
+            "record",
+            "--subprocesses",
+            "--threads",
+            "--nonblocking",
+            "--format",
+            "raw",
+            "--rate",
+            str(args.rate),
+            "--output",
+            str(samples),
+            "--",
+            sys.executable,
+            __file__,
+            "--one",
+            "--mode",
+            args.mode,
+            "--variations",
+            args.variations,
+            "--concurrency",
+            str(args.concurrency),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     row = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])  # py-spy talks too
     facts = log_facts(Path(row["log"]))
     cpu = row["cpu_main_s"] + row["cpu_child_s"]
-    print(f"{MODES[row['mode']]}: {row['finished']}/{row['runs']} finished, {facts['passed_all']} passed every "
-          f"judge; wall {row['wall_s']:.1f} s, CPU {cpu:.1f} s ({cpu / row['runs']:.3f} CPU-s per run) under "
-          f"py-spy at {args.rate} Hz; answer to state capture {facts['answer_to_capture_s']:.2f} s per run; "
-          f"load {before} / {_load()}")
-    print(f"CPU seconds by stage over the whole process tree, imports included ({row['cpu_process_s']:.1f} s; "
-          f"py-spy's samples as shares of it):")
+    print(
+        f"{MODES[row['mode']]}: {row['finished']}/{row['runs']} finished, {facts['passed_all']} passed every "
+        f"judge; wall {row['wall_s']:.1f} s, CPU {cpu:.1f} s ({cpu / row['runs']:.3f} CPU-s per run) under "
+        f"py-spy at {args.rate} Hz; answer to state capture {facts['answer_to_capture_s']:.2f} s per run; "
+        f"load {before} / {_load()}"
+    )
+    print(
+        f"CPU seconds by stage over the whole process tree, imports included ({row['cpu_process_s']:.1f} s; "
+        f"py-spy's samples as shares of it):"
+    )
     print("\n".join(table(read_samples(samples), row["cpu_process_s"])))
 
 
@@ -200,8 +267,10 @@ def profile(args: argparse.Namespace) -> None:
     processes = {"main": pstats.Stats(profiler).stats}  # type: ignore[attr-defined]
     if args.processes == 2:
         processes["child"] = pstats.Stats(str(child_stats)).stats  # type: ignore[attr-defined]
-    print(f"{row['finished']}/{row['runs']} runs finished in {row['wall_s']:.1f} s under the profiler, "
-          f"processes={args.processes}; CPU {row['cpu_main_s']:.1f} s main + {row['cpu_child_s']:.1f} s child")
+    print(
+        f"{row['finished']}/{row['runs']} runs finished in {row['wall_s']:.1f} s under the profiler, "
+        f"processes={args.processes}; CPU {row['cpu_main_s']:.1f} s main + {row['cpu_child_s']:.1f} s child"
+    )
     total_all = 0.0
     proxy = 0.0
     for name, stats in processes.items():

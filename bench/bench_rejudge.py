@@ -95,13 +95,22 @@ def one(mode: str, path: Path) -> None:
     seconds = time.perf_counter() - start
     own = resource.getrusage(resource.RUSAGE_SELF)
     cpu = own.ru_utime + own.ru_stime + sum(w.cpu_s for w in workers)
-    print(json.dumps({"runs": runs, "seconds": seconds, "cpu_s": cpu, "rss_mib": peak_rss_mib(),
-                      "worker_rss_mib": max((w.rss_mib for w in workers), default=0), "spans": spans}))
+    print(
+        json.dumps(
+            {
+                "runs": runs,
+                "seconds": seconds,
+                "cpu_s": cpu,
+                "rss_mib": peak_rss_mib(),
+                "worker_rss_mib": max((w.rss_mib for w in workers), default=0),
+                "spans": spans,
+            }
+        )
+    )
 
 
 def measure(mode: str, path: Path) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--one", mode, "--log", str(path)],
-                          capture_output=True, text=True)
+    done = subprocess.run([sys.executable, __file__, "--one", mode, "--log", str(path)], capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"{mode} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -143,8 +152,10 @@ def log_size(path: Path) -> str:
         _, [(runs, events)] = log.query("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM events)")
         log.con.execute("CHECKPOINT")
         _, [(used,)] = log.query("SELECT used_blocks * block_size FROM pragma_database_size()")
-    return (f"{runs} runs, {events} events, {used / 2**20:.0f} MiB in use: {used / runs / 1024:.1f} KiB per run, "
-            f"{used / events:.0f} B per event (Inspect's .eval: 7.3 KiB per sample)")
+    return (
+        f"{runs} runs, {events} events, {used / 2**20:.0f} MiB in use: {used / runs / 1024:.1f} KiB per run, "
+        f"{used / events:.0f} B per event (Inspect's .eval: 7.3 KiB per sample)"
+    )
 
 
 def judged_copy(path: Path, folder: Path) -> Path:
@@ -176,12 +187,17 @@ def main() -> None:
         start = time.perf_counter()
         record_base(base)
         print(f"recorded the gold suite in {time.perf_counter() - start:.0f} s: {log_size(base)}")
-    modes = ([] if args.skip_chunked else ["chunked"]) + ["stream/1"] + [
-        f"stream/{n}" for n in args.workers.split(",") if int(n) > 1]
+    modes = (
+        ([] if args.skip_chunked else ["chunked"])
+        + ["stream/1"]
+        + [f"stream/{n}" for n in args.workers.split(",") if int(n) > 1]
+    )
     kind = "shared" if args.shared_bodies else "own"
     serial, parallel = cpu_control()
-    print(f"control: pure-Python work on 2 processes runs {serial / parallel:.2f}x as fast as on 1 here and now "
-          f"(the most any 2-worker ratio below can reach on this machine at this moment)")
+    print(
+        f"control: pure-Python work on 2 processes runs {serial / parallel:.2f}x as fast as on 1 here and now "
+        f"(the most any 2-worker ratio below can reach on this machine at this moment)"
+    )
     for size in (int(s) for s in args.sizes.split(",")):
         path = folder / f"grown-{size}-{kind}.duckdb"
         if not path.exists():
@@ -203,13 +219,18 @@ def main() -> None:
                     leftover.unlink(missing_ok=True)
             workers = 1 if mode in ("chunked", "stream/1") else int(mode.split("/")[1])
             rate = found["runs"] / found["seconds"]
-            print(f"  {mode:9} {rate:7.0f} runs/s  {rate / workers:7.0f} runs/s per worker  "
-                  f"{found['runs'] / found['cpu_s']:6.0f} runs per CPU-second  "
-                  f"{found['seconds']:6.1f} s  peak RSS {found['rss_mib']:6.0f} MiB"
-                  + (f" (each worker {found['worker_rss_mib']:.0f} MiB)" if workers > 1 else ""))
+            print(
+                f"  {mode:9} {rate:7.0f} runs/s  {rate / workers:7.0f} runs/s per worker  "
+                f"{found['runs'] / found['cpu_s']:6.0f} runs per CPU-second  "
+                f"{found['seconds']:6.1f} s  peak RSS {found['rss_mib']:6.0f} MiB"
+                + (f" (each worker {found['worker_rss_mib']:.0f} MiB)" if workers > 1 else "")
+            )
             if found["spans"]:  # when each shard ran, from the measured process's start: a late one is start-up cost
-                print("            shards (began-ended s, CPU s): " + ", ".join(
-                    f"{b:.1f}-{e:.1f} ({c:.1f})" for b, e, c in found["spans"]) + f"; whole {found['seconds']:.1f} s")
+                print(
+                    "            shards (began-ended s, CPU s): "
+                    + ", ".join(f"{b:.1f}-{e:.1f} ({c:.1f})" for b, e, c in found["spans"])
+                    + f"; whole {found['seconds']:.1f} s"
+                )
         if "chunked" in results:
             print(f"  stream/1 vs chunked: {results['chunked']['seconds'] / results['stream/1']['seconds']:.2f}x")
         for mode in modes:

@@ -45,8 +45,9 @@ def one(tree: Path, log: Path, workers: int = 1) -> dict:
         copy = Path(folder) / "log.duckdb"
         shutil.copy(log, copy)
         env = {**os.environ, "PYTHONPATH": str(tree)}
-        done = subprocess.run([sys.executable, "-c", _CHILD, str(copy), str(workers)], capture_output=True,
-                              text=True, env=env, cwd=folder)
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(copy), str(workers)], capture_output=True, text=True, env=env, cwd=folder
+        )
     if done.returncode:
         raise SystemExit(f"rejudge with {tree} failed:\n{done.stderr[-3000:]}")
     found = json.loads(done.stdout.strip().splitlines()[-1])
@@ -65,23 +66,31 @@ def main() -> None:
         raise SystemExit(f"{args.before} holds no fae package (git archive OLD fae | tar -x -C {args.before})")
     trees = {"before": args.before.resolve(), "after": HERE}
     found: dict[str, list[dict]] = {name: [] for name in trees}
-    print(f"{'round':>5} {'tree':>6} {'runs':>7} {'CPU s':>7} {'judging CPU s':>13} {'runs/CPU-s':>10} "
-          f"{'judging us/run':>14} {'wall s':>7} {'load':>5}")
+    print(
+        f"{'round':>5} {'tree':>6} {'runs':>7} {'CPU s':>7} {'judging CPU s':>13} {'runs/CPU-s':>10} "
+        f"{'judging us/run':>14} {'wall s':>7} {'load':>5}"
+    )
     for index in range(args.rounds):
         for name, tree in trees.items():
             row = one(tree, args.log, args.workers)
             found[name].append(row)
-            print(f"{index + 1:>5} {name:>6} {row['runs']:>7} {row['cpu_s']:>7.2f} {row['judge_cpu_s']:>13.2f} "
-                  f"{row['runs'] / row['cpu_s']:>10.0f} {1e6 * row['judge_cpu_s'] / row['runs']:>14.0f} "
-                  f"{row['wall_s']:>7.1f} {row['load']:>5.1f}")
+            print(
+                f"{index + 1:>5} {name:>6} {row['runs']:>7} {row['cpu_s']:>7.2f} {row['judge_cpu_s']:>13.2f} "
+                f"{row['runs'] / row['cpu_s']:>10.0f} {1e6 * row['judge_cpu_s'] / row['runs']:>14.0f} "
+                f"{row['wall_s']:>7.1f} {row['load']:>5.1f}"
+            )
     ratios = [b["cpu_s"] / a["cpu_s"] for b, a in zip(found["before"], found["after"], strict=True)]
     judging = [b["judge_cpu_s"] / a["judge_cpu_s"] for b, a in zip(found["before"], found["after"], strict=True)]
     walls = [b["wall_s"] / a["wall_s"] for b, a in zip(found["before"], found["after"], strict=True)]
-    print(f"after vs before, runs per wall-second: {statistics.median(walls):.2f}x "
-          f"(rounds {', '.join(f'{r:.2f}' for r in walls)})")
-    print(f"after vs before, runs per CPU-second: whole process {statistics.median(ratios):.2f}x "
-          f"(rounds {', '.join(f'{r:.2f}' for r in ratios)}), judging alone {statistics.median(judging):.2f}x "
-          f"(rounds {', '.join(f'{r:.2f}' for r in judging)})")
+    print(
+        f"after vs before, runs per wall-second: {statistics.median(walls):.2f}x "
+        f"(rounds {', '.join(f'{r:.2f}' for r in walls)})"
+    )
+    print(
+        f"after vs before, runs per CPU-second: whole process {statistics.median(ratios):.2f}x "
+        f"(rounds {', '.join(f'{r:.2f}' for r in ratios)}), judging alone {statistics.median(judging):.2f}x "
+        f"(rounds {', '.join(f'{r:.2f}' for r in judging)})"
+    )
 
 
 if __name__ == "__main__":

@@ -25,11 +25,16 @@ from fae.store.secrets import SecretValues
 
 
 def _batch(body_kib: int, echo: str) -> Batch:
-    body = (b'{"resourceType": "Bundle", "entry": [' + b'{"resource": {"id": "p"}},' * (body_kib * 40)
-            + f'"{echo}"]}}'.encode())
+    body = (
+        b'{"resourceType": "Bundle", "entry": ['
+        + b'{"resource": {"id": "p"}},' * (body_kib * 40)
+        + f'"{echo}"]}}'.encode()
+    )
     when = datetime(2026, 1, 1, tzinfo=UTC)
-    events = [EventRow("r", i, "AnswerGiven", when, i, "agent", None, ev.encode(ev.AnswerGiven(text=f"text {echo}")))
-              for i in range(3)]
+    events = [
+        EventRow("r", i, "AnswerGiven", when, i, "agent", None, ev.encode(ev.AnswerGiven(text=f"text {echo}")))
+        for i in range(3)
+    ]
     return Batch(blobs={blob_hash(body): body}, events=events)
 
 

@@ -31,8 +31,9 @@ from fae.harness.task_meta import materialise_task_meta
 from fae.store.log import EventLog
 from fae.tasks import load_suite
 
-CONFIGS = [f"langchain:{c}@bench-model" for c in ("baseline", "specs", "memory-nospec", "memory-spec",
-                                                   "memory-spec+specs")]
+CONFIGS = [
+    f"langchain:{c}@bench-model" for c in ("baseline", "specs", "memory-nospec", "memory-spec", "memory-spec+specs")
+]
 EXPERIMENTS = ("exp1", "exp2", "exp3", "exp4")
 
 # Generated inside DuckDB (seconds, where appending 2.5 million events from Python takes many
@@ -139,8 +140,14 @@ def timed(source: Path, argv: list[str], cwd: Path) -> tuple[float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     # cwd is not the repository, so ``-m`` finds fae on PYTHONPATH (this tree's or the other's)
-    done = subprocess.run([sys.executable, "-m", "fae.cli", *argv], cwd=cwd, capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(source)), check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "fae.cli", *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(source)),
+        check=False,
+    )
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -165,14 +172,18 @@ def main() -> None:
             started = time.perf_counter()
             count = build_log(path, args.runs)
             print(f"built {count} runs in {time.perf_counter() - started:.1f} s ({path.stat().st_size / 1e6:.0f} MB)")
-        commands = {"fae stats": ["stats", "--log", str(path), "--price", "bench-model=0.4/1.6"],
-                    "fae stats --json": ["stats", "--log", str(path), "--json"],
-                    "fae stats -t success": ["stats", "--log", str(path), "--table", "success"],
-                    "fae report": ["report", "--log", str(path)]}
+        commands = {
+            "fae stats": ["stats", "--log", str(path), "--price", "bench-model=0.4/1.6"],
+            "fae stats --json": ["stats", "--log", str(path), "--json"],
+            "fae stats -t success": ["stats", "--log", str(path), "--table", "success"],
+            "fae report": ["report", "--log", str(path)],
+        }
         if args.only:
             commands = {name: argv for name, argv in commands.items() if argv[0] == args.only}
-        print(f"{os.cpu_count()} cores; wall and CPU seconds per command ({' | '.join(trees)}); load average "
-              "before each (timings stretch on a shared machine)")
+        print(
+            f"{os.cpu_count()} cores; wall and CPU seconds per command ({' | '.join(trees)}); load average "
+            "before each (timings stretch on a shared machine)"
+        )
         pages: dict[str, set[bytes]] = {name: set() for name in trees}
         for round_ in range(args.rounds):
             for name, argv in commands.items():
@@ -180,18 +191,21 @@ def main() -> None:
                 for tree, source in trees.items():
                     load = os.getloadavg()[0]
                     output = Path(tmp) / f"{tree}-{round_}.html"
-                    wall, cpu = timed(source, argv + (["-o", str(output)] if name == "fae report" else []),
-                                      Path(tmp))
+                    wall, cpu = timed(source, argv + (["-o", str(output)] if name == "fae report" else []), Path(tmp))
                     cells.append(f"{wall:6.2f} s wall {cpu:6.2f} s CPU (load {load:4.1f})")
                     if name == "fae report":
                         pages[tree].add(output.read_bytes())
                 print(f"{name:22s} " + " | ".join(cells), flush=True)
         if args.rounds > 1:
-            print("the same log gave the same report bytes every round: "
-                  + ", ".join(f"{tree} {'yes' if len(found) == 1 else 'NO'}" for tree, found in pages.items()))
+            print(
+                "the same log gave the same report bytes every round: "
+                + ", ".join(f"{tree} {'yes' if len(found) == 1 else 'NO'}" for tree, found in pages.items())
+            )
         if len(trees) > 1 and all(pages.values()):
-            print("both trees wrote the same report bytes: "
-                  + ("yes" if len({page for found in pages.values() for page in found}) == 1 else "no"))
+            print(
+                "both trees wrote the same report bytes: "
+                + ("yes" if len({page for found in pages.values() for page in found}) == 1 else "no")
+            )
 
 
 if __name__ == "__main__":

@@ -86,16 +86,22 @@ def grow_blocks(path: str, runs: int, block: int) -> int:
     """
     with EventLog(path) as log:
         con = log.con
-        con.execute("CREATE TEMP TABLE first_block AS SELECT run_id FROM runs"
-                    " ORDER BY (SELECT min(rowid) FROM events e WHERE e.run_id = runs.run_id) NULLS LAST, run_id"
-                    f" LIMIT {int(block)}")
-        con.execute("CREATE TEMP TABLE seeds AS SELECT DISTINCT run_id,"
-                    " regexp_extract(CAST(payload AS VARCHAR), '[0-9a-f]{64}') AS seed FROM events"
-                    " WHERE kind = 'SandboxSeeded' AND run_id IN (SELECT run_id FROM first_block)")
-        con.execute("CREATE TEMP TABLE run_blobs AS SELECT DISTINCT run_id, h AS hash FROM"
-                    " (SELECT run_id, unnest(regexp_extract_all(CAST(payload AS VARCHAR), '[0-9a-f]{64}')) AS h"
-                    "  FROM events WHERE run_id IN (SELECT run_id FROM first_block))"
-                    " WHERE h NOT IN (SELECT seed FROM seeds)")
+        con.execute(
+            "CREATE TEMP TABLE first_block AS SELECT run_id FROM runs"
+            " ORDER BY (SELECT min(rowid) FROM events e WHERE e.run_id = runs.run_id) NULLS LAST, run_id"
+            f" LIMIT {int(block)}"
+        )
+        con.execute(
+            "CREATE TEMP TABLE seeds AS SELECT DISTINCT run_id,"
+            " regexp_extract(CAST(payload AS VARCHAR), '[0-9a-f]{64}') AS seed FROM events"
+            " WHERE kind = 'SandboxSeeded' AND run_id IN (SELECT run_id FROM first_block)"
+        )
+        con.execute(
+            "CREATE TEMP TABLE run_blobs AS SELECT DISTINCT run_id, h AS hash FROM"
+            " (SELECT run_id, unnest(regexp_extract_all(CAST(payload AS VARCHAR), '[0-9a-f]{64}')) AS h"
+            "  FROM events WHERE run_id IN (SELECT run_id FROM first_block))"
+            " WHERE h NOT IN (SELECT seed FROM seeds)"
+        )
         (shift,) = con.execute("SELECT max(repeat) + 1 FROM runs").fetchone()
         (have,) = con.execute("SELECT count(*) FROM runs").fetchone()
         copy = 0
@@ -105,17 +111,26 @@ def grow_blocks(path: str, runs: int, block: int) -> int:
             tag = f"{copy:04x}"[-4:]
             con.execute("BEGIN TRANSACTION")
             con.execute(f"CREATE OR REPLACE TEMP TABLE these AS SELECT run_id FROM first_block LIMIT {take}")
-            con.execute("INSERT INTO blobs (hash, size, data) SELECT left(hash, 60) || ?, size, data FROM blobs"
-                        " WHERE hash IN (SELECT hash FROM run_blobs WHERE run_id IN (SELECT run_id FROM these))"
-                        " ORDER BY rowid", [tag])
-            con.execute("INSERT INTO runs SELECT * REPLACE (run_id || ? AS run_id, repeat + ? AS repeat)"
-                        " FROM runs WHERE run_id IN (SELECT run_id FROM these)", [f".b{copy}", shift * copy])
+            con.execute(
+                "INSERT INTO blobs (hash, size, data) SELECT left(hash, 60) || ?, size, data FROM blobs"
+                " WHERE hash IN (SELECT hash FROM run_blobs WHERE run_id IN (SELECT run_id FROM these))"
+                " ORDER BY rowid",
+                [tag],
+            )
+            con.execute(
+                "INSERT INTO runs SELECT * REPLACE (run_id || ? AS run_id, repeat + ? AS repeat)"
+                " FROM runs WHERE run_id IN (SELECT run_id FROM these)",
+                [f".b{copy}", shift * copy],
+            )
             # every hash gets the block's digits; the run's seed (one per run) is then given back its own name
-            con.execute("INSERT INTO events SELECT e.run_id || ? AS run_id, seq, kind, wall_time, mono_ns, actor,"
-                        " upstream, replace(regexp_replace(CAST(payload AS VARCHAR), '([0-9a-f]{60})[0-9a-f]{4}',"
-                        "   '\\1' || ?, 'g'), coalesce(left(s.seed, 60) || ?, ''), coalesce(s.seed, ''))"
-                        " FROM events e LEFT JOIN seeds s USING (run_id)"
-                        " WHERE e.run_id IN (SELECT run_id FROM these) ORDER BY e.rowid", [f".b{copy}", tag, tag])
+            con.execute(
+                "INSERT INTO events SELECT e.run_id || ? AS run_id, seq, kind, wall_time, mono_ns, actor,"
+                " upstream, replace(regexp_replace(CAST(payload AS VARCHAR), '([0-9a-f]{60})[0-9a-f]{4}',"
+                "   '\\1' || ?, 'g'), coalesce(left(s.seed, 60) || ?, ''), coalesce(s.seed, ''))"
+                " FROM events e LEFT JOIN seeds s USING (run_id)"
+                " WHERE e.run_id IN (SELECT run_id FROM these) ORDER BY e.rowid",
+                [f".b{copy}", tag, tag],
+            )
             con.execute("COMMIT")
             have += take
         con.execute("CHECKPOINT")
@@ -125,12 +140,17 @@ def grow_blocks(path: str, runs: int, block: int) -> int:
 def grow_copies(path: str, runs: int, *, shared_bodies: bool = False) -> int:
     """Add copies of the log's repeat-0 runs until it holds at least ``runs`` runs; returns the count."""
     con = duckdb.connect(path, read_only=True)
-    base_runs = con.execute("SELECT run_id, suite, task_id, variation, agent, repeat, status, started_at, ended_at,"
-                            " stop_reason FROM runs WHERE repeat = 0 ORDER BY run_id").fetchall()
-    rows = con.execute("SELECT e.run_id, seq, kind, wall_time, mono_ns, actor, upstream, payload FROM events e"
-                       " JOIN runs r USING (run_id) WHERE r.repeat = 0 ORDER BY e.run_id, seq").fetchall()
-    blobs = {h.encode(): bytes(d)
-             for h, d in con.execute("SELECT hash, any_value(data) FROM blobs GROUP BY hash").fetchall()}
+    base_runs = con.execute(
+        "SELECT run_id, suite, task_id, variation, agent, repeat, status, started_at, ended_at,"
+        " stop_reason FROM runs WHERE repeat = 0 ORDER BY run_id"
+    ).fetchall()
+    rows = con.execute(
+        "SELECT e.run_id, seq, kind, wall_time, mono_ns, actor, upstream, payload FROM events e"
+        " JOIN runs r USING (run_id) WHERE r.repeat = 0 ORDER BY e.run_id, seq"
+    ).fetchall()
+    blobs = {
+        h.encode(): bytes(d) for h, d in con.execute("SELECT hash, any_value(data) FROM blobs GROUP BY hash").fetchall()
+    }
     (have,) = con.execute("SELECT count(*) FROM runs").fetchone()
     con.close()
     by_run: dict[str, list[tuple]] = defaultdict(list)
@@ -167,15 +187,29 @@ def grow_copies(path: str, runs: int, *, shared_bodies: bool = False) -> int:
                 run_id, suite, task_id, variation, agent, repeat, status, started, _, _ = template.run
                 new_id = f"{run_id}.c{copy}"
                 shift = timedelta(milliseconds=copy)
-                batch.runs.append(RunRow(run_id=new_id, task_id=task_id, variation=variation, agent=agent,
-                                         repeat=repeat + copy, suite=suite, status=status,
-                                         started_at=started + shift if started else None))
+                batch.runs.append(
+                    RunRow(
+                        run_id=new_id,
+                        task_id=task_id,
+                        variation=variation,
+                        agent=agent,
+                        repeat=repeat + copy,
+                        suite=suite,
+                        status=status,
+                        started_at=started + shift if started else None,
+                    )
+                )
                 for _, seq, kind, wall, mono, actor, upstream, payload in template.events:
-                    batch.events.append(EventRow(new_id, seq, kind, wall + shift, mono, actor, upstream,
-                                                 copier.payload(payload.encode())))
+                    batch.events.append(
+                        EventRow(
+                            new_id, seq, kind, wall + shift, mono, actor, upstream, copier.payload(payload.encode())
+                        )
+                    )
             log.write_batch(batch)
-        log.con.execute("UPDATE runs SET ended_at = b.ended_at + to_milliseconds(runs.repeat - b.repeat),"
-                        " stop_reason = b.stop_reason FROM runs b"
-                        " WHERE b.repeat = 0 AND runs.run_id = b.run_id || '.c' || CAST(runs.repeat AS VARCHAR)")
+        log.con.execute(
+            "UPDATE runs SET ended_at = b.ended_at + to_milliseconds(runs.repeat - b.repeat),"
+            " stop_reason = b.stop_reason FROM runs b"
+            " WHERE b.repeat = 0 AND runs.run_id = b.run_id || '.c' || CAST(runs.repeat AS VARCHAR)"
+        )
         log.con.execute("CHECKPOINT")
     return have

@@ -21,29 +21,44 @@ LOG = "log writer (DuckDB, journal)"
 # fae's own modules, by prefix: the first match names the stage
 FAE_STAGES = (
     ("fae/harness/settle.py", "settle waits"),
-    ("fae/proxy/", PROXY), ("fae/recorder/", PROXY),
+    ("fae/proxy/", PROXY),
+    ("fae/recorder/", PROXY),
     ("fae/fhir/", "FHIR server"),
     ("fae/mcp/", "MCP servers"),
-    ("fae/agents/", "gold agent"), ("fae/plan", "gold agent"),
+    ("fae/agents/", "gold agent"),
+    ("fae/plan", "gold agent"),
     ("fae/store/", LOG),
-    ("fae/judge/", "live judging"), ("fae/replay/", "live judging"),
+    ("fae/judge/", "live judging"),
+    ("fae/replay/", "live judging"),
     ("fae/tasks/", "tasks: render, seed"),
     ("fae/", "harness"),
 )
 # libraries whose frames have no fae frame inside them
 LIBRARY_STAGES = (
     ("mitmproxy", PROXY),
-    ("uvicorn/", "HTTP servers (uvicorn, starlette)"), ("starlette/", "HTTP servers (uvicorn, starlette)"),
+    ("uvicorn/", "HTTP servers (uvicorn, starlette)"),
+    ("starlette/", "HTTP servers (uvicorn, starlette)"),
     ("h11/", "HTTP servers (uvicorn, starlette)"),
-    ("mcp/", "MCP servers"), ("fhirpathpy/", "FHIR server"),
-    ("httpx/", "HTTP clients"), ("httpcore/", "HTTP clients"),
-    ("duckdb", LOG), ("msgspec", LOG),
-    ("asyncio/", "event loop"), ("anyio/", "event loop"), ("selectors", "event loop"),
+    ("mcp/", "MCP servers"),
+    ("fhirpathpy/", "FHIR server"),
+    ("httpx/", "HTTP clients"),
+    ("httpcore/", "HTTP clients"),
+    ("duckdb", LOG),
+    ("msgspec", LOG),
+    ("asyncio/", "event loop"),
+    ("anyio/", "event loop"),
+    ("selectors", "event loop"),
 )
 WAITING = "waiting (not CPU)"
 # innermost frames that block: py-spy may count a thread in them as active (waking, or waiting for the GIL)
-WAITS = ("Condition.wait (threading.py", "Event.wait (threading.py", "select (selectors.py",
-         "Thread.join (threading.py", "_wait_for_tstate_lock (threading.py", "sleep (")
+WAITS = (
+    "Condition.wait (threading.py",
+    "Event.wait (threading.py",
+    "select (selectors.py",
+    "Thread.join (threading.py",
+    "_wait_for_tstate_lock (threading.py",
+    "sleep (",
+)
 FRAME = re.compile(r"^(?P<name>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
 PROCESS = re.compile(r'^process \d+:"(?P<cmd>.*)"$')
 
@@ -114,6 +129,8 @@ def table(by_role: dict[str, Counter], cpu_s: float) -> list[str]:
     for stage, samples in stages.most_common():
         cells = "".join(f"{cpu_s * by_role[r][stage] / total:14.2f} s" for r in roles)
         lines.append(f"  {stage:36}{cells}{cpu_s * samples / total:8.2f} s{100 * samples / total:7.1f}%")
-    lines.append(f"  the proxy's share of all CPU: {100 * stages[PROXY] / total:.1f} % "
-                 f"({total} samples on CPU, {waiting} more in blocking waits left out)")
+    lines.append(
+        f"  the proxy's share of all CPU: {100 * stages[PROXY] / total:.1f} % "
+        f"({total} samples on CPU, {waiting} more in blocking waits left out)"
+    )
     return lines

@@ -29,8 +29,14 @@ from fae.replay.source import run_ids
 from fae.replay.stream import spans, stream_runs
 from fae.store.log import EventLog
 
-SHARED = (("capture and the fold at it", "captured"), ("fold", "fold"), ("exchanges", "exchanges"),
-          ("transcript", "transcript"), ("rendered task", "task"), ("agent's writes", "agent_writes"))
+SHARED = (
+    ("capture and the fold at it", "captured"),
+    ("fold", "fold"),
+    ("exchanges", "exchanges"),
+    ("transcript", "transcript"),
+    ("rendered task", "task"),
+    ("agent's writes", "agent_writes"),
+)
 
 
 def main() -> None:

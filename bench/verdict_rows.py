@@ -38,8 +38,9 @@ def verdict_rows(log: Path, workers: int) -> list[str]:
         shutil.copy(log, copy)
         batch = rejudge(copy, workers=workers).batch
         con = duckdb.connect(str(copy), read_only=True)
-        rows = con.execute(f"SELECT {_COLUMNS} FROM verdicts WHERE batch = ? ORDER BY run_id, judge, rule_set_hash",
-                           [batch]).fetchall()
+        rows = con.execute(
+            f"SELECT {_COLUMNS} FROM verdicts WHERE batch = ? ORDER BY run_id, judge, rule_set_hash", [batch]
+        ).fetchall()
         con.close()
     return [json.dumps(list(row)) for row in rows]
 

@@ -39,10 +39,32 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
-    "Agent", "AgentContext", "AgentResult", "Comparison", "EventLog", "FaeError", "RejudgeResult",
-    "ReplayReport", "Rule", "RunContext", "SuiteResult", "Verdict", "add_task_dir", "compare",
-    "open_log", "plan_runs", "query", "record", "register_agent", "register_judge", "rejudge", "replay", "stats",
-    "Study", "tasks", "write_report",
+    "Agent",
+    "AgentContext",
+    "AgentResult",
+    "Comparison",
+    "EventLog",
+    "FaeError",
+    "RejudgeResult",
+    "ReplayReport",
+    "Rule",
+    "RunContext",
+    "SuiteResult",
+    "Verdict",
+    "add_task_dir",
+    "compare",
+    "open_log",
+    "plan_runs",
+    "query",
+    "record",
+    "register_agent",
+    "register_judge",
+    "rejudge",
+    "replay",
+    "stats",
+    "Study",
+    "tasks",
+    "write_report",
 ]
 
 

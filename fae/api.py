@@ -43,8 +43,12 @@ if TYPE_CHECKING:
 # the OpenAI client, numpy): ~2 CPU-seconds, more than judging 1,000 runs. They are imported by the functions
 # that use them, and their names here load on first use, so `fae rejudge`, `fae compare` and a script that only
 # judges start without them.
-_LAZY = {"register_agent": "fae.agents.prefixes", "ReplayReport": "fae.harness.redrive",
-         "SuiteResult": "fae.harness.suite_runner", "Study": "fae.report.study"}
+_LAZY = {
+    "register_agent": "fae.agents.prefixes",
+    "ReplayReport": "fae.harness.redrive",
+    "SuiteResult": "fae.harness.suite_runner",
+    "Study": "fae.report.study",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -57,10 +61,32 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Agent", "AgentContext", "AgentResult", "Comparison", "EventLog", "FaeError", "RejudgeResult",
-    "ReplayReport", "Rule", "RunContext", "SuiteResult", "Verdict", "add_task_dir", "compare",
-    "open_log", "plan_runs", "query", "record", "register_agent", "register_judge", "rejudge", "replay", "stats",
-    "Study", "tasks", "write_report",
+    "Agent",
+    "AgentContext",
+    "AgentResult",
+    "Comparison",
+    "EventLog",
+    "FaeError",
+    "RejudgeResult",
+    "ReplayReport",
+    "Rule",
+    "RunContext",
+    "SuiteResult",
+    "Verdict",
+    "add_task_dir",
+    "compare",
+    "open_log",
+    "plan_runs",
+    "query",
+    "record",
+    "register_agent",
+    "register_judge",
+    "rejudge",
+    "replay",
+    "stats",
+    "Study",
+    "tasks",
+    "write_report",
 ]
 
 
@@ -86,9 +112,15 @@ def tasks() -> Suite:
     return load_suite()
 
 
-def plan_runs(task_ids: Sequence[str], *, variations: Sequence[int] = (0,), agents: Sequence[str] = ("gold",),
-              repeats: int = 1, suite: str | None = None,
-              scenario_dirs: Sequence[str | Path] = ()) -> list[RunSpec]:
+def plan_runs(
+    task_ids: Sequence[str],
+    *,
+    variations: Sequence[int] = (0,),
+    agents: Sequence[str] = ("gold",),
+    repeats: int = 1,
+    suite: str | None = None,
+    scenario_dirs: Sequence[str | Path] = (),
+) -> list[RunSpec]:
     """The runs ``record`` would make: every (task, variation, agent, repeat), in a stable order.
 
     A task is one of the suite's (with task directories and plugins), a write-verification scenario
@@ -111,17 +143,38 @@ def plan_runs(task_ids: Sequence[str], *, variations: Sequence[int] = (0,), agen
     return plan_suite(list(task_ids), list(variations), list(agents), repeats, suite)
 
 
-def record(log: str | Path, task_ids: Sequence[str], *, variations: Sequence[int] = (0,),
-           agents: Sequence[str] = ("gold",), repeats: int = 1, concurrency: int = 4, resume: bool = False,
-           suite: str | None = None, fhir_url: str | None = None, llm_url: str | None = None,
-           model: str | None = None, api_key: str | None = None, memory: Sequence[str] = (),
-           paraphrase_model: str | None = None, paraphrase_seed: int = 0, audit_events: bool = False,
-           redact_headers: Sequence[str] = (), redact_params: Sequence[str] = (),
-           retry_errored: bool = False, fsync: bool = False, max_body_mib: int = 32,
-           settle_s: float | None = None, scenario_dirs: Sequence[str | Path] = (),
-            stop: StopRequest | None = None, ray: str | None = None, ray_actors: int | None = None,
-            on_progress: Callable[[RunSpec, str], None] | None = None,
-            processes: int | None = None, workers: int | None = None) -> SuiteResult:
+def record(
+    log: str | Path,
+    task_ids: Sequence[str],
+    *,
+    variations: Sequence[int] = (0,),
+    agents: Sequence[str] = ("gold",),
+    repeats: int = 1,
+    concurrency: int = 4,
+    resume: bool = False,
+    suite: str | None = None,
+    fhir_url: str | None = None,
+    llm_url: str | None = None,
+    model: str | None = None,
+    api_key: str | None = None,
+    memory: Sequence[str] = (),
+    paraphrase_model: str | None = None,
+    paraphrase_seed: int = 0,
+    audit_events: bool = False,
+    redact_headers: Sequence[str] = (),
+    redact_params: Sequence[str] = (),
+    retry_errored: bool = False,
+    fsync: bool = False,
+    max_body_mib: int = 32,
+    settle_s: float | None = None,
+    scenario_dirs: Sequence[str | Path] = (),
+    stop: StopRequest | None = None,
+    ray: str | None = None,
+    ray_actors: int | None = None,
+    on_progress: Callable[[RunSpec, str], None] | None = None,
+    processes: int | None = None,
+    workers: int | None = None,
+) -> SuiteResult:
     """Record runs through the proxy into ``log`` and judge each as it ends; returns the statuses.
 
     ``agents`` are command-line agent names (``gold``, ``plan:PATH``,
@@ -145,38 +198,92 @@ def record(log: str | Path, task_ids: Sequence[str], *, variations: Sequence[int
     from fae.harness.stack import parse_memory_stores
     from fae.harness.suite_runner import record_suite
 
-    specs = plan_runs(task_ids, variations=variations, agents=agents, repeats=repeats, suite=suite,
-                      scenario_dirs=scenario_dirs)
+    specs = plan_runs(
+        task_ids, variations=variations, agents=agents, repeats=repeats, suite=suite, scenario_dirs=scenario_dirs
+    )
     llm_options = {key: value for key, value in (("model", model), ("api_key", api_key)) if value}
     redactor = Redactor.with_extra(headers=list(redact_headers), query_params=list(redact_params), values=[api_key])
     if ray is not None:
         return record_on_ray(
-            log, specs, address=ray, actors=ray_actors, resume=resume, concurrency=concurrency, fhir_url=fhir_url,
-            stack_options={"llm_url": llm_url, "redactor": redactor, "audit_events": audit_events, "fsync": fsync,
-                           "max_body_bytes": max_body_mib * 1024 * 1024},
-            memory_stores=parse_memory_stores(list(memory)), llm_options=llm_options,
+            log,
+            specs,
+            address=ray,
+            actors=ray_actors,
+            resume=resume,
+            concurrency=concurrency,
+            fhir_url=fhir_url,
+            stack_options={
+                "llm_url": llm_url,
+                "redactor": redactor,
+                "audit_events": audit_events,
+                "fsync": fsync,
+                "max_body_bytes": max_body_mib * 1024 * 1024,
+            },
+            memory_stores=parse_memory_stores(list(memory)),
+            llm_options=llm_options,
             paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
-            stop=stop, retry_errored=retry_errored, settle_s=settle_s, on_progress=on_progress)
+            stop=stop,
+            retry_errored=retry_errored,
+            settle_s=settle_s,
+            on_progress=on_progress,
+        )
     memory_stores = parse_memory_stores(list(memory))
-    count = choose_workers(log, specs, workers=workers, concurrency=concurrency, resume=resume,
-                           retry_errored=retry_errored, fhir_url=fhir_url)
+    count = choose_workers(
+        log,
+        specs,
+        workers=workers,
+        concurrency=concurrency,
+        resume=resume,
+        retry_errored=retry_errored,
+        fhir_url=fhir_url,
+    )
     if count > 1:
         return record_on_workers(
-            log, specs, workers=count, resume=resume, concurrency=concurrency,
-            stack_options={"llm_url": llm_url, "redactor": redactor, "audit_events": audit_events, "fsync": fsync,
-                           "max_body_bytes": max_body_mib * 1024 * 1024, "processes": processes or 1},
-            memory_stores=memory_stores, llm_options=llm_options,
+            log,
+            specs,
+            workers=count,
+            resume=resume,
+            concurrency=concurrency,
+            stack_options={
+                "llm_url": llm_url,
+                "redactor": redactor,
+                "audit_events": audit_events,
+                "fsync": fsync,
+                "max_body_bytes": max_body_mib * 1024 * 1024,
+                "processes": processes or 1,
+            },
+            memory_stores=memory_stores,
+            llm_options=llm_options,
             paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
-            stop=stop, retry_errored=retry_errored, settle_s=settle_s, on_progress=on_progress)
+            stop=stop,
+            retry_errored=retry_errored,
+            settle_s=settle_s,
+            on_progress=on_progress,
+        )
     # a killed sharded recording's shards hold attempts: they are in the log before it is planned
     marked = merge_shards(log) if shard_dir(log).exists() else 0
-    result = anyio.run(lambda: record_suite(
-        log, specs, resume=resume, concurrency=concurrency, fhir_url=fhir_url, llm_url=llm_url,
-        redactor=redactor, on_progress=on_progress, memory_stores=memory_stores,
-        llm_options=llm_options,
-        paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
-        audit_events=audit_events, stop=stop, retry_errored=retry_errored, fsync=fsync,
-        max_body_bytes=max_body_mib * 1024 * 1024, settle_s=settle_s, processes=processes))
+    result = anyio.run(
+        lambda: record_suite(
+            log,
+            specs,
+            resume=resume,
+            concurrency=concurrency,
+            fhir_url=fhir_url,
+            llm_url=llm_url,
+            redactor=redactor,
+            on_progress=on_progress,
+            memory_stores=memory_stores,
+            llm_options=llm_options,
+            paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
+            audit_events=audit_events,
+            stop=stop,
+            retry_errored=retry_errored,
+            fsync=fsync,
+            max_body_bytes=max_body_mib * 1024 * 1024,
+            settle_s=settle_s,
+            processes=processes,
+        )
+    )
     result.interrupted_marked += marked
     return result
 
@@ -191,17 +298,32 @@ def _rules(rules: Mapping[str, Any] | str | Sequence[str] | None) -> dict[str, A
     return parse_rules(list(rules))
 
 
-def rejudge(log: str | Path | None = None, *, parquet: str | Path | None = None, judge_name: str | None = None,
-            rules: Mapping[str, Any] | str | Sequence[str] | None = None, runs: str | None = None,
-            chunk: int | None = None, workers: int | None = None, ray: str | None = None,
-            on_progress: Callable[[int, int], None] | None = None) -> RejudgeResult:
+def rejudge(
+    log: str | Path | None = None,
+    *,
+    parquet: str | Path | None = None,
+    judge_name: str | None = None,
+    rules: Mapping[str, Any] | str | Sequence[str] | None = None,
+    runs: str | None = None,
+    chunk: int | None = None,
+    workers: int | None = None,
+    ray: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> RejudgeResult:
     """Judge recorded runs again from the log alone, on ``workers`` processes (default: every core),
     and append the verdicts as one batch; ``on_progress(judged, planned)`` reports progress.
     ``ray``: judge ``workers`` shards as tasks on the Ray cluster at this address (the log on shared storage).
     ``parquet``: judge the runs of this ``fae export --parquet`` directory instead of a log, and add the
     batch's verdicts to it (``DIR/verdicts``, ``DIR/verdict_batches``; docs/scale.md)."""
-    options: dict[str, Any] = {"judge_name": judge_name, "overrides": _rules(rules), "runs": runs, "chunk": chunk,
-               "workers": workers, "ray": ray, "on_progress": on_progress}
+    options: dict[str, Any] = {
+        "judge_name": judge_name,
+        "overrides": _rules(rules),
+        "runs": runs,
+        "chunk": chunk,
+        "workers": workers,
+        "ray": ray,
+        "on_progress": on_progress,
+    }
     if parquet is not None:
         return rejudge_export(parquet, **options)
     if log is None:
@@ -209,9 +331,17 @@ def rejudge(log: str | Path | None = None, *, parquet: str | Path | None = None,
     return _rejudge(log, **options)
 
 
-def compare(log: str | Path | None, old: Mapping[str, Any] | str | None, new: Mapping[str, Any] | str | None, *,
-            judge_name: str | None = None, runs: str | None = None, workers: int | None = None,
-            ray: str | None = None, parquet: str | Path | None = None) -> Comparison:
+def compare(
+    log: str | Path | None,
+    old: Mapping[str, Any] | str | None,
+    new: Mapping[str, Any] | str | None,
+    *,
+    judge_name: str | None = None,
+    runs: str | None = None,
+    workers: int | None = None,
+    ray: str | None = None,
+    parquet: str | Path | None = None,
+) -> Comparison:
     """Verdicts under ``old`` and ``new`` rules, run by run: outcome changes, flipped runs, harms.
 
     Verdicts the log lacks are judged now, on ``workers`` processes (default: every core), or as tasks on
@@ -222,8 +352,16 @@ def compare(log: str | Path | None, old: Mapping[str, Any] | str | None, new: Ma
         directory = Path(parquet).resolve()
         con = open_parquet(directory)
         try:
-            return _compare(ConnectionQueries(con, directory), _rules(old), _rules(new), judge_name=judge_name,
-                            runs=runs, workers=workers, ray=ray, export=directory)
+            return _compare(
+                ConnectionQueries(con, directory),
+                _rules(old),
+                _rules(new),
+                judge_name=judge_name,
+                runs=runs,
+                workers=workers,
+                ray=ray,
+                export=directory,
+            )
         finally:
             con.close()
     if log is None:
@@ -233,13 +371,27 @@ def compare(log: str | Path | None, old: Mapping[str, Any] | str | None, new: Ma
     with LogReader(log) as reader:
         if reader.live:
             raise StoreError(f"log {log} is being recorded; compare it when the recording ends")
-        return _compare(reader, _rules(old), _rules(new), judge_name=judge_name, runs=runs, log_path=Path(log),
-                        workers=workers, ray=ray)
+        return _compare(
+            reader,
+            _rules(old),
+            _rules(new),
+            judge_name=judge_name,
+            runs=runs,
+            log_path=Path(log),
+            workers=workers,
+            ray=ray,
+        )
 
 
-def stats(log: str | Path, *, experiment: str | None = None, phase: str | None = None,
-          prices: Mapping[str, tuple[float, float]] | None = None, pairs: Sequence[tuple[str, str]] | None = None,
-          tables: Sequence[str] | None = None) -> Study:
+def stats(
+    log: str | Path,
+    *,
+    experiment: str | None = None,
+    phase: str | None = None,
+    prices: Mapping[str, tuple[float, float]] | None = None,
+    pairs: Sequence[tuple[str, str]] | None = None,
+    tables: Sequence[str] | None = None,
+) -> Study:
     """Every analysis of the log's runs (docs/study.md), each table with the SQL that made it.
 
     ``prices``: model -> (USD per million prompt tokens, per million completion tokens);
@@ -250,17 +402,24 @@ def stats(log: str | Path, *, experiment: str | None = None, phase: str | None =
     return commands.study(log, experiment=experiment, phase=phase, prices=prices, pairs=pairs, tables=tables)
 
 
-def write_report(log: str | Path, output: str | Path, *, experiment: str | None = None, phase: str | None = None,
-           prices: Mapping[str, tuple[float, float]] | None = None,
-           pairs: Sequence[tuple[str, str]] | None = None) -> Path:
+def write_report(
+    log: str | Path,
+    output: str | Path,
+    *,
+    experiment: str | None = None,
+    phase: str | None = None,
+    prices: Mapping[str, tuple[float, float]] | None = None,
+    pairs: Sequence[tuple[str, str]] | None = None,
+) -> Path:
     """Write one self-contained HTML report (figures, tables, the SQL behind each); returns its path."""
     from fae.report import commands
 
     return commands.report(log, output, experiment=experiment, phase=phase, prices=prices, pairs=pairs)
 
 
-def replay(log: str | Path, run_id: str, *, lenient: bool = False, out: str | Path | None = None,
-           memory: Sequence[str] = ()) -> ReplayReport:
+def replay(
+    log: str | Path, run_id: str, *, lenient: bool = False, out: str | Path | None = None, memory: Sequence[str] = ()
+) -> ReplayReport:
     """Re-drive a recorded run against a fresh sandbox; its LLM (if any) is answered from the log."""
     from fae.harness.replay_run import replay_run
     from fae.harness.stack import parse_memory_stores

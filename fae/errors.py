@@ -39,12 +39,12 @@ class FaeError(Exception):
         return f"{base} ({', '.join(where)})" if where else base
 
 
-
 def _rebuild(kind: type[FaeError], args: tuple, run_id: str | None, seq: int | None) -> FaeError:
     error = kind.__new__(kind)
     Exception.__init__(error, *args)
     error.run_id, error.seq = run_id, seq
     return error
+
 
 class StoreError(FaeError):
     """The event log cannot be opened, read, migrated or written."""

@@ -105,8 +105,12 @@ def _step_from_raw(index: int, raw: Any) -> Step:
         if extra:
             raise PlanError(f"step {index + 1}: an http step has no field {sorted(extra)[0]!r}")
         request = raw["http"]
-        if not isinstance(request, dict) or not isinstance(request.get("method"), str) or not isinstance(
-                request.get("path"), str) or set(request) - {"method", "path", "body"}:
+        if (
+            not isinstance(request, dict)
+            or not isinstance(request.get("method"), str)
+            or not isinstance(request.get("path"), str)
+            or set(request) - {"method", "path", "body"}
+        ):
             raise PlanError(f"step {index + 1}: 'http' takes method, path and an optional body")
         actor, via = raw.get("actor", "other-user"), raw.get("via", "proxy")
         if actor not in HTTP_ACTORS or via not in ("proxy", "direct"):
@@ -183,7 +187,7 @@ def _walk_value(value: Any, walked: str, path: list[str]) -> Any:
                     pass
             if not isinstance(value, list):
                 raise PlanError(f"reference ${{{walked}.*}} is not a list in the result")
-            rest = path[index + 1:]
+            rest = path[index + 1 :]
             return [_walk_value(item, f"{walked}.{n}", rest) for n, item in enumerate(value)]
         if isinstance(value, str):
             try:
@@ -192,7 +196,7 @@ def _walk_value(value: Any, walked: str, path: list[str]) -> Any:
                 pass
         if isinstance(value, dict) and part in value:
             value = value[part]
-        elif isinstance(value, dict) and path[index + 1:index + 2] == ["*"]:
+        elif isinstance(value, dict) and path[index + 1 : index + 2] == ["*"]:
             value = []  # a searchset without matches has no entry list: nothing to walk
         elif isinstance(value, list) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
             value = value[int(part)]

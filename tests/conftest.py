@@ -28,15 +28,23 @@ def worker_group(nodeid: str) -> str:
     return next((folder for folder in SESSION_LOG_DIRS if module.startswith(folder)), module)
 
 
-LONGEST_GROUPS = ("tests/judge/", "tests/harness/test_experiment.py", "tests/harness/test_signals.py",
-                  "tests/test_plugins.py", "tests/harness/test_resume.py", "tests/tasks/test_gold.py",
-                  "tests/store/test_sandbox.py", "tests/agents/test_langchain_agent.py")
+LONGEST_GROUPS = (
+    "tests/judge/",
+    "tests/harness/test_experiment.py",
+    "tests/harness/test_signals.py",
+    "tests/test_plugins.py",
+    "tests/harness/test_resume.py",
+    "tests/tasks/test_gold.py",
+    "tests/store/test_sandbox.py",
+    "tests/agents/test_langchain_agent.py",
+)
 """The groups that take longest (380, 150, 140, then 65-44 s of the suite's 1,400 s on 2 idle cores): handed
 out first, longest first, so none of them starts last and leaves the other worker idle."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The longest groups first; every other test keeps its place (a stable sort: groups stay contiguous)."""
+
     def rank(item: pytest.Item) -> int:
         group = worker_group(item.nodeid)
         return LONGEST_GROUPS.index(group) if group in LONGEST_GROUPS else len(LONGEST_GROUPS)

@@ -14,12 +14,15 @@ from typing import Any
 import pytest
 
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
-QUIET = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
-         # Ray starts its workers at niceness 15. This cluster's two "nodes" share the machine's two cores with the
-         # rest of the suite (and, on a loaded CI machine, with other busy processes at niceness 0), so a niced
-         # actor got about 1 % of a core: importing fae and opening its stack took 185 s and more, past fae's 300 s
-         # actor-start limit on some runs. At 0 the actors share the cores as a --workers process does.
-         "RAY_worker_niceness": "0"}
+QUIET = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
+    # Ray starts its workers at niceness 15. This cluster's two "nodes" share the machine's two cores with the
+    # rest of the suite (and, on a loaded CI machine, with other busy processes at niceness 0), so a niced
+    # actor got about 1 % of a core: importing fae and opening its stack took 185 s and more, past fae's 300 s
+    # actor-start limit on some runs. At 0 the actors share the cores as a --workers process does.
+    "RAY_worker_niceness": "0",
+}
 _SESSION: list[Path] = []
 """The running test cluster's temp folder (one at a time), for the logs a failed test prints."""
 

@@ -14,11 +14,14 @@ def why_not_finished(log_path: str | Path) -> str:
             "SELECT r.run_id, r.status, r.cause, r.error,"
             " (SELECT e.payload->>'$.reason' FROM events e WHERE e.run_id = r.run_id AND e.kind = 'RunFailed'"
             "  ORDER BY e.seq DESC LIMIT 1) AS reason"
-            " FROM runs r WHERE r.status <> 'finished' ORDER BY r.run_id")
+            " FROM runs r WHERE r.status <> 'finished' ORDER BY r.run_id"
+        )
     if not rows:
         return f"every run in {log_path} finished"
-    return "\n".join(f"{run_id}: {status} (cause {cause}): {error or ''} | RunFailed: {reason}"
-                     for run_id, status, cause, error, reason in rows)
+    return "\n".join(
+        f"{run_id}: {status} (cause {cause}): {error or ''} | RunFailed: {reason}"
+        for run_id, status, cause, error, reason in rows
+    )
 
 
 def live_against_rejudge(log_path: str | Path) -> tuple[list[tuple], list[tuple]]:
@@ -31,7 +34,8 @@ def live_against_rejudge(log_path: str | Path) -> tuple[list[tuple], list[tuple]
     rows = {}
     with EventLog(log_path, read_only=True) as opened:
         for name in ("live", batch):
-            _, found = opened.query("SELECT run_id, judge, outcome, passed FROM verdicts WHERE batch = ?"
-                                    " ORDER BY run_id, judge", [name])
+            _, found = opened.query(
+                "SELECT run_id, judge, outcome, passed FROM verdicts WHERE batch = ? ORDER BY run_id, judge", [name]
+            )
             rows[name] = [tuple(row) for row in found]
     return rows["live"], rows[batch]

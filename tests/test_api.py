@@ -20,8 +20,11 @@ def test_the_worked_example_records_rejudges_compares_and_queries(tmp_path):
     assert done.returncode == 0, f"the example failed:\n{done.stdout}\n{done.stderr}"
     assert "statuses: {'finished': 4}" in done.stdout, done.stdout
     assert "rejudged 4 runs" in done.stdout
-    rows = fae.query(log, "SELECT count(*) AS n FROM verdicts WHERE judge = 'ensure_record'"
-                          " AND rule_set->>'$.accept_corrections' = 'false'")
+    rows = fae.query(
+        log,
+        "SELECT count(*) AS n FROM verdicts WHERE judge = 'ensure_record'"
+        " AND rule_set->>'$.accept_corrections' = 'false'",
+    )
     assert rows == [{"n": 4}]
 
 

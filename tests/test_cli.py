@@ -19,15 +19,18 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     log = tmp_path_factory.mktemp("cli") / "rec.duckdb"
-    result = runner.invoke(app, ["record", "--log", str(log), "--task", "builtin-create-patient",
-                                 "--variations", "0-1", "--concurrency", "2"])
+    result = runner.invoke(
+        app,
+        ["record", "--log", str(log), "--task", "builtin-create-patient", "--variations", "0-1", "--concurrency", "2"],
+    )
     assert result.exit_code == 0, result.output
     return log
 
 
 def test_record_refuses_to_duplicate_a_suite_without_resume(recorded):
-    again = runner.invoke(app, ["record", "--log", str(recorded), "--task", "builtin-create-patient",
-                                "--variations", "0-1"])
+    again = runner.invoke(
+        app, ["record", "--log", str(recorded), "--task", "builtin-create-patient", "--variations", "0-1"]
+    )
     assert again.exit_code == 1
     assert "--resume" in again.output
     assert "Traceback" not in again.output
@@ -54,42 +57,61 @@ def test_runs_takes_the_same_run_filter_as_rejudge_and_compare(recorded):
 def test_show_prints_the_timeline(recorded):
     result = runner.invoke(app, ["show", "builtin-create-patient.v1.gold.r0", "--log", str(recorded)])
     assert result.exit_code == 0, result.output
-    for needed in ("sandbox", "tool createResource", "fhir create Patient/", "answer (answered)",
-                   "state captured: 4 resources", "run finished"):
+    for needed in (
+        "sandbox",
+        "tool createResource",
+        "fhir create Patient/",
+        "answer (answered)",
+        "state captured: 4 resources",
+        "run finished",
+    ):
         assert needed in result.output, needed
 
 
 def test_sql_over_the_documented_views(recorded):
-    result = runner.invoke(app, ["sql", "--json", "--log", str(recorded),
-                                 "SELECT interaction, resource_type, status FROM fhir_exchanges"
-                                 " WHERE actor = 'agent' ORDER BY run_id"])
+    result = runner.invoke(
+        app,
+        [
+            "sql",
+            "--json",
+            "--log",
+            str(recorded),
+            "SELECT interaction, resource_type, status FROM fhir_exchanges WHERE actor = 'agent' ORDER BY run_id",
+        ],
+    )
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in result.output.splitlines() if line.strip()]
     assert rows == [{"interaction": "create", "resource_type": "Patient", "status": 201}] * 2
-    tools = runner.invoke(app, ["sql", "--json", "--log", str(recorded),
-                                "SELECT tool, is_error FROM tool_calls"])
+    tools = runner.invoke(app, ["sql", "--json", "--log", str(recorded), "SELECT tool, is_error FROM tool_calls"])
     assert [json.loads(x) for x in tools.output.splitlines()] == [{"tool": "createResource", "is_error": False}] * 2
 
 
 def test_export_writes_parquet_per_table(recorded, tmp_path):
     result = runner.invoke(app, ["export", "--parquet", str(tmp_path / "pq"), "--log", str(recorded)])
     assert result.exit_code == 0, result.output
-    count = duckdb.connect().execute(
-        f"SELECT count(*) FROM read_parquet('{(tmp_path / 'pq').as_posix()}/runs/**/*.parquet')").fetchall()[0][0]
+    count = (
+        duckdb.connect()
+        .execute(f"SELECT count(*) FROM read_parquet('{(tmp_path / 'pq').as_posix()}/runs/**/*.parquet')")
+        .fetchall()[0][0]
+    )
     assert count == 2
     query = "SELECT interaction, resource_type, status FROM fhir_exchanges WHERE actor = 'agent' ORDER BY run_id"
     exchanges = runner.invoke(app, ["sql", "--json", "--parquet", str(tmp_path / "pq"), query])
     assert exchanges.exit_code == 0, exchanges.output
     assert [json.loads(x) for x in exchanges.output.splitlines()] == [
-        {"interaction": "create", "resource_type": "Patient", "status": 201}] * 2
+        {"interaction": "create", "resource_type": "Patient", "status": 201}
+    ] * 2
 
 
-@pytest.mark.parametrize("args, message", [
-    (["show", "no-such-run"], "no run 'no-such-run'"),
-    (["sql", "SELEKT 1"], "bad SQL"),
-    (["sql", "DROP TABLE runs"], "only queries"),
-    (["sql", "SELECT * FROM no_such_table"], "bad SQL"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["show", "no-such-run"], "no run 'no-such-run'"),
+        (["sql", "SELEKT 1"], "bad SQL"),
+        (["sql", "DROP TABLE runs"], "only queries"),
+        (["sql", "SELECT * FROM no_such_table"], "bad SQL"),
+    ],
+)
 def test_user_mistakes_get_one_line_and_exit_1(recorded, args, message):
     result = runner.invoke(app, [*args, "--log", str(recorded)])
     assert result.exit_code == 1
@@ -110,8 +132,10 @@ def test_unreadable_and_missing_logs(tmp_path):
 def test_malformed_plan_file_is_a_clear_error(tmp_path):
     plan = tmp_path / "bad.yaml"
     plan.write_text("steps:\n  - callx: createResource\n")
-    result = runner.invoke(app, ["record", "--log", str(tmp_path / "x.duckdb"), "--task", "builtin-create-patient",
-                                 "--agent", f"plan:{plan}"])
+    result = runner.invoke(
+        app,
+        ["record", "--log", str(tmp_path / "x.duckdb"), "--task", "builtin-create-patient", "--agent", f"plan:{plan}"],
+    )
     assert result.exit_code == 1
     assert "step 1" in result.output
     assert "Traceback" not in result.output
@@ -128,12 +152,15 @@ def test_record_needs_tasks_and_a_forward_variation_range(tmp_path):
 
 def test_a_plan_calling_an_unknown_tool_is_refused_before_recording(tmp_path):
     plan = tmp_path / "typo.yaml"
-    plan.write_text("steps:\n  - call: createResource\n"
-                    "    args: {resourceType: Patient, body_json: {resourceType: Patient}}\n"
-                    "  - call: serchResources\n    args: {resourceType: Patient}\n  - answer: done\n")
+    plan.write_text(
+        "steps:\n  - call: createResource\n"
+        "    args: {resourceType: Patient, body_json: {resourceType: Patient}}\n"
+        "  - call: serchResources\n    args: {resourceType: Patient}\n  - answer: done\n"
+    )
     log = tmp_path / "x.duckdb"
-    result = runner.invoke(app, ["record", "--log", str(log), "--task", "builtin-create-patient",
-                                 "--agent", f"plan:{plan}"])
+    result = runner.invoke(
+        app, ["record", "--log", str(log), "--task", "builtin-create-patient", "--agent", f"plan:{plan}"]
+    )
     assert result.exit_code == 1, result.output
     assert "step 2 calls 'serchResources'" in result.output and "Traceback" not in result.output
     assert not log.exists(), "nothing may be recorded for a plan that cannot run"
@@ -144,29 +171,53 @@ def test_long_commands_report_progress_on_stderr_when_not_on_a_terminal(tmp_path
     import sys
 
     log = tmp_path / "p.duckdb"
-    done = subprocess.run([sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task",
-                           "builtin-create-patient", "--variations", "0-2"],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fae.cli",
+            "record",
+            "--log",
+            str(log),
+            "--task",
+            "builtin-create-patient",
+            "--variations",
+            "0-2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert "recording: 0/3" in lines, done.stderr
     assert any(line.startswith("recording: 3/3 (100%)") for line in lines), done.stderr
 
 
-@pytest.mark.parametrize(("words", "filled"), [
-    (["rejudge", "--ray"], ["rejudge", "--ray", "auto"]),
-    (["rejudge", "--ray", "--workers", "2"], ["rejudge", "--ray", "auto", "--workers", "2"]),
-    (["record", "--ray", "ray://head:10001", "--task", "t"], ["record", "--ray", "ray://head:10001", "--task", "t"]),
-    (["record", "--ray=local"], ["record", "--ray=local"]),
-    (["sql", "--", "--ray"], ["sql", "--", "--ray"]),  # after --, a word is a word
-])
+@pytest.mark.parametrize(
+    ("words", "filled"),
+    [
+        (["rejudge", "--ray"], ["rejudge", "--ray", "auto"]),
+        (["rejudge", "--ray", "--workers", "2"], ["rejudge", "--ray", "auto", "--workers", "2"]),
+        (
+            ["record", "--ray", "ray://head:10001", "--task", "t"],
+            ["record", "--ray", "ray://head:10001", "--task", "t"],
+        ),
+        (["record", "--ray=local"], ["record", "--ray=local"]),
+        (["sql", "--", "--ray"], ["sql", "--", "--ray"]),  # after --, a word is a word
+    ],
+)
 def test_ray_alone_means_auto(words, filled):
     assert with_optional_values(words) == filled
 
 
 def test_ray_without_an_address_reaches_the_command(tmp_path):
     # before: "Option '--ray' requires an argument" (a usage error, exit 2); now the command runs and finds no log
-    done = subprocess.run([sys.executable, "-m", "fae.cli", "rejudge", "--log", str(tmp_path / "none.duckdb"),
-                           "--ray"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "fae.cli", "rejudge", "--log", str(tmp_path / "none.duckdb"), "--ray"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1 and "requires an argument" not in done.stderr, done.stderr
     assert "none.duckdb" in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -8,13 +8,31 @@ import sys
 
 import pytest
 
-COMMANDS = [[], ["record"], ["show"], ["rejudge"], ["compare"], ["sql"], ["runs"], ["replay"], ["tasks", "list"],
-            ["fhir", "serve"], ["mcp", "fhir"], ["llm", "serve"], ["memory", "serve"]]
+COMMANDS = [
+    [],
+    ["record"],
+    ["show"],
+    ["rejudge"],
+    ["compare"],
+    ["sql"],
+    ["runs"],
+    ["replay"],
+    ["tasks", "list"],
+    ["fhir", "serve"],
+    ["mcp", "fhir"],
+    ["llm", "serve"],
+    ["memory", "serve"],
+]
 
 
 def _help(words: list[str]) -> str:
-    done = subprocess.run([sys.executable, "-m", "fae.cli", *words, "--help"], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "100", "TERM": "dumb"}, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "fae.cli", *words, "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "100", "TERM": "dumb"},
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -36,9 +54,11 @@ def test_arguments_and_values_get_conventional_placeholders():
 
 def test_starting_the_cli_loads_none_of_the_heavy_parts():
     # numpy, httpx, starlette and fhirpathpy load in the commands that use them, not for `fae stats` or --help
-    script = ("import json, sys; from typer.testing import CliRunner; from fae.cli.main import app; "
-              "assert CliRunner().invoke(app, ['--help']).exit_code == 0; "
-              "print(json.dumps([m for m in ('numpy', 'httpx', 'starlette', 'fhirpathpy') if m in sys.modules]))")
+    script = (
+        "import json, sys; from typer.testing import CliRunner; from fae.cli.main import app; "
+        "assert CliRunner().invoke(app, ['--help']).exit_code == 0; "
+        "print(json.dumps([m for m in ('numpy', 'httpx', 'starlette', 'fhirpathpy') if m in sys.modules]))"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"

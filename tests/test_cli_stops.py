@@ -65,8 +65,9 @@ def _stopped_inside_a_query(con, signum: int, wrap: bool = False) -> list[BaseEx
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_inside_a_duckdb_query_is_a_stop(numbers, signum, capsys):
     raised = _stopped_inside_a_query(numbers, signum)
-    assert raised and not isinstance(raised[0], KeyboardInterrupt), \
+    assert raised and not isinstance(raised[0], KeyboardInterrupt), (
         f"DuckDB raised {raised!r}: the query was not stopped inside DuckDB, so this test proves less"
+    )
     err = capsys.readouterr().err
     assert f"stopped by {signal.Signals(signum).name}; nothing was written" in err, err
     assert "error:" not in err and "Traceback" not in err

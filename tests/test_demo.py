@@ -19,12 +19,14 @@ def test_demo_records_judges_rejudges_and_compares(tmp_path):
     with EventLog(log, read_only=True) as opened:
         _, rows = opened.query(
             "SELECT agent, count(*) FILTER (kind = 'LlmCalled') FROM events JOIN runs USING (run_id)"
-            " GROUP BY agent ORDER BY agent")
+            " GROUP BY agent ORDER BY agent"
+        )
         by_agent = dict(rows)
         assert by_agent["gold"] == 0 and by_agent["langchain:baseline@scripted:gold"] > 0
         _, strict = opened.query(
             "SELECT r.agent, v.outcome FROM verdicts v JOIN runs r USING (run_id)"
-            " WHERE v.judge = 'task' AND v.rule_set->>'$.mode' = 'strict' AND r.task_id = 'sched-book-appointment'")
+            " WHERE v.judge = 'task' AND v.rule_set->>'$.mode' = 'strict' AND r.task_id = 'sched-book-appointment'"
+        )
         outcomes = dict(strict)
         assert outcomes["langchain:baseline@scripted:gold"] == "pass"
         assert outcomes["langchain:baseline@scripted:wrong-answer"] == "fail"

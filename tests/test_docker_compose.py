@@ -20,8 +20,9 @@ def test_service_pinned_with_healthcheck(name):
     assert service["healthcheck"]["test"], f"{name} has no health check"
 
 
-@pytest.mark.parametrize(("name", "host_port", "probe"), [
-    ("hapi", "8090", "/fhir/metadata"), ("medplum", "8103", "/healthcheck")])
+@pytest.mark.parametrize(
+    ("name", "host_port", "probe"), [("hapi", "8090", "/fhir/metadata"), ("medplum", "8103", "/healthcheck")]
+)
 def test_fhir_servers_publish_ports_and_probe_fhir(name, host_port, probe):
     service = SERVICES[name]
     published = [p.split(":")[0] for p in service["ports"]]

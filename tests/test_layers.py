@@ -31,8 +31,7 @@ def _imports(path: Path) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.append((node.lineno, node.module))
-            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names
-                      if node.module == "fae"]
+            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names if node.module == "fae"]
     return [(line, name) for line, name in found if name.startswith("fae.")]
 
 

@@ -66,20 +66,25 @@ def _env_number(name: str, default: float, kind: type) -> Any:
     return value
 
 
-def llm_settings(model: str | None = None, api_key: str | None = None, timeout_s: float | None = None,
-                 max_retries: int | None = None) -> LlmSettings:
+def llm_settings(
+    model: str | None = None, api_key: str | None = None, timeout_s: float | None = None, max_retries: int | None = None
+) -> LlmSettings:
     """Settings from arguments, else from FAE_MODEL, OPENAI_API_KEY, FAE_LLM_TIMEOUT_S, FAE_LLM_MAX_RETRIES."""
     model = model or os.environ.get("FAE_MODEL")
     if not model:
-        raise FaeError("the LangChain agent needs a model: pass --model, set FAE_MODEL, "
-                       "or name it in the agent as langchain:CONFIG@MODEL")
+        raise FaeError(
+            "the LangChain agent needs a model: pass --model, set FAE_MODEL, "
+            "or name it in the agent as langchain:CONFIG@MODEL"
+        )
     # A local OpenAI-compatible server ignores the key, but the SDK insists on one.
     key = api_key or os.environ.get("OPENAI_API_KEY") or "unused"
     return LlmSettings(
-        model=model, api_key=key,
+        model=model,
+        api_key=key,
         timeout_s=timeout_s if timeout_s is not None else _env_number("FAE_LLM_TIMEOUT_S", DEFAULT_TIMEOUT_S, float),
-        max_retries=max_retries if max_retries is not None else _env_number(
-            "FAE_LLM_MAX_RETRIES", DEFAULT_MAX_RETRIES, int),
+        max_retries=max_retries
+        if max_retries is not None
+        else _env_number("FAE_LLM_MAX_RETRIES", DEFAULT_MAX_RETRIES, int),
     )
 
 
@@ -97,9 +102,14 @@ class LoopOutcome:
     tool_errors: int
 
 
-async def tool_loop(llm: Runnable, tools: dict[str, BaseTool], messages: list[BaseMessage], *,
-                    max_iterations: int = MAX_ITERATIONS,
-                    max_consecutive_errors: int = MAX_CONSECUTIVE_TOOL_ERRORS) -> LoopOutcome:
+async def tool_loop(
+    llm: Runnable,
+    tools: dict[str, BaseTool],
+    messages: list[BaseMessage],
+    *,
+    max_iterations: int = MAX_ITERATIONS,
+    max_consecutive_errors: int = MAX_CONSECUTIVE_TOOL_ERRORS,
+) -> LoopOutcome:
     """Call the model and its tools until it answers, gives up after errors, or spends its steps."""
     calls = errors = in_a_row = 0
     for step in range(1, max_iterations + 1):
@@ -134,8 +144,14 @@ async def _run_tool_calls(tools: dict[str, BaseTool], reply: AIMessage) -> list[
         tool = tools.get(call["name"])
         if tool is None:
             diagnostics = f"there is no tool named {call['name']}; the tools are {', '.join(sorted(tools))}"
-            out.append(ToolMessage(content=_error_text("UNKNOWN_TOOL", diagnostics),
-                                   tool_call_id=call["id"] or "", name=call["name"], status="error"))
+            out.append(
+                ToolMessage(
+                    content=_error_text("UNKNOWN_TOOL", diagnostics),
+                    tool_call_id=call["id"] or "",
+                    name=call["name"],
+                    status="error",
+                )
+            )
             continue
         message = await tool.ainvoke({**call, "type": "tool_call"})
         if isinstance(message.artifact, ToolOutcome) and message.artifact.is_error:
@@ -146,10 +162,18 @@ async def _run_tool_calls(tools: dict[str, BaseTool], reply: AIMessage) -> list[
 
 def _refuse_invalid(reply: AIMessage) -> list[ToolMessage]:
     """A tool call whose arguments are not JSON is answered with an error, so the model can retry."""
-    return [ToolMessage(content=_error_text("INVALID_ARGUMENTS", f"the arguments of {bad.get('name')} are "
-                                            f"not a JSON object: {bad.get('error') or bad.get('args')}"),
-                        tool_call_id=bad.get("id") or "", name=bad.get("name") or "", status="error")
-            for bad in reply.invalid_tool_calls]
+    return [
+        ToolMessage(
+            content=_error_text(
+                "INVALID_ARGUMENTS",
+                f"the arguments of {bad.get('name')} are not a JSON object: {bad.get('error') or bad.get('args')}",
+            ),
+            tool_call_id=bad.get("id") or "",
+            name=bad.get("name") or "",
+            status="error",
+        )
+        for bad in reply.invalid_tool_calls
+    ]
 
 
 def _error_text(code: str, diagnostics: str) -> str:
@@ -160,8 +184,9 @@ def _error_text(code: str, diagnostics: str) -> str:
 class LangChainAgent:
     """One configuration of the LangChain tool-calling agent (see ``langchain_configs``)."""
 
-    def __init__(self, name: str, config: Configuration, settings: LlmSettings, *,
-                 max_iterations: int = MAX_ITERATIONS) -> None:
+    def __init__(
+        self, name: str, config: Configuration, settings: LlmSettings, *, max_iterations: int = MAX_ITERATIONS
+    ) -> None:
         self.name = name
         self.configuration = config
         self.settings = settings
@@ -190,35 +215,48 @@ class LangChainAgent:
     def _server_urls(self, ctx: AgentContext) -> dict[str, str]:
         missing = [name for name in self.configuration.servers if name not in ctx.extra_mcp]
         if missing:
-            raise FaeError(f"agent {self.name} needs the MCP server(s) {', '.join(missing)}, which this "
-                           f"recording does not serve (it has: {', '.join(ctx.extra_mcp) or 'none'})",
-                           run_id=ctx.run_id)
+            raise FaeError(
+                f"agent {self.name} needs the MCP server(s) {', '.join(missing)}, which this "
+                f"recording does not serve (it has: {', '.join(ctx.extra_mcp) or 'none'})",
+                run_id=ctx.run_id,
+            )
         return {"fhir": ctx.mcp_url, **{name: ctx.extra_mcp[name] for name in self.configuration.servers}}
 
     async def run(self, ctx: AgentContext) -> AgentResult:
         if not ctx.llm_base_url:
-            raise AgentError("the LangChain agent needs an LLM endpoint: record with --llm-url "
-                             "(or OPENAI_BASE_URL)", run_id=ctx.run_id)
+            raise AgentError(
+                "the LangChain agent needs an LLM endpoint: record with --llm-url (or OPENAI_BASE_URL)",
+                run_id=ctx.run_id,
+            )
         urls = self._server_urls(ctx)
         async with AsyncExitStack() as stack:
             boxes = {name: await stack.enter_async_context(McpToolbox(url)) for name, url in urls.items()}
             tools = await langchain_tools(boxes)
             http_client = await stack.enter_async_context(httpx.AsyncClient(verify=client_tls()))
             model = ChatOpenAI(
-                model=self.settings.model, base_url=ctx.llm_base_url, api_key=SecretStr(self.settings.api_key),
-                timeout=self.settings.timeout_s, max_retries=self.settings.max_retries,
+                model=self.settings.model,
+                base_url=ctx.llm_base_url,
+                api_key=SecretStr(self.settings.api_key),
+                timeout=self.settings.timeout_s,
+                max_retries=self.settings.max_retries,
                 http_async_client=http_client,
             )
             llm = model.bind_tools(list(tools.values()))
-            messages: list[BaseMessage] = [SystemMessage(self.configuration.system_prompt()),
-                                           HumanMessage(ctx.prompt)]
+            messages: list[BaseMessage] = [SystemMessage(self.configuration.system_prompt()), HumanMessage(ctx.prompt)]
             try:
                 outcome = await tool_loop(llm, tools, messages, max_iterations=self.max_iterations)
             except AgentError as exc:
                 raise AgentError(str(exc), run_id=ctx.run_id) from exc.__cause__
-        return AgentResult(answer=outcome.answer, stop_reason=outcome.stop_reason, details={
-            "iterations": outcome.iterations, "tool_calls": outcome.tool_calls,
-            "tool_errors": outcome.tool_errors, "model": self.settings.model})
+        return AgentResult(
+            answer=outcome.answer,
+            stop_reason=outcome.stop_reason,
+            details={
+                "iterations": outcome.iterations,
+                "tool_calls": outcome.tool_calls,
+                "tool_errors": outcome.tool_errors,
+                "model": self.settings.model,
+            },
+        )
 
 
 def memory_server_available() -> bool:
@@ -230,14 +268,22 @@ def memory_server_available() -> bool:
     return hasattr(module, "memory_mcp_http_app")
 
 
-def build_langchain_agent(spec: str, *, model: str | None = None, api_key: str | None = None,
-                          timeout_s: float | None = None, max_retries: int | None = None) -> LangChainAgent:
+def build_langchain_agent(
+    spec: str,
+    *,
+    model: str | None = None,
+    api_key: str | None = None,
+    timeout_s: float | None = None,
+    max_retries: int | None = None,
+) -> LangChainAgent:
     """An agent from ``langchain:CONFIG`` or ``langchain:CONFIG@MODEL`` (the model overrides ``model``)."""
     body = spec.removeprefix(PREFIX)
     config_name, _, spec_model = body.partition("@")
     config = configuration(config_name)
     if config.uses_memory and not memory_server_available():
-        raise FaeError(f"agent {spec} needs the Reflexion memory MCP server "
-                       f"({MEMORY_SERVER_MODULE}.memory_mcp_http_app), which is not installed")
+        raise FaeError(
+            f"agent {spec} needs the Reflexion memory MCP server "
+            f"({MEMORY_SERVER_MODULE}.memory_mcp_http_app), which is not installed"
+        )
     settings = llm_settings(spec_model or model, api_key, timeout_s, max_retries)
     return LangChainAgent(spec, config, settings)

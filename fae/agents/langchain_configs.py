@@ -46,12 +46,18 @@ CONFIGURATIONS: dict[str, Configuration] = {
     for c in (
         Configuration("baseline", ("baseline",), (), "FHIR tools only"),
         Configuration("specs", ("baseline", "with-specs"), (SPECS,), "+ FHIR R4 specs server"),
-        Configuration("memory-nospec", ("baseline", "with-memory"), (MEMORY_NOSPEC,),
-                      "+ memory trained without the specs server"),
-        Configuration("memory-spec", ("baseline", "with-memory"), (MEMORY_SPEC,),
-                      "+ memory trained with the specs server"),
-        Configuration("memory-spec+specs", ("baseline", "with-specs", "with-memory"), (MEMORY_SPEC, SPECS),
-                      "+ memory trained with specs, + FHIR R4 specs server"),
+        Configuration(
+            "memory-nospec", ("baseline", "with-memory"), (MEMORY_NOSPEC,), "+ memory trained without the specs server"
+        ),
+        Configuration(
+            "memory-spec", ("baseline", "with-memory"), (MEMORY_SPEC,), "+ memory trained with the specs server"
+        ),
+        Configuration(
+            "memory-spec+specs",
+            ("baseline", "with-specs", "with-memory"),
+            (MEMORY_SPEC, SPECS),
+            "+ memory trained with specs, + FHIR R4 specs server",
+        ),
     )
 }
 
@@ -71,5 +77,4 @@ def configuration(name: str) -> Configuration:
     try:
         return CONFIGURATIONS[name]
     except KeyError:
-        raise FaeError(f"unknown LangChain configuration {name!r}: use one of "
-                       f"{', '.join(CONFIGURATIONS)}") from None
+        raise FaeError(f"unknown LangChain configuration {name!r}: use one of {', '.join(CONFIGURATIONS)}") from None

@@ -113,8 +113,9 @@ class McpToolbox:
                 target: Any = self._stdio
             elif urlsplit(self.url).path.rstrip("/").endswith("/sse"):
                 # The legacy transport holds one event stream open for the session; it is idle while a tool runs.
-                target = sse_client(self.url, headers=self.headers, timeout=30.0,
-                                    sse_read_timeout=self.read_timeout_s or 300.0)
+                target = sse_client(
+                    self.url, headers=self.headers, timeout=30.0, sse_read_timeout=self.read_timeout_s or 300.0
+                )
             else:
                 # The SDK's transport speaks httpx2; a server may hold a read open while a tool runs.
                 timeout = httpx2.Timeout(30.0, read=self.read_timeout_s)
@@ -131,8 +132,9 @@ class McpToolbox:
             self._stack = stack.pop_all()
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        traceback: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         stack, self._stack, self._client = self._stack, None, None
         if stack is not None:
             await stack.__aexit__(exc_type, exc, traceback)

@@ -52,8 +52,10 @@ async def langchain_tools(boxes: Mapping[str, McpToolbox]) -> dict[str, BaseTool
     for server, box in boxes.items():
         for spec in await box.list_tools():
             if spec.name in tools:
-                raise FaeError(f"MCP tool {spec.name!r} is offered by both {owner[spec.name]} and {server}; "
-                               "an agent needs one name per tool")
+                raise FaeError(
+                    f"MCP tool {spec.name!r} is offered by both {owner[spec.name]} and {server}; "
+                    "an agent needs one name per tool"
+                )
             tools[spec.name] = langchain_tool(box, spec, server=server)
             owner[spec.name] = server
     return tools

@@ -31,7 +31,9 @@ class PlanRun(msgspec.Struct, frozen=True):
 
 
 async def run_plan(
-    plan: Plan, call_tool: CallTool, variables: Mapping[str, Any] | None = None,
+    plan: Plan,
+    call_tool: CallTool,
+    variables: Mapping[str, Any] | None = None,
     call_http: CallHttp | None = None,
 ) -> PlanRun:
     """Play ``plan`` against ``call_tool``; a tool error does not stop the plan, a bad reference does.
@@ -52,8 +54,7 @@ async def run_plan(
                 if call_http is None:
                     raise PlanError("this agent cannot send other actors' http steps")
                 request = resolve(step.http, scope)
-                reply = await call_http(step.actor, step.via, request["method"], request["path"],
-                                        request.get("body"))
+                reply = await call_http(step.actor, step.via, request["method"], request["path"], request.get("body"))
                 if step.save:
                     scope[step.save] = reply
                 continue

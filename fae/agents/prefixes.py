@@ -40,8 +40,14 @@ def _scripted(spec: str, **_: Any) -> Agent:
     return _gold(spec)
 
 
-FHIR_MCP_TOOLS = ("createResource", "searchResources", "getResourceById", "updateResource", "deleteResource",
-                  "listResourceTypes")
+FHIR_MCP_TOOLS = (
+    "createResource",
+    "searchResources",
+    "getResourceById",
+    "updateResource",
+    "deleteResource",
+    "listResourceTypes",
+)
 """The tools of fae's FHIR MCP server, the only server a plan agent talks to."""
 
 
@@ -50,8 +56,10 @@ def _plan(spec: str, **_: Any) -> Agent:
     plan = load_plan(path)
     for index, step in enumerate(plan.steps):
         if isinstance(step, ToolStep) and step.call not in FHIR_MCP_TOOLS:
-            raise PlanError(f"{path}: step {index + 1} calls {step.call!r}, which the FHIR MCP server does not "
-                            f"have (its tools: {', '.join(FHIR_MCP_TOOLS)})")
+            raise PlanError(
+                f"{path}: step {index + 1} calls {step.call!r}, which the FHIR MCP server does not "
+                f"have (its tools: {', '.join(FHIR_MCP_TOOLS)})"
+            )
     return ScriptedAgent(name=f"plan:{path.name}", plan=plan)
 
 
@@ -66,8 +74,13 @@ def _langchain(spec: str, **llm_options: Any) -> Agent:
     return build_langchain_agent(spec, **llm_options)
 
 
-for _prefix, _factory in (("gold", _gold), ("scripted", _scripted), ("plan", _plan), ("scenario", _scenario),
-                          ("langchain", _langchain)):
+for _prefix, _factory in (
+    ("gold", _gold),
+    ("scripted", _scripted),
+    ("plan", _plan),
+    ("scenario", _scenario),
+    ("langchain", _langchain),
+):
     register_agent(_prefix, _factory)
 
 
@@ -100,5 +113,10 @@ def build_agent(spec: str, **llm_options: Any) -> Agent:
 
 
 def _usage(prefix: str) -> str:
-    return {"gold": "gold", "scripted": "scripted:gold", "plan": "plan:PATH", "scenario": "scenario:NAME",
-            "langchain": "langchain:CONFIG[@MODEL]"}.get(prefix, f"{prefix}[:...]")
+    return {
+        "gold": "gold",
+        "scripted": "scripted:gold",
+        "plan": "plan:PATH",
+        "scenario": "scenario:NAME",
+        "langchain": "langchain:CONFIG[@MODEL]",
+    }.get(prefix, f"{prefix}[:...]")

@@ -19,8 +19,7 @@ from fae.util.tls import client_tls
 class ScriptedAgent:
     """Plays ``plan``, or the plan ``plan_for`` gives for the run's variation, or else the gold plan."""
 
-    def __init__(self, name: str, plan: Plan | None,
-                 plan_for: Callable[[int], Plan] | None = None):
+    def __init__(self, name: str, plan: Plan | None, plan_for: Callable[[int], Plan] | None = None):
         self.name = name
         self.plan = plan
         self.plan_for = plan_for
@@ -49,9 +48,12 @@ def _http_caller(ctx: AgentContext, client: httpx.AsyncClient):
         if not base:
             raise PlanError(f"run {ctx.run_id} offers no FHIR base for {actor} ({via})")
         content = json.dumps(body).encode() if body is not None else None
-        reply = await client.request(method.upper(), base.rstrip("/") + "/" + path.lstrip("/"), content=content,
-                                     headers={"content-type": "application/fhir+json",
-                                              "accept": "application/fhir+json"})
+        reply = await client.request(
+            method.upper(),
+            base.rstrip("/") + "/" + path.lstrip("/"),
+            content=content,
+            headers={"content-type": "application/fhir+json", "accept": "application/fhir+json"},
+        )
         try:
             return reply.json()
         except ValueError:

@@ -49,5 +49,6 @@ def rules_label(rules: dict[str, Any]) -> str:
     """A rule set named by its rules (``accept_corrections=false``), ``defaults`` when it has none set."""
     if not rules:
         return "defaults"
-    return ",".join(f"{key}={str(value).lower() if isinstance(value, bool) else value}"
-                    for key, value in sorted(rules.items()))
+    return ",".join(
+        f"{key}={str(value).lower() if isinstance(value, bool) else value}" for key, value in sorted(rules.items())
+    )

@@ -20,9 +20,13 @@ out = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
 def curate(
     log: LogOption = DEFAULT_LOG,
     runs: RunsOption = None,
-    llm_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL of the judge; not needed "
-                                                     "when every run has a recorded soft verdict.",
-                                                envvar="OPENAI_BASE_URL")] = None,
+    llm_url: Annotated[
+        str | None,
+        typer.Option(
+            help="OpenAI-compatible base URL of the judge; not needed when every run has a recorded soft verdict.",
+            envvar="OPENAI_BASE_URL",
+        ),
+    ] = None,
     model: Annotated[str, typer.Option(help="The judge model.")] = "scripted:judge",
     api_key: Annotated[str | None, typer.Option(help="API key for the judge.", envvar="OPENAI_API_KEY")] = None,
 ) -> None:
@@ -38,18 +42,29 @@ def curate(
             step(done - seen[0], total=total)
             seen[0] = done
 
-        result = anyio.run(functools.partial(curate_log, log, runs=runs, llm_url=llm_url, model=model,
-                                             api_key=api_key, on_progress=report))
+        result = anyio.run(
+            functools.partial(
+                curate_log, log, runs=runs, llm_url=llm_url, model=model, api_key=api_key, on_progress=report
+            )
+        )
     table = Table(title=f"soft verdicts in {log}: {result.called} asked, {result.reused} reused from the log")
     for column in ("run", "strict", "label", "reason"):
         table.add_column(column, overflow="fold")
     for row in result.rows:
         strict = row.evidence.get("strict_passed")
-        table.add_row(row.run_id, "n/a" if strict is None else ("pass" if strict else "fail"), row.outcome,
-                      str(row.evidence.get("reason") or row.evidence.get("error") or ""))
+        table.add_row(
+            row.run_id,
+            "n/a" if strict is None else ("pass" if strict else "fail"),
+            row.outcome,
+            str(row.evidence.get("reason") or row.evidence.get("error") or ""),
+        )
     out.print(table)
     counts = Counter(row.outcome for row in result.rows)
     out.print(", ".join(f"{label}: {count}" for label, count in sorted(counts.items())), markup=False)
     if result.task_changed:
-        out.print(f"not labelled: {len(result.task_changed)} run(s) played another rendering of their task than "
-                  "this fae renders (task_changed, docs/judging.md)", markup=False, soft_wrap=True)
+        out.print(
+            f"not labelled: {len(result.task_changed)} run(s) played another rendering of their task than "
+            "this fae renders (task_changed, docs/judging.md)",
+            markup=False,
+            soft_wrap=True,
+        )

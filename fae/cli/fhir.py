@@ -9,8 +9,7 @@ from pathlib import Path
 
 import typer
 
-app = typer.Typer(help="The embedded FHIR R4 server: spec-driven, with isolated sandboxes.",
-                  no_args_is_help=True)
+app = typer.Typer(help="The embedded FHIR R4 server: spec-driven, with isolated sandboxes.", no_args_is_help=True)
 
 
 @app.callback()
@@ -42,8 +41,9 @@ def serve(
     port: int = typer.Option(8080, min=0, max=65535, help="TCP port (0 picks a free one)."),
     audit_events: bool = typer.Option(False, "--audit-events", help="Keep an AuditEvent per interaction."),
     seed: Path | None = typer.Option(None, help="Seed Bundle (JSON) for the default sandbox."),
-    request_budget: float = typer.Option(30.0, min=0.0, help="Seconds a request may run before it "
-                                         "answers 503 and changes nothing (0: no limit)."),
+    request_budget: float = typer.Option(
+        30.0, min=0.0, help="Seconds a request may run before it answers 503 and changes nothing (0: no limit)."
+    ),
     max_entries: int = typer.Option(10_000, min=1, help="Most entries in one Bundle (posted or seed)."),
 ) -> None:
     """Serve FHIR at http://HOST:PORT/fhir and sandboxes at /sandbox/{id}/fhir."""
@@ -53,8 +53,7 @@ def serve(
     from fae.fhir.app import DEFAULT_SANDBOX, create_app
     from fae.fhir.engine import FhirEngine
 
-    engine = FhirEngine(audit_events=audit_events, request_budget_s=request_budget or None,
-                        max_entries=max_entries)
+    engine = FhirEngine(audit_events=audit_events, request_budget_s=request_budget or None, max_entries=max_entries)
     if seed is not None:
         try:
             bundle = json.loads(seed.read_text())

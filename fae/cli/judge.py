@@ -12,21 +12,33 @@ from fae.cli.console import err, out, rules_label, table
 from fae.cli.options import LogOption, RayOption, RunsOption
 from fae.cli.progress import progress
 
-WorkersOption = Annotated[int | None, typer.Option(
-    "--workers", "-w", help="Judge on this many processes (default: every core); with --ray, this many shards.")]
-ParquetOption = Annotated[Path | None, typer.Option(
-    "--parquet", help="Judge the runs of this `fae export --parquet` directory instead of a log; the verdicts "
-                      "are added to it as files of their own (--log is not read).", show_default=False)]
+WorkersOption = Annotated[
+    int | None,
+    typer.Option(
+        "--workers", "-w", help="Judge on this many processes (default: every core); with --ray, this many shards."
+    ),
+]
+ParquetOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--parquet",
+        help="Judge the runs of this `fae export --parquet` directory instead of a log; the verdicts "
+        "are added to it as files of their own (--log is not read).",
+        show_default=False,
+    ),
+]
 
 
 def rejudge(
     log: LogOption = Path("fae.duckdb"),
-    judge: Annotated[str | None, typer.Option(
-        "--judge", "-j", help="One judge (default: every default judge).")] = None,
+    judge: Annotated[
+        str | None, typer.Option("--judge", "-j", help="One judge (default: every default judge).")
+    ] = None,
     rule: Annotated[list[str], typer.Option("--rule", "-r", help="A rule as key=value (repeatable).")] = [],
     runs: RunsOption = None,
-    chunk: Annotated[int | None, typer.Option(
-        min=1, help="Runs a worker reads, judges and spills together (default 512).")] = None,
+    chunk: Annotated[
+        int | None, typer.Option(min=1, help="Runs a worker reads, judges and spills together (default 512).")
+    ] = None,
     workers: WorkersOption = None,
     ray: RayOption = None,
     parquet: ParquetOption = None,
@@ -41,8 +53,17 @@ def rejudge(
             step(judged - seen[0], total=planned)
             seen[0] = judged
 
-        result = api.rejudge(log, parquet=parquet, judge_name=judge, rules=rule, runs=runs, chunk=chunk,
-                             workers=workers, ray=ray, on_progress=report)
+        result = api.rejudge(
+            log,
+            parquet=parquet,
+            judge_name=judge,
+            rules=rule,
+            runs=runs,
+            chunk=chunk,
+            workers=workers,
+            ray=ray,
+            on_progress=report,
+        )
     print_rejudged(result, parquet or log, judge_name=judge, rules=rule)
 
 
@@ -57,34 +78,47 @@ def print_rejudged(result: Any, log: Path, *, judge_name: str | None = None, rul
         defaults = {key: rule.default for key, rule in get_judge(judging.name).rules.items()}
         changed = {key: value for key, value in judging.rules.items() if defaults.get(key) != value}
         named[(judging.name, judging.rules_hash)] = f"{rules_label(changed)} ({judging.rules_hash[:8]})"
-    shown = table(["judge", "rule set", "outcome", "runs"], title=f"rejudged {result.runs} runs into {log} "
-                                                                  f"(batch {result.batch})")
+    shown = table(
+        ["judge", "rule set", "outcome", "runs"], title=f"rejudged {result.runs} runs into {log} (batch {result.batch})"
+    )
     for (name, digest, outcome), count in sorted(result.outcomes.items()):
         shown.add_row(name, named.get((name, digest), digest), outcome, str(count))
     out.print(shown)
-    other_task = max((count for (_, _, outcome), count in result.outcomes.items() if outcome == "task_changed"),
-                     default=0)
+    other_task = max(
+        (count for (_, _, outcome), count in result.outcomes.items() if outcome == "task_changed"), default=0
+    )
     if other_task:
-        out.print(f"{other_task} run(s) played another rendering of their task than this fae renders (a task file, "
-                  "scenario file or fae itself changed since they were recorded): the judges that read the task "
-                  "gave them task_changed, which is not scored. Judge them with the fae and task files they were "
-                  "recorded with (docs/judging.md).", markup=False, soft_wrap=True)
+        out.print(
+            f"{other_task} run(s) played another rendering of their task than this fae renders (a task file, "
+            "scenario file or fae itself changed since they were recorded): the judges that read the task "
+            "gave them task_changed, which is not scored. Judge them with the fae and task files they were "
+            "recorded with (docs/judging.md).",
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def compare(
     old: Annotated[str, typer.Option("--old", help="Old rules: key=value[,key=value] ('' for defaults).")],
     new: Annotated[str, typer.Option("--new", help="New rules: key=value[,key=value].")],
     log: LogOption = Path("fae.duckdb"),
-    judge: Annotated[str | None, typer.Option(
-        "--judge", "-j", help="The judge (default: those taking the rules).")] = None,
+    judge: Annotated[
+        str | None, typer.Option("--judge", "-j", help="The judge (default: those taking the rules).")
+    ] = None,
     runs: RunsOption = None,
     show: Annotated[int, typer.Option(help="List at most this many flipped runs per judge.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     workers: WorkersOption = None,
     ray: RayOption = None,
-    parquet: Annotated[Path | None, typer.Option(
-        "--parquet", help="Compare the runs and verdicts of this `fae export --parquet` directory instead of a "
-                          "log (--log is not read).", show_default=False)] = None,
+    parquet: Annotated[
+        Path | None,
+        typer.Option(
+            "--parquet",
+            help="Compare the runs and verdicts of this `fae export --parquet` directory instead of a "
+            "log (--log is not read).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Compare verdicts under old and new rules: outcome changes, flipped runs, harms caught and missed."""
     from fae import api
@@ -103,13 +137,17 @@ def print_comparison(result: Any, show: int) -> None:
     from fae.judge.compare import rules_text
 
     for batch, judged, planned in result.incomplete_batches:
-        err.print(f"warning: verdict batch {batch} is incomplete ({judged} of {planned} runs judged; its "
-                  f"rejudge stopped before the end): its verdicts are left out and those runs judged now",
-                  markup=False)
+        err.print(
+            f"warning: verdict batch {batch} is incomplete ({judged} of {planned} runs judged; its "
+            f"rejudge stopped before the end): its verdicts are left out and those runs judged now",
+            markup=False,
+        )
     out.print(f"{result.runs} runs; {result.computed} verdicts judged now (not in the log)")
     for item in result.judges:
-        transitions = table(["old outcome", "new outcome", "runs"],
-                            title=f"{item.judge}: {rules_text(item.old_rules)} → {rules_text(item.new_rules)}")
+        transitions = table(
+            ["old outcome", "new outcome", "runs"],
+            title=f"{item.judge}: {rules_text(item.old_rules)} → {rules_text(item.new_rules)}",
+        )
         for (before, after), count in sorted(item.transitions.items()):
             transitions.add_row(before, after, str(count))
         out.print(transitions)
@@ -121,8 +159,9 @@ def print_comparison(result: Any, show: int) -> None:
         else:
             out.print("no run flipped")
         if item.harms:
-            harms = table(["agent", "harms caught", "harms missed", "false stops"],
-                          title="against the oracle (old → new)")
+            harms = table(
+                ["agent", "harms caught", "harms missed", "false stops"], title="against the oracle (old → new)"
+            )
             totals = {"caught": [0, 0], "missed": [0, 0], "false_stops": [0, 0]}
             for agent, row in sorted(item.harms.items()):
                 harms.add_row(agent, *(f"{row[m][0]} → {row[m][1]}" for m in ("caught", "missed", "false_stops")))

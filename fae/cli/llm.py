@@ -10,9 +10,7 @@ import typer
 from fae.errors import FaeError
 from fae.util.limits import MAX_FAULT_DELAY_S
 
-app = typer.Typer(
-    help="A local OpenAI-compatible server that plays scripted behaviours.", no_args_is_help=True
-)
+app = typer.Typer(help="A local OpenAI-compatible server that plays scripted behaviours.", no_args_is_help=True)
 
 
 @app.callback()
@@ -34,9 +32,7 @@ def serve(
     ] = True,
     fault_delay: Annotated[
         float,
-        typer.Option(
-            help=f"Seconds fault:timeout waits before a 504 (at most {MAX_FAULT_DELAY_S:g})."
-        ),
+        typer.Option(help=f"Seconds fault:timeout waits before a 504 (at most {MAX_FAULT_DELAY_S:g})."),
     ] = 30.0,
 ) -> None:
     """Serve /v1/chat/completions, /v1/responses, /v1/embeddings and /v1/models on HOST:PORT."""

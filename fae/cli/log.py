@@ -9,8 +9,9 @@ import typer
 
 from fae.cli.guard import user_errors
 
-MERGE_STOPPED = ("the shard being merged was rolled back (shards merged before it stay); the same command "
-                 "finishes the merge")
+MERGE_STOPPED = (
+    "the shard being merged was rolled back (shards merged before it stay); the same command finishes the merge"
+)
 
 app = typer.Typer(help="Log files as a whole: merge shards.", no_args_is_help=True)
 
@@ -26,5 +27,7 @@ def merge(
 
     done = merge_logs(shards, into)
     for item in done:
-        typer.echo(f"{item.shard}: {item.runs} runs ({item.skipped_runs} already there), {item.events} events, "
-                   f"{item.blobs} new blobs, {item.verdicts} verdicts")
+        typer.echo(
+            f"{item.shard}: {item.runs} runs ({item.skipped_runs} already there), {item.events} events, "
+            f"{item.blobs} new blobs, {item.verdicts} verdicts"
+        )

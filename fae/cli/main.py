@@ -22,25 +22,37 @@ from fae.cli.training import train_memory as _train_memory
 from fae.errors import FaeError
 from fae.harness.interrupt import RESUME_HINT, catch_stop_signals
 
-REJUDGE_STOPPED = ("its batch is left started and never completed (`fae compare` leaves it out), and a log gets "
-                   "none of its verdicts; run it again")
-EXPORT_STOPPED = ("this log's export is marked unfinished (DIR/<log>.unfinished) and readers refuse the directory "
-                  "until an export of the same log finishes (or `fae export --parquet DIR --drop <log>` takes "
-                  "its files out)")
+REJUDGE_STOPPED = (
+    "its batch is left started and never completed (`fae compare` leaves it out), and a log gets "
+    "none of its verdicts; run it again"
+)
+EXPORT_STOPPED = (
+    "this log's export is marked unfinished (DIR/<log>.unfinished) and readers refuse the directory "
+    "until an export of the same log finishes (or `fae export --parquet DIR --drop <log>` takes "
+    "its files out)"
+)
 MIGRATE_STOPPED = "each migration step is applied whole or not at all; `fae migrate` again finishes"
 
-app = typer.Typer(help="fae: record, replay and judge LLM agents that act on FHIR servers.",
-                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+app = typer.Typer(
+    help="fae: record, replay and judge LLM agents that act on FHIR servers.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
 # piped output is not folded at 80 columns: it is read by scripts and greps
-
 
 
 @app.callback()
 @user_errors
 def _options(
-    tasks_dir: Annotated[list[Path], typer.Option(
-        "--tasks-dir", help="Load tasks from this directory too (repeatable; also FAE_TASKS_PATH).",
-        show_default=False)] = [],
+    tasks_dir: Annotated[
+        list[Path],
+        typer.Option(
+            "--tasks-dir",
+            help="Load tasks from this directory too (repeatable; also FAE_TASKS_PATH).",
+            show_default=False,
+        ),
+    ] = [],
 ) -> None:
     """fae: record, replay and judge LLM agents that act on FHIR servers."""
     if not tasks_dir:
@@ -66,8 +78,11 @@ _mount("fae.cli.mcp", "mcp", "MCP servers: FHIR CRUD (and more).")
 _mount("fae.cli.llm", "llm", "The local scripted OpenAI-compatible server.")
 _mount("fae.cli.tasks", "tasks", "The task suite.")
 _mount("fae.cli.memory", "memory", "The Reflexion memory: serve, show, search.")
-app.add_typer(__import__("fae.cli.study", fromlist=["experiment_app"]).experiment_app, name="experiment",
-              help="Experiments as data: train memory stores, then evaluate configurations.")
+app.add_typer(
+    __import__("fae.cli.study", fromlist=["experiment_app"]).experiment_app,
+    name="experiment",
+    help="Experiments as data: train memory stores, then evaluate configurations.",
+)
 _mount("fae.cli.log", "log", "Log files as a whole: merge the shards of a cluster recording.")
 
 
@@ -106,59 +121,105 @@ def record(
     log: LogOption = DEFAULT_LOG,
     task: Annotated[list[str], typer.Option("--task", "-t", help="Task id (repeatable), or 'all'.")] = [],
     variations: Annotated[str, typer.Option(help="Variations, e.g. 0,1 or 0-2.")] = "0",
-    agent: Annotated[list[str], typer.Option(
-        "--agent", "-a",
-        help="gold, plan:PATH, scenario:NAME or langchain:CONFIG[@MODEL] (repeatable; docs/agents.md).")] = [],
+    agent: Annotated[
+        list[str],
+        typer.Option(
+            "--agent",
+            "-a",
+            help="gold, plan:PATH, scenario:NAME or langchain:CONFIG[@MODEL] (repeatable; docs/agents.md).",
+        ),
+    ] = [],
     repeats: Annotated[int, typer.Option(min=1, help="Repeats of each (task, variation, agent).")] = 1,
     concurrency: Annotated[int, typer.Option(min=1, help="Runs at once.")] = 4,
-    resume: Annotated[bool, typer.Option(
-        help="Finish an interrupted suite: finished runs and runs that errored on the agent's own fault "
-             "are kept; interrupted and failed runs are recorded again.")] = False,
-    retry_errored: Annotated[bool, typer.Option(
-        help="With --resume, record again runs that errored on the agent's own fault too.")] = False,
-    fsync: Annotated[bool, typer.Option(
-        help="fsync every journal append before answering (survives power loss; slower).")] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            help="Finish an interrupted suite: finished runs and runs that errored on the agent's own fault "
+            "are kept; interrupted and failed runs are recorded again."
+        ),
+    ] = False,
+    retry_errored: Annotated[
+        bool, typer.Option(help="With --resume, record again runs that errored on the agent's own fault too.")
+    ] = False,
+    fsync: Annotated[
+        bool, typer.Option(help="fsync every journal append before answering (survives power loss; slower).")
+    ] = False,
     fhir_url: Annotated[str | None, typer.Option(help="External FHIR base instead of the embedded one.")] = None,
     llm_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.", envvar="OPENAI_BASE_URL")] = None,
     redact_header: Annotated[list[str], typer.Option(help="Another header to redact.")] = [],
     redact_param: Annotated[list[str], typer.Option(help="Another query parameter to redact.")] = [],
     suite: Annotated[str | None, typer.Option(help="A name for this suite.")] = None,
-    model: Annotated[str | None, typer.Option(help="Model for LLM agents (else @MODEL or FAE_MODEL).",
-                                              envvar="FAE_MODEL")] = None,
-    api_key: Annotated[str | None, typer.Option(help="API key for the LLM endpoint.", envvar="OPENAI_API_KEY",
-                                                show_default=False)] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Model for LLM agents (else @MODEL or FAE_MODEL).", envvar="FAE_MODEL")
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option(help="API key for the LLM endpoint.", envvar="OPENAI_API_KEY", show_default=False)
+    ] = None,
     memory: Annotated[list[str], typer.Option(help="A Reflexion memory store NAME=DIR (repeatable).")] = [],
-    paraphrase_model: Annotated[str | None, typer.Option(
-        help="Reword each task prompt with this model first (through the proxy, so it is logged).")] = None,
+    paraphrase_model: Annotated[
+        str | None,
+        typer.Option(help="Reword each task prompt with this model first (through the proxy, so it is logged)."),
+    ] = None,
     paraphrase_seed: Annotated[int, typer.Option(help="Seed of the paraphrase requests.")] = 0,
-    audit_events: Annotated[bool, typer.Option(
-        "--audit-events",
-        help="The FHIR server keeps an AuditEvent trail (the embedded one is told to; with --fhir-url, "
-             "say so for a server that does); each run's trail is read into the log for "
-             "`ensure_record` evidence=trail.")] = False,
-    max_body_mib: Annotated[int, typer.Option(
-        min=1, help="Refuse (413, recorded without the body) request bodies over this many MiB.")] = 32,
-    settle: Annotated[float | None, typer.Option(
-        "--settle", min=0.0,
-        help="Seconds the harness waits after the agent's last write before its read-back "
-             "(default: ensure_record's settle_s). A rejudge with a larger settle_s is unreadable.")] = None,
-    scenarios_dir: Annotated[list[Path], typer.Option(
-        "--scenarios-dir", help="A directory of write-verification scenario files (repeatable; "
-                                "also FAE_SCENARIOS_PATH; docs/judging.md).")] = [],
+    audit_events: Annotated[
+        bool,
+        typer.Option(
+            "--audit-events",
+            help="The FHIR server keeps an AuditEvent trail (the embedded one is told to; with --fhir-url, "
+            "say so for a server that does); each run's trail is read into the log for "
+            "`ensure_record` evidence=trail.",
+        ),
+    ] = False,
+    max_body_mib: Annotated[
+        int, typer.Option(min=1, help="Refuse (413, recorded without the body) request bodies over this many MiB.")
+    ] = 32,
+    settle: Annotated[
+        float | None,
+        typer.Option(
+            "--settle",
+            min=0.0,
+            help="Seconds the harness waits after the agent's last write before its read-back "
+            "(default: ensure_record's settle_s). A rejudge with a larger settle_s is unreadable.",
+        ),
+    ] = None,
+    scenarios_dir: Annotated[
+        list[Path],
+        typer.Option(
+            "--scenarios-dir",
+            help="A directory of write-verification scenario files (repeatable; "
+            "also FAE_SCENARIOS_PATH; docs/judging.md).",
+        ),
+    ] = [],
     ray: RayOption = None,
-    ray_actors: Annotated[int | None, typer.Option(
-        min=1, help="With --ray: this many actors, each with its own stack and log shard "
-                    "(default: one per CPU of the cluster).")] = None,
-    processes: Annotated[int | None, typer.Option(
-        min=1, max=2, show_default=False,
-        help="2 (default, or FAE_RECORD_PROCESSES): the FHIR and MCP servers run in a second process "
-             "(uses two cores); 1: everything in one process (for debugging). With --workers: per worker "
-             "(default 1).")] = None,
-    workers: Annotated[int | None, typer.Option(
-        min=1, show_default=False,
-        help="Record in N local worker processes, each with its own stack and log shard, merged into the log at "
-             "the end; 1 (default, or FAE_RECORD_WORKERS): in this process (docs/scale.md). --concurrency is "
-             "shared among them.")] = None,
+    ray_actors: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="With --ray: this many actors, each with its own stack and log shard "
+            "(default: one per CPU of the cluster).",
+        ),
+    ] = None,
+    processes: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=2,
+            show_default=False,
+            help="2 (default, or FAE_RECORD_PROCESSES): the FHIR and MCP servers run in a second process "
+            "(uses two cores); 1: everything in one process (for debugging). With --workers: per worker "
+            "(default 1).",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            show_default=False,
+            help="Record in N local worker processes, each with its own stack and log shard, merged into the log at "
+            "the end; 1 (default, or FAE_RECORD_WORKERS): in this process (docs/scale.md). --concurrency is "
+            "shared among them.",
+        ),
+    ] = None,
 ) -> None:
     """Record a suite of (task, variation, agent, repeat) runs through the proxy into the log."""
     # caught before anything starts, so no embedded server or library sees them first
@@ -170,30 +231,62 @@ def record(
         except ValueError as exc:
             raise FaeError(f"--variations {variations!r} is not a list like 0,1 or 0-2 ({exc})") from None
         task_ids = _task_ids(task)
-        specs = api.plan_runs(task_ids, variations=variation_list, agents=agent or ["gold"], repeats=repeats,
-                              suite=suite, scenario_dirs=scenarios_dir)
+        specs = api.plan_runs(
+            task_ids,
+            variations=variation_list,
+            agents=agent or ["gold"],
+            repeats=repeats,
+            suite=suite,
+            scenario_dirs=scenarios_dir,
+        )
         with progress("recording", len(specs)) as step:
 
             def advance(spec: Any, status: str) -> None:
                 step(1, f"{spec.run_id}: {status}")
 
             result = api.record(
-                log, task_ids, variations=variation_list, agents=agent or ["gold"], repeats=repeats,
-                concurrency=concurrency, resume=resume, suite=suite, fhir_url=fhir_url, llm_url=llm_url,
-                model=model, api_key=api_key, memory=memory, paraphrase_model=paraphrase_model,
-                paraphrase_seed=paraphrase_seed, audit_events=audit_events, redact_headers=redact_header,
-                redact_params=redact_param, retry_errored=retry_errored, fsync=fsync, max_body_mib=max_body_mib,
-                settle_s=settle, scenario_dirs=scenarios_dir, stop=stop, ray=ray, ray_actors=ray_actors,
-                on_progress=advance, processes=processes, workers=workers)
+                log,
+                task_ids,
+                variations=variation_list,
+                agents=agent or ["gold"],
+                repeats=repeats,
+                concurrency=concurrency,
+                resume=resume,
+                suite=suite,
+                fhir_url=fhir_url,
+                llm_url=llm_url,
+                model=model,
+                api_key=api_key,
+                memory=memory,
+                paraphrase_model=paraphrase_model,
+                paraphrase_seed=paraphrase_seed,
+                audit_events=audit_events,
+                redact_headers=redact_header,
+                redact_params=redact_param,
+                retry_errored=retry_errored,
+                fsync=fsync,
+                max_body_mib=max_body_mib,
+                settle_s=settle,
+                scenario_dirs=scenarios_dir,
+                stop=stop,
+                ray=ray,
+                ray_actors=ray_actors,
+                on_progress=advance,
+                processes=processes,
+                workers=workers,
+            )
         table = Table(title=f"recorded into {log}")
         table.add_column("planned", justify="right")
         table.add_column("already done", justify="right")
         for status in ("finished", "errored", "failed", "interrupted"):
             table.add_column(status, justify="right")
         table.add_column("marked interrupted", justify="right")
-        table.add_row(str(result.planned), str(result.skipped),
-                      *(str(result.statuses.get(s, 0)) for s in ("finished", "errored", "failed", "interrupted")),
-                      str(result.interrupted_marked))
+        table.add_row(
+            str(result.planned),
+            str(result.skipped),
+            *(str(result.statuses.get(s, 0)) for s in ("finished", "errored", "failed", "interrupted")),
+            str(result.interrupted_marked),
+        )
         out.print(table)
         from fae.cli.study import results_table
 
@@ -237,9 +330,12 @@ def runs(
     if task:
         where.append("task_id = ?")
         params.append(task)
-    sql = ("SELECT run_id, task_id, variation, agent, repeat, status, stop_reason, events, tool_calls,"
-           " llm_calls, total_tokens FROM run_summary"
-           + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY started_at, run_id LIMIT ?")
+    sql = (
+        "SELECT run_id, task_id, variation, agent, repeat, status, stop_reason, events, tool_calls,"
+        " llm_calls, total_tokens FROM run_summary"
+        + (" WHERE " + " AND ".join(where) if where else "")
+        + " ORDER BY started_at, run_id LIMIT ?"
+    )
     with _reader(log) as reader:
         columns, rows = reader.query(sql, [*params, limit])
     from fae.harness.shards import shard_paths
@@ -285,12 +381,15 @@ def show(
 @app.command()
 @user_errors
 def sql(
-    query: Annotated[str, typer.Argument(
-        help="SQL over the log (views: fhir_exchanges, llm_calls, tool_calls, run_summary).")],
+    query: Annotated[
+        str, typer.Argument(help="SQL over the log (views: fhir_exchanges, llm_calls, tool_calls, run_summary).")
+    ],
     log: LogOption = DEFAULT_LOG,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines instead of a table.")] = False,
-    parquet: Annotated[Path | None, typer.Option(
-        "--parquet", help="Query a directory of `fae export --parquet` exports instead of a log.")] = None,
+    parquet: Annotated[
+        Path | None,
+        typer.Option("--parquet", help="Query a directory of `fae export --parquet` exports instead of a log."),
+    ] = None,
 ) -> None:
     """Run one read-only SQL query over the log (works while a recording is going on), or over a directory of
     Parquet exports."""
@@ -311,13 +410,22 @@ def sql(
 @app.command()
 @user_errors(stopped=EXPORT_STOPPED)
 def export(
-    parquet: Annotated[Path, typer.Option(
-        "--parquet", help="Directory of exports: one folder per table, partitioned by suite, experiment and day.")],
+    parquet: Annotated[
+        Path,
+        typer.Option(
+            "--parquet", help="Directory of exports: one folder per table, partitioned by suite, experiment and day."
+        ),
+    ],
     log: LogOption = DEFAULT_LOG,
-    drop: Annotated[str | None, typer.Option(
-        "--drop", metavar="NAME",
-        help="Instead of exporting, remove the files of the log named NAME (its files' stem) from the directory, "
-             "with its unfinished-export marker.")] = None,
+    drop: Annotated[
+        str | None,
+        typer.Option(
+            "--drop",
+            metavar="NAME",
+            help="Instead of exporting, remove the files of the log named NAME (its files' stem) from the directory, "
+            "with its unfinished-export marker.",
+        ),
+    ] = None,
 ) -> None:
     """Export the log's tables to Parquet, partitioned; many logs can share one directory (`fae sql --parquet`)."""
     from fae.store.export import drop_export, export_parquet
@@ -355,14 +463,16 @@ def demo(
             " max(CASE WHEN v.judge = 'task' AND v.rule_set->>'$.mode' = 'strict' THEN v.outcome END) AS strict,"
             " max(CASE WHEN v.judge = 'ensure_record' THEN v.outcome END) AS ensure_record"
             " FROM run_summary s LEFT JOIN verdicts v USING (run_id)"
-            " GROUP BY ALL ORDER BY s.run_id")
+            " GROUP BY ALL ORDER BY s.run_id"
+        )
     print_rows(columns, rows, title="2. live verdicts")
     out.rule("3. rejudge from the log alone with accept_corrections=false")
     print_rejudged(api.rejudge(log, judge_name="ensure_record", rules="accept_corrections=false"), log)
     out.rule("4. compare the two rule sets run by run")
     print_comparison(api.compare(log, "", "accept_corrections=false", judge_name="ensure_record"), show=20)
-    out.print(f"\nexplore: fae runs --log {log}; fae show RUN --log {log}; "
-              f"fae sql \"SELECT * FROM llm_calls\" --log {log}")
+    out.print(
+        f'\nexplore: fae runs --log {log}; fae show RUN --log {log}; fae sql "SELECT * FROM llm_calls" --log {log}'
+    )
 
 
 app.command("rejudge")(user_errors(_rejudge, stopped=REJUDGE_STOPPED))
@@ -396,7 +506,7 @@ def with_optional_values(words: list[str]) -> list[str]:
     for index, word in enumerate(words):
         filled.append(word)
         if word == "--":
-            return filled + words[index + 1:]
+            return filled + words[index + 1 :]
         if word in OPTIONAL_VALUES and (index + 1 == len(words) or words[index + 1].startswith("-")):
             filled.append(OPTIONAL_VALUES[word])
     return filled

@@ -46,8 +46,13 @@ def fhir(
     from fae.mcp.transports import serve
 
     try:
-        serve(build_fhir_mcp(fhir_base), transport, host=host, port=port,
-              announce=lambda where: typer.echo(f"FHIR MCP server on {where} -> {fhir_base}", err=True))
+        serve(
+            build_fhir_mcp(fhir_base),
+            transport,
+            host=host,
+            port=port,
+            announce=lambda where: typer.echo(f"FHIR MCP server on {where} -> {fhir_base}", err=True),
+        )
     except FaeError as exc:
         raise _fail(str(exc)) from None
 
@@ -63,7 +68,12 @@ def specs(
     from fae.mcp.transports import serve
 
     try:
-        serve(build_specs_mcp(), transport, host=host, port=port,
-              announce=lambda where: typer.echo(f"FHIR specs MCP server on {where}", err=True))
+        serve(
+            build_specs_mcp(),
+            transport,
+            host=host,
+            port=port,
+            announce=lambda where: typer.echo(f"FHIR specs MCP server on {where}", err=True),
+        )
     except FaeError as exc:
         raise _fail(str(exc)) from None

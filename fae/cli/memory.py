@@ -81,8 +81,13 @@ def serve(
     read_manifest(store)  # a missing or too-new store is reported now, not at the first call
     backend = _embedder(embedder, embeddings_url)
     server = build_memory_mcp(store, embedder=backend)
-    serve_mcp(server, transport, host=host, port=port,
-          announce=lambda where: err.print(f"memory MCP server on {where} over {store}", markup=False))
+    serve_mcp(
+        server,
+        transport,
+        host=host,
+        port=port,
+        announce=lambda where: err.print(f"memory MCP server on {where} over {store}", markup=False),
+    )
 
 
 @app.command()
@@ -99,9 +104,12 @@ def show(
     if as_json:
         _print_json({"stats": stats})
     else:
-        out.print(f"{store}: format {stats['format_version']}, embedding {stats['embedding']['name']} "
-                  f"({stats['embedding']['dimension']}-d), index {stats['index']}; "
-                  f"{stats['micro']} micro, {stats['macro']} macro", markup=False)
+        out.print(
+            f"{store}: format {stats['format_version']}, embedding {stats['embedding']['name']} "
+            f"({stats['embedding']['dimension']}-d), index {stats['index']}; "
+            f"{stats['micro']} micro, {stats['macro']} macro",
+            markup=False,
+        )
     if kind in (Kind.micro, Kind.all):
         rows = memory.micro()[-limit:]
         if as_json:
@@ -169,8 +177,14 @@ def recall(
         table.add_column(column)
     for spec in embedder:
         result = recall_at_k(embedder_from_spec(spec, base_url=embeddings_url), retrieval_set, k)
-        table.add_row(result.embedder, str(result.dimension), result.index, f"{result.recall:.3f}",
-                      f"{result.hit_rate:.3f}", str(result.queries))
+        table.add_row(
+            result.embedder,
+            str(result.dimension),
+            result.index,
+            f"{result.recall:.3f}",
+            f"{result.hit_rate:.3f}",
+            str(result.queries),
+        )
         if show_misses:
             for query, expected, found in result.misses:
                 err.print(f"{result.embedder}: {query!r} expected {expected}, got {found}", markup=False)

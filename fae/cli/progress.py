@@ -23,8 +23,14 @@ def progress(label: str, total: int, *, every_s: float = EVERY_S) -> Iterator[Ad
     ``total`` may be 0 when it is not known yet; an ``advance(..., total=N)`` sets it.
     """
     if err.is_terminal:
-        bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[last]}"),
-                       console=err, transient=True)
+        bar = Progress(
+            TextColumn(label),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[last]}"),
+            console=err,
+            transient=True,
+        )
         with bar:
             task = bar.add_task(label, total=total or None, last="")
 
@@ -46,7 +52,8 @@ def progress(label: str, total: int, *, every_s: float = EVERY_S) -> Iterator[Ad
         if now - reported >= every_s or done == known:
             reported = now
             percent = 100 * done // known if known else 100
-            err.print(f"{label}: {done}/{known} ({percent}%)" + (f" {last}" if last else ""), markup=False,
-                      soft_wrap=True)
+            err.print(
+                f"{label}: {done}/{known} ({percent}%)" + (f" {last}" if last else ""), markup=False, soft_wrap=True
+            )
 
     yield advance

@@ -15,15 +15,22 @@ err = Console(stderr=True, highlight=False)
 
 def replay(
     run_id: Annotated[str, typer.Argument(help="The recorded run to re-drive.")],
-    log: Annotated[Path, typer.Option(
-        "--log", "-l", help="The DuckDB event log.", envvar="FAE_LOG")] = Path("fae.duckdb"),
+    log: Annotated[Path, typer.Option("--log", "-l", help="The DuckDB event log.", envvar="FAE_LOG")] = Path(
+        "fae.duckdb"
+    ),
     lenient: Annotated[bool, typer.Option("--lenient", help="Warn at each divergence and go on.")] = False,
-    out_log: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="Log the re-driven LLM-agent run goes into (default: LOG's name + .replay.duckdb)."
-    )] = None,
-    memory: Annotated[list[str] | None, typer.Option(
-        "--memory", help="NAME=DIR: a Reflexion memory store the replayed agent uses (memory configurations)."
-    )] = None,
+    out_log: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Log the re-driven LLM-agent run goes into (default: LOG's name + .replay.duckdb)."
+        ),
+    ] = None,
+    memory: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--memory", help="NAME=DIR: a Reflexion memory store the replayed agent uses (memory configurations)."
+        ),
+    ] = None,
 ) -> None:
     """Re-drive a recorded run against a fresh sandbox, its LLM answered from the log; stop at the first divergence."""
     from fae.harness.replay_run import replay_run
@@ -32,13 +39,17 @@ def replay(
     def warn(divergence: Any) -> None:
         err.print(f"warning: {divergence.describe()}", markup=False)
 
-    report = replay_run(log, run_id, lenient=lenient, out=out_log, memory_stores=parse_memory_stores(memory or []),
-                        warn=warn)
+    report = replay_run(
+        log, run_id, lenient=lenient, out=out_log, memory_stores=parse_memory_stores(memory or []), warn=warn
+    )
     verdict = "replayed identically" if not report.divergences else f"{len(report.divergences)} divergences"
     if report.replay_run_id:
         out.print(f"{run_id}: replayed as {report.replay_run_id} in {report.out}", markup=False)
-        out.print(f"{report.llm_played}/{report.llm_calls} LLM calls answered from the log, "
-                  f"{report.matched}/{report.calls} tool calls matched; {verdict}", markup=False)
+        out.print(
+            f"{report.llm_played}/{report.llm_calls} LLM calls answered from the log, "
+            f"{report.matched}/{report.calls} tool calls matched; {verdict}",
+            markup=False,
+        )
     else:
         out.print(f"{run_id}: {report.matched}/{report.calls} calls matched; {verdict}", markup=False)
     if report.divergences:

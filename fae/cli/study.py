@@ -15,10 +15,12 @@ from fae.errors import FaeError
 LogOption = Annotated[Path, typer.Option("--log", "-l", help="The DuckDB event log.", envvar="FAE_LOG")]
 ExperimentOption = Annotated[str | None, typer.Option("--experiment", "-e", help="Only this experiment's runs.")]
 PhaseOption = Annotated[str | None, typer.Option(help="Only this phase's runs (train or eval).")]
-PriceOption = Annotated[list[str], typer.Option(
-    "--price", help="MODEL=IN/OUT: USD per million prompt and completion tokens (repeatable).")]
-PairOption = Annotated[list[str], typer.Option(
-    "--pair", help="A,B: compare these two configurations (repeatable; default every pair).")]
+PriceOption = Annotated[
+    list[str], typer.Option("--price", help="MODEL=IN/OUT: USD per million prompt and completion tokens (repeatable).")
+]
+PairOption = Annotated[
+    list[str], typer.Option("--pair", help="A,B: compare these two configurations (repeatable; default every pair).")
+]
 
 
 def _console() -> Console:
@@ -88,14 +90,14 @@ def report(
     _console().print(f"wrote {output}", markup=False)
 
 
-experiment_app = typer.Typer(help="Experiments as data: train memory stores, then evaluate configurations.",
-                             no_args_is_help=True)
+experiment_app = typer.Typer(
+    help="Experiments as data: train memory stores, then evaluate configurations.", no_args_is_help=True
+)
 
 
 def _error_line(exc: BaseException) -> None:
     """One unfolded line on stderr (piped output is read by scripts and greps)."""
-    Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 240).print(
-        f"[red]error:[/red] {exc}")
+    Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 240).print(f"[red]error:[/red] {exc}")
 
 
 def _errors(fn):
@@ -137,20 +139,25 @@ def experiment_run(
     log: LogOption = Path("fae.duckdb"),
     resume: Annotated[bool, typer.Option(help="Continue an interrupted experiment; done runs are kept.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; record nothing.")] = False,
-    tasks: Annotated[int | None, typer.Option(
-        help="Only the first N tasks of each phase (taken in turn from each family).")] = None,
+    tasks: Annotated[
+        int | None, typer.Option(help="Only the first N tasks of each phase (taken in turn from each family).")
+    ] = None,
     trials: Annotated[int | None, typer.Option(help="Trials per evaluated variation (default: the file's).")] = None,
-    agent: Annotated[list[str], typer.Option("--agent", "-a", help="Configurations to evaluate instead "
-                                             "(repeatable).")] = [],
-    model: Annotated[str | None, typer.Option(help="The agents' model (default: the file's).",
-                                              envvar="FAE_MODEL")] = None,
-    paraphrase_model: Annotated[str | None, typer.Option(
-        help="The paraphrase model (where the file paraphrases).")] = None,
+    agent: Annotated[
+        list[str], typer.Option("--agent", "-a", help="Configurations to evaluate instead (repeatable).")
+    ] = [],
+    model: Annotated[
+        str | None, typer.Option(help="The agents' model (default: the file's).", envvar="FAE_MODEL")
+    ] = None,
+    paraphrase_model: Annotated[
+        str | None, typer.Option(help="The paraphrase model (where the file paraphrases).")
+    ] = None,
     evaluator_model: Annotated[str | None, typer.Option(help="Reflexion evaluator model.")] = None,
     reflector_model: Annotated[str | None, typer.Option(help="Reflexion reflector model.")] = None,
     llm_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.", envvar="OPENAI_BASE_URL")] = None,
-    api_key: Annotated[str | None, typer.Option(help="API key for the LLM endpoint.", envvar="OPENAI_API_KEY",
-                                                show_default=False)] = None,
+    api_key: Annotated[
+        str | None, typer.Option(help="API key for the LLM endpoint.", envvar="OPENAI_API_KEY", show_default=False)
+    ] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Evaluation runs at once.")] = 4,
 ) -> None:
     """Train the two memory stores, then evaluate every configuration; every run carries experiment and phase."""
@@ -162,23 +169,40 @@ def experiment_run(
     from fae.harness.experiment import run_experiment
     from fae.harness.experiment_plan import load_experiment, plan_experiment, with_overrides
 
-    chosen = with_overrides(load_experiment(experiment), tasks=tasks, trials=trials, agents=agent, model=model,
-                            paraphrase_model=paraphrase_model, evaluator_model=evaluator_model,
-                            reflector_model=reflector_model)
+    chosen = with_overrides(
+        load_experiment(experiment),
+        tasks=tasks,
+        trials=trials,
+        agents=agent,
+        model=model,
+        paraphrase_model=paraphrase_model,
+        evaluator_model=evaluator_model,
+        reflector_model=reflector_model,
+    )
     console = _console()
     plan = plan_experiment(chosen)
     table = RichTable(title=f"experiment {chosen.name}: {chosen.description}", title_justify="left")
     for column in ("phase", "tasks", "variations", "agents", "trials", "runs (at most)", "paraphrased"):
         table.add_column(column)
     for phase in plan:
-        table.add_row(phase.phase, str(len(phase.tasks)), ",".join(map(str, phase.variations)),
-                      "\n".join(phase.agents), str(phase.trials), str(phase.runs), "yes" if phase.paraphrased else "no")
+        table.add_row(
+            phase.phase,
+            str(len(phase.tasks)),
+            ",".join(map(str, phase.variations)),
+            "\n".join(phase.agents),
+            str(phase.trials),
+            str(phase.runs),
+            "yes" if phase.paraphrased else "no",
+        )
     console.print(table)
     console.print(f"{sum(p.runs for p in plan)} runs at most", markup=False)
     if dry_run:
         return
-    result = anyio.run(functools.partial(run_experiment, log, chosen, llm_url=llm_url, resume=resume,
-                                         concurrency=concurrency, api_key=api_key))
+    result = anyio.run(
+        functools.partial(
+            run_experiment, log, chosen, llm_url=llm_url, resume=resume, concurrency=concurrency, api_key=api_key
+        )
+    )
     results_table(log, chosen.name, console)
     if result.statuses.get("failed"):
         raise typer.Exit(2)
@@ -194,8 +218,10 @@ def results_table(log: Path, experiment: str | None, console: Console, configura
     scope = Scope(experiment=experiment)
     with study_log(log) as source:
         table = overview(source, scope)
-        _, failed = source.query(f"WITH {scope.cte()} SELECT run_id, status, error FROM scope"
-                                 " WHERE status IN ('failed', 'interrupted') ORDER BY run_id")
+        _, failed = source.query(
+            f"WITH {scope.cte()} SELECT run_id, status, error FROM scope"
+            " WHERE status IN ('failed', 'interrupted') ORDER BY run_id"
+        )
     if configurations is not None:
         keep = table.columns.index("configuration")
         table.rows = [r for r in table.rows if r[keep] in configurations]

@@ -15,9 +15,7 @@ from fae.plan import plan_to_dict
 if TYPE_CHECKING:
     from fae.tasks.suite import Suite
 
-app = typer.Typer(
-    help="The task suite: list tasks, show one, render a variation.", no_args_is_help=True
-)
+app = typer.Typer(help="The task suite: list tasks, show one, render a variation.", no_args_is_help=True)
 
 
 def _suite() -> Suite:
@@ -69,9 +67,7 @@ def show(
 @app.command("render")
 def render(
     task_id: Annotated[str, typer.Argument(help="Task id.")],
-    variation: Annotated[
-        int, typer.Option("--variation", "-v", help="Variation number (>= 0).")
-    ] = 0,
+    variation: Annotated[int, typer.Option("--variation", "-v", help="Variation number (>= 0).")] = 0,
     part: Annotated[str, typer.Option(help="all | prompt | seed | plan | check")] = "all",
 ) -> None:
     """One variation: prompt, fixed now, parameters, gold plan, check spec and seed bundle."""
@@ -141,14 +137,18 @@ def check(
     def show(report: Any) -> None:
         killed = sum(report.mutants.values())
         status = "ok" if not report.problems else f"{len(report.problems)} problems"
-        out.print(f"{report.task_id}: {status}; mutants judged right {killed}/{sum(report.applied.values())}",
-                  markup=False)
+        out.print(
+            f"{report.task_id}: {status}; mutants judged right {killed}/{sum(report.applied.values())}", markup=False
+        )
         for problem in report.problems:
             out.print(f"  {problem}", markup=False, soft_wrap=True)
 
     reports = anyio.run(lambda: check_tasks(tasks, chosen, on_task=show))
     bad = [r.task_id for r in reports if r.problems]
-    out.print(f"{len(reports)} tasks checked on variations {variations}: "
-              + ("all pass" if not bad else f"{len(bad)} with problems: {', '.join(bad)}"), markup=False)
+    out.print(
+        f"{len(reports)} tasks checked on variations {variations}: "
+        + ("all pass" if not bad else f"{len(bad)} with problems: {', '.join(bad)}"),
+        markup=False,
+    )
     if bad:
         raise typer.Exit(1)

@@ -25,18 +25,26 @@ def _ints(text: str) -> list[int]:
 def train_memory(
     task: Annotated[list[str], typer.Option("--task", "-t", help="Training task id (repeatable).")],
     store: Annotated[Path, typer.Option("--store", "-s", help="Memory store directory (made if new).")],
-    llm_url: Annotated[str, typer.Option(help="OpenAI-compatible base URL for the evaluator and reflector "
-                                              "(and an LLM agent).", envvar="OPENAI_BASE_URL")],
-    log: Annotated[Path, typer.Option("--log", "-l", help="The DuckDB event log the training runs go to.",
-                                      envvar="FAE_LOG")] = Path("fae.duckdb"),
-    agent: Annotated[str, typer.Option("--agent", "-a", help="The acting agent: gold, plan:PATH, "
-                                                              "langchain:CONFIG[@MODEL].")] = "gold",
+    llm_url: Annotated[
+        str,
+        typer.Option(
+            help="OpenAI-compatible base URL for the evaluator and reflector (and an LLM agent).",
+            envvar="OPENAI_BASE_URL",
+        ),
+    ],
+    log: Annotated[
+        Path, typer.Option("--log", "-l", help="The DuckDB event log the training runs go to.", envvar="FAE_LOG")
+    ] = Path("fae.duckdb"),
+    agent: Annotated[
+        str, typer.Option("--agent", "-a", help="The acting agent: gold, plan:PATH, langchain:CONFIG[@MODEL].")
+    ] = "gold",
     variations: Annotated[str, typer.Option(help="Variations, at most two are used, e.g. 0,1.")] = "0,1",
     trials: Annotated[int, typer.Option(min=1, max=MAX_TRIALS, help="Trials per variation; stops on a pass.")] = 2,
     evaluator_model: Annotated[str, typer.Option(help="Evaluator model.")] = "scripted:evaluator",
     reflector_model: Annotated[str, typer.Option(help="Reflector model.")] = "scripted:reflector",
-    embedder: Annotated[str, typer.Option(
-        help="Embedding backend: static, hashed-bow or openai:MODEL.")] = DEFAULT_EMBEDDER_SPEC,
+    embedder: Annotated[
+        str, typer.Option(help="Embedding backend: static, hashed-bow or openai:MODEL.")
+    ] = DEFAULT_EMBEDDER_SPEC,
     embeddings_url: Annotated[str | None, typer.Option(help="Base URL for an openai:MODEL embedder.")] = None,
     specs: Annotated[bool, typer.Option(help="Ground the reflector in the FHIR R4 specs server.")] = False,
     api_key: Annotated[str | None, typer.Option(help="API key for the LLM endpoint.", envvar="OPENAI_API_KEY")] = None,
@@ -57,18 +65,37 @@ def train_memory(
     options = {"api_key": api_key} if api_key and agent.startswith("langchain:") else {}
     most = len(task) * min(len(chosen), MAX_VARIATIONS) * trials
     with progress("training (at most)", most) as step:
-        result = anyio.run(functools.partial(
-            train, log, task, store_dir=store, llm_url=llm_url, agent=agent, variations=chosen, trials=trials,
-            evaluator_model=evaluator_model, reflector_model=reflector_model, embedder=backend,
-            use_specs=specs, api_key=api_key, llm_options=options, warn=err.print,
-            on_progress=lambda run_id, status: step(1, f"{run_id}: {status}")))
-    shown = table(["run", "status", "strict", "micro", "macro", "grounded"],
-                  title=f"trained {store} from {len(result.runs)} runs (log {log})")
+        result = anyio.run(
+            functools.partial(
+                train,
+                log,
+                task,
+                store_dir=store,
+                llm_url=llm_url,
+                agent=agent,
+                variations=chosen,
+                trials=trials,
+                evaluator_model=evaluator_model,
+                reflector_model=reflector_model,
+                embedder=backend,
+                use_specs=specs,
+                api_key=api_key,
+                llm_options=options,
+                warn=err.print,
+                on_progress=lambda run_id, status: step(1, f"{run_id}: {status}"),
+            )
+        )
+    shown = table(
+        ["run", "status", "strict", "micro", "macro", "grounded"],
+        title=f"trained {store} from {len(result.runs)} runs (log {log})",
+    )
     for run in result.runs:
         strict = "n/a" if run.passed is None else ("pass" if run.passed else "fail")
         shown.add_row(run.run_id, run.status, strict, str(run.micro), str(run.macro), "yes" if run.grounded else "no")
     out.print(shown)
     stats = result.stats
-    out.print(f"store: {stats['micro']} micro, {stats['macro']} macro reflections; "
-              f"embedding {stats['embedding']['name']} ({stats['embedding']['dimension']}-d), index {stats['index']}",
-              markup=False)
+    out.print(
+        f"store: {stats['micro']} micro, {stats['macro']} macro reflections; "
+        f"embedding {stats['embedding']['name']} ({stats['embedding']['dimension']}-d), index {stats['index']}",
+        markup=False,
+    )

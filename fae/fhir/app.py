@@ -36,8 +36,11 @@ FHIR_JSON = "application/fhir+json"
 
 
 def _problem(status: int, message: str) -> JSONResponse:
-    return JSONResponse(outcome(issue("error", "invalid" if status < 500 else "exception", message)),
-                        status_code=status, media_type=FHIR_JSON)
+    return JSONResponse(
+        outcome(issue("error", "invalid" if status < 500 else "exception", message)),
+        status_code=status,
+        media_type=FHIR_JSON,
+    )
 
 
 async def _read_body(request: Request, limit: int) -> bytes | None:
@@ -84,9 +87,18 @@ def create_app(engine: FhirEngine | None = None, *, audit_events: bool = False) 
         path = request.path_params.get("path", "")
         # engine work runs in a worker thread: a slow request must not stall the event loop
         # that may also carry the recording proxy and the log writer (`fae record`)
-        resp = await anyio.to_thread.run_sync(functools.partial(
-            engine.handle, sid, request.method, path, request.url.query, dict(request.headers),
-            body or None, base_url=base))
+        resp = await anyio.to_thread.run_sync(
+            functools.partial(
+                engine.handle,
+                sid,
+                request.method,
+                path,
+                request.url.query,
+                dict(request.headers),
+                body or None,
+                base_url=base,
+            )
+        )
         if request.method == "HEAD":
             return Response(b"", status_code=resp.status, headers=resp.headers)
         return Response(resp.body, status_code=resp.status, headers=resp.headers)
@@ -116,12 +128,10 @@ def create_app(engine: FhirEngine | None = None, *, audit_events: bool = False) 
             elif parsed is not None:
                 return _problem(400, "a seed must be a FHIR Bundle")
         try:
-            sid = await anyio.to_thread.run_sync(engine.create_sandbox, seed,
-                                                 request.query_params.get("id"))
+            sid = await anyio.to_thread.run_sync(engine.create_sandbox, seed, request.query_params.get("id"))
         except FhirError as exc:
             return _problem(409 if "already exists" in str(exc) else 400, str(exc))
-        return JSONResponse({"id": sid, "base": base_of(request, f"/sandbox/{sid}/fhir")},
-                            status_code=201)
+        return JSONResponse({"id": sid, "base": base_of(request, f"/sandbox/{sid}/fhir")}, status_code=201)
 
     async def listing(request: Request) -> Response:
         return JSONResponse({"sandboxes": engine.sandbox_ids()})
@@ -133,10 +143,8 @@ def create_app(engine: FhirEngine | None = None, *, audit_events: bool = False) 
                 await anyio.to_thread.run_sync(engine.reset_sandbox, sid)
                 return JSONResponse({"id": sid, "reset": True})
             if action == "$clone":
-                new = await anyio.to_thread.run_sync(engine.clone_sandbox, sid,
-                                                     request.query_params.get("id"))
-                return JSONResponse({"id": new, "base": base_of(request, f"/sandbox/{new}/fhir")},
-                                    status_code=201)
+                new = await anyio.to_thread.run_sync(engine.clone_sandbox, sid, request.query_params.get("id"))
+                return JSONResponse({"id": new, "base": base_of(request, f"/sandbox/{new}/fhir")}, status_code=201)
         except FhirError as exc:
             return _problem(404 if "no sandbox" in str(exc) else 409, str(exc))
         return _problem(404, f"Unknown sandbox action {action!r}")

@@ -35,15 +35,17 @@ def identity(headers: dict[str, str]) -> str | None:
     return "token-" + hashlib.sha256(token.encode()).hexdigest()[:16]
 
 
-def audit_event(interaction: str, entity_ref: str, who: str | None, recorded: str,
-                outcome_code: str = "0") -> Resource:
+def audit_event(interaction: str, entity_ref: str, who: str | None, recorded: str, outcome_code: str = "0") -> Resource:
     agent_who: dict[str, Any] = {"display": who} if who else {"display": "anonymous"}
     if who:
         agent_who["identifier"] = {"system": "urn:fae:identity", "value": who}
     return {
         "resourceType": "AuditEvent",
-        "type": {"system": "http://terminology.hl7.org/CodeSystem/audit-event-type", "code": "rest",
-                 "display": "RESTful Operation"},
+        "type": {
+            "system": "http://terminology.hl7.org/CodeSystem/audit-event-type",
+            "code": "rest",
+            "display": "RESTful Operation",
+        },
         "subtype": [{"system": "http://hl7.org/fhir/restful-interaction", "code": interaction}],
         "action": ACTIONS[interaction],
         "recorded": recorded,

@@ -28,9 +28,12 @@ class Budget:
     def check(self) -> None:
         """Raise a 503 FhirProblem when the deadline has passed."""
         if self.deadline is not None and self.timer() > self.deadline:  # type: ignore[misc]
-            raise FhirProblem(503, f"The request ran past the server's time budget of {self.seconds:g} s "
-                                   "and was abandoned; nothing it would have written was kept",
-                              code="timeout")
+            raise FhirProblem(
+                503,
+                f"The request ran past the server's time budget of {self.seconds:g} s "
+                "and was abandoned; nothing it would have written was kept",
+                code="timeout",
+            )
 
     def step(self) -> None:
         """`check`, but only every STRIDE calls: cheap enough for a per-resource loop."""

@@ -31,8 +31,7 @@ def _full_url(base: str, rtype: str, rid: str) -> str:
 
 
 def search_bundle(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str | None) -> Resource:
-    ctx = SearchContext(rest.spec, sandbox.store, rest.clock().timestamp(), strict=req.strict,
-                        budget=req.budget)
+    ctx = SearchContext(rest.spec, sandbox.store, rest.clock().timestamp(), strict=req.strict, budget=req.budget)
     filters = [(k, v) for k, v in req.pairs if not is_result_param(k)]
     if rtype is None:
         types = [t for k, v in req.pairs if k == "_type" for t in v.split(",") if t]
@@ -63,13 +62,14 @@ def search_bundle(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str
         return _with_warnings(bundle, ctx)
     count = int_param(req.pairs, "_count", DEFAULT_COUNT, MAX_COUNT)
     offset = int_param(req.pairs, "_offset", 0, 10**9)
-    page = matches[offset:offset + count]
+    page = matches[offset : offset + count]
     links = [{"relation": "self", "url": f"{link_base}?{link_query(req.pairs, offset, count)}"}]
     if count and offset + count < len(matches):
         links.append({"relation": "next", "url": f"{link_base}?{link_query(req.pairs, offset + count, count)}"})
     if offset > 0 and count:
-        links.append({"relation": "previous",
-                      "url": f"{link_base}?{link_query(req.pairs, max(0, offset - count), count)}"})
+        links.append(
+            {"relation": "previous", "url": f"{link_base}?{link_query(req.pairs, max(0, offset - count), count)}"}
+        )
     bundle["link"] = links
     elements = [n.strip() for k, v in req.pairs if k == "_elements" for n in v.split(",") if n.strip()]
 
@@ -78,24 +78,41 @@ def search_bundle(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str
             resource = summarise(rest.spec, resource, mode)
         return select_elements(rest.spec, resource, elements) if elements else resource
 
-    entries = [{"fullUrl": _full_url(req.base, v.resource_type, v.id), "resource": shape(v.live_resource),
-                "search": {"mode": "match"}} for v in page]
-    inc = [v + ":iterate" if k.endswith((":iterate", ":recurse")) else v for k, v in req.pairs
-           if k in ("_include", "_include:iterate", "_include:recurse")]
-    rev = [v + ":iterate" if k.endswith((":iterate", ":recurse")) else v for k, v in req.pairs
-           if k in ("_revinclude", "_revinclude:iterate", "_revinclude:recurse")]
+    entries = [
+        {
+            "fullUrl": _full_url(req.base, v.resource_type, v.id),
+            "resource": shape(v.live_resource),
+            "search": {"mode": "match"},
+        }
+        for v in page
+    ]
+    inc = [
+        v + ":iterate" if k.endswith((":iterate", ":recurse")) else v
+        for k, v in req.pairs
+        if k in ("_include", "_include:iterate", "_include:recurse")
+    ]
+    rev = [
+        v + ":iterate" if k.endswith((":iterate", ":recurse")) else v
+        for k, v in req.pairs
+        if k in ("_revinclude", "_revinclude:iterate", "_revinclude:recurse")
+    ]
     if inc or rev:
         extra = includes(ctx, page, inc, rev, {v.key for v in page})
-        entries.extend({"fullUrl": _full_url(req.base, v.resource_type, v.id), "resource": v.live_resource,
-                        "search": {"mode": "include"}} for v in extra)
+        entries.extend(
+            {
+                "fullUrl": _full_url(req.base, v.resource_type, v.id),
+                "resource": v.live_resource,
+                "search": {"mode": "include"},
+            }
+            for v in extra
+        )
     bundle["entry"] = entries
     return _with_warnings(bundle, ctx)
 
 
 def _with_warnings(bundle: Resource, ctx: SearchContext) -> Resource:
     if ctx.warnings:
-        bundle.setdefault("entry", []).append(
-            {"resource": outcome(*ctx.warnings), "search": {"mode": "outcome"}})
+        bundle.setdefault("entry", []).append({"resource": outcome(*ctx.warnings), "search": {"mode": "outcome"}})
     return bundle
 
 
@@ -104,8 +121,7 @@ def _http_date(instant_text: str) -> str:
     return format_datetime(moment.astimezone(UTC), usegmt=True)
 
 
-def history(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str | None,
-            rid: str | None) -> FhirResponse:
+def history(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str | None, rid: str | None) -> FhirResponse:
     store = sandbox.store
     if rtype is not None and rid is not None:
         versions = list(store.instance_history(rtype, rid))
@@ -124,7 +140,7 @@ def history(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str | Non
     versions.reverse()
     count = int_param(req.pairs, "_count", DEFAULT_COUNT, MAX_COUNT)
     offset = int_param(req.pairs, "_offset", 0, 10**9)
-    page = versions[offset:offset + count]
+    page = versions[offset : offset + count]
     path = "/".join(x for x in (rtype, rid, "_history") if x)
     link_base = f"{req.base}/{path}" if req.base else path
     links = [{"relation": "self", "url": f"{link_base}?{link_query(req.pairs, offset, count)}"}]
@@ -138,11 +154,13 @@ def history(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str | Non
         url = f"{v.resource_type}/{v.id}" if v.method != "POST" else v.resource_type
         status = "201 Created" if v.method == "POST" or v.version_id == "1" else "200 OK"
         entry["request"] = {"method": v.method, "url": url}
-        entry["response"] = {"status": "204 No Content" if v.deleted else status,
-                             "etag": f'W/"{v.version_id}"', "lastModified": v.last_updated}
+        entry["response"] = {
+            "status": "204 No Content" if v.deleted else status,
+            "etag": f'W/"{v.version_id}"',
+            "lastModified": v.last_updated,
+        }
         entries.append(entry)
-    bundle = {"resourceType": "Bundle", "type": "history", "total": len(versions), "link": links,
-              "entry": entries}
+    bundle = {"resourceType": "Bundle", "type": "history", "total": len(versions), "link": links, "entry": entries}
     return respond(200, bundle)
 
 

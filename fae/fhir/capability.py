@@ -7,8 +7,17 @@ import functools
 from fae.fhir.spec import Spec
 from fae.fhir.types import Resource
 
-INTERACTIONS = ["read", "vread", "update", "patch", "delete", "history-instance", "history-type",
-                "create", "search-type"]
+INTERACTIONS = [
+    "read",
+    "vread",
+    "update",
+    "patch",
+    "delete",
+    "history-instance",
+    "history-type",
+    "create",
+    "search-type",
+]
 
 
 @functools.lru_cache(maxsize=4)
@@ -20,20 +29,22 @@ def _resources(spec: Spec) -> tuple[dict, ...]:
             for p in spec.search_params(rtype).values()
             if p.expression and p.type != "composite" and p.type != "special"
         ]
-        out.append({
-            "type": rtype,
-            "profile": f"http://hl7.org/fhir/StructureDefinition/{rtype}",
-            "interaction": [{"code": code} for code in INTERACTIONS],
-            "versioning": "versioned",
-            "readHistory": True,
-            "updateCreate": True,
-            "conditionalCreate": True,
-            "conditionalUpdate": True,
-            "conditionalDelete": "single",
-            "searchInclude": ["*"],
-            "searchRevInclude": ["*"],
-            "searchParam": params,
-        })
+        out.append(
+            {
+                "type": rtype,
+                "profile": f"http://hl7.org/fhir/StructureDefinition/{rtype}",
+                "interaction": [{"code": code} for code in INTERACTIONS],
+                "versioning": "versioned",
+                "readHistory": True,
+                "updateCreate": True,
+                "conditionalCreate": True,
+                "conditionalUpdate": True,
+                "conditionalDelete": "single",
+                "searchInclude": ["*"],
+                "searchRevInclude": ["*"],
+                "searchParam": params,
+            }
+        )
     return tuple(out)
 
 
@@ -47,10 +58,16 @@ def capability_statement(spec: Spec, base: str) -> Resource:
         "implementation": {"description": "fae sandboxed FHIR R4 server", "url": base or "/"},
         "fhirVersion": spec.fhir_version,
         "format": ["application/fhir+json", "json"],
-        "rest": [{
-            "mode": "server",
-            "resource": list(_resources(spec)),
-            "interaction": [{"code": "transaction"}, {"code": "batch"}, {"code": "history-system"},
-                            {"code": "search-system"}],
-        }],
+        "rest": [
+            {
+                "mode": "server",
+                "resource": list(_resources(spec)),
+                "interaction": [
+                    {"code": "transaction"},
+                    {"code": "batch"},
+                    {"code": "history-system"},
+                    {"code": "search-system"},
+                ],
+            }
+        ],
     }

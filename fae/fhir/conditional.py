@@ -85,8 +85,9 @@ def _index(store: Store, rtype: str, param: SearchParam) -> TokenIndex:
     return index
 
 
-def _indexable(ctx: SearchContext, rtype: str, name: str, value: str
-               ) -> tuple[SearchParam, tuple[str | None, str]] | None:
+def _indexable(
+    ctx: SearchContext, rtype: str, name: str, value: str
+) -> tuple[SearchParam, tuple[str | None, str]] | None:
     if ":" in name or "." in name or name.startswith("_has"):
         return None
     param = ctx.spec.search_params(rtype).get(name)

@@ -52,11 +52,18 @@ def _new_id() -> str:
 class FhirEngine:
     """Sandboxed FHIR R4 stores behind a REST-shaped `handle` call."""
 
-    def __init__(self, *, clock: Clock | None = None, id_factory: Callable[[], str] | None = None,
-                 audit_events: bool = False, spec: Spec | None = None,
-                 request_budget_s: float | None = DEFAULT_BUDGET_S,
-                 timer: Callable[[], float] = time.monotonic,
-                 max_entries: int = DEFAULT_MAX_ENTRIES, max_body: int = MAX_BODY):
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        id_factory: Callable[[], str] | None = None,
+        audit_events: bool = False,
+        spec: Spec | None = None,
+        request_budget_s: float | None = DEFAULT_BUDGET_S,
+        timer: Callable[[], float] = time.monotonic,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+        max_body: int = MAX_BODY,
+    ):
         self.spec = spec or load_spec()
         self.request_budget_s = request_budget_s
         self.timer = timer
@@ -77,8 +84,9 @@ class FhirEngine:
     def audit_events(self, on: bool) -> None:
         self.sandboxes.audit_events = on
 
-    def create_sandbox(self, seed_bundle: Resource | None = None, sandbox_id: str | None = None,
-                       *, audit_events: bool | None = None) -> str:
+    def create_sandbox(
+        self, seed_bundle: Resource | None = None, sandbox_id: str | None = None, *, audit_events: bool | None = None
+    ) -> str:
         """Create an isolated store, seeded from a Bundle (collection, batch or transaction)."""
         return self.sandboxes.create(seed_bundle, sandbox_id, audit_events=audit_events)
 
@@ -111,16 +119,29 @@ class FhirEngine:
         """Fold one recorded write response (a resource with meta) into a sandbox."""
         self.sandboxes.record_version(sid, resource)
 
-    def record_deletion(self, sid: str, resource_type: str, resource_id: str,
-                        version_id: str | None = None, last_updated: str | None = None) -> None:
+    def record_deletion(
+        self,
+        sid: str,
+        resource_type: str,
+        resource_id: str,
+        version_id: str | None = None,
+        last_updated: str | None = None,
+    ) -> None:
         """Fold one recorded delete into a sandbox."""
         self.sandboxes.record_deletion(sid, resource_type, resource_id, version_id, last_updated)
 
     # ---- requests --------------------------------------------------------------------------
 
-    def handle(self, sid: str, method: str, path: str, query: str = "",
-               headers: dict[str, str] | None = None, body: bytes | None = None,
-               base_url: str = "") -> FhirResponse:
+    def handle(
+        self,
+        sid: str,
+        method: str,
+        path: str,
+        query: str = "",
+        headers: dict[str, str] | None = None,
+        body: bytes | None = None,
+        base_url: str = "",
+    ) -> FhirResponse:
         """Serve one REST interaction against a sandbox; never raises for client input."""
         lowered = {k.lower(): v for k, v in (headers or {}).items()}
         try:
@@ -139,5 +160,4 @@ class FhirEngine:
             return error_response(FhirProblem(400, "Content nested too deeply"))
 
 
-__all__ = ["JSON_TYPE", "MAX_BODY", "FhirEngine", "FhirResponse", "Request", "Sandbox", "deep_copy",
-           "dumps", "instant"]
+__all__ = ["JSON_TYPE", "MAX_BODY", "FhirEngine", "FhirResponse", "Request", "Sandbox", "deep_copy", "dumps", "instant"]

@@ -66,8 +66,11 @@ def _children(node: Node, name: str) -> list[Node]:
     value = node.value
     if not isinstance(value, dict):
         return []
-    key = name if name in value else next(
-        (k for k in value if k.startswith(name) and k[len(name):len(name) + 1].isupper()), None)
+    key = (
+        name
+        if name in value
+        else next((k for k in value if k.startswith(name) and k[len(name) : len(name) + 1].isupper()), None)
+    )
     if key is None:
         return []
     child = value[key]
@@ -94,13 +97,16 @@ def navigate(resource: Resource, path: str) -> list[Node]:
             nodes = nodes[-1:]
         elif name == "extension" and len(args) >= 2 and args[0] == args[-1] == "'":
             url = args[1:-1]
-            nodes = [c for node in nodes for c in _children(node, "extension")
-                     if isinstance(c.value, dict) and c.value.get("url") == url]
+            nodes = [
+                c
+                for node in nodes
+                for c in _children(node, "extension")
+                if isinstance(c.value, dict) and c.value.get("url") == url
+            ]
         else:
-            raise _bad(f"unsupported step {step[:60]!r} (use names, [n], first(), last(), where(), "
-                       "extension('url'))")
+            raise _bad(f"unsupported step {step[:60]!r} (use names, [n], first(), last(), where(), extension('url'))")
         if index is not None:
-            nodes = nodes[index:index + 1]
+            nodes = nodes[index : index + 1]
     return nodes
 
 

@@ -73,8 +73,11 @@ def expression_for(expression: str, resource_type: str) -> str | None:
         if root == resource_type:
             kept.append(part)
         elif root in ("Resource", "DomainResource"):
-            kept.append(resource_type + part[part.index(root) + len(root):] if part.startswith(root)
-                        else part.replace(root + ".", resource_type + ".", 1))
+            kept.append(
+                resource_type + part[part.index(root) + len(root) :]
+                if part.startswith(root)
+                else part.replace(root + ".", resource_type + ".", 1)
+            )
     return " | ".join(kept) if kept else None
 
 

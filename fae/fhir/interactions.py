@@ -29,8 +29,7 @@ from fae.fhir.wire import Clock, FhirResponse, Request, instant, respond
 class Interactions:
     """What each REST interaction does to a sandbox; `routing.dispatch` picks one per request."""
 
-    def __init__(self, spec: Spec, clock: Clock, id_factory: Callable[[], str],
-                 max_entries: int = DEFAULT_MAX_ENTRIES):
+    def __init__(self, spec: Spec, clock: Clock, id_factory: Callable[[], str], max_entries: int = DEFAULT_MAX_ENTRIES):
         self.spec = spec
         self.max_entries = max_entries
         self.clock = clock
@@ -47,11 +46,11 @@ class Interactions:
             raise FhirProblem(400, "Body must be a JSON object (a FHIR resource)")
         actual = resource.get("resourceType")
         if not isinstance(actual, str) or actual not in self.spec.resource_types:
-            raise FhirProblem(400, f"Unknown or missing resourceType {actual!r}",
-                              expression="resourceType")
+            raise FhirProblem(400, f"Unknown or missing resourceType {actual!r}", expression="resourceType")
         if rtype and actual != rtype:
-            raise FhirProblem(400, f"resourceType {actual!r} does not match the URL type {rtype!r}",
-                              expression="resourceType")
+            raise FhirProblem(
+                400, f"resourceType {actual!r} does not match the URL type {rtype!r}", expression="resourceType"
+            )
         return resource
 
     def validate(self, resource: Resource) -> None:
@@ -62,9 +61,11 @@ class Interactions:
     def write_headers(self, req: Request, version: Version) -> dict[str, str]:
         moment = datetime.fromisoformat(version.last_updated.replace("Z", "+00:00"))
         prefix = f"{req.base}/" if req.base else ""
-        return {"ETag": f'W/"{version.version_id}"',
-                "Last-Modified": format_datetime(moment.astimezone(UTC), usegmt=True),
-                "Location": f"{prefix}{version.resource_type}/{version.id}/_history/{version.version_id}"}
+        return {
+            "ETag": f'W/"{version.version_id}"',
+            "Last-Modified": format_datetime(moment.astimezone(UTC), usegmt=True),
+            "Location": f"{prefix}{version.resource_type}/{version.id}/_history/{version.version_id}",
+        }
 
     def write_response(self, req: Request, status: int, version: Version, message: str) -> FhirResponse:
         headers = self.write_headers(req, version)
@@ -83,16 +84,15 @@ class Interactions:
         event["id"] = self.id_factory()
         put_resource(sandbox.store, event, "POST", event["recorded"])
 
-    def matches(self, sandbox: Sandbox, rtype: str, query: str | list[tuple[str, str]],
-                budget: Budget = UNLIMITED) -> list[Version]:
+    def matches(
+        self, sandbox: Sandbox, rtype: str, query: str | list[tuple[str, str]], budget: Budget = UNLIMITED
+    ) -> list[Version]:
         """Live resources of a type that a conditional query (`a=b&c=d`) selects."""
         pairs = parse_qsl(query, keep_blank_values=True) if isinstance(query, str) else query
-        ctx = SearchContext(self.spec, sandbox.store, self.clock().timestamp(), strict=True,
-                            budget=budget)
+        ctx = SearchContext(self.spec, sandbox.store, self.clock().timestamp(), strict=True, budget=budget)
         return conditional_matches(ctx, rtype, pairs)
 
-    def create(self, sandbox: Sandbox, req: Request, rtype: str, assigned_id: str | None = None
-               ) -> FhirResponse:
+    def create(self, sandbox: Sandbox, req: Request, rtype: str, assigned_id: str | None = None) -> FhirResponse:
         resource = self.parse_body(req, rtype)
         condition = req.headers.get("if-none-exist")
         if condition:
@@ -146,11 +146,11 @@ class Interactions:
         resource = self.parse_body(req, rtype)
         body_id = resource.get("id")
         if body_id is None:
-            raise FhirProblem(400, "The resource body must carry an id equal to the URL id",
-                              expression=f"{rtype}.id")
+            raise FhirProblem(400, "The resource body must carry an id equal to the URL id", expression=f"{rtype}.id")
         if body_id != rid:
-            raise FhirProblem(400, f"Body id {str(body_id)[:70]!r} does not match URL id {rid!r}",
-                              expression=f"{rtype}.id")
+            raise FhirProblem(
+                400, f"Body id {str(body_id)[:70]!r} does not match URL id {rid!r}", expression=f"{rtype}.id"
+            )
         return self.store_update(sandbox, req, resource)
 
     def check_if_match(self, req: Request, current: Version | None) -> None:
@@ -159,8 +159,9 @@ class Interactions:
             wanted = if_match.strip().removeprefix("W/").strip('"')
             if current is None or current.deleted or current.version_id != wanted:
                 have = "none" if current is None or current.deleted else current.version_id
-                raise FhirProblem(412, f"If-Match {if_match!r} does not match the current version "
-                                       f"({have})", code="conflict")
+                raise FhirProblem(
+                    412, f"If-Match {if_match!r} does not match the current version ({have})", code="conflict"
+                )
 
     def store_update(self, sandbox: Sandbox, req: Request, resource: Resource) -> FhirResponse:
         rtype, rid = resource["resourceType"], resource["id"]
@@ -174,8 +175,7 @@ class Interactions:
         version = put_resource(sandbox.store, resource, "PUT", instant(self.clock()))
         created = current is None or current.deleted
         self.audit(sandbox, req, "create" if created else "update", version)
-        return self.write_response(req, 201 if created else 200, version,
-                                   "Created" if created else "Updated")
+        return self.write_response(req, 201 if created else 200, version, "Created" if created else "Updated")
 
     def conditional_update(self, sandbox: Sandbox, req: Request, rtype: str) -> FhirResponse:
         resource = self.parse_body(req, rtype)
@@ -195,15 +195,14 @@ class Interactions:
     def delete(self, sandbox: Sandbox, req: Request, rtype: str, rid: str) -> FhirResponse:
         current = sandbox.store.get(rtype, rid)
         if current is None or current.deleted:
-            return respond(200, outcome(issue("information", "informational",
-                                              f"{rtype}/{rid} does not exist; nothing deleted")))
-        version = Version(rtype, rid, next_version(sandbox.store, rtype, rid),
-                          instant(self.clock()), None, "DELETE")
+            return respond(
+                200, outcome(issue("information", "informational", f"{rtype}/{rid} does not exist; nothing deleted"))
+            )
+        version = Version(rtype, rid, next_version(sandbox.store, rtype, rid), instant(self.clock()), None, "DELETE")
         sandbox.store.put(version)
         self.audit(sandbox, req, "delete", version)
         headers = {"ETag": f'W/"{version.version_id}"'}
-        return respond(200, outcome(issue("information", "informational", f"Deleted {rtype}/{rid}")),
-                       headers)
+        return respond(200, outcome(issue("information", "informational", f"Deleted {rtype}/{rid}")), headers)
 
     def conditional_delete(self, sandbox: Sandbox, req: Request, rtype: str) -> FhirResponse:
         found = self.matches(sandbox, rtype, req.pairs, req.budget)
@@ -220,8 +219,7 @@ class Interactions:
             try:
                 form = parse_qsl(req.body.decode("utf-8"), keep_blank_values=True, max_num_fields=1000)
             except (UnicodeDecodeError, ValueError):
-                raise FhirProblem(400, "POST _search needs an application/x-www-form-urlencoded body"
-                                  ) from None
+                raise FhirProblem(400, "POST _search needs an application/x-www-form-urlencoded body") from None
         return Request("GET", req.segments, req.pairs + form, req.headers, None, req.base, req.budget)
 
     def search(self, sandbox: Sandbox, req: Request, rtype: str | None) -> FhirResponse:

@@ -119,8 +119,7 @@ def apply_json_patch(resource: Resource, operations: object) -> object:
             doc = _remove(doc, tokens)
         elif kind == "replace":
             _get(doc, tokens)
-            doc = _add(_remove(doc, tokens), tokens, deep_copy({"v": op["value"]})["v"]) if tokens \
-                else op["value"]
+            doc = _add(_remove(doc, tokens), tokens, deep_copy({"v": op["value"]})["v"]) if tokens else op["value"]
         elif kind == "test":
             if not json_equal(_get(doc, tokens), op["value"]):
                 raise _failed(f"test at {op['path'][:80]!r} failed")
@@ -133,7 +132,7 @@ def apply_json_patch(resource: Resource, operations: object) -> object:
                     raise _failed(f"the patch copies more than {MAX_COPIED} bytes")
             value = deep_copy({"v": _get(doc, source)})["v"]
             if kind == "move":
-                if tokens[:len(source)] == source and len(tokens) > len(source):
+                if tokens[: len(source)] == source and len(tokens) > len(source):
                     raise _failed("cannot move a value into one of its own children")
                 doc = _remove(doc, source)
             doc = _add(doc, tokens, value)

@@ -19,8 +19,10 @@ if TYPE_CHECKING:
     from fae.fhir.sandboxes import Sandbox
 
 JSON_PATCH = "application/json-patch+json"
-USAGE = (f"PATCH takes a JSON Patch ({JSON_PATCH}, a JSON array) or a FHIRPath Patch "
-         "(application/fhir+json, a Parameters resource)")
+USAGE = (
+    f"PATCH takes a JSON Patch ({JSON_PATCH}, a JSON array) or a FHIRPath Patch "
+    "(application/fhir+json, a Parameters resource)"
+)
 
 
 def _patched(rest: Interactions, req: Request, resource: Resource) -> object:
@@ -40,8 +42,7 @@ def _patched(rest: Interactions, req: Request, resource: Resource) -> object:
         raise FhirProblem(400, f"A {JSON_PATCH} body must be a JSON array of operations")
     if isinstance(doc, dict) and doc.get("resourceType") == "Parameters":
         return apply_fhirpath_patch(rest.spec, resource, doc)
-    raise FhirProblem(415 if content_type and "json" not in content_type else 400, USAGE,
-                      code="not-supported")
+    raise FhirProblem(415 if content_type and "json" not in content_type else 400, USAGE, code="not-supported")
 
 
 def patch(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str, rid: str) -> FhirResponse:
@@ -56,8 +57,7 @@ def patch(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str, rid: s
     if not isinstance(result, dict) or result.get("resourceType") != rtype or result.get("id") != rid:
         raise FhirProblem(400, "A patch may not change the resource's type or id", code="invalid")
     if nesting_depth_over(result):
-        raise FhirProblem(422, f"The patched resource nests more than {MAX_NESTING} levels deep",
-                          code="processing")
+        raise FhirProblem(422, f"The patched resource nests more than {MAX_NESTING} levels deep", code="processing")
     meta = result.get("meta")
     if isinstance(meta, dict):
         meta.pop("versionId", None)
@@ -73,6 +73,9 @@ def patch(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str, rid: s
 def conditional_patch(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str) -> FhirResponse:
     found = rest.matches(sandbox, rtype, req.pairs, req.budget)
     if len(found) != 1:
-        raise FhirProblem(412 if found else 404, f"Conditional patch matched {len(found)} resources; "
-                          "it must match exactly one", code="multiple-matches" if found else "not-found")
+        raise FhirProblem(
+            412 if found else 404,
+            f"Conditional patch matched {len(found)} resources; it must match exactly one",
+            code="multiple-matches" if found else "not-found",
+        )
     return patch(rest, sandbox, req, rtype, found[0].id)

@@ -22,7 +22,7 @@ _DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 def _digits(text: str, start: int, count: int) -> int | None:
     """The number spelt by `count` ASCII digits at `start`, or None."""
-    part = text[start:start + count]
+    part = text[start : start + count]
     if len(part) != count or not all(c in _DIGITS for c in part):
         return None
     return int(part)
@@ -106,11 +106,19 @@ def _date_end(text: str, full: bool) -> int | None:
 def _time_end(text: str, start: int) -> int | None:
     """Where an hh:mm:ss[.fff] at `start` ends, or None."""
     hour, minute, second = _digits(text, start, 2), _digits(text, start + 3, 2), _digits(text, start + 6, 2)
-    if hour is None or minute is None or second is None or text[start + 2:start + 3] != ":" \
-            or text[start + 5:start + 6] != ":" or hour > 23 or minute > 59 or second > 60:
+    if (
+        hour is None
+        or minute is None
+        or second is None
+        or text[start + 2 : start + 3] != ":"
+        or text[start + 5 : start + 6] != ":"
+        or hour > 23
+        or minute > 59
+        or second > 60
+    ):
         return None
     end = start + 8
-    if text[end:end + 1] == ".":
+    if text[end : end + 1] == ".":
         digits = end + 1
         while digits < len(text) and text[digits] in _DIGITS:
             digits += 1
@@ -161,9 +169,19 @@ def is_time(text: str) -> bool:
 
 
 CHECKS: dict[str, Callable[[str], bool]] = {
-    "string": is_string, "markdown": is_string, "code": is_code, "id": is_id,
-    "uri": is_uri, "url": is_uri, "canonical": is_uri, "oid": is_oid, "uuid": is_uuid,
-    "base64Binary": is_base64, "date": is_date, "dateTime": is_datetime, "instant": is_instant,
+    "string": is_string,
+    "markdown": is_string,
+    "code": is_code,
+    "id": is_id,
+    "uri": is_uri,
+    "url": is_uri,
+    "canonical": is_uri,
+    "oid": is_oid,
+    "uuid": is_uuid,
+    "base64Binary": is_base64,
+    "date": is_date,
+    "dateTime": is_datetime,
+    "instant": is_instant,
     "time": is_time,
 }
 

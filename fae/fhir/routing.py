@@ -15,8 +15,7 @@ if TYPE_CHECKING:
     from fae.fhir.sandboxes import Sandbox
 
 
-def dispatch(rest: Interactions, sandbox: Sandbox, req: Request,
-             assigned_id: str | None = None) -> FhirResponse:
+def dispatch(rest: Interactions, sandbox: Sandbox, req: Request, assigned_id: str | None = None) -> FhirResponse:
     """Serve one parsed request on a sandbox; a FhirProblem for what it cannot serve."""
     seg, method = req.segments, req.method
     if not seg:
@@ -61,8 +60,9 @@ def dispatch(rest: Interactions, sandbox: Sandbox, req: Request,
     raise FhirProblem(404, f"Unknown path {'/'.join(seg)[:120]!r}", code="not-found")
 
 
-def _type_level(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str,
-                assigned_id: str | None) -> FhirResponse:
+def _type_level(
+    rest: Interactions, sandbox: Sandbox, req: Request, rtype: str, assigned_id: str | None
+) -> FhirResponse:
     method = req.method
     if method == "GET":
         return rest.search(sandbox, req, rtype)
@@ -77,8 +77,7 @@ def _type_level(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str,
     raise FhirProblem(405, f"{method} is not allowed on {rtype}")
 
 
-def _instance_level(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str,
-                    rid: str) -> FhirResponse:
+def _instance_level(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str, rid: str) -> FhirResponse:
     method = req.method
     if method in ("GET", "HEAD"):
         return rest.read(sandbox, req, rtype, rid)

@@ -41,8 +41,14 @@ class Sandbox:
 class Sandboxes:
     """The registry of sandboxes; its lock guards the registry, each sandbox's lock its state."""
 
-    def __init__(self, spec: Spec, clock: Clock, id_factory: Callable[[], str], audit_events: bool,
-                 max_entries: int = DEFAULT_MAX_ENTRIES):
+    def __init__(
+        self,
+        spec: Spec,
+        clock: Clock,
+        id_factory: Callable[[], str],
+        audit_events: bool,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+    ):
         self.spec = spec
         self.max_entries = max_entries
         self.clock = clock
@@ -51,8 +57,9 @@ class Sandboxes:
         self._sandboxes: dict[str, Sandbox] = {}
         self._lock = threading.Lock()
 
-    def create(self, seed_bundle: Resource | None = None, sandbox_id: str | None = None,
-               *, audit_events: bool | None = None) -> str:
+    def create(
+        self, seed_bundle: Resource | None = None, sandbox_id: str | None = None, *, audit_events: bool | None = None
+    ) -> str:
         """Create an isolated store, seeded from a Bundle (collection, batch or transaction)."""
         sid = sandbox_id or self.id_factory()
         if not ID_RE.match(sid):
@@ -79,8 +86,9 @@ class Sandboxes:
         if not isinstance(entries, list):
             raise FhirError("seed Bundle.entry must be an array")
         if len(entries) > self.max_entries:
-            raise FhirError(f"seed Bundle has {len(entries)} entries; this server takes at most "
-                            f"{self.max_entries} per Bundle")
+            raise FhirError(
+                f"seed Bundle has {len(entries)} entries; this server takes at most {self.max_entries} per Bundle"
+            )
         resources, urns = [], {}
         for i, entry in enumerate(entries):
             resource = entry.get("resource") if isinstance(entry, dict) else None
@@ -119,8 +127,10 @@ class Sandboxes:
         for i, resource in enumerate(resources):
             try:
                 resolve_conditional_references(
-                    resource, lambda rtype, query: conditional_matches(ctx, rtype, parse_qsl(query)),
-                    self.spec.resource_types)
+                    resource,
+                    lambda rtype, query: conditional_matches(ctx, rtype, parse_qsl(query)),
+                    self.spec.resource_types,
+                )
             except FhirProblem as problem:
                 raise FhirError(f"seed Bundle.entry[{i}]: {problem}") from None
 
@@ -187,8 +197,14 @@ class Sandboxes:
         with sandbox.lock:
             self._record(sandbox.store, resource)
 
-    def record_deletion(self, sid: str, resource_type: str, resource_id: str,
-                        version_id: str | None = None, last_updated: str | None = None) -> None:
+    def record_deletion(
+        self,
+        sid: str,
+        resource_type: str,
+        resource_id: str,
+        version_id: str | None = None,
+        last_updated: str | None = None,
+    ) -> None:
         """Fold one recorded delete into a sandbox."""
         sandbox = self.require(sid)
         with sandbox.lock:

@@ -30,13 +30,28 @@ from fae.fhir.spec import SearchParam, Spec
 from fae.fhir.types import SearchIndex
 from fae.fhir.versions import Store, Version
 
-RESULT_PARAMS = {"_count", "_offset", "_sort", "_include", "_revinclude", "_summary", "_elements",
-                 "_total", "_format", "_pretty", "_contained", "_containedType", "_type"}
+RESULT_PARAMS = {
+    "_count",
+    "_offset",
+    "_sort",
+    "_include",
+    "_revinclude",
+    "_summary",
+    "_elements",
+    "_total",
+    "_format",
+    "_pretty",
+    "_contained",
+    "_containedType",
+    "_type",
+}
 MODIFIERS = {
     "string": {"exact", "contains", "missing"},
     "token": {"not", "text", "missing"},
     "reference": {"missing", "identifier"},
-    "date": {"missing"}, "number": {"missing"}, "quantity": {"missing"},
+    "date": {"missing"},
+    "number": {"missing"},
+    "quantity": {"missing"},
     "uri": {"missing", "below", "above"},
 }
 Predicate = Callable[[Version], bool]
@@ -121,8 +136,7 @@ def _string_pred(ctx: SearchContext, param: SearchParam, modifier: str | None, r
     return lambda v: any(s.startswith(wanted) for s in search_index(ctx, v, param)[1])
 
 
-def _reference_keys(ctx: SearchContext, param: SearchParam, type_modifier: str | None,
-                    raw: str) -> set[str]:
+def _reference_keys(ctx: SearchContext, param: SearchParam, type_modifier: str | None, raw: str) -> set[str]:
     value = unescape(raw)
     if type_modifier:
         return {f"{type_modifier}/{value}"}
@@ -152,8 +166,7 @@ def _reference_pred(ctx: SearchContext, param: SearchParam, modifier: str | None
 
 def _date_pred(ctx: SearchContext, param: SearchParam, raw: str) -> Predicate:
     cmp = parse_date_value(raw, param.code)
-    return lambda v: any(compare_ranges(cmp.prefix, lo, hi, cmp, now=ctx.now)
-                         for lo, hi in search_index(ctx, v, param))
+    return lambda v: any(compare_ranges(cmp.prefix, lo, hi, cmp, now=ctx.now) for lo, hi in search_index(ctx, v, param))
 
 
 def _number_pred(ctx: SearchContext, param: SearchParam, raw: str) -> Predicate:
@@ -169,8 +182,9 @@ def _quantity_pred(ctx: SearchContext, param: SearchParam, raw: str) -> Predicat
             return False
         return not cmp.code or cmp.code in (code, unit)
 
-    return lambda v: any(unit_ok(s, c, u) and match_numeric(lo, hi, cmp)
-                         for lo, hi, s, c, u in search_index(ctx, v, param))
+    return lambda v: any(
+        unit_ok(s, c, u) and match_numeric(lo, hi, cmp) for lo, hi, s, c, u in search_index(ctx, v, param)
+    )
 
 
 def _uri_pred(ctx: SearchContext, param: SearchParam, modifier: str | None, raw: str) -> Predicate:
@@ -225,8 +239,12 @@ def criterion(ctx: SearchContext, rtype: str, name: str, value: str, depth: int 
     if modifier and modifier not in MODIFIERS[param.type]:
         is_type = param.type == "reference" and modifier in ctx.spec.resource_types
         if not is_type:
-            raise FhirProblem(400, f"Modifier ':{modifier}' is not supported for {param.type} "
-                                   f"parameter '{code}'", code="not-supported", expression=name)
+            raise FhirProblem(
+                400,
+                f"Modifier ':{modifier}' is not supported for {param.type} parameter '{code}'",
+                code="not-supported",
+                expression=name,
+            )
     values = split_or(value)
     if not values:
         return None
@@ -236,11 +254,11 @@ def criterion(ctx: SearchContext, rtype: str, name: str, value: str, depth: int 
     return _any_of([value_predicate(ctx, param, modifier or None, raw) for raw in values])
 
 
-def _chain_criterion(ctx: SearchContext, rtype: str, param: SearchParam, type_modifier: str | None,
-                     chained: str, value: str, depth: int) -> Predicate | None:
+def _chain_criterion(
+    ctx: SearchContext, rtype: str, param: SearchParam, type_modifier: str | None, chained: str, value: str, depth: int
+) -> Predicate | None:
     if param.type != "reference":
-        raise FhirProblem(400, f"Cannot chain through '{param.code}': it is not a reference parameter",
-                          code="invalid")
+        raise FhirProblem(400, f"Cannot chain through '{param.code}': it is not a reference parameter", code="invalid")
     if depth >= 2:
         raise FhirProblem(400, "Chains deeper than two levels are not supported", code="not-supported")
     targets = [type_modifier] if type_modifier else list(param.targets)
@@ -269,8 +287,7 @@ def _chain_criterion(ctx: SearchContext, rtype: str, param: SearchParam, type_mo
 def _has_criterion(ctx: SearchContext, rtype: str, name: str, value: str, depth: int) -> Predicate | None:
     parts = name.split(":", 3)
     if len(parts) != 4 or not all(parts[1:]):
-        raise FhirProblem(400, f"Malformed _has parameter {name!r}: use _has:Type:reference:param",
-                          code="invalid")
+        raise FhirProblem(400, f"Malformed _has parameter {name!r}: use _has:Type:reference:param", code="invalid")
     _, source, ref_code, inner_name = parts
     if source not in ctx.spec.resource_types:
         raise FhirProblem(400, f"Unknown resource type {source!r} in {name!r}", code="invalid")
@@ -289,8 +306,7 @@ def _has_criterion(ctx: SearchContext, rtype: str, name: str, value: str, depth:
 
 
 def filter_resources(ctx: SearchContext, rtype: str, pairs: list[tuple[str, str]]) -> list[Version]:
-    predicates = [p for name, value in pairs
-                  if (p := criterion(ctx, rtype, name, value)) is not None]
+    predicates = [p for name, value in pairs if (p := criterion(ctx, rtype, name, value)) is not None]
     step = ctx.budget.step
     return [v for v in ctx.store.live(rtype) if (step() or all(p(v) for p in predicates))]
 
@@ -299,5 +315,14 @@ def valid_id(text: str) -> bool:
     return bool(ID_RE.match(text))
 
 
-__all__ = ["INF", "RESULT_PARAMS", "SearchContext", "criterion", "filter_resources", "is_result_param",
-           "search_index", "valid_id", "version_index"]
+__all__ = [
+    "INF",
+    "RESULT_PARAMS",
+    "SearchContext",
+    "criterion",
+    "filter_resources",
+    "is_result_param",
+    "search_index",
+    "valid_id",
+    "version_index",
+]

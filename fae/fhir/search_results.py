@@ -12,6 +12,7 @@ from fae.fhir.versions import Version
 DEFAULT_COUNT = 20
 MAX_COUNT = 1000
 
+
 def _sort_value(ctx: SearchContext, v: Version, param: SearchParam, descending: bool):
     index = search_index(ctx, v, param)
     if param.type == "string":
@@ -36,8 +37,7 @@ def sort_resources(ctx: SearchContext, rtype: str, versions: list[Version], spec
         code = key.lstrip("-")
         param = ctx.spec.search_params(rtype).get(code)
         if param is None or not param.expression:
-            raise FhirProblem(400, f"Unknown sort parameter '{code}' for {rtype}", code="invalid",
-                              expression="_sort")
+            raise FhirProblem(400, f"Unknown sort parameter '{code}' for {rtype}", code="invalid", expression="_sort")
         present = [(val, v) for v in out if (val := _sort_value(ctx, v, param, descending)) is not None]
         missing = [v for v in out if _sort_value(ctx, v, param, descending) is None]
         present.sort(key=lambda pair: pair[0], reverse=descending)
@@ -50,8 +50,9 @@ def _parse_include(ctx: SearchContext, text: str, what: str) -> tuple[str, list[
         return "*", [], None
     parts = text.split(":")
     if len(parts) not in (2, 3) or parts[0] not in ctx.spec.resource_types:
-        raise FhirProblem(400, f"Malformed {what} {text!r}: use Type:param[:TargetType]",
-                          code="invalid", expression=what)
+        raise FhirProblem(
+            400, f"Malformed {what} {text!r}: use Type:param[:TargetType]", code="invalid", expression=what
+        )
     source = parts[0]
     target = parts[2] if len(parts) == 3 else None
     if parts[1] == "*":
@@ -59,8 +60,9 @@ def _parse_include(ctx: SearchContext, text: str, what: str) -> tuple[str, list[
     else:
         param = ctx.spec.search_params(source).get(parts[1])
         if param is None or param.type != "reference":
-            raise FhirProblem(400, f"'{parts[1]}' is not a reference parameter of {source}",
-                              code="invalid", expression=what)
+            raise FhirProblem(
+                400, f"'{parts[1]}' is not a reference parameter of {source}", code="invalid", expression=what
+            )
         params = [param]
     return source, params, target
 
@@ -69,8 +71,9 @@ def _reference_params(ctx: SearchContext, rtype: str) -> list[SearchParam]:
     return [p for p in ctx.spec.search_params(rtype).values() if p.type == "reference" and p.expression]
 
 
-def includes(ctx: SearchContext, base: list[Version], include_specs: list[str],
-             revinclude_specs: list[str], exclude: set[str]) -> list[Version]:
+def includes(
+    ctx: SearchContext, base: list[Version], include_specs: list[str], revinclude_specs: list[str], exclude: set[str]
+) -> list[Version]:
     """Resources named by `_include` / `_revinclude` (with `:iterate` one level further)."""
     found: dict[str, Version] = {}
 
@@ -94,7 +97,7 @@ def includes(ctx: SearchContext, base: list[Version], include_specs: list[str],
         for text in rev:
             stype, params, target = _parse_include(ctx, text, "_revinclude")
             wanted = {v.key for v in sources if not target or v.resource_type == target}
-            for ctype in (ctx.store.types() if stype == "*" else [stype]):
+            for ctype in ctx.store.types() if stype == "*" else [stype]:
                 plist = params or _reference_params(ctx, ctype)
                 for cand in ctx.store.live(ctype):
                     ctx.budget.step()
@@ -121,8 +124,7 @@ def int_param(pairs: list[tuple[str, str]], name: str, default: int, maximum: in
         return default
     text = values[-1]
     if not (text.isascii() and text.isdigit()):
-        raise FhirProblem(400, f"{name} must be a non-negative integer, not {text!r}", code="value",
-                          expression=name)
+        raise FhirProblem(400, f"{name} must be a non-negative integer, not {text!r}", code="value", expression=name)
     return min(int(text), maximum)
 
 

@@ -52,7 +52,7 @@ def date_range(text: str) -> tuple[float, float] | None:
             end = datetime(int(year) + 1, 1, 1, tzinfo=tzinfo)
         elif day is None:
             start = datetime(int(year), int(month), 1, tzinfo=tzinfo)
-            end = (datetime(int(year) + int(month) // 12, int(month) % 12 + 1, 1, tzinfo=tzinfo))
+            end = datetime(int(year) + int(month) // 12, int(month) % 12 + 1, 1, tzinfo=tzinfo)
         elif hour is None:
             start = datetime(int(year), int(month), int(day), tzinfo=tzinfo)
             end = start + timedelta(days=1)
@@ -64,8 +64,7 @@ def date_range(text: str) -> tuple[float, float] | None:
             end = start + timedelta(minutes=1)
         else:
             micro = int((fraction or ".0")[1:7].ljust(6, "0"))
-            start = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second),
-                             micro, tzinfo=tzinfo)
+            start = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micro, tzinfo=tzinfo)
             end = start + (timedelta(microseconds=1) if fraction else timedelta(seconds=1))
     except (ValueError, OverflowError):
         return None
@@ -125,9 +124,15 @@ def _quantity_index(values: list) -> list[tuple[Decimal, Decimal, str | None, st
             hi = _decimal(high.get("value")) if isinstance(high, dict) else None
             unit_of = low if isinstance(low, dict) and low else high if isinstance(high, dict) else {}
             if lo is not None or hi is not None:
-                out.append((lo if lo is not None else Decimal("-Infinity"),
-                            hi if hi is not None else Decimal("Infinity"),
-                            unit_of.get("system"), unit_of.get("code"), unit_of.get("unit")))
+                out.append(
+                    (
+                        lo if lo is not None else Decimal("-Infinity"),
+                        hi if hi is not None else Decimal("Infinity"),
+                        unit_of.get("system"),
+                        unit_of.get("code"),
+                        unit_of.get("unit"),
+                    )
+                )
             continue
         d = _decimal(v.get("value"))
         if d is not None:
@@ -270,8 +275,9 @@ def parse_number_value(text: str, name: str, quantity: bool = False) -> Comparis
     if quantity:
         parts = rest.split("|")
         if len(parts) not in (1, 3):
-            raise FhirProblem(400, f"Invalid quantity {text!r} for '{name}': use [prefix]value|system|code",
-                              code="value")
+            raise FhirProblem(
+                400, f"Invalid quantity {text!r} for '{name}': use [prefix]value|system|code", code="value"
+            )
         rest = parts[0]
         if len(parts) == 3:
             system, code = parts[1] or None, parts[2] or None

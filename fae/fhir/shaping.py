@@ -57,6 +57,7 @@ def summary_mode(pairs: list[tuple[str, str]]) -> str | None:
     if not values:
         return None
     if values[-1] not in SUMMARY_MODES:
-        raise FhirProblem(400, f"_summary must be one of {', '.join(sorted(SUMMARY_MODES))}",
-                          code="value", expression="_summary")
+        raise FhirProblem(
+            400, f"_summary must be one of {', '.join(sorted(SUMMARY_MODES))}", code="value", expression="_summary"
+        )
     return values[-1]

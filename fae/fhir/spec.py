@@ -89,12 +89,16 @@ class Spec:
             binding = e.get("binding") or {}
             types = e.get("types", [])
             out[e["path"]] = Element(
-                path=e["path"], min=e["min"], max=e["max"],
+                path=e["path"],
+                min=e["min"],
+                max=e["max"],
                 types=tuple(t["code"] for t in types),
                 targets=tuple(x for t in types for x in t.get("targets", ())),
                 content_reference=e.get("contentReference"),
-                binding_strength=binding.get("strength"), value_set=binding.get("valueSet"),
-                summary=e.get("summary", False), short=e.get("short", ""),
+                binding_strength=binding.get("strength"),
+                value_set=binding.get("valueSet"),
+                summary=e.get("summary", False),
+                short=e.get("short", ""),
             )
         self._elements[type_name] = out
         return out
@@ -118,8 +122,12 @@ class Spec:
             if sp["code"] in out and resource_type not in sp["base"]:
                 continue
             out[sp["code"]] = SearchParam(
-                code=sp["code"], type=sp["type"], expression=sp.get("expression"),
-                targets=tuple(sp.get("target", ())), url=sp["url"], base=tuple(sp["base"]),
+                code=sp["code"],
+                type=sp["type"],
+                expression=sp.get("expression"),
+                targets=tuple(sp.get("target", ())),
+                url=sp["url"],
+                base=tuple(sp["base"]),
                 description=sp.get("description", ""),
                 components=tuple((c["definition"], c["expression"]) for c in sp.get("component", ())),
             )

@@ -52,8 +52,9 @@ def _reference_holders(node: object) -> list[dict]:
     return found
 
 
-def resolve_conditional_references(resource: object, find: Callable[[str, str], list[Version]],
-                                   resource_types: frozenset[str]) -> None:
+def resolve_conditional_references(
+    resource: object, find: Callable[[str, str], list[Version]], resource_types: frozenset[str]
+) -> None:
     """Rewrite each `Type?query` reference in a resource to the one resource `find` answers for it."""
     for holder in _reference_holders(resource):
         ref = holder["reference"]
@@ -64,11 +65,13 @@ def resolve_conditional_references(resource: object, find: Callable[[str, str], 
             raise FhirProblem(400, f"Conditional reference {ref[:120]!r} names unknown type {rtype!r}")
         found = find(rtype, query)
         if not found:
-            raise FhirProblem(400, f"Conditional reference {ref[:120]!r} matches no resource",
-                              code="not-found")
+            raise FhirProblem(400, f"Conditional reference {ref[:120]!r} matches no resource", code="not-found")
         if len(found) > 1:
-            raise FhirProblem(412, f"Conditional reference {ref[:120]!r} matches {len(found)} resources; "
-                                   "it must match exactly one", code="multiple-matches")
+            raise FhirProblem(
+                412,
+                f"Conditional reference {ref[:120]!r} matches {len(found)} resources; it must match exactly one",
+                code="multiple-matches",
+            )
         holder["reference"] = found[0].key
 
 
@@ -88,10 +91,14 @@ def entry_request(entry: object, index: int, base: str) -> tuple[str, str, str, 
     parts = urlsplit(url)
     if parts.scheme or parts.netloc:
         if not base or not (url == base or url.startswith(base + "/")):
-            raise FhirProblem(400, f"{where}.request.url {url[:120]!r} is an absolute URL outside this "
-                                   f"server's base ({base or 'unknown here'}); use a relative URL such "
-                                   "as 'Patient/123'", expression=f"{where}.request.url")
-        parts = urlsplit(url[len(base):])
+            raise FhirProblem(
+                400,
+                f"{where}.request.url {url[:120]!r} is an absolute URL outside this "
+                f"server's base ({base or 'unknown here'}); use a relative URL such "
+                "as 'Patient/123'",
+                expression=f"{where}.request.url",
+            )
+        parts = urlsplit(url[len(base) :])
     return method, parts.path.strip("/"), parts.query, request
 
 
@@ -111,8 +118,9 @@ def _response_entry(resp: FhirResponse) -> dict:
     return out
 
 
-def _placeholders(rest: Interactions, work: Sandbox, entries: list, parsed: list,
-                  budget) -> tuple[dict[int, str], dict[str, str]]:
+def _placeholders(
+    rest: Interactions, work: Sandbox, entries: list, parsed: list, budget
+) -> tuple[dict[int, str], dict[str, str]]:
     """Ids for POSTed entries and the fullUrl -> Type/id map their references are rewritten with."""
     assigned: dict[int, str] = {}
     mapping: dict[str, str] = {}
@@ -134,14 +142,19 @@ def process_bundle(rest: Interactions, sandbox: Sandbox, req: Request) -> FhirRe
     bundle = rest.parse_body(req, "Bundle")
     kind = bundle.get("type")
     if kind not in ("batch", "transaction"):
-        raise FhirProblem(400, f"POST to the base needs a batch or transaction Bundle, not {kind!r}",
-                          expression="Bundle.type")
+        raise FhirProblem(
+            400, f"POST to the base needs a batch or transaction Bundle, not {kind!r}", expression="Bundle.type"
+        )
     entries = bundle.get("entry") or []
     if not isinstance(entries, list):
         raise FhirProblem(400, "Bundle.entry must be an array", expression="Bundle.entry")
     if len(entries) > rest.max_entries:
-        raise FhirProblem(413, f"Bundle has {len(entries)} entries; this server takes at most "
-                               f"{rest.max_entries} per Bundle", code="too-costly", expression="Bundle.entry")
+        raise FhirProblem(
+            413,
+            f"Bundle has {len(entries)} entries; this server takes at most {rest.max_entries} per Bundle",
+            code="too-costly",
+            expression="Bundle.entry",
+        )
     transaction = kind == "transaction"
     work = copy.copy(sandbox)
     if transaction:
@@ -167,15 +180,21 @@ def process_bundle(rest: Interactions, sandbox: Sandbox, req: Request) -> FhirRe
                     entry["request"]["url"] = mapping[entry["request"]["url"]]
                     parsed[i] = entry_request(entry, i, req.base)
 
-    order = sorted(range(len(entries)), key=lambda i: ORDER.get(
-        parsed[i][0] if not isinstance(parsed[i], FhirProblem) else "GET", 3)) if transaction \
+    order = (
+        sorted(
+            range(len(entries)),
+            key=lambda i: ORDER.get(parsed[i][0] if not isinstance(parsed[i], FhirProblem) else "GET", 3),
+        )
+        if transaction
         else range(len(entries))
+    )
     results: dict[int, dict] = {}
     for i in order:
         item = parsed[i]
         if isinstance(item, FhirProblem):
-            results[i] = {"response": {"status": f"{item.status} {HTTPStatus(item.status).phrase}",
-                                       "outcome": item.outcome()}}
+            results[i] = {
+                "response": {"status": f"{item.status} {HTTPStatus(item.status).phrase}", "outcome": item.outcome()}
+            }
             continue
         req.budget.check()
         resp = _run_entry(rest, work, req, entries[i], item, assigned.get(i), transaction)
@@ -188,27 +207,32 @@ def process_bundle(rest: Interactions, sandbox: Sandbox, req: Request) -> FhirRe
         results[i] = _response_entry(resp)
     if transaction:
         sandbox.store = work.store
-    reply = {"resourceType": "Bundle", "type": f"{kind}-response",
-             "entry": [results[i] for i in range(len(entries))]}
+    reply = {"resourceType": "Bundle", "type": f"{kind}-response", "entry": [results[i] for i in range(len(entries))]}
     return respond(200, reply)
 
 
-def _run_entry(rest: Interactions, work: Sandbox, req: Request, entry: dict,
-               item: tuple[str, str, str, dict], assigned_id: str | None, transaction: bool) -> FhirResponse:
+def _run_entry(
+    rest: Interactions,
+    work: Sandbox,
+    req: Request,
+    entry: dict,
+    item: tuple[str, str, str, dict],
+    assigned_id: str | None,
+    transaction: bool,
+) -> FhirResponse:
     method, path, query, request = item
     headers = dict(req.headers)
     for header in ("if-none-exist", "if-match", "if-none-match", "content-type"):
         headers.pop(header, None)
-    for key, header in (("ifNoneExist", "if-none-exist"), ("ifMatch", "if-match"),
-                        ("ifNoneMatch", "if-none-match")):
+    for key, header in (("ifNoneExist", "if-none-exist"), ("ifMatch", "if-match"), ("ifNoneMatch", "if-none-match")):
         if isinstance(request.get(key), str):
             headers[header] = request[key]
     resource = entry.get("resource")
     try:
         if transaction and resource is not None and method in ("POST", "PUT"):
             resolve_conditional_references(
-                resource, lambda rtype, query: rest.matches(work, rtype, query, req.budget),
-                rest.spec.resource_types)
+                resource, lambda rtype, query: rest.matches(work, rtype, query, req.budget), rest.spec.resource_types
+            )
         body = json.dumps(resource).encode() if resource is not None else None
         sub = parse_request(method, path, query, headers, body, req.base, req.budget)
         return rest.dispatch(work, sub, assigned_id=assigned_id)
@@ -218,5 +242,10 @@ def _run_entry(rest: Interactions, work: Sandbox, req: Request, entry: dict,
         return error_response(problem)
 
 
-__all__ = ["DEFAULT_MAX_ENTRIES", "entry_request", "process_bundle", "resolve_conditional_references",
-           "rewrite_references"]
+__all__ = [
+    "DEFAULT_MAX_ENTRIES",
+    "entry_request",
+    "process_bundle",
+    "resolve_conditional_references",
+    "rewrite_references",
+]

@@ -25,8 +25,23 @@ from fae.fhir.spec import Element, Spec
 MAX_ISSUES = 25
 MAX_DEPTH = 40
 INTEGER_TYPES = {"integer", "positiveInt", "unsignedInt"}
-STRING_JSON_TYPES = {"string", "code", "id", "markdown", "uri", "url", "canonical", "oid", "uuid",
-                     "base64Binary", "date", "dateTime", "instant", "time", "xhtml"}
+STRING_JSON_TYPES = {
+    "string",
+    "code",
+    "id",
+    "markdown",
+    "uri",
+    "url",
+    "canonical",
+    "oid",
+    "uuid",
+    "base64Binary",
+    "date",
+    "dateTime",
+    "instant",
+    "time",
+    "xhtml",
+}
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 
 
@@ -57,9 +72,9 @@ class _Validator:
         out: dict[str, tuple[Element, str]] = {}
         prefix = path + "."
         for epath, element in self.spec.elements(struct).items():
-            if not epath.startswith(prefix) or "." in epath[len(prefix):]:
+            if not epath.startswith(prefix) or "." in epath[len(prefix) :]:
                 continue
-            name = epath[len(prefix):]
+            name = epath[len(prefix) :]
             if name.endswith("[x]"):
                 stem = name[:-3]
                 for t in element.types:
@@ -82,8 +97,7 @@ class _Validator:
             self.add(f"{expr or rtype}.id", f"Invalid id {str(rid)[:70]!r}: 1-64 of A-Z a-z 0-9 - .", "value")
         self.complex(value, rtype, rtype, expr or rtype, depth + 1, is_resource=True)
 
-    def complex(self, value: dict, struct: str, path: str, expr: str, depth: int,
-                is_resource: bool = False) -> None:
+    def complex(self, value: dict, struct: str, path: str, expr: str, depth: int, is_resource: bool = False) -> None:
         if depth > MAX_DEPTH:
             self.add(expr, "Content nested too deeply")
             return
@@ -105,15 +119,13 @@ class _Validator:
         for key, (element, _) in allowed.items():
             if element.min >= 1 and not element.path.endswith("[x]"):
                 if key not in value and "_" + key not in value:
-                    self.add(f"{expr}.{key}", f"Missing required element '{key}' (min {element.min})",
-                             "required")
+                    self.add(f"{expr}.{key}", f"Missing required element '{key}' (min {element.min})", "required")
         for element in {e for e, _ in allowed.values() if e.min >= 1 and e.path.endswith("[x]")}:
             stem = element.path.rsplit(".", 1)[1][:-3]
             if not any(k.startswith(stem) and allowed.get(k, (None,))[0] is element for k in value):
                 self.add(f"{expr}.{stem}[x]", f"Missing required element '{stem}[x]'", "required")
 
-    def element(self, item: object, element: Element, type_code: str, struct: str, expr: str,
-                depth: int) -> None:
+    def element(self, item: object, element: Element, type_code: str, struct: str, expr: str, depth: int) -> None:
         if element.repeats:
             if not isinstance(item, list):
                 self.add(expr, f"Element repeats (max {element.max}); expected a JSON array")
@@ -129,8 +141,7 @@ class _Validator:
         else:
             self.single(item, element, type_code, struct, expr, depth)
 
-    def single(self, item: object, element: Element, type_code: str, struct: str, expr: str,
-               depth: int) -> None:
+    def single(self, item: object, element: Element, type_code: str, struct: str, expr: str, depth: int) -> None:
         if element.content_reference:
             target = element.content_reference.lstrip("#")
             if isinstance(item, dict):
@@ -174,20 +185,31 @@ class _Validator:
             codes = self.spec.value_set_codes(element.value_set)
             if codes is not None and item not in codes:
                 shown = ", ".join(sorted(codes)[:12])
-                self.add(expr, f"Code {item!r} is not in the required value set {element.value_set} "
-                               f"({shown}{', ...' if len(codes) > 12 else ''})", "code-invalid")
+                self.add(
+                    expr,
+                    f"Code {item!r} is not in the required value set {element.value_set} "
+                    f"({shown}{', ...' if len(codes) > 12 else ''})",
+                    "code-invalid",
+                )
 
     def reference(self, item: dict, element: Element, expr: str) -> None:
         ref = item.get("reference")
         if not isinstance(ref, str):
             return
         if is_conditional_reference(ref):
-            self.add(f"{expr}.reference", f"Malformed reference {ref[:80]!r}: a conditional reference "
-                                           "(Type?query) is resolved only inside a transaction Bundle", "value")
+            self.add(
+                f"{expr}.reference",
+                f"Malformed reference {ref[:80]!r}: a conditional reference "
+                "(Type?query) is resolved only inside a transaction Bundle",
+                "value",
+            )
             return
         if not is_well_formed(ref):
-            self.add(f"{expr}.reference", f"Malformed reference {ref[:80]!r}: expected Type/id, "
-                                           "an absolute URL, #id or urn:uuid:...", "value")
+            self.add(
+                f"{expr}.reference",
+                f"Malformed reference {ref[:80]!r}: expected Type/id, an absolute URL, #id or urn:uuid:...",
+                "value",
+            )
             return
         parsed = parse_reference(ref) if not ref.startswith(("#", "urn:")) else None
         if parsed is None:
@@ -199,8 +221,11 @@ class _Validator:
             return
         targets = element.targets
         if targets and "Resource" not in targets and parsed[0] not in targets:
-            self.add(f"{expr}.reference", f"Reference to {parsed[0]} not allowed here; "
-                                           f"allowed: {', '.join(targets)}", "value")
+            self.add(
+                f"{expr}.reference",
+                f"Reference to {parsed[0]} not allowed here; allowed: {', '.join(targets)}",
+                "value",
+            )
 
 
 def validate_resource(spec: Spec, resource: object) -> list[dict[str, Any]]:

@@ -17,8 +17,9 @@ class Version:
 
     __slots__ = ("resource_type", "id", "version_id", "last_updated", "resource", "method", "cache")
 
-    def __init__(self, resource_type: str, id: str, version_id: str, last_updated: str,
-                 resource: Resource | None, method: str):
+    def __init__(
+        self, resource_type: str, id: str, version_id: str, last_updated: str, resource: Resource | None, method: str
+    ):
         self.resource_type = resource_type
         self.id = id
         self.version_id = version_id

@@ -74,12 +74,18 @@ class Request:
         return self.prefer("handling") == "strict"
 
 
-def parse_request(method: str, path: str, query: str, headers: dict[str, str],
-                  body: bytes | None, base_url: str, budget: Budget = UNLIMITED) -> Request:
+def parse_request(
+    method: str,
+    path: str,
+    query: str,
+    headers: dict[str, str],
+    body: bytes | None,
+    base_url: str,
+    budget: Budget = UNLIMITED,
+) -> Request:
     """A `Request` from raw HTTP parts (headers lower-cased); a FhirProblem for what cannot be served."""
     try:
-        pairs = parse_qsl(query or "", keep_blank_values=True, strict_parsing=False,
-                          max_num_fields=1000)
+        pairs = parse_qsl(query or "", keep_blank_values=True, strict_parsing=False, max_num_fields=1000)
     except ValueError as exc:
         raise FhirProblem(400, f"Malformed query string: {exc}") from None
     segments = [s for s in path.strip("/").split("/") if s] if path else []
@@ -88,15 +94,12 @@ def parse_request(method: str, path: str, query: str, headers: dict[str, str],
     fmt = next((v for k, v in pairs if k == "_format"), "")
     accept = headers.get("accept", "")
     if "xml" in fmt or ("xml" in accept and "json" not in accept and "*/*" not in accept):
-        raise FhirProblem(415, "Only FHIR JSON is supported (application/fhir+json)",
-                          code="not-supported")
+        raise FhirProblem(415, "Only FHIR JSON is supported (application/fhir+json)", code="not-supported")
     if body and "xml" in headers.get("content-type", ""):
-        raise FhirProblem(415, "Only FHIR JSON bodies are supported (application/fhir+json)",
-                          code="not-supported")
+        raise FhirProblem(415, "Only FHIR JSON bodies are supported (application/fhir+json)", code="not-supported")
     verb = method.upper()
     # HEAD is answered as GET; the HTTP layer drops the body
-    return Request("GET" if verb == "HEAD" else verb, segments, pairs, headers, body,
-                   base_url.rstrip("/"), budget)
+    return Request("GET" if verb == "HEAD" else verb, segments, pairs, headers, body, base_url.rstrip("/"), budget)
 
 
 def respond(status: int, payload: object | None, headers: dict[str, str] | None = None) -> FhirResponse:

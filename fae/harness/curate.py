@@ -70,13 +70,16 @@ def task_definition(task_id: str, variation: int) -> dict[str, Any]:
     if found is None:
         return {"task_id": task_id, "variation": variation, "note": "not in the task suite"}
     task, rendered = found
-    return {**task.describe(), "variation": variation, "prompt": rendered.prompt,
-            "check": rendered.check_spec}
+    return {**task.describe(), "variation": variation, "prompt": rendered.prompt, "check": rendered.check_spec}
 
 
 def judge_prompt(definition: dict[str, Any], trajectory: str) -> str:
-    return ("TASK DEFINITION:\n" + json.dumps(definition, sort_keys=True, ensure_ascii=False, default=str)
-            + "\n\nRUN:\n" + trajectory)
+    return (
+        "TASK DEFINITION:\n"
+        + json.dumps(definition, sort_keys=True, ensure_ascii=False, default=str)
+        + "\n\nRUN:\n"
+        + trajectory
+    )
 
 
 def prompt_hash(model: str, prompt: str) -> str:
@@ -94,7 +97,8 @@ def _rule_set_hash(rules: dict[str, Any]) -> str:
 def _recorded_reply(log: Any, run_id: str, digest: str) -> tuple[str, str] | None:
     """The exchange and reply of an earlier soft verdict with this prompt hash, read from the log."""
     _, rows = log.query(
-        "SELECT evidence FROM verdicts WHERE run_id = ? AND judge = ? ORDER BY judged_at DESC", [run_id, JUDGE_NAME])
+        "SELECT evidence FROM verdicts WHERE run_id = ? AND judge = ? ORDER BY judged_at DESC", [run_id, JUDGE_NAME]
+    )
     for (evidence,) in rows:
         data = json.loads(evidence) if isinstance(evidence, str) else evidence
         if data.get("prompt_hash") != digest or not data.get("exchange_id"):
@@ -115,8 +119,10 @@ def _llm_content(log: Any, run_id: str, exchange_id: str) -> str | None:
 
 
 def _verifier_calls(log: Any, run_id: str) -> list[tuple[int, bytes | str]]:
-    _, rows = log.query("SELECT seq, payload FROM events WHERE run_id = ? AND kind = 'LlmCalled' AND actor = ?"
-                        " ORDER BY seq", [run_id, ACTOR])
+    _, rows = log.query(
+        "SELECT seq, payload FROM events WHERE run_id = ? AND kind = 'LlmCalled' AND actor = ? ORDER BY seq",
+        [run_id, ACTOR],
+    )
     return rows
 
 
@@ -155,22 +161,33 @@ def prepare(log: Any, run_ids: list[str], model: str, task_changed: list[str] | 
             continue
         transcript = fold_transcript(run)
         started = next((r.event for r in run.events if isinstance(r.event, ev.RunStarted)), None)
-        view = RunView(run_id=run.run_id, task_id=run.task_id, prompt=(started.prompt if started else "") or "",
-                       tool_calls=tuple((c.tool, c.arguments, c.result, c.is_error) for c in transcript.tool_calls),
-                       answer=transcript.answer, stop_reason=transcript.stop_reason, passed=verdict.passed,
-                       reasons=tuple(str(r) for r in (verdict.evidence or {}).get("reasons", [])))
+        view = RunView(
+            run_id=run.run_id,
+            task_id=run.task_id,
+            prompt=(started.prompt if started else "") or "",
+            tool_calls=tuple((c.tool, c.arguments, c.result, c.is_error) for c in transcript.tool_calls),
+            answer=transcript.answer,
+            stop_reason=transcript.stop_reason,
+            passed=verdict.passed,
+            reasons=tuple(str(r) for r in (verdict.evidence or {}).get("reasons", [])),
+        )
         text = judge_prompt(task_definition(run.task_id, run.variation), trajectory_text(view))
         digest = prompt_hash(model, text)
         pending.append(Pending(run.run_id, text, digest, verdict.passed, _recorded_reply(log, run.run_id, digest)))
     return pending
 
 
-def label_row(item: Pending, model: str, exchange_id: str, content: str | None, *, reused: bool,
-              judged_at: datetime) -> VerdictRow:
+def label_row(
+    item: Pending, model: str, exchange_id: str, content: str | None, *, reused: bool, judged_at: datetime
+) -> VerdictRow:
     """The soft verdict for one run from the judge's reply (an unreadable reply is outcome ``error``)."""
     rules = rule_set(model)
-    evidence: dict[str, Any] = {"exchange_id": exchange_id, "prompt_hash": item.prompt_hash,
-                                "strict_passed": item.strict_passed, "reused": reused}
+    evidence: dict[str, Any] = {
+        "exchange_id": exchange_id,
+        "prompt_hash": item.prompt_hash,
+        "strict_passed": item.strict_passed,
+        "reused": reused,
+    }
     try:
         data = parse_json_reply(content)
         label = data.get("label")
@@ -179,16 +196,29 @@ def label_row(item: Pending, model: str, exchange_id: str, content: str | None, 
         outcome, evidence["reason"] = label, str(data.get("reason", ""))
     except ValueError as exc:
         outcome, evidence["error"] = "error", str(exc)
-    return VerdictRow(run_id=item.run_id, judge=JUDGE_NAME, rule_set=rules, rule_set_hash=_rule_set_hash(rules),
-                      code_version=CODE_VERSION, outcome=outcome,
-                      passed=None if outcome == "error" else outcome == "agreement",
-                      evidence=evidence, judged_at=judged_at)
+    return VerdictRow(
+        run_id=item.run_id,
+        judge=JUDGE_NAME,
+        rule_set=rules,
+        rule_set_hash=_rule_set_hash(rules),
+        code_version=CODE_VERSION,
+        outcome=outcome,
+        passed=None if outcome == "error" else outcome == "agreement",
+        evidence=evidence,
+        judged_at=judged_at,
+    )
 
 
-async def curate_log(log_path: str | Path, *, runs: str | None = None, llm_url: str | None = None,
-                     model: str = "scripted:judge", api_key: str | None = None,
-                     clock: Callable[[], datetime] | None = None,
-                     on_progress: Callable[[int, int], None] | None = None) -> CurateResult:
+async def curate_log(
+    log_path: str | Path,
+    *,
+    runs: str | None = None,
+    llm_url: str | None = None,
+    model: str = "scripted:judge",
+    api_key: str | None = None,
+    clock: Callable[[], datetime] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> CurateResult:
     """Label every finished run of a log that matches ``runs``; returns the verdict rows written.
 
     ``on_progress(done, total)`` is called as runs are labelled.
@@ -206,8 +236,10 @@ async def curate_log(log_path: str | Path, *, runs: str | None = None, llm_url: 
             raise JudgeError(f"no finished runs in {path}" + (f" match {runs!r}" if runs else ""))
         pending = prepare(log, ids, model, result.task_changed)
         if not pending:
-            raise JudgeError(f"no run to label in {path}: each of the {len(ids)} played another rendering of its "
-                             "task than this fae renders (task_changed, docs/judging.md)")
+            raise JudgeError(
+                f"no run to label in {path}: each of the {len(ids)} played another rendering of its "
+                "task than this fae renders (task_changed, docs/judging.md)"
+            )
         for item in pending:
             if item.recorded is not None:
                 result.rows.append(label_row(item, model, *item.recorded, reused=True, judged_at=now))
@@ -221,13 +253,30 @@ async def curate_log(log_path: str | Path, *, runs: str | None = None, llm_url: 
         if not llm_url:
             raise JudgeError(f"{len(fresh)} runs have no recorded soft verdict: give --llm-url to ask the judge")
         log.write_batch(Batch(verdicts=result.rows))
-    await _ask(path, fresh, llm_url=llm_url, model=model, api_key=api_key, now=now, result=result,
-               on_progress=(lambda done: on_progress(result.reused + done, len(pending))) if on_progress else None)
+    await _ask(
+        path,
+        fresh,
+        llm_url=llm_url,
+        model=model,
+        api_key=api_key,
+        now=now,
+        result=result,
+        on_progress=(lambda done: on_progress(result.reused + done, len(pending))) if on_progress else None,
+    )
     return result
 
 
-async def _ask(path: Path, fresh: list[Pending], *, llm_url: str, model: str, api_key: str | None,
-               now: datetime, result: CurateResult, on_progress: Callable[[int], None] | None = None) -> None:
+async def _ask(
+    path: Path,
+    fresh: list[Pending],
+    *,
+    llm_url: str,
+    model: str,
+    api_key: str | None,
+    now: datetime,
+    result: CurateResult,
+    on_progress: Callable[[int], None] | None = None,
+) -> None:
     """Ask the judge through the recording proxy, one run at a time, and write each label."""
     from fae.harness.stack import open_stack
 

@@ -17,10 +17,19 @@ from fae.plan import plan_to_dict
 from fae.tasks.scenarios import TASK_ID as SCENARIO_TASK
 
 DEMO_TASKS = ("rec-create-patient", "sched-book-appointment", "ord-order-wgs")
-DEMO_AGENTS = ("gold", "langchain:baseline@scripted:gold", "langchain:specs@scripted:gold",
-               "langchain:baseline@scripted:wrong-answer")
-DEMO_SCENARIOS = ("scenario:writes-right", "scenario:scripted-fix", "scenario:duplicate-behind-fix",
-                  "scenario:other-user-reads-while-wrong", "scenario:fault-after-create")
+DEMO_AGENTS = (
+    "gold",
+    "langchain:baseline@scripted:gold",
+    "langchain:specs@scripted:gold",
+    "langchain:baseline@scripted:wrong-answer",
+)
+DEMO_SCENARIOS = (
+    "scenario:writes-right",
+    "scenario:scripted-fix",
+    "scenario:duplicate-behind-fix",
+    "scenario:other-user-reads-while-wrong",
+    "scenario:fault-after-create",
+)
 
 
 def record_demo(log: Path, on_progress: Callable[[Any, str], None] | None = None) -> SuiteResult:
@@ -34,5 +43,4 @@ def record_demo(log: Path, on_progress: Callable[[Any, str], None] | None = None
     specs = plan_suite(DEMO_TASKS, [0], DEMO_AGENTS, 1, "demo")
     specs += plan_suite([SCENARIO_TASK], [0], DEMO_SCENARIOS, 1, "demo")
     with LlmServer(create_app(registry)) as llm:
-        return anyio.run(lambda: record_suite(log, specs, llm_url=llm.base_url, concurrency=4,
-                                              on_progress=on_progress))
+        return anyio.run(lambda: record_suite(log, specs, llm_url=llm.base_url, concurrency=4, on_progress=on_progress))

@@ -48,8 +48,16 @@ def _runs_of(log_path: Path, experiment: str) -> int:
         return log.query("SELECT count(*) FROM runs WHERE experiment = ?", [experiment])[1][0][0]
 
 
-async def _train_store(log_path: Path, experiment: Experiment, store: str, use_specs: bool, directory: Path, *,
-                       llm_url: str, api_key: str | None) -> int:
+async def _train_store(
+    log_path: Path,
+    experiment: Experiment,
+    store: str,
+    use_specs: bool,
+    directory: Path,
+    *,
+    llm_url: str,
+    api_key: str | None,
+) -> int:
     """Train one memory store; a directory left by an interrupted attempt is trained again from scratch."""
     training = experiment.training
     assert training is not None
@@ -57,31 +65,54 @@ async def _train_store(log_path: Path, experiment: Experiment, store: str, use_s
     if directory.exists():
         shutil.rmtree(directory)
         with EventLog(log_path) as log:
-            attempt += log.query("SELECT count(DISTINCT suite) FROM runs WHERE experiment = ? AND phase = ?",
-                                 [experiment.name, f"train-{store}"])[1][0][0]
+            attempt += log.query(
+                "SELECT count(DISTINCT suite) FROM runs WHERE experiment = ? AND phase = ?",
+                [experiment.name, f"train-{store}"],
+            )[1][0][0]
     suffix = f".a{attempt}" if attempt > 1 else ""
     model = experiment.model
     result = await train(
-        log_path, task_list(training), store_dir=directory, llm_url=llm_url,
-        agent=agent_name(training.agent, model), variations=training.variations, trials=training.trials,
+        log_path,
+        task_list(training),
+        store_dir=directory,
+        llm_url=llm_url,
+        agent=agent_name(training.agent, model),
+        variations=training.variations,
+        trials=training.trials,
         evaluator_model=training.evaluator_model or model or "scripted:evaluator",
         reflector_model=training.reflector_model or model or "scripted:reflector",
-        use_specs=use_specs, api_key=api_key, llm_options={"api_key": api_key} if api_key else {},
-        suite=f"{experiment.name}:train-{store}{suffix}", experiment=experiment.name, phase=f"train-{store}",
-        run_prefix=f"{experiment.name}.train-{store}{suffix}.", paraphrase=paraphrase_of(experiment))
-    (directory / DONE_MARK).write_text(json.dumps({"experiment": experiment.name, "runs": len(result.runs),
-                                                   "stats": result.stats}, default=str))
+        use_specs=use_specs,
+        api_key=api_key,
+        llm_options={"api_key": api_key} if api_key else {},
+        suite=f"{experiment.name}:train-{store}{suffix}",
+        experiment=experiment.name,
+        phase=f"train-{store}",
+        run_prefix=f"{experiment.name}.train-{store}{suffix}.",
+        paraphrase=paraphrase_of(experiment),
+    )
+    (directory / DONE_MARK).write_text(
+        json.dumps({"experiment": experiment.name, "runs": len(result.runs), "stats": result.stats}, default=str)
+    )
     return len(result.runs)
 
 
-async def run_experiment(log_path: str | Path, experiment: Experiment, *, llm_url: str | None,
-                         resume: bool = False, concurrency: int = 4, api_key: str | None = None,
-                         on_progress: Callable[[RunSpec, str], None] | None = None) -> ExperimentResult:
+async def run_experiment(
+    log_path: str | Path,
+    experiment: Experiment,
+    *,
+    llm_url: str | None,
+    resume: bool = False,
+    concurrency: int = 4,
+    api_key: str | None = None,
+    on_progress: Callable[[RunSpec, str], None] | None = None,
+) -> ExperimentResult:
     """Train (unless the experiment has no training), then evaluate; returns what was recorded."""
     log_path = Path(log_path)
     if not resume and _runs_of(log_path, experiment.name):
-        raise RecordError(f"the log {log_path} already holds runs of experiment {experiment.name}; "
-                          "use --resume to continue it, or record into a new log")
+        raise RecordError(
+            f"the log {log_path} already holds runs of experiment {experiment.name}; "
+            "use --resume to continue it, or record into a new log"
+        )
     if llm_url is None:
         raise RecordError("an experiment needs an LLM endpoint: --llm-url (or OPENAI_BASE_URL)")
     result = ExperimentResult(experiment.name)
@@ -94,15 +125,23 @@ async def run_experiment(log_path: str | Path, experiment: Experiment, *, llm_ur
             if (directory / DONE_MARK).exists():
                 result.kept.append(store)
                 continue
-            result.trained[store] = await _train_store(log_path, experiment, store, use_specs, directory,
-                                                       llm_url=llm_url, api_key=api_key)
+            result.trained[store] = await _train_store(
+                log_path, experiment, store, use_specs, directory, llm_url=llm_url, api_key=api_key
+            )
     specs = eval_specs(experiment)
     with EventLog(log_path) as log:
         materialise_task_meta(log, [(s.task_id, s.variation) for s in specs])
     suite = await record_suite(
-        log_path, specs, resume=resume, concurrency=concurrency, llm_url=llm_url, on_progress=on_progress,
-        memory_stores=stores or None, llm_options={"api_key": api_key} if api_key else None,
-        paraphrase=paraphrase_of(experiment))
+        log_path,
+        specs,
+        resume=resume,
+        concurrency=concurrency,
+        llm_url=llm_url,
+        on_progress=on_progress,
+        memory_stores=stores or None,
+        llm_options={"api_key": api_key} if api_key else None,
+        paraphrase=paraphrase_of(experiment),
+    )
     result.statuses, result.skipped = suite.statuses, suite.skipped
     with EventLog(log_path) as log:
         materialise_task_meta(log)

@@ -65,8 +65,9 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
     if not path.is_file():
         path = PRESETS / f"{name_or_path}.yaml"
         if not path.is_file():
-            raise FaeError(f"no experiment file {str(name_or_path)!r} and no preset of that name "
-                           f"(presets: {', '.join(presets())})")
+            raise FaeError(
+                f"no experiment file {str(name_or_path)!r} and no preset of that name (presets: {', '.join(presets())})"
+            )
     try:
         raw = safe_load(path.read_text(encoding="utf-8"))
         experiment = msgspec.convert(raw, Experiment)
@@ -117,20 +118,29 @@ def first_tasks(task_ids: list[str], count: int) -> list[str]:
     return chosen
 
 
-def with_overrides(experiment: Experiment, *, tasks: int | None = None, trials: int | None = None,
-                   agents: list[str] | None = None, model: str | None = None,
-                   paraphrase_model: str | None = None, evaluator_model: str | None = None,
-                   reflector_model: str | None = None) -> Experiment:
+def with_overrides(
+    experiment: Experiment,
+    *,
+    tasks: int | None = None,
+    trials: int | None = None,
+    agents: list[str] | None = None,
+    model: str | None = None,
+    paraphrase_model: str | None = None,
+    evaluator_model: str | None = None,
+    reflector_model: str | None = None,
+) -> Experiment:
     """The experiment reduced to ``tasks`` tasks per phase and with the command line's choices."""
     changes: dict = {}
     if tasks is not None:
         if tasks < 1:
             raise FaeError("--tasks must be at least 1")
         changes["evaluation"] = msgspec.structs.replace(
-            experiment.evaluation, tasks=first_tasks(task_list(experiment.evaluation), tasks))
+            experiment.evaluation, tasks=first_tasks(task_list(experiment.evaluation), tasks)
+        )
         if experiment.training is not None:
             changes["training"] = msgspec.structs.replace(
-                experiment.training, tasks=first_tasks(task_list(experiment.training), tasks))
+                experiment.training, tasks=first_tasks(task_list(experiment.training), tasks)
+            )
     if trials is not None:
         if trials < 1:
             raise FaeError("--trials must be at least 1")
@@ -142,8 +152,10 @@ def with_overrides(experiment: Experiment, *, tasks: int | None = None, trials: 
     training = changes.get("training", experiment.training)
     if training is not None and (evaluator_model or reflector_model):
         changes["training"] = msgspec.structs.replace(
-            training, evaluator_model=evaluator_model or training.evaluator_model,
-            reflector_model=reflector_model or training.reflector_model)
+            training,
+            evaluator_model=evaluator_model or training.evaluator_model,
+            reflector_model=reflector_model or training.reflector_model,
+        )
     if paraphrase_model and experiment.paraphrase is not None:
         changes["paraphrase"] = msgspec.structs.replace(experiment.paraphrase, model=paraphrase_model)
     return msgspec.structs.replace(experiment, **changes)
@@ -165,10 +177,22 @@ def paraphrase_of(experiment: Experiment) -> Paraphrase | None:
 def eval_specs(experiment: Experiment) -> list[RunSpec]:
     """Every evaluation run: task × variation × configuration × trial, in a stable order."""
     agents = [agent_name(c, experiment.model) for c in experiment.configurations]
-    return [RunSpec(run_id=f"{experiment.name}.eval.{base_run_id(t, v, a, r)}", task_id=t, variation=v, agent=a,
-                    repeat=r, suite=experiment.name, experiment=experiment.name, phase="eval")
-            for t in task_list(experiment.evaluation) for v in experiment.evaluation.variations
-            for a in agents for r in range(experiment.trials)]
+    return [
+        RunSpec(
+            run_id=f"{experiment.name}.eval.{base_run_id(t, v, a, r)}",
+            task_id=t,
+            variation=v,
+            agent=a,
+            repeat=r,
+            suite=experiment.name,
+            experiment=experiment.name,
+            phase="eval",
+        )
+        for t in task_list(experiment.evaluation)
+        for v in experiment.evaluation.variations
+        for a in agents
+        for r in range(experiment.trials)
+    ]
 
 
 @dataclass(frozen=True)
@@ -194,10 +218,28 @@ def plan_experiment(experiment: Experiment) -> list[PhasePlan]:
         agent = agent_name(training.agent, experiment.model)
         trials = min(training.trials, 2)
         for store, _ in STORES:
-            phases.append(PhasePlan(f"train-{store}", tasks, variations, [agent], trials,
-                                    len(tasks) * len(variations) * trials, paraphrased))
+            phases.append(
+                PhasePlan(
+                    f"train-{store}",
+                    tasks,
+                    variations,
+                    [agent],
+                    trials,
+                    len(tasks) * len(variations) * trials,
+                    paraphrased,
+                )
+            )
     tasks = task_list(experiment.evaluation)
     agents = [agent_name(c, experiment.model) for c in experiment.configurations]
-    phases.append(PhasePlan("eval", tasks, experiment.evaluation.variations, agents, experiment.trials,
-                            len(eval_specs(experiment)), paraphrased))
+    phases.append(
+        PhasePlan(
+            "eval",
+            tasks,
+            experiment.evaluation.variations,
+            agents,
+            experiment.trials,
+            len(eval_specs(experiment)),
+            paraphrased,
+        )
+    )
     return phases

@@ -70,8 +70,7 @@ class StopRequest:
 
 def _exit_now(signum: int) -> None:
     """The second signal: leave at once; the journal holds everything recorded so far."""
-    os.write(2, f"{signal.Signals(signum).name} again: exiting now; nothing recorded is lost, "
-                f"{RESUME_HINT}\n".encode())
+    os.write(2, f"{signal.Signals(signum).name} again: exiting now; nothing recorded is lost, {RESUME_HINT}\n".encode())
     os._exit(128 + signum)
 
 
@@ -90,8 +89,11 @@ def catch_stop_signals() -> Iterator[StopRequest]:
         if stop.requested:
             _exit_now(signum)
         stop.request(signum)
-        os.write(2, f"{signal.Signals(signum).name}: stopping; no new run starts and the runs in flight "
-                    f"are stored interrupted (a second signal exits at once)\n".encode())
+        os.write(
+            2,
+            f"{signal.Signals(signum).name}: stopping; no new run starts and the runs in flight "
+            f"are stored interrupted (a second signal exits at once)\n".encode(),
+        )
 
     previous = {sig: signal.signal(sig, handle) for sig in STOP_SIGNALS}
     try:

@@ -55,8 +55,9 @@ def default_workers(runs: int, concurrency: int) -> int:
 class WorkerPool:
     """Local worker processes as the driver's recorders; a dead worker is an end of file on its pipe."""
 
-    def __init__(self, size: int, folder: Path, job: ShardJob,
-                 on_start: Callable[[WorkerPool], None] | None = None) -> None:
+    def __init__(
+        self, size: int, folder: Path, job: ShardJob, on_start: Callable[[WorkerPool], None] | None = None
+    ) -> None:
         self.size = size
         self._on_start = on_start
         self._shards = [str(folder / f"worker-{k}.duckdb") for k in range(size)]
@@ -76,9 +77,15 @@ class WorkerPool:
             for index, shard in enumerate(self._shards):
                 ours, theirs = Pipe()
                 # its own session: a terminal's Ctrl-C reaches the driver, which tells the worker to stop
-                self._processes.append(subprocess.Popen(
-                    [sys.executable, "-m", "fae.harness.record_worker", str(theirs.fileno()), str(os.getpid())],
-                    pass_fds=[theirs.fileno()], env=env, start_new_session=True, stdin=subprocess.DEVNULL))
+                self._processes.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "fae.harness.record_worker", str(theirs.fileno()), str(os.getpid())],
+                        pass_fds=[theirs.fileno()],
+                        env=env,
+                        start_new_session=True,
+                        stdin=subprocess.DEVNULL,
+                    )
+                )
                 theirs.close()
                 ours.send((shard, self._job))
                 self._conns[index] = ours
@@ -165,42 +172,76 @@ class WorkerPool:
         return healthy
 
 
-def record_on_workers(log_path: str | Path, specs: Sequence[RunSpec], *, workers: int, resume: bool = False,
-                      concurrency: int = 4, stack_options: Mapping[str, Any] | None = None,
-                      memory_stores: Mapping[str, Path] | None = None, llm_options: Mapping[str, Any] | None = None,
-                      paraphrase: Paraphrase | None = None, stop: StopRequest | None = None,
-                      retry_errored: bool = False, settle_s: float | None = None,
-                      on_progress: Callable[[RunSpec, str], None] | None = None,
-                      on_start: Callable[[WorkerPool], None] | None = None) -> SuiteResult:
+def record_on_workers(
+    log_path: str | Path,
+    specs: Sequence[RunSpec],
+    *,
+    workers: int,
+    resume: bool = False,
+    concurrency: int = 4,
+    stack_options: Mapping[str, Any] | None = None,
+    memory_stores: Mapping[str, Path] | None = None,
+    llm_options: Mapping[str, Any] | None = None,
+    paraphrase: Paraphrase | None = None,
+    stop: StopRequest | None = None,
+    retry_errored: bool = False,
+    settle_s: float | None = None,
+    on_progress: Callable[[RunSpec, str], None] | None = None,
+    on_start: Callable[[WorkerPool], None] | None = None,
+) -> SuiteResult:
     """Record every planned run not already done in ``workers`` processes, then merge their shards into the log.
 
     ``on_start`` is called with the pool once every worker is serving (tests find the workers' pids there).
     """
     log_path = Path(log_path).resolve()
-    todo, result, job = plan_shards(log_path, specs, resume=resume, retry_errored=retry_errored,
-                                    stack_options=stack_options or {}, memory_stores=memory_stores or {},
-                                    llm_options=llm_options or {}, paraphrase=paraphrase, settle_s=settle_s)
+    todo, result, job = plan_shards(
+        log_path,
+        specs,
+        resume=resume,
+        retry_errored=retry_errored,
+        stack_options=stack_options or {},
+        memory_stores=memory_stores or {},
+        llm_options=llm_options or {},
+        paraphrase=paraphrase,
+        settle_s=settle_s,
+    )
     if not todo:
         return result
     count = max(1, min(workers, len(todo)))
     folder = shard_dir(log_path)
     folder.mkdir(parents=True, exist_ok=True)
     EventLog(log_path).close()  # LOG exists while its shards are recorded, for `fae runs` (which reads both)
-    return record_on_pool(log_path, WorkerPool(count, folder, job, on_start), todo, math.ceil(concurrency / count),
-                          stop, on_progress, result)
+    return record_on_pool(
+        log_path,
+        WorkerPool(count, folder, job, on_start),
+        todo,
+        math.ceil(concurrency / count),
+        stop,
+        on_progress,
+        result,
+    )
 
 
-
-def choose_workers(log_path: str | Path, specs: Sequence[RunSpec], *, workers: int | None, concurrency: int,
-                   resume: bool, retry_errored: bool, fhir_url: str | None) -> int:
+def choose_workers(
+    log_path: str | Path,
+    specs: Sequence[RunSpec],
+    *,
+    workers: int | None,
+    concurrency: int,
+    resume: bool,
+    retry_errored: bool,
+    fhir_url: str | None,
+) -> int:
     """How many worker processes record the suite: ``workers`` as asked (checked), else ``default_workers``
     for the runs still to do (a suite too small to pay for a second worker records in this process)."""
     if workers is not None and workers < 1:
         raise RecordError(f"--workers must be at least 1, not {workers}")
     if fhir_url:
         if workers is not None and workers > 1:
-            raise RecordError("--workers records on the embedded FHIR server only: an external server is one "
-                              "shared store, so its runs go one at a time (record with --workers 1)")
+            raise RecordError(
+                "--workers records on the embedded FHIR server only: an external server is one "
+                "shared store, so its runs go one at a time (record with --workers 1)"
+            )
         return 1
     if workers is not None:
         return workers

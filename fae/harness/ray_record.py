@@ -47,8 +47,9 @@ class _ActorPool:
     def __init__(self, ray: Any, size: int, folder: Path, job: ShardJob, concurrency: int) -> None:
         self.size = size
         self._ray = ray
-        actor_class = ray.remote(num_cpus=1, max_concurrency=concurrency,
-                                 concurrency_groups={"control": 2})(ShardRecorder)
+        actor_class = ray.remote(num_cpus=1, max_concurrency=concurrency, concurrency_groups={"control": 2})(
+            ShardRecorder
+        )
         self._handles = [actor_class.remote(str(folder / f"actor-{k}.duckdb"), job) for k in range(size)]
         self._live = set(range(size))
         self._calls: dict[Any, tuple[int, RunSpec]] = {}
@@ -67,10 +68,12 @@ class _ActorPool:
             free = self._ray.available_resources().get("CPU", 0)
             total = self._ray.cluster_resources().get("CPU", 0)
             self.close()
-            raise RecordError(f"{len(pending)} of {self.size} recording actors did not start within "
-                              f"{actor_start_s():g} s (each needs 1 CPU; the cluster has {free:g} of {total:g} "
-                              f"CPUs free); nothing was recorded. Free CPUs, pass a smaller --ray-actors, or wait "
-                              f"longer with {START_ENV}=SECONDS")
+            raise RecordError(
+                f"{len(pending)} of {self.size} recording actors did not start within "
+                f"{actor_start_s():g} s (each needs 1 CPU; the cluster has {free:g} of {total:g} "
+                f"CPUs free); nothing was recorded. Free CPUs, pass a smaller --ray-actors, or wait "
+                f"longer with {START_ENV}=SECONDS"
+            )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -112,29 +115,52 @@ class _ActorPool:
         return healthy
 
 
-def record_on_ray(log_path: str | Path, specs: Sequence[RunSpec], *, address: str, actors: int | None = None,
-                  resume: bool = False, concurrency: int = 4, fhir_url: str | None = None,
-                  stack_options: Mapping[str, Any] | None = None, memory_stores: Mapping[str, Path] | None = None,
-                  llm_options: Mapping[str, Any] | None = None, paraphrase: Paraphrase | None = None,
-                  stop: StopRequest | None = None, retry_errored: bool = False, settle_s: float | None = None,
-                  on_progress: Callable[[RunSpec, str], None] | None = None) -> SuiteResult:
+def record_on_ray(
+    log_path: str | Path,
+    specs: Sequence[RunSpec],
+    *,
+    address: str,
+    actors: int | None = None,
+    resume: bool = False,
+    concurrency: int = 4,
+    fhir_url: str | None = None,
+    stack_options: Mapping[str, Any] | None = None,
+    memory_stores: Mapping[str, Path] | None = None,
+    llm_options: Mapping[str, Any] | None = None,
+    paraphrase: Paraphrase | None = None,
+    stop: StopRequest | None = None,
+    retry_errored: bool = False,
+    settle_s: float | None = None,
+    on_progress: Callable[[RunSpec, str], None] | None = None,
+) -> SuiteResult:
     """Record every planned run not already done on Ray actors, then merge their shards into ``log_path``."""
     if fhir_url:
-        raise RecordError("--ray records on the embedded FHIR server only: an external server is one shared "
-                          "store, so its runs go one at a time (record without --ray)")
+        raise RecordError(
+            "--ray records on the embedded FHIR server only: an external server is one shared "
+            "store, so its runs go one at a time (record without --ray)"
+        )
     actor_start_s()  # a bad setting stops the command before anything is written
     import_ray("fae record --ray")  # before anything is planned or written
     if actors is not None and actors < 1:
         raise RecordError(f"--ray-actors must be at least 1, not {actors}")
     log_path = Path(log_path).resolve()
-    todo, result, job = plan_shards(log_path, specs, resume=resume, retry_errored=retry_errored,
-                                    stack_options=stack_options or {}, memory_stores=memory_stores or {},
-                                    llm_options=llm_options or {}, paraphrase=paraphrase, settle_s=settle_s)
+    todo, result, job = plan_shards(
+        log_path,
+        specs,
+        resume=resume,
+        retry_errored=retry_errored,
+        stack_options=stack_options or {},
+        memory_stores=memory_stores or {},
+        llm_options=llm_options or {},
+        paraphrase=paraphrase,
+        settle_s=settle_s,
+    )
     if not todo:
         return result
     with ray_connection(address, "fae record --ray") as ray:
         count = min(actors or cluster_cpus(ray), len(todo))
         folder = shard_dir(log_path)
         folder.mkdir(parents=True, exist_ok=True)
-        return record_on_pool(log_path, _ActorPool(ray, count, folder, job, concurrency), todo, concurrency,
-                              stop, on_progress, result)
+        return record_on_pool(
+            log_path, _ActorPool(ray, count, folder, job, concurrency), todo, concurrency, stop, on_progress, result
+        )

@@ -80,8 +80,11 @@ class Divergence:
     unit: str = "call"
 
     def describe(self) -> str:
-        where = (f"{self.unit} {self.index + 1}" + (f" (event {self.seq})" if self.seq else "")
-                 if self.index >= 0 else self.what)
+        where = (
+            f"{self.unit} {self.index + 1}" + (f" (event {self.seq})" if self.seq else "")
+            if self.index >= 0
+            else self.what
+        )
         if self.recorded is None:
             return f"{where}: {self.what}: replayed {_short(self.replayed)}"
         if self.replayed is None:
@@ -107,8 +110,9 @@ class ReplayReport:
     llm_played: int = 0
 
 
-async def replay_scripted(run: RunLog, plan: Plan, *, strict: bool = True,
-                          warn: Callable[[Divergence], None] | None = None) -> ReplayReport:
+async def replay_scripted(
+    run: RunLog, plan: Plan, *, strict: bool = True, warn: Callable[[Divergence], None] | None = None
+) -> ReplayReport:
     """Play ``plan`` again on the run's recorded seed and match every call, the answer and the final state."""
     from fae.fhir.app import create_app
     from fae.fhir.engine import FhirEngine
@@ -146,8 +150,15 @@ async def replay_scripted(run: RunLog, plan: Plan, *, strict: bool = True,
                 return outcome
             was = recorded.tool_calls[index]
             if call_key(was.tool, was.arguments) != call_key(name, args):
-                diverged(Divergence(index, was.seq, "the call", {"tool": was.tool, "arguments": was.arguments},
-                                    {"tool": name, "arguments": args}))
+                diverged(
+                    Divergence(
+                        index,
+                        was.seq,
+                        "the call",
+                        {"tool": was.tool, "arguments": was.arguments},
+                        {"tool": name, "arguments": args},
+                    )
+                )
             elif normalise(was.result) != normalise(result):
                 diverged(Divergence(index, was.seq, "the result", was.result, result))
             else:
@@ -155,9 +166,12 @@ async def replay_scripted(run: RunLog, plan: Plan, *, strict: bool = True,
             return outcome
 
         async def call_http(actor: str, via: str, method: str, path: str, body: Any) -> Any:
-            reply = await client.request(method.upper(), path.lstrip("/"),
-                                         content=json.dumps(body).encode() if body is not None else None,
-                                         headers={"content-type": "application/fhir+json"})
+            reply = await client.request(
+                method.upper(),
+                path.lstrip("/"),
+                content=json.dumps(body).encode() if body is not None else None,
+                headers={"content-type": "application/fhir+json"},
+            )
             try:
                 return reply.json()
             except ValueError:
@@ -247,22 +261,35 @@ def read_llm_recording(run: RunLog, log: str) -> LlmRecording:
     calls = recorded_calls(run)
     if not calls:
         raise ReplayDrift("the run has no recorded LLM calls of the agent to replay", run_id=run.run_id)
-    return LlmRecording(run_id=run.run_id, log=log, task_id=run.task_id, variation=run.variation, agent=run.agent,
-                        repeat=run.repeat, agent_config=dict(started.event.agent_config),
-                        task=RecordedTask(prompt, now, seed), calls=calls, created_ids=created_ids(run),
-                        transcript=fold_transcript(run))
+    return LlmRecording(
+        run_id=run.run_id,
+        log=log,
+        task_id=run.task_id,
+        variation=run.variation,
+        agent=run.agent,
+        repeat=run.repeat,
+        agent_config=dict(started.event.agent_config),
+        task=RecordedTask(prompt, now, seed),
+        calls=calls,
+        created_ids=created_ids(run),
+        transcript=fold_transcript(run),
+    )
 
 
 def agent_from_config(config: dict[str, Any]) -> Agent:
     """The agent a stored ``agent_config`` describes, rebuilt from this code (LangChain agents)."""
     if config.get("kind") != "langchain":
-        raise ReplayDrift(f"fae replay re-drives scripted and langchain runs, not {config.get('kind') or 'unknown'} "
-                          "agents")
+        raise ReplayDrift(
+            f"fae replay re-drives scripted and langchain runs, not {config.get('kind') or 'unknown'} agents"
+        )
     from fae.agents.langchain_agent import PREFIX, build_langchain_agent
 
-    agent = build_langchain_agent(f"{PREFIX}{config.get('configuration')}@{config.get('model')}",
-                                  api_key="fae-replay", timeout_s=config.get("timeout_s"),
-                                  max_retries=config.get("max_retries"))
+    agent = build_langchain_agent(
+        f"{PREFIX}{config.get('configuration')}@{config.get('model')}",
+        api_key="fae-replay",
+        timeout_s=config.get("timeout_s"),
+        max_retries=config.get("max_retries"),
+    )
     if isinstance(config.get("max_iterations"), int):
         agent.max_iterations = config["max_iterations"]
     return agent
@@ -285,8 +312,11 @@ class ReplayedAgent:
 
 
 def _missing_stores(agent: ReplayedAgent, memory_stores: Mapping[str, Path]) -> list[str]:
-    return [server.removeprefix("memory:") for server in agent.required_mcp
-            if server.startswith("memory:") and server.removeprefix("memory:") not in memory_stores]
+    return [
+        server.removeprefix("memory:")
+        for server in agent.required_mcp
+        if server.startswith("memory:") and server.removeprefix("memory:") not in memory_stores
+    ]
 
 
 def _next_replay_id(stack: Any, run_id: str) -> str:
@@ -294,9 +324,14 @@ def _next_replay_id(stack: Any, run_id: str) -> str:
     return f"{run_id}.replay{rows[0][0] + 1}"
 
 
-async def replay_llm(recording: LlmRecording, out: str | Path, *, strict: bool = True,
-                     warn: Callable[[Divergence], None] | None = None,
-                     memory_stores: Mapping[str, Path] | None = None) -> ReplayReport:
+async def replay_llm(
+    recording: LlmRecording,
+    out: str | Path,
+    *,
+    strict: bool = True,
+    warn: Callable[[Divergence], None] | None = None,
+    memory_stores: Mapping[str, Path] | None = None,
+) -> ReplayReport:
     """Re-drive an LLM-agent run through the recording stack into ``out``, its model answered by the cassette."""
     from fae.fhir.engine import FhirEngine
     from fae.harness.run import RunSpec, execute_run
@@ -313,20 +348,36 @@ async def replay_llm(recording: LlmRecording, out: str | Path, *, strict: bool =
 
     cassette = Cassette(recording.calls, policy, on_miss=missed)
     config = {k: v for k, v in recording.agent_config.items() if k != "replay_of"}
-    agent = ReplayedAgent(agent_from_config(config), {
-        "run_id": recording.run_id, "log": recording.log, "policy": policy.value,
-        "request_key": "fae.replay.cassette.request_key"})
+    agent = ReplayedAgent(
+        agent_from_config(config),
+        {
+            "run_id": recording.run_id,
+            "log": recording.log,
+            "policy": policy.value,
+            "request_key": "fae.replay.cassette.request_key",
+        },
+    )
     stores = dict(memory_stores or {})
     missing = _missing_stores(agent, stores)
     if missing:
-        raise ReplayDrift(f"agent {agent.name} needs the memory store(s) {', '.join(missing)}: "
-                          f"give them as --memory {missing[0]}=DIR", run_id=recording.run_id)
+        raise ReplayDrift(
+            f"agent {agent.name} needs the memory store(s) {', '.join(missing)}: "
+            f"give them as --memory {missing[0]}=DIR",
+            run_id=recording.run_id,
+        )
     engine = FhirEngine(id_factory=recorded_id_factory(recording.created_ids))
-    async with serve_asgi(cassette.app()) as port, open_stack(
-            out, llm_url=f"http://127.0.0.1:{port}/v1", memory_stores=stores, fhir_engine=engine) as stack:
+    async with (
+        serve_asgi(cassette.app()) as port,
+        open_stack(out, llm_url=f"http://127.0.0.1:{port}/v1", memory_stores=stores, fhir_engine=engine) as stack,
+    ):
         replay_id = _next_replay_id(stack, recording.run_id)
-        spec = RunSpec(run_id=replay_id, task_id=recording.task_id, variation=recording.variation,
-                       agent=recording.agent, repeat=recording.repeat)
+        spec = RunSpec(
+            run_id=replay_id,
+            task_id=recording.task_id,
+            variation=recording.variation,
+            agent=recording.agent,
+            repeat=recording.repeat,
+        )
         await execute_run(stack, spec, recording.task, agent)
         await stack.writer.flush()
         replayed = fold_transcript(load_run(stack.log, replay_id))
@@ -338,24 +389,36 @@ async def replay_llm(recording: LlmRecording, out: str | Path, *, strict: bool =
     if replayed.answer != recording.transcript.answer:
         found.append(Divergence(-1, None, "the answer", recording.transcript.answer, replayed.answer))
     if not cassette.misses:
-        found += [Divergence(c.index, c.seq, "a recorded LLM call nobody asked for", {"path": c.path}, None,
-                             unit="LLM call") for c in cassette.unplayed()]
+        found += [
+            Divergence(c.index, c.seq, "a recorded LLM call nobody asked for", {"path": c.path}, None, unit="LLM call")
+            for c in cassette.unplayed()
+        ]
     report.divergences = found
     if strict and found:
-        raise ReplayDrift(f"replay diverged at {found[0].describe()} (replayed as {replay_id} in {out})",
-                          run_id=recording.run_id, seq=found[0].seq)
+        raise ReplayDrift(
+            f"replay diverged at {found[0].describe()} (replayed as {replay_id} in {out})",
+            run_id=recording.run_id,
+            seq=found[0].seq,
+        )
     if warn:
-        for divergence in found[len(cassette.misses):]:
+        for divergence in found[len(cassette.misses) :]:
             warn(divergence)
     return report
 
 
 def _miss_divergence(miss: Miss) -> Divergence:
     if miss.expected is None:
-        return Divergence(miss.request, None, "an extra request (the recording has no more calls)", None,
-                          miss.replayed, unit="LLM call")
-    return Divergence(miss.request, miss.expected.seq, f"the request at {miss.where}", miss.recorded,
-                      miss.replayed, unit="LLM call")
+        return Divergence(
+            miss.request,
+            None,
+            "an extra request (the recording has no more calls)",
+            None,
+            miss.replayed,
+            unit="LLM call",
+        )
+    return Divergence(
+        miss.request, miss.expected.seq, f"the request at {miss.where}", miss.recorded, miss.replayed, unit="LLM call"
+    )
 
 
 def _compare_calls(recorded: Transcript, replayed: Transcript, report: ReplayReport) -> list[Divergence]:
@@ -368,12 +431,20 @@ def _compare_calls(recorded: Transcript, replayed: Transcript, report: ReplayRep
         if was is None and now is not None:
             found.append(Divergence(index, None, "an extra call", None, {"tool": now.tool, "arguments": now.arguments}))
         elif now is None and was is not None:
-            found.append(Divergence(index, was.seq, "a missing call", {"tool": was.tool, "arguments": was.arguments},
-                                    None))
+            found.append(
+                Divergence(index, was.seq, "a missing call", {"tool": was.tool, "arguments": was.arguments}, None)
+            )
         elif was is not None and now is not None:
             if call_key(was.tool, was.arguments) != call_key(now.tool, now.arguments):
-                found.append(Divergence(index, was.seq, "the call", {"tool": was.tool, "arguments": was.arguments},
-                                        {"tool": now.tool, "arguments": now.arguments}))
+                found.append(
+                    Divergence(
+                        index,
+                        was.seq,
+                        "the call",
+                        {"tool": was.tool, "arguments": was.arguments},
+                        {"tool": now.tool, "arguments": now.arguments},
+                    )
+                )
             else:
                 report.matched += 1
     return found

@@ -22,16 +22,23 @@ def recorded_plan(run: RunLog) -> Plan:
     started = run.first(ev.RunStarted)
     config = started.event.agent_config if started and isinstance(started.event, ev.RunStarted) else {}
     if config.get("kind") != "scripted":
-        raise ReplayDrift(f"run {run.run_id} was played by a {config.get('kind') or 'unknown'} agent, "
-                          f"not a scripted one")
+        raise ReplayDrift(
+            f"run {run.run_id} was played by a {config.get('kind') or 'unknown'} agent, not a scripted one"
+        )
     if isinstance(config.get("plan"), dict):
         return plan_from_dict(config["plan"])
     return render_task(run.task_id, run.variation).gold_plan
 
 
-def replay_run(log: str | Path, run_id: str, *, lenient: bool = False, out: str | Path | None = None,
-               memory_stores: Mapping[str, Path] | None = None,
-               warn: Callable[[Divergence], None] | None = None) -> ReplayReport:
+def replay_run(
+    log: str | Path,
+    run_id: str,
+    *,
+    lenient: bool = False,
+    out: str | Path | None = None,
+    memory_stores: Mapping[str, Path] | None = None,
+    warn: Callable[[Divergence], None] | None = None,
+) -> ReplayReport:
     """Re-drive ``run_id`` against a fresh sandbox; strict stops at the first divergence, lenient goes on.
 
     An LLM-agent run is answered from the log's cassette and recorded into ``out``
@@ -52,5 +59,6 @@ def replay_run(log: str | Path, run_id: str, *, lenient: bool = False, out: str 
         recording = read_llm_recording(run, str(log.resolve()))
     target = Path(out) if out else log.with_name(log.stem + ".replay.duckdb")
     stores: Any = dict(memory_stores or {})
-    return anyio.run(lambda: replay_llm(recording, target, strict=not lenient, warn=warn, memory_stores=stores),
-                     backend="asyncio")
+    return anyio.run(
+        lambda: replay_llm(recording, target, strict=not lenient, warn=warn, memory_stores=stores), backend="asyncio"
+    )

@@ -61,19 +61,32 @@ async def _seed(stack: Stack, client: httpx.AsyncClient, spec: RunSpec, bundle: 
             reply = await client.post(url, content=body, headers={"content-type": "application/json"})
     else:
         await reset_external(stack, client, spec.run_id)
-        reply = await client.post(stack.fhir_base(spec.run_id, "setup"), content=body,
-                                  headers={"content-type": "application/fhir+json", **_identity(stack, "setup")})
+        reply = await client.post(
+            stack.fhir_base(spec.run_id, "setup"),
+            content=body,
+            headers={"content-type": "application/fhir+json", **_identity(stack, "setup")},
+        )
     if reply.status_code >= 300:
-        raise FaeError(f"seeding the sandbox failed with HTTP {reply.status_code}: {reply.text[:300]}",
-                       run_id=spec.run_id)
+        raise FaeError(
+            f"seeding the sandbox failed with HTTP {reply.status_code}: {reply.text[:300]}", run_id=spec.run_id
+        )
     count = len(bundle.get("entry") or [])
     digest = blob_hash(body)
     await stack.writer.write(
-        events=[Stamped(spec.run_id, ev.SandboxSeeded(
-            sandbox=sandbox_id(spec.run_id) if stack.embedded else "external",
-            fhir_base=stack.fhir_base(spec.run_id, "agent"), resource_count=count, seed_blob=digest),
-            actor="harness")],
-        blobs={digest: body})
+        events=[
+            Stamped(
+                spec.run_id,
+                ev.SandboxSeeded(
+                    sandbox=sandbox_id(spec.run_id) if stack.embedded else "external",
+                    fhir_base=stack.fhir_base(spec.run_id, "agent"),
+                    resource_count=count,
+                    seed_blob=digest,
+                ),
+                actor="harness",
+            )
+        ],
+        blobs={digest: body},
+    )
 
 
 RESET_MAX_PASSES = 10
@@ -98,8 +111,11 @@ async def reset_external(stack: Stack, client: httpx.AsyncClient, run_id: str) -
             break
     left = await capture_state(stack, client, run_id, actor="setup")
     if left:
-        raise FaeError(f"could not empty the external FHIR server: {len(left)} resources remain "
-                       f"(e.g. {left[0]['resourceType']}/{left[0]['id']})", run_id=run_id)
+        raise FaeError(
+            f"could not empty the external FHIR server: {len(left)} resources remain "
+            f"(e.g. {left[0]['resourceType']}/{left[0]['id']})",
+            run_id=run_id,
+        )
 
 
 def _identity(stack: Stack, actor: str) -> dict[str, str]:
@@ -108,8 +124,9 @@ def _identity(stack: Stack, actor: str) -> dict[str, str]:
     return {IDENTITY_HEADER: actor} if stack.audit_events else {}
 
 
-async def _search_pages(stack: Stack, client: httpx.AsyncClient, run_id: str, actor: str, query: str,
-                        what: str) -> list[dict[str, Any]]:
+async def _search_pages(
+    stack: Stack, client: httpx.AsyncClient, run_id: str, actor: str, query: str, what: str
+) -> list[dict[str, Any]]:
     """The resources of a search through the proxy, page by page, as ``actor``."""
     base = stack.fhir_base(run_id, actor)
     url: str | None = base.rstrip("/") + query
@@ -132,14 +149,26 @@ async def _search_pages(stack: Stack, client: httpx.AsyncClient, run_id: str, ac
             elif self_link:  # a system search's self link is the server's base itself
                 server_base = reply.url.join(self_link).path.rstrip("/")
         nxt = link_url(bundle, "next")
-        url = str(rebase_link(nxt, client_base=httpx.URL(base), request_url=reply.url,
-                              # a system search has no type segment to find in a foreign link
-                              search_path=search_path or "_", server_base_path=server_base)) if nxt else None
+        url = (
+            str(
+                rebase_link(
+                    nxt,
+                    client_base=httpx.URL(base),
+                    request_url=reply.url,
+                    # a system search has no type segment to find in a foreign link
+                    search_path=search_path or "_",
+                    server_base_path=server_base,
+                )
+            )
+            if nxt
+            else None
+        )
     return resources
 
 
-async def capture_state(stack: Stack, client: httpx.AsyncClient, run_id: str,
-                        actor: str = "harness") -> list[dict[str, Any]]:
+async def capture_state(
+    stack: Stack, client: httpx.AsyncClient, run_id: str, actor: str = "harness"
+) -> list[dict[str, Any]]:
     """Every current resource in the run's sandbox, read through the proxy (as the harness by default).
 
     Where the server keeps an AuditEvent trail, its AuditEvents are left out: they are the
@@ -201,8 +230,9 @@ class Paraphrase:
     seed: int = 0
 
 
-async def _paraphrase(stack: Stack, client: httpx.AsyncClient, spec: RunSpec, rendered: Any,
-                      paraphrase: Paraphrase) -> Any:
+async def _paraphrase(
+    stack: Stack, client: httpx.AsyncClient, spec: RunSpec, rendered: Any, paraphrase: Paraphrase
+) -> Any:
     """The variation the agent will see: reworded through the proxy (so it is logged), or as it was."""
     from fae.tasks.paraphrase import accept_paraphrase, paraphrase_request, paraphrased
 
@@ -217,12 +247,21 @@ async def _paraphrase(stack: Stack, client: httpx.AsyncClient, spec: RunSpec, re
     try:
         text = reply.json()["choices"][0]["message"]["content"] or ""
     except (ValueError, KeyError, IndexError, TypeError):
-        raise FaeError(f"the paraphrase model answered HTTP {reply.status_code} without a usable reply",
-                       run_id=spec.run_id) from None
+        raise FaeError(
+            f"the paraphrase model answered HTTP {reply.status_code} without a usable reply", run_id=spec.run_id
+        ) from None
     prompt, problems = accept_paraphrase(rendered, text)
-    await stack.writer.write(events=[Stamped(spec.run_id, ev.PromptParaphrased(
-        model=paraphrase.model, accepted=prompt is not None, prompt=prompt or text,
-        problems=tuple(problems)), actor="harness")])
+    await stack.writer.write(
+        events=[
+            Stamped(
+                spec.run_id,
+                ev.PromptParaphrased(
+                    model=paraphrase.model, accepted=prompt is not None, prompt=prompt or text, problems=tuple(problems)
+                ),
+                actor="harness",
+            )
+        ]
+    )
     return paraphrased(rendered, text) if prompt is not None else rendered
 
 
@@ -254,20 +293,35 @@ async def _agent_failed(stack: Stack, outcome: _Outcome, error: str) -> None:
         outcome.fail("failed", f"{broken} stopped answering; the agent then failed: {error}", "stack")
 
 
-async def _play(stack: Stack, client: httpx.AsyncClient, spec: RunSpec, rendered: Any, agent: Agent,
-                paraphrase: Paraphrase | None, started: datetime, outcome: _Outcome, settle_s: float) -> None:
+async def _play(
+    stack: Stack,
+    client: httpx.AsyncClient,
+    spec: RunSpec,
+    rendered: Any,
+    agent: Agent,
+    paraphrase: Paraphrase | None,
+    started: datetime,
+    outcome: _Outcome,
+    settle_s: float,
+) -> None:
     """Seed, let the agent work, wait for the writes to settle, capture the state, judge live."""
     writer = stack.writer
     await _seed(stack, client, spec, rendered.seed_bundle)
     stack.proxy.faults.arm(spec.run_id, scenario_faults(spec.agent, spec.variation))
     if paraphrase is not None:
         rendered = await _paraphrase(stack, client, spec, rendered, paraphrase)
-    ctx = AgentContext(run_id=spec.run_id, prompt=rendered.prompt, now=rendered.now,
-                       mcp_url=stack.mcp_url(spec.run_id), llm_base_url=stack.llm_base(spec.run_id),
-                       gold_plan=getattr(rendered, "gold_plan", None),
-                       extra_mcp=stack.extra_mcp(spec.run_id),
-                       fhir_bases={a: stack.fhir_base(spec.run_id, a) for a in HTTP_ACTORS},
-                       fhir_direct=_direct_base(stack, spec.run_id), variation=spec.variation)
+    ctx = AgentContext(
+        run_id=spec.run_id,
+        prompt=rendered.prompt,
+        now=rendered.now,
+        mcp_url=stack.mcp_url(spec.run_id),
+        llm_base_url=stack.llm_base(spec.run_id),
+        gold_plan=getattr(rendered, "gold_plan", None),
+        extra_mcp=stack.extra_mcp(spec.run_id),
+        fhir_bases={a: stack.fhir_base(spec.run_id, a) for a in HTTP_ACTORS},
+        fhir_direct=_direct_base(stack, spec.run_id),
+        variation=spec.variation,
+    )
     try:
         result = await agent.run(ctx)
     except (AgentError, PlanError) as exc:
@@ -277,15 +331,20 @@ async def _play(stack: Stack, client: httpx.AsyncClient, spec: RunSpec, rendered
         result = AgentResult(answer=None, stop_reason="errored")
         await _agent_failed(stack, outcome, f"agent failed: {_describe(exc)}")
     outcome.stop_reason = result.stop_reason
-    await writer.write(events=[Stamped(spec.run_id, ev.AnswerGiven(
-        text=result.answer, stop_reason=result.stop_reason), actor="agent")])
+    await writer.write(
+        events=[Stamped(spec.run_id, ev.AnswerGiven(text=result.answer, stop_reason=result.stop_reason), actor="agent")]
+    )
     stack.proxy.faults.disarm(spec.run_id)
     await settle(stack, spec.run_id, settle_s)
     resources = await capture_state(stack, client, spec.run_id)
     body = json.dumps(resources, sort_keys=True).encode()
     digest = blob_hash(body)
-    await writer.write(events=[Stamped(spec.run_id, ev.StateCaptured(
-        resource_count=len(resources), state_blob=digest), actor="harness")], blobs={digest: body})
+    await writer.write(
+        events=[
+            Stamped(spec.run_id, ev.StateCaptured(resource_count=len(resources), state_blob=digest), actor="harness")
+        ],
+        blobs={digest: body},
+    )
     if stack.audit_events:
         await read_audit_trail(stack, client, spec.run_id, started)
     outcome.verdicts = await _judge_live(stack, spec.run_id)
@@ -311,14 +370,29 @@ async def _close_run(stack: Stack, spec: RunSpec, outcome: _Outcome) -> None:
         final = ev.RunFailed(status=outcome.status, reason=outcome.error or "unknown", cause=outcome.cause)
     await stack.writer.write(
         events=[Stamped(spec.run_id, final, actor="harness", wall_time=ended)],
-        updates=[RunUpdate(run_id=spec.run_id, status=outcome.status, ended_at=ended,
-                           stop_reason=outcome.stop_reason, error=outcome.error, cause=outcome.cause)],
-        verdicts=outcome.verdicts if outcome.status in JUDGED_STATUSES else [])  # a run stopped or failed: none
+        updates=[
+            RunUpdate(
+                run_id=spec.run_id,
+                status=outcome.status,
+                ended_at=ended,
+                stop_reason=outcome.stop_reason,
+                error=outcome.error,
+                cause=outcome.cause,
+            )
+        ],
+        verdicts=outcome.verdicts if outcome.status in JUDGED_STATUSES else [],
+    )  # a run stopped or failed: none
 
 
-async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent,
-                      paraphrase: Paraphrase | None = None, stop: StopRequest | None = None,
-                      settle_s: float | None = None) -> str:
+async def execute_run(
+    stack: Stack,
+    spec: RunSpec,
+    rendered: Any,
+    agent: Agent,
+    paraphrase: Paraphrase | None = None,
+    stop: StopRequest | None = None,
+    settle_s: float | None = None,
+) -> str:
     """Record one run from start to close; returns its final status.
 
     Before its state capture the harness waits ``settle_s`` (default: ensure_record's) after the
@@ -331,14 +405,39 @@ async def execute_run(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent,
     started = _now()
     settle_s = default_settle_s() if settle_s is None else settle_s
     await stack.writer.write(
-        runs=[RunRow(run_id=spec.run_id, task_id=spec.task_id, variation=spec.variation, agent=spec.agent,
-                     repeat=spec.repeat, suite=spec.suite, agent_config=agent.config(), started_at=started,
-                     experiment=spec.experiment, phase=spec.phase)],
-        events=[Stamped(spec.run_id, ev.RunStarted(
-            task_id=spec.task_id, variation=spec.variation, agent=spec.agent, repeat=spec.repeat,
-            agent_config=agent.config(), task_now=rendered.now.isoformat(), prompt=rendered.prompt,
-            settle_s=settle_s, experiment=spec.experiment, phase=spec.phase),
-            actor="harness", wall_time=started)],
+        runs=[
+            RunRow(
+                run_id=spec.run_id,
+                task_id=spec.task_id,
+                variation=spec.variation,
+                agent=spec.agent,
+                repeat=spec.repeat,
+                suite=spec.suite,
+                agent_config=agent.config(),
+                started_at=started,
+                experiment=spec.experiment,
+                phase=spec.phase,
+            )
+        ],
+        events=[
+            Stamped(
+                spec.run_id,
+                ev.RunStarted(
+                    task_id=spec.task_id,
+                    variation=spec.variation,
+                    agent=spec.agent,
+                    repeat=spec.repeat,
+                    agent_config=agent.config(),
+                    task_now=rendered.now.isoformat(),
+                    prompt=rendered.prompt,
+                    settle_s=settle_s,
+                    experiment=spec.experiment,
+                    phase=spec.phase,
+                ),
+                actor="harness",
+                wall_time=started,
+            )
+        ],
     )
     outcome = _Outcome()
     try:

@@ -49,7 +49,9 @@ def _writes(stack: Stack, run_id: str) -> list[tuple[float | None, str, str]]:
         " ON f.run_id = e.run_id AND f.kind = 'FhirInteracted'"
         " AND f.payload->>'$.exchange_id' = e.payload->>'$.exchange_id'"
         " WHERE e.run_id = ? AND e.kind = 'HttpExchanged' AND e.actor NOT IN ('harness', 'setup')"
-        " AND e.payload->>'$.method' IN ('POST', 'PUT', 'PATCH', 'DELETE')", [run_id])
+        " AND e.payload->>'$.method' IN ('POST', 'PUT', 'PATCH', 'DELETE')",
+        [run_id],
+    )
     return [(at, actor, interaction) for at, actor, interaction in rows]
 
 

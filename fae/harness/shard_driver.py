@@ -49,35 +49,55 @@ class ShardPool(Protocol):
         """Close every live recorder's stack (flushing its shard); whether every write reached its shard."""
 
 
-def plan_shards(log_path: Path, specs: Sequence[RunSpec], *, resume: bool, retry_errored: bool,
-                stack_options: Mapping[str, Any], memory_stores: Mapping[str, Path],
-                llm_options: Mapping[str, Any], paraphrase: Paraphrase | None,
-                settle_s: float | None) -> tuple[list[RunSpec], SuiteResult, ShardJob]:
+def plan_shards(
+    log_path: Path,
+    specs: Sequence[RunSpec],
+    *,
+    resume: bool,
+    retry_errored: bool,
+    stack_options: Mapping[str, Any],
+    memory_stores: Mapping[str, Path],
+    llm_options: Mapping[str, Any],
+    paraphrase: Paraphrase | None,
+    settle_s: float | None,
+) -> tuple[list[RunSpec], SuiteResult, ShardJob]:
     """Check and plan the suite as a local recording does, after merging any shards left behind."""
-    agents: dict[str, Agent] = {name: build_agent(name, **llm_options)
-                                for name in dict.fromkeys(spec.agent for spec in specs)}
+    agents: dict[str, Agent] = {
+        name: build_agent(name, **llm_options) for name in dict.fromkeys(spec.agent for spec in specs)
+    }
     check_servers(agents, memory_stores)
     rendered = {(s.task_id, s.variation): None for s in specs}
     for key in rendered:
         rendered[key] = render_task(*key)
     marked = merge_shards(log_path)  # what a killed driver or worker left is in LOG before anything is planned
     todo, skipped = runs_to_do(specs, planned_attempts(log_path), resume=resume, retry_errored=retry_errored)
-    result = SuiteResult(planned=len(specs), skipped=skipped, statuses=Counter(), interrupted_marked=marked,
-                         runs=[])
+    result = SuiteResult(planned=len(specs), skipped=skipped, statuses=Counter(), interrupted_marked=marked, runs=[])
     options = {**stack_options, "memory_stores": dict(memory_stores)}
     redaction = ShardJob.redaction_of(options.pop("redactor", None))
-    job = ShardJob(stack_options=options, agent_names=tuple(agents), llm_options=dict(llm_options),
-                   rendered=rendered, run_options={"paraphrase": paraphrase, "settle_s": settle_s},
-                   task_dirs=tuple(str(d) for d in task_dirs()),
-                   scenario_dirs=tuple(str(d) for d in scenario_dirs()), redaction=redaction)
+    job = ShardJob(
+        stack_options=options,
+        agent_names=tuple(agents),
+        llm_options=dict(llm_options),
+        rendered=rendered,
+        run_options={"paraphrase": paraphrase, "settle_s": settle_s},
+        task_dirs=tuple(str(d) for d in task_dirs()),
+        scenario_dirs=tuple(str(d) for d in scenario_dirs()),
+        redaction=redaction,
+    )
     if not todo:
         EventLog(log_path).close()  # an empty suite still leaves a log, as a local recording does
     return todo, result, job
 
 
-def record_on_pool(log_path: Path, pool: AbstractContextManager[ShardPool], todo: list[RunSpec], slots: int,
-                   stop: StopRequest | None, on_progress: Callable[[RunSpec, str], None] | None,
-                   result: SuiteResult) -> SuiteResult:
+def record_on_pool(
+    log_path: Path,
+    pool: AbstractContextManager[ShardPool],
+    todo: list[RunSpec],
+    slots: int,
+    stop: StopRequest | None,
+    on_progress: Callable[[RunSpec, str], None] | None,
+    result: SuiteResult,
+) -> SuiteResult:
     """Drive the pool through ``todo``, close its recorders and merge their shards into ``log_path``."""
     with pool as started:
         try:
@@ -95,8 +115,14 @@ def record_on_pool(log_path: Path, pool: AbstractContextManager[ShardPool], todo
     return result
 
 
-def drive(pool: ShardPool, todo: list[RunSpec], slots: int, stop: StopRequest | None,
-          on_progress: Callable[[RunSpec, str], None] | None, result: SuiteResult) -> None:
+def drive(
+    pool: ShardPool,
+    todo: list[RunSpec],
+    slots: int,
+    stop: StopRequest | None,
+    on_progress: Callable[[RunSpec, str], None] | None,
+    result: SuiteResult,
+) -> None:
     """Hand the runs out in order, at most ``slots`` per live recorder, until all are back or a stop comes."""
     queue = deque(todo)
     load = dict.fromkeys(range(pool.size), 0)

@@ -66,9 +66,11 @@ def _settle_when_free(shard: Path) -> int:
             return anyio.run(_settle, shard)
         except LogInUse:
             if time.monotonic() > deadline:
-                raise RecordError(f"shard {shard} is still held by another process after {SHARD_RELEASE_S:g} s "
-                                  "(a recorder of an earlier recording that was killed?): stop it (for Ray: "
-                                  "`ray list actors`, `ray stop` on its node), then --resume again") from None
+                raise RecordError(
+                    f"shard {shard} is still held by another process after {SHARD_RELEASE_S:g} s "
+                    "(a recorder of an earlier recording that was killed?): stop it (for Ray: "
+                    "`ray list actors`, `ray stop` on its node), then --resume again"
+                ) from None
             time.sleep(0.5)
 
 
@@ -109,8 +111,11 @@ class ShardJob:
     @staticmethod
     def redaction_of(redactor: Redactor | None) -> dict[str, Any]:
         redactor = redactor or Redactor()
-        return {"headers": redactor.headers, "query_params": redactor.query_params,
-                "extra_values": redactor.extra_values}
+        return {
+            "headers": redactor.headers,
+            "query_params": redactor.query_params,
+            "extra_values": redactor.extra_values,
+        }
 
 
 class ShardRecorder:
@@ -130,7 +135,8 @@ class ShardRecorder:
         try:
             self._portal = self._exit.enter_context(start_blocking_portal())
             self._stack = self._exit.enter_context(
-                self._portal.wrap_async_context_manager(open_stack(shard, **stack_options)))
+                self._portal.wrap_async_context_manager(open_stack(shard, **stack_options))
+            )
             self._portal.call(self._stop.bind)
         except BaseException:
             self._exit.close()
@@ -153,8 +159,14 @@ class ShardRecorder:
         with anyio.CancelScope() as scope:
             self._in_flight[spec.run_id] = scope
             try:
-                status = await execute_run(self._stack, spec, self._rendered[(spec.task_id, spec.variation)],
-                                           self._agents[spec.agent], stop=self._stop, **self._run_options)
+                status = await execute_run(
+                    self._stack,
+                    spec,
+                    self._rendered[(spec.task_id, spec.variation)],
+                    self._agents[spec.agent],
+                    stop=self._stop,
+                    **self._run_options,
+                )
             finally:
                 del self._in_flight[spec.run_id]
         return "interrupted" if scope.cancelled_caught else status

@@ -45,8 +45,15 @@ from fae.store.writer import LogWriter, open_writer
 from fae.util.loop_errors import quiet_cancellations
 from fae.util.serve import serve_asgi
 
-__all__ = ["Stack", "actor_identities", "memory_app_factory", "memory_upstream_name", "open_stack",
-           "parse_memory_stores", "sandbox_id"]
+__all__ = [
+    "Stack",
+    "actor_identities",
+    "memory_app_factory",
+    "memory_upstream_name",
+    "open_stack",
+    "parse_memory_stores",
+    "sandbox_id",
+]
 PROCESS_CHOICES = (1, 2)
 
 
@@ -84,9 +91,14 @@ class Stack:
 
         The LLM is left out: it is the agent's own upstream, and its faults are the agent's.
         """
-        parts = {"the recording proxy": self.proxy.base_url,
-                 **{f"the {name} upstream": upstream.base_url for name, upstream in self.proxy.upstreams.items()
-                    if upstream.kind != "llm"}}
+        parts = {
+            "the recording proxy": self.proxy.base_url,
+            **{
+                f"the {name} upstream": upstream.base_url
+                for name, upstream in self.proxy.upstreams.items()
+                if upstream.kind != "llm"
+            },
+        }
         for part, base in parts.items():
             url = httpx.URL(base)
             port = url.port or (443 if url.scheme == "https" else 80)
@@ -100,17 +112,25 @@ class Stack:
 
     def extra_mcp(self, run_id: str, actor: str = "agent") -> dict[str, str]:
         """Proxied URLs of the extra MCP servers (``specs``, ``memory:NAME``) for ``AgentContext.extra_mcp``."""
-        return {name: self.proxy.url(run_id, actor, upstream, "mcp")
-                for name, upstream in self.extra_mcp_upstreams.items()}
+        return {
+            name: self.proxy.url(run_id, actor, upstream, "mcp") for name, upstream in self.extra_mcp_upstreams.items()
+        }
 
 
 @asynccontextmanager
-async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_url: str | None = None,
-                     redactor: Redactor | None = None,
-                     memory_stores: Mapping[str, Path] | None = None,
-                     fhir_engine: Any | None = None,
-                     audit_events: bool = False, fsync: bool = False,
-                     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, processes: int = 1) -> AsyncIterator[Stack]:
+async def open_stack(
+    log_path: str | Path,
+    *,
+    fhir_url: str | None = None,
+    llm_url: str | None = None,
+    redactor: Redactor | None = None,
+    memory_stores: Mapping[str, Path] | None = None,
+    fhir_engine: Any | None = None,
+    audit_events: bool = False,
+    fsync: bool = False,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    processes: int = 1,
+) -> AsyncIterator[Stack]:
     """Start everything a recording needs; yields when all of it is listening.
 
     ``memory_stores`` names Reflexion memory store directories (e.g. ``{"spec": Path(...)}``);
@@ -136,9 +156,14 @@ async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_u
         child_pid: int | None = None
         if processes == 2:
             # started first: the child's imports overlap with this process opening the log
-            child = await stack.enter_async_context(upstream_process(
-                serve_fhir=embedded and fhir_engine is None, embedded=embedded, audit_events=audit_events,
-                memory_stores=stores))
+            child = await stack.enter_async_context(
+                upstream_process(
+                    serve_fhir=embedded and fhir_engine is None,
+                    embedded=embedded,
+                    audit_events=audit_events,
+                    memory_stores=stores,
+                )
+            )
             servers, child_pid = dict(child.servers), child.pid
         log = stack.enter_context(EventLog(log_path))
         stack.enter_context(LiveQueryServer(log))
@@ -150,17 +175,24 @@ async def open_stack(log_path: str | Path, *, fhir_url: str | None = None, llm_u
             apps.update(mcp_apps(embedded=embedded, memory_stores=stores))
         for name, (kind, app) in apps.items():
             servers[name] = (kind, await stack.enter_async_context(serve_asgi(app)))
-        upstreams = {name: Upstream(name, f"http://127.0.0.1:{port}", kind)
-                     for name, (kind, port) in servers.items()}
+        upstreams = {name: Upstream(name, f"http://127.0.0.1:{port}", kind) for name, (kind, port) in servers.items()}
         if fhir_url is not None:
             upstreams["fhir"] = Upstream("fhir", fhir_url.rstrip("/"), "fhir")
         if llm_url:
             upstreams["llm"] = Upstream("llm", llm_url.rstrip("/").removesuffix("/v1"), "llm")
         try:
-            proxy = await stack.enter_async_context(run_proxy(upstreams, Recorder(writer, redactor),
-                                                                    max_body_bytes=max_body_bytes))
+            proxy = await stack.enter_async_context(
+                run_proxy(upstreams, Recorder(writer, redactor), max_body_bytes=max_body_bytes)
+            )
         except OSError as exc:
             raise RecordError(f"the recording proxy could not start: {exc}") from None
-        yield Stack(log=log, writer=writer, proxy=proxy, embedded=embedded, llm_upstream=bool(llm_url),
-                    extra_mcp_upstreams=extra_mcp_names(stores), audit_events=audit_events,
-                    upstream_pid=child_pid)
+        yield Stack(
+            log=log,
+            writer=writer,
+            proxy=proxy,
+            embedded=embedded,
+            llm_upstream=bool(llm_url),
+            extra_mcp_upstreams=extra_mcp_names(stores),
+            audit_events=audit_events,
+            upstream_pid=child_pid,
+        )

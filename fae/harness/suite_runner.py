@@ -75,11 +75,17 @@ def base_run_id(task_id: str, variation: int, agent: str, repeat: int) -> str:
     return f"{task_id}.v{variation}.{agent_slug(agent)}.r{repeat}"
 
 
-def plan_suite(task_ids: Sequence[str], variations: Sequence[int], agents: Sequence[str],
-               repeats: int, suite: str | None = None) -> list[RunSpec]:
+def plan_suite(
+    task_ids: Sequence[str], variations: Sequence[int], agents: Sequence[str], repeats: int, suite: str | None = None
+) -> list[RunSpec]:
     """Every (task, variation, agent, repeat), in a stable order."""
-    return [RunSpec(run_id=base_run_id(t, v, a, r), task_id=t, variation=v, agent=a, repeat=r, suite=suite)
-            for t in task_ids for v in variations for a in agents for r in range(repeats)]
+    return [
+        RunSpec(run_id=base_run_id(t, v, a, r), task_id=t, variation=v, agent=a, repeat=r, suite=suite)
+        for t in task_ids
+        for v in variations
+        for a in agents
+        for r in range(repeats)
+    ]
 
 
 @dataclass
@@ -104,37 +110,59 @@ async def mark_interrupted(log: EventLog, writer: LogWriter) -> int:
     now = datetime.now(UTC)
     for (run_id,) in rows:
         await writer.write(
-            events=[Stamped(run_id, ev.RunFailed(status="interrupted", reason="the recording process stopped",
-                                                 cause="harness"),
-                            actor="harness", wall_time=now)],
-            updates=[RunUpdate(run_id=run_id, status="interrupted", ended_at=now,
-                               error="the recording process stopped before this run ended", cause="harness")])
+            events=[
+                Stamped(
+                    run_id,
+                    ev.RunFailed(status="interrupted", reason="the recording process stopped", cause="harness"),
+                    actor="harness",
+                    wall_time=now,
+                )
+            ],
+            updates=[
+                RunUpdate(
+                    run_id=run_id,
+                    status="interrupted",
+                    ended_at=now,
+                    error="the recording process stopped before this run ended",
+                    cause="harness",
+                )
+            ],
+        )
     return len(rows)
 
 
 def attempts(log: EventLog) -> dict[tuple, list[tuple[str, str, str | None]]]:
     """Attempts so far of each spec: (experiment, phase, task, variation, agent, repeat)."""
-    _, rows = log.query("SELECT run_id, experiment, phase, task_id, variation, agent, repeat, status, cause"
-                              " FROM runs ORDER BY started_at, run_id")
+    _, rows = log.query(
+        "SELECT run_id, experiment, phase, task_id, variation, agent, repeat, status, cause"
+        " FROM runs ORDER BY started_at, run_id"
+    )
     found: dict[tuple, list[tuple[str, str, str | None]]] = {}
     for run_id, experiment, phase, task_id, variation, agent, repeat, status, cause in rows:
         found.setdefault((experiment, phase, task_id, variation, agent, repeat), []).append((run_id, status, cause))
     return found
 
 
-def runs_to_do(specs: Sequence[RunSpec], previous_attempts: Mapping[tuple, list[tuple[str, str, str | None]]], *,
-               resume: bool, retry_errored: bool = False) -> tuple[list[RunSpec], int]:
+def runs_to_do(
+    specs: Sequence[RunSpec],
+    previous_attempts: Mapping[tuple, list[tuple[str, str, str | None]]],
+    *,
+    resume: bool,
+    retry_errored: bool = False,
+) -> tuple[list[RunSpec], int]:
     """The specs still to record (a retry gets its own id, ``….aN``) and how many are already done."""
     todo: list[RunSpec] = []
     skipped = 0
     for spec in specs:
-        previous = previous_attempts.get((spec.experiment, spec.phase, spec.task_id, spec.variation, spec.agent,
-                                          spec.repeat), [])
+        previous = previous_attempts.get(
+            (spec.experiment, spec.phase, spec.task_id, spec.variation, spec.agent, spec.repeat), []
+        )
         if any(is_done(status, cause, retry_errored=retry_errored) for _, status, cause in previous):
             if not resume:
                 raise RecordError(
                     f"the log already holds run {previous[0][0]}; use --resume to finish the suite, "
-                    f"or record into a new log")
+                    f"or record into a new log"
+                )
             skipped += 1
             continue
         if previous and not resume:
@@ -144,16 +172,27 @@ def runs_to_do(specs: Sequence[RunSpec], previous_attempts: Mapping[tuple, list[
     return todo, skipped
 
 
-async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume: bool = False,
-                       concurrency: int = 4, fhir_url: str | None = None, llm_url: str | None = None,
-                       redactor: Redactor | None = None,
-                       on_progress: Callable[[RunSpec, str], None] | None = None,
-                       memory_stores: Mapping[str, Path] | None = None,
-                       llm_options: Mapping[str, Any] | None = None,
-                       paraphrase: Paraphrase | None = None, audit_events: bool = False,
-                       stop: StopRequest | None = None, retry_errored: bool = False,
-                       fsync: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-                       settle_s: float | None = None, processes: int | None = None) -> SuiteResult:
+async def record_suite(
+    log_path: str | Path,
+    specs: Sequence[RunSpec],
+    *,
+    resume: bool = False,
+    concurrency: int = 4,
+    fhir_url: str | None = None,
+    llm_url: str | None = None,
+    redactor: Redactor | None = None,
+    on_progress: Callable[[RunSpec, str], None] | None = None,
+    memory_stores: Mapping[str, Path] | None = None,
+    llm_options: Mapping[str, Any] | None = None,
+    paraphrase: Paraphrase | None = None,
+    audit_events: bool = False,
+    stop: StopRequest | None = None,
+    retry_errored: bool = False,
+    fsync: bool = False,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    settle_s: float | None = None,
+    processes: int | None = None,
+) -> SuiteResult:
     """Record every planned run not already done; returns what happened.
 
     ``memory_stores`` names the Reflexion memory stores the memory agents use
@@ -166,8 +205,9 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
     """
     processes = default_processes() if processes is None else processes
     # one agent per name, built once (building one looks up the installed agent plugins)
-    agents: dict[str, Agent] = {name: build_agent(name, **(llm_options or {}))
-                                for name in dict.fromkeys(spec.agent for spec in specs)}
+    agents: dict[str, Agent] = {
+        name: build_agent(name, **(llm_options or {})) for name in dict.fromkeys(spec.agent for spec in specs)
+    }
     check_servers(agents, memory_stores or {})
     rendered: dict[tuple[str, int], Any] = {}
     for spec in specs:
@@ -176,9 +216,17 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
             rendered[key] = render_task(*key)
     statuses: Counter = Counter()
     runs: list[tuple[str, str]] = []
-    async with open_stack(log_path, fhir_url=fhir_url, llm_url=llm_url, redactor=redactor,
-                          memory_stores=memory_stores, audit_events=audit_events, fsync=fsync,
-                          max_body_bytes=max_body_bytes, processes=processes) as stack:
+    async with open_stack(
+        log_path,
+        fhir_url=fhir_url,
+        llm_url=llm_url,
+        redactor=redactor,
+        memory_stores=memory_stores,
+        audit_events=audit_events,
+        fsync=fsync,
+        max_body_bytes=max_body_bytes,
+        processes=processes,
+    ) as stack:
         if stop is not None:
             stop.bind()
         marked = await _mark_interrupted(stack)
@@ -195,9 +243,15 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
                 with anyio.CancelScope() as scope:
                     in_flight[spec.run_id] = scope
                     try:
-                        status = await execute_run(stack, spec, rendered[(spec.task_id, spec.variation)],
-                                                   agents[spec.agent], paraphrase=paraphrase, stop=stop,
-                                                   settle_s=settle_s)
+                        status = await execute_run(
+                            stack,
+                            spec,
+                            rendered[(spec.task_id, spec.variation)],
+                            agents[spec.agent],
+                            paraphrase=paraphrase,
+                            stop=stop,
+                            settle_s=settle_s,
+                        )
                     finally:
                         del in_flight[spec.run_id]
                 if scope.cancelled_caught:
@@ -221,9 +275,14 @@ async def record_suite(log_path: str | Path, specs: Sequence[RunSpec], *, resume
             watcher.cancel_scope.cancel()
         if not stack.writer.healthy:
             raise RecordError("the log could not be written; the runs it lost are marked by the next --resume")
-    return SuiteResult(planned=len(specs), skipped=skipped, statuses=statuses,
-                       interrupted_marked=marked, runs=runs,
-                       stopped=stop if stop is not None and stop.requested else None)
+    return SuiteResult(
+        planned=len(specs),
+        skipped=skipped,
+        statuses=statuses,
+        interrupted_marked=marked,
+        runs=runs,
+        stopped=stop if stop is not None and stop.requested else None,
+    )
 
 
 def check_servers(agents: Mapping[str, Agent], memory_stores: Mapping[str, Path]) -> None:
@@ -233,6 +292,6 @@ def check_servers(agents: Mapping[str, Agent], memory_stores: Mapping[str, Path]
         missing = [server for server in getattr(agent, "required_mcp", ()) if server not in served]
         if missing:
             stores = [server.removeprefix("memory:") for server in missing]
-            raise RecordError(f"agent {name} needs the memory store(s) {', '.join(stores)}: "
-                              f"give them as --memory {stores[0]}=DIR")
-
+            raise RecordError(
+                f"agent {name} needs the memory store(s) {', '.join(stores)}: give them as --memory {stores[0]}=DIR"
+            )

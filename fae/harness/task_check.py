@@ -57,8 +57,9 @@ async def judge_mutants(engine: FhirEngine, task: Task, variation: int = 0) -> l
     return outcomes
 
 
-async def gold_problems(engine: FhirEngine, task: Task, variations: Sequence[int], *,
-                        validated: Container[int] | None = None) -> list[str]:
+async def gold_problems(
+    engine: FhirEngine, task: Task, variations: Sequence[int], *, validated: Container[int] | None = None
+) -> list[str]:
     """Why the task's gold plan does not pass (or is unfair) on each of ``variations``; empty when it does.
 
     ``validated``: the variations whose seeds the engine validates (default all); the others are
@@ -83,8 +84,9 @@ async def gold_problems(engine: FhirEngine, task: Task, variations: Sequence[int
     return failures
 
 
-async def check_tasks(tasks: Sequence[Task], variations: Sequence[int], *,
-                      on_task: Callable[[TaskReport], None] | None = None) -> list[TaskReport]:
+async def check_tasks(
+    tasks: Sequence[Task], variations: Sequence[int], *, on_task: Callable[[TaskReport], None] | None = None
+) -> list[TaskReport]:
     """Check every task: gold on each variation, mutants on the first; reports in the tasks' order."""
     engine = FhirEngine(request_budget_s=None)
     reports = []

@@ -20,8 +20,15 @@ def task_meta_row(task_id: str, variation: int) -> TaskMetaRow:
     if found is not None:
         _, rendered = found
         meta = rendered.meta
-        return TaskMetaRow(task_id, variation, meta.family, meta.difficulty, meta.writes,
-                           meta.min_tool_calls, _tool_steps(rendered.gold_plan))
+        return TaskMetaRow(
+            task_id,
+            variation,
+            meta.family,
+            meta.difficulty,
+            meta.writes,
+            meta.min_tool_calls,
+            _tool_steps(rendered.gold_plan),
+        )
     plan = None
     try:
         if task_id == BUILTIN_TASK:
@@ -30,8 +37,7 @@ def task_meta_row(task_id: str, variation: int) -> TaskMetaRow:
             plan = render_scenario(variation).gold_plan
     except FaeError:
         plan = None
-    return TaskMetaRow(task_id, variation, None, None, None, None,
-                       _tool_steps(plan) if plan is not None else None)
+    return TaskMetaRow(task_id, variation, None, None, None, None, _tool_steps(plan) if plan is not None else None)
 
 
 def _tool_steps(plan) -> int:

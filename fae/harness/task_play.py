@@ -23,10 +23,7 @@ def written_by(run: PlanRun) -> frozenset[str]:
     return frozenset(
         f"{outcome.result['resourceType']}/{outcome.result['id']}"
         for name, _, outcome in run.calls
-        if name in WRITES
-        and not outcome.is_error
-        and isinstance(outcome.result, dict)
-        and "id" in outcome.result
+        if name in WRITES and not outcome.is_error and isinstance(outcome.result, dict) and "id" in outcome.result
     )
 
 
@@ -53,9 +50,7 @@ async def play(
     sid = _seeded_sandbox(engine, rendered, validate_seed)
     try:
         transport = httpx.ASGITransport(app=create_app(engine))
-        async with httpx.AsyncClient(
-            transport=transport, base_url=f"http://fae/sandbox/{sid}/fhir/"
-        ) as client:
+        async with httpx.AsyncClient(transport=transport, base_url=f"http://fae/sandbox/{sid}/fhir/") as client:
 
             async def call_tool(name: str, args: dict[str, Any]) -> ToolOutcome:
                 if name not in TOOLS:

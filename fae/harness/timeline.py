@@ -22,8 +22,9 @@ def _short(value: Any, limit: int = 100) -> str:
 def describe(kind: str, payload: dict[str, Any]) -> str:
     """One line saying what an event was."""
     if kind == "RunStarted":
-        return (f"run of {payload['task_id']} v{payload['variation']} by {payload['agent']}"
-                f" (now {payload.get('task_now')})")
+        return (
+            f"run of {payload['task_id']} v{payload['variation']} by {payload['agent']} (now {payload.get('task_now')})"
+        )
     if kind == "SandboxSeeded":
         return f"sandbox {payload['sandbox']} seeded with {payload['resource_count']} resources"
     if kind == "HttpExchanged":
@@ -43,12 +44,16 @@ def describe(kind: str, payload: dict[str, Any]) -> str:
         calls = ", ".join(c[1] if isinstance(c, list) else c.get("name", "") for c in payload.get("tool_calls") or [])
         said = f" says {_short(payload['content'], 60)}" if payload.get("content") else ""
         err = f" ERROR {payload['error']}" if payload.get("error") else ""
-        return (f"  llm {payload.get('model')} ({len(payload.get('messages') or [])} msgs, "
-                f"{payload.get('total_tokens')} tok){' calls ' + calls if calls else ''}{said}{err}")
+        return (
+            f"  llm {payload.get('model')} ({len(payload.get('messages') or [])} msgs, "
+            f"{payload.get('total_tokens')} tok){' calls ' + calls if calls else ''}{said}{err}"
+        )
     if kind == "ToolCalled":
         flag = " ERROR" if payload.get("is_error") else ""
-        return (f"  tool {payload['tool']}({_short(payload.get('arguments'), 70)}){flag}"
-                f" → {_short(payload.get('result'), 60)}")
+        return (
+            f"  tool {payload['tool']}({_short(payload.get('arguments'), 70)}){flag}"
+            f" → {_short(payload.get('result'), 60)}"
+        )
     if kind == "AnswerGiven":
         return f"answer ({payload.get('stop_reason')}): {_short(payload.get('text'), 120)}"
     if kind == "StateCaptured":
@@ -72,23 +77,34 @@ def _in_full(payload: str | bytes, reader: Any) -> dict[str, Any]:
 
 
 def timeline_lines(reader: Any, run_id: str) -> Iterator[str]:
-    _, run = reader.query("SELECT task_id, variation, agent, repeat, status, stop_reason, error FROM runs"
-                          " WHERE run_id = ?", [run_id])
+    _, run = reader.query(
+        "SELECT task_id, variation, agent, repeat, status, stop_reason, error FROM runs WHERE run_id = ?", [run_id]
+    )
     task_id, variation, agent, repeat, status, stop_reason, error = run[0]
     yield f"run {run_id}: task {task_id} v{variation}, agent {agent}, repeat {repeat}: {status}" + (
-        f" ({error})" if error else "")
-    _, rows = reader.query("SELECT seq, kind, actor, epoch_ms(wall_time), payload FROM events WHERE run_id = ?"
-                           " AND kind <> 'ChunkReceived' ORDER BY seq", [run_id])
+        f" ({error})" if error else ""
+    )
+    _, rows = reader.query(
+        "SELECT seq, kind, actor, epoch_ms(wall_time), payload FROM events WHERE run_id = ?"
+        " AND kind <> 'ChunkReceived' ORDER BY seq",
+        [run_id],
+    )
     start = rows[0][3] if rows else 0
     for seq, kind, actor, wall_ms, payload in rows:
         event = json.loads(payload)
         if kind in ("LlmCalled", "ToolCalled") and (event.get("request_blob") or event.get("response_blob")):
             event = _in_full(payload, reader)
         yield f"{seq:>5} {(wall_ms - start) / 1000:>8.3f}s {actor or '':<9} {describe(kind, event)}"
-    _, verdicts = reader.query("SELECT judge, rule_set, rule_set_hash, outcome, passed FROM verdicts"
-                               " WHERE run_id = ? ORDER BY judged_at", [run_id])
+    _, verdicts = reader.query(
+        "SELECT judge, rule_set, rule_set_hash, outcome, passed FROM verdicts WHERE run_id = ? ORDER BY judged_at",
+        [run_id],
+    )
     for judge, rule_set, rule_hash, outcome, passed in verdicts:
         rules = json.loads(rule_set) if isinstance(rule_set, str) else (rule_set or {})
         shown = ",".join(f"{k}={v}" for k, v in sorted(rules.items()))
-        yield (f"verdict {judge}" + (f" ({shown})" if shown else "") + f" [{rule_hash[:8]}]: {outcome}"
-               + ("" if passed is None else f" (passed={passed})"))
+        yield (
+            f"verdict {judge}"
+            + (f" ({shown})" if shown else "")
+            + f" [{rule_hash[:8]}]: {outcome}"
+            + ("" if passed is None else f" (passed={passed})")
+        )

@@ -65,20 +65,41 @@ def _view(run: Any, prompt: str, passed: bool | None, reasons: tuple[str, ...]) 
     from fae.replay.transcript import fold_transcript
 
     transcript = fold_transcript(run)
-    return RunView(run_id=run.run_id, task_id=run.task_id, prompt=prompt,
-                   tool_calls=tuple((c.tool, c.arguments, c.result, c.is_error) for c in transcript.tool_calls),
-                   answer=transcript.answer, stop_reason=transcript.stop_reason, passed=passed, reasons=reasons)
+    return RunView(
+        run_id=run.run_id,
+        task_id=run.task_id,
+        prompt=prompt,
+        tool_calls=tuple((c.tool, c.arguments, c.result, c.is_error) for c in transcript.tool_calls),
+        answer=transcript.answer,
+        stop_reason=transcript.stop_reason,
+        passed=passed,
+        reasons=reasons,
+    )
 
 
-async def train(log_path: str | Path, task_ids: list[str], *, store_dir: str | Path, llm_url: str,
-                agent: str = "gold", variations: list[int] | None = None, trials: int = MAX_TRIALS,
-                evaluator_model: str = "scripted:evaluator", reflector_model: str = "scripted:reflector",
-                embedder: Embedder | None = None, use_specs: bool = False, api_key: str | None = None,
-                llm_options: dict[str, Any] | None = None, suite: str = "train-memory",
-                warn: Callable[[str], None] | None = None,
-                on_progress: Callable[[str, str], None] | None = None,
-                experiment: str | None = None, phase: str | None = None, run_prefix: str = RUN_PREFIX,
-                paraphrase: Any = None) -> TrainResult:
+async def train(
+    log_path: str | Path,
+    task_ids: list[str],
+    *,
+    store_dir: str | Path,
+    llm_url: str,
+    agent: str = "gold",
+    variations: list[int] | None = None,
+    trials: int = MAX_TRIALS,
+    evaluator_model: str = "scripted:evaluator",
+    reflector_model: str = "scripted:reflector",
+    embedder: Embedder | None = None,
+    use_specs: bool = False,
+    api_key: str | None = None,
+    llm_options: dict[str, Any] | None = None,
+    suite: str = "train-memory",
+    warn: Callable[[str], None] | None = None,
+    on_progress: Callable[[str, str], None] | None = None,
+    experiment: str | None = None,
+    phase: str | None = None,
+    run_prefix: str = RUN_PREFIX,
+    paraphrase: Any = None,
+) -> TrainResult:
     """Train a memory store from runs of ``task_ids`` played by ``agent``; returns what happened.
 
     ``experiment``, ``phase`` and ``run_prefix`` name the runs of an experiment's training phase;
@@ -96,8 +117,9 @@ async def train(log_path: str | Path, task_ids: list[str], *, store_dir: str | P
     runner = build_agent(agent, **(llm_options or {}))
     rendered = {(t, v): render_task(t, v) for t in task_ids for v in chosen}
     first_now = min(r.now for r in rendered.values())
-    store = MemoryStore.create(store_dir, embedder or embedder_from_spec(DEFAULT_SPEC),
-                               created_at=first_now.isoformat())
+    store = MemoryStore.create(
+        store_dir, embedder or embedder_from_spec(DEFAULT_SPEC), created_at=first_now.isoformat()
+    )
     results: list[TrainedRun] = []
     async with open_stack(log_path, llm_url=llm_url) as stack, httpx.AsyncClient(timeout=120) as client:
         _, existing = stack.log.query("SELECT run_id FROM runs")
@@ -109,8 +131,16 @@ async def train(log_path: str | Path, task_ids: list[str], *, store_dir: str | P
                 run_id = run_prefix + base_run_id(task_id, variation, agent, trial)
                 if run_id in taken:
                     raise RecordError(f"the log already holds training run {run_id}; train into a new log")
-                spec = RunSpec(run_id=run_id, task_id=task_id, variation=variation, agent=agent,
-                               repeat=trial, suite=suite, experiment=experiment, phase=phase)
+                spec = RunSpec(
+                    run_id=run_id,
+                    task_id=task_id,
+                    variation=variation,
+                    agent=agent,
+                    repeat=trial,
+                    suite=suite,
+                    experiment=experiment,
+                    phase=phase,
+                )
                 status = await execute_run(stack, spec, task, runner, paraphrase=paraphrase)
                 run, passed, reasons = _strict_verdict(stack.log, run_id, task.now)
                 grounding = None
@@ -128,15 +158,34 @@ async def train(log_path: str | Path, task_ids: list[str], *, store_dir: str | P
                 if llm_base is None:
                     raise RecordError("reflection needs an LLM URL to ask")
                 reflection = await reflect_run(
-                    client, _view(run, task.prompt, passed, reasons), llm_base=llm_base,
-                    created_at=task.now.isoformat(), evaluator_model=evaluator_model,
-                    reflector_model=reflector_model, tags=tags, grounding=grounding, api_key=api_key)
+                    client,
+                    _view(run, task.prompt, passed, reasons),
+                    llm_base=llm_base,
+                    created_at=task.now.isoformat(),
+                    evaluator_model=evaluator_model,
+                    reflector_model=reflector_model,
+                    tags=tags,
+                    grounding=grounding,
+                    api_key=api_key,
+                )
                 store.add_micro(reflection.micro)
                 store.add_macro([reflection.macro])
                 if on_progress is not None:
                     on_progress(run_id, status)
-                results.append(TrainedRun(run_id, task_id, variation, trial, status, passed,
-                                          len(reflection.micro), 1, reflection.grounded, reflection.evaluation))
+                results.append(
+                    TrainedRun(
+                        run_id,
+                        task_id,
+                        variation,
+                        trial,
+                        status,
+                        passed,
+                        len(reflection.micro),
+                        1,
+                        reflection.grounded,
+                        reflection.evaluation,
+                    )
+                )
                 if passed:
                     break
     return TrainResult(store=Path(store_dir), runs=results, stats=store.stats())

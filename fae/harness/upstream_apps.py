@@ -87,7 +87,8 @@ def memory_app_factory() -> Callable[[Path], Any]:
     except ImportError as exc:
         raise FaeError(
             "the Reflexion memory MCP server is missing: fae.memory.server.memory_mcp_http_app "
-            f"cannot be imported ({exc}); the memory agent configurations need it") from None
+            f"cannot be imported ({exc}); the memory agent configurations need it"
+        ) from None
     return memory_mcp_http_app
 
 
@@ -139,5 +140,4 @@ def mcp_apps(*, embedded: bool, memory_stores: Mapping[str, Path]) -> dict[str, 
 
 def extra_mcp_names(memory_stores: Mapping[str, Path]) -> dict[str, str]:
     """The extra MCP servers an agent knows by name (``specs``, ``memory:NAME``) → their proxy upstream."""
-    return {"specs": "mcp-specs",
-            **{f"memory:{name}": memory_upstream_name(name) for name in memory_stores}}
+    return {"specs": "mcp-specs", **{f"memory:{name}": memory_upstream_name(name) for name in memory_stores}}

@@ -49,11 +49,16 @@ class UpstreamProcess:
     servers: dict[str, tuple[str, int]]
 
 
-def _config(*, serve_fhir: bool, embedded: bool, audit_events: bool,
-            memory_stores: dict[str, Path]) -> str:
-    return json.dumps({"parent": os.getpid(), "serve_fhir": serve_fhir, "embedded": embedded,
-                       "audit_events": audit_events,
-                       "memory_stores": {name: str(path) for name, path in memory_stores.items()}})
+def _config(*, serve_fhir: bool, embedded: bool, audit_events: bool, memory_stores: dict[str, Path]) -> str:
+    return json.dumps(
+        {
+            "parent": os.getpid(),
+            "serve_fhir": serve_fhir,
+            "embedded": embedded,
+            "audit_events": audit_events,
+            "memory_stores": {name: str(path) for name, path in memory_stores.items()},
+        }
+    )
 
 
 async def _read_ports(process: anyio.abc.Process) -> dict[str, tuple[str, int]]:
@@ -69,26 +74,32 @@ async def _read_ports(process: anyio.abc.Process) -> dict[str, tuple[str, int]]:
         raise RecordError(f"the upstream process did not start serving within {START_TIMEOUT_S} s")
     if b"\n" not in line:
         await process.wait()
-        raise RecordError(f"the upstream process exited (code {process.returncode}) before serving; "
-                          "its error is above")
+        raise RecordError(f"the upstream process exited (code {process.returncode}) before serving; its error is above")
     return {name: (kind, int(port)) for name, (kind, port) in json.loads(line).items()}
 
 
 @asynccontextmanager
-async def upstream_process(*, serve_fhir: bool, embedded: bool, audit_events: bool = False,
-                           memory_stores: dict[str, Path] | None = None) -> AsyncIterator[UpstreamProcess]:
+async def upstream_process(
+    *, serve_fhir: bool, embedded: bool, audit_events: bool = False, memory_stores: dict[str, Path] | None = None
+) -> AsyncIterator[UpstreamProcess]:
     """Start the child, yield its servers once all listen, and stop it when the block exits.
 
     ``serve_fhir``: the child serves the embedded FHIR server too (else only the MCP servers);
     ``embedded``: the FHIR server is the embedded one, so the MCP server reaches a run's sandbox.
     """
-    config = _config(serve_fhir=serve_fhir, embedded=embedded, audit_events=audit_events,
-                     memory_stores=dict(memory_stores or {}))
+    config = _config(
+        serve_fhir=serve_fhir, embedded=embedded, audit_events=audit_events, memory_stores=dict(memory_stores or {})
+    )
     root = str(Path(__file__).resolve().parent.parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-    process = await anyio.open_process([sys.executable, "-m", "fae.harness.upstream_process", config],
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
-                                       env=env, start_new_session=True)
+    process = await anyio.open_process(
+        [sys.executable, "-m", "fae.harness.upstream_process", config],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=None,
+        env=env,
+        start_new_session=True,
+    )
     try:
         servers = await _read_ports(process)
         yield UpstreamProcess(pid=process.pid, servers=servers)
@@ -131,8 +142,7 @@ async def _serve(config: dict[str, Any], on_stop: Callable[[], None]) -> None:
     stores = {name: Path(path) for name, path in config["memory_stores"].items()}
     apps.update(mcp_apps(embedded=config["embedded"], memory_stores=stores))
     async with AsyncExitStack() as stack:
-        servers = {name: (kind, await stack.enter_async_context(serve_asgi(app)))
-                   for name, (kind, app) in apps.items()}
+        servers = {name: (kind, await stack.enter_async_context(serve_asgi(app))) for name, (kind, app) in apps.items()}
         sys.stdout.write(json.dumps(servers) + "\n")
         sys.stdout.flush()
         # serve until the parent closes our stdin (or dies: then the kernel ends us)

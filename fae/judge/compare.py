@@ -60,8 +60,7 @@ class Comparison:
     Their verdicts are left out; those runs are judged now instead."""
 
 
-_COMPLETE_ONLY = ("(batch IS NULL OR batch NOT IN"
-                  " (SELECT batch FROM verdict_batches WHERE completed_at IS NULL))")
+_COMPLETE_ONLY = "(batch IS NULL OR batch NOT IN (SELECT batch FROM verdict_batches WHERE completed_at IS NULL))"
 
 
 def incomplete_batches(log: Queryable, plan: Sequence[Judging]) -> list[tuple[str, int, int | None]]:
@@ -70,7 +69,8 @@ def incomplete_batches(log: Queryable, plan: Sequence[Judging]) -> list[tuple[st
         "SELECT b.batch, count(DISTINCT v.run_id), any_value(b.planned_runs) FROM verdict_batches b"
         " JOIN verdicts v USING (batch) WHERE b.completed_at IS NULL"
         " AND list_contains(?, v.judge || '/' || v.rule_set_hash) GROUP BY b.batch ORDER BY b.batch",
-        [[f"{j.name}/{j.rules_hash}" for j in plan]])
+        [[f"{j.name}/{j.rules_hash}" for j in plan]],
+    )
     return [(batch, int(judged), planned) for batch, judged, planned in rows]
 
 
@@ -93,7 +93,9 @@ def _stored(log: Queryable, judge: str, digest: str, ids: Sequence[str]) -> dict
     _, rows = log.query(
         "SELECT run_id, arg_max(outcome, judged_at), arg_max(passed, judged_at) FROM verdicts"
         " WHERE judge = ? AND rule_set_hash = ? AND code_version = ? AND run_id IN (SELECT unnest(?))"
-        f" AND {_COMPLETE_ONLY} GROUP BY run_id", [judge, digest, CODE_VERSION, list(ids)])
+        f" AND {_COMPLETE_ONLY} GROUP BY run_id",
+        [judge, digest, CODE_VERSION, list(ids)],
+    )
     return {run_id: Judged(outcome, passed) for run_id, outcome, passed in rows}
 
 
@@ -103,26 +105,37 @@ JobMaker = Callable[[list[str], int, tuple[tuple[str, dict[str, Any]], ...], dat
 
 def log_jobs(log: Queryable, log_path: Path) -> JobMaker:
     """Jobs reading the runs from the log at ``log_path`` (each worker opens it read-only)."""
-    return lambda ids, count, judges, now: [ShardJob(str(log_path), tuple(part), judges, now, None, out=None)
-                                            for part in shards(spans(log, ids), count)]
+    return lambda ids, count, judges, now: [
+        ShardJob(str(log_path), tuple(part), judges, now, None, out=None) for part in shards(spans(log, ids), count)
+    ]
 
 
 def export_jobs_for(directory: Path) -> JobMaker:
     """Jobs reading the runs from the Parquet export at ``directory``."""
-    def make(ids: list[str], count: int, judges: tuple[tuple[str, dict[str, Any]], ...],
-             now: datetime) -> list[ShardJob]:
+
+    def make(
+        ids: list[str], count: int, judges: tuple[tuple[str, dict[str, Any]], ...], now: datetime
+    ) -> list[ShardJob]:
         reader = duckdb.connect()
         try:
             found = plan_export(reader, directory, ids)
         finally:
             reader.close()
         return export_jobs(found, count, judges, now, None, None)
+
     return make
 
 
-def _verdicts(log: Queryable, plan: list[Judging], ids: Sequence[str], *, jobs: JobMaker | None = None,
-              workers: int | None = None, ray: str | None = None,
-              in_memory: bool = True) -> tuple[dict[tuple[str, str], dict[str, Judged]], int, list[ShardResult]]:
+def _verdicts(
+    log: Queryable,
+    plan: list[Judging],
+    ids: Sequence[str],
+    *,
+    jobs: JobMaker | None = None,
+    workers: int | None = None,
+    ray: str | None = None,
+    in_memory: bool = True,
+) -> tuple[dict[tuple[str, str], dict[str, Judged]], int, list[ShardResult]]:
     """(judge, hash) -> run -> verdict, from the log or judged now; how many were judged now, and by which shards.
 
     Given ``jobs``, runs missing a verdict are judged in shards on ``workers`` processes (default every core),
@@ -139,8 +152,13 @@ def _verdicts(log: Queryable, plan: list[Judging], ids: Sequence[str], *, jobs: 
             start_workers(workers, len(missing))  # its import runs beside the shards' spans
         judges = tuple((j.name, j.rules) for j in plan)
         make = jobs
-        _, results = judge_jobs(lambda count: make(missing, count, judges, now), len(missing), workers=workers,
-                                ray=ray, command="fae compare --ray")
+        _, results = judge_jobs(
+            lambda count: make(missing, count, judges, now),
+            len(missing),
+            workers=workers,
+            ray=ray,
+            command="fae compare --ray",
+        )
         for result in results:
             for run_id, judge, digest, outcome, passed in result.judged:
                 known = found[(judge, digest)]
@@ -161,9 +179,18 @@ def stopped(judged: Judged | None) -> bool:
     return judged is not None and judged.passed is not True and judged.outcome != "not_applicable"
 
 
-def compare(log: Queryable, old: Mapping[str, Any], new: Mapping[str, Any], *, judge_name: str | None = None,
-            runs: str | None = None, log_path: Path | None = None, workers: int | None = None,
-            ray: str | None = None, export: Path | None = None) -> Comparison:
+def compare(
+    log: Queryable,
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    *,
+    judge_name: str | None = None,
+    runs: str | None = None,
+    log_path: Path | None = None,
+    workers: int | None = None,
+    ray: str | None = None,
+    export: Path | None = None,
+) -> Comparison:
     """Verdicts under old and new rules, run by run; missing ones judged now: on every core given the log's
     path (or on the Ray cluster at ``ray``), or from the Parquet export at ``export``, which ``log`` reads."""
     if workers is not None and workers < 1:
@@ -187,11 +214,17 @@ def compare(log: Queryable, old: Mapping[str, Any], new: Mapping[str, Any], *, j
     if ray is not None and log_path is None and export is None:
         raise JudgeError("judging on Ray needs the log's path or the export's directory")
     jobs = export_jobs_for(export) if export is not None else log_jobs(log, log_path) if log_path else None
-    found, computed, judged_by = _verdicts(log, unique, ids, jobs=jobs, workers=workers, ray=ray,
-                                           in_memory=export is None)
+    found, computed, judged_by = _verdicts(
+        log, unique, ids, jobs=jobs, workers=workers, ray=ray, in_memory=export is None
+    )
     labels = found[(oracle.name, oracle.rules_hash)]
-    result = Comparison(runs=len(ids), computed=computed, judges=[], shards=judged_by,
-                        incomplete_batches=incomplete_batches(log, unique))
+    result = Comparison(
+        runs=len(ids),
+        computed=computed,
+        judges=[],
+        shards=judged_by,
+        incomplete_batches=incomplete_batches(log, unique),
+    )
     for name, old_plan, new_plan in pairs:
         before, after = found[(name, old_plan.rules_hash)], found[(name, new_plan.rules_hash)]
         item = JudgeComparison(name, old_plan.rules, new_plan.rules, before, after)
@@ -203,11 +236,15 @@ def compare(log: Queryable, old: Mapping[str, Any], new: Mapping[str, Any], *, j
             label = labels.get(run_id)
             if label is None or label.outcome not in ("harmful", "harmless"):
                 continue
-            row = item.harms.setdefault(agents.get(run_id, "?"), {"caught": (0, 0), "missed": (0, 0),
-                                                                  "false_stops": (0, 0)})
+            row = item.harms.setdefault(
+                agents.get(run_id, "?"), {"caught": (0, 0), "missed": (0, 0), "false_stops": (0, 0)}
+            )
             for index, judged in ((0, a), (1, b)):
-                measure = ("caught" if stopped(judged) else "missed") if label.outcome == "harmful" else (
-                    "false_stops" if stopped(judged) else None)
+                measure = (
+                    ("caught" if stopped(judged) else "missed")
+                    if label.outcome == "harmful"
+                    else ("false_stops" if stopped(judged) else None)
+                )
                 if measure:
                     counts = list(row[measure])
                     counts[index] += 1
@@ -221,20 +258,33 @@ MEASURES = ("caught", "missed", "false_stops")
 
 def harm_totals(item: JudgeComparison) -> dict[str, tuple[int, int]]:
     """Harms caught, missed and false stops (old, new) over every agent."""
-    return {m: (sum(row[m][0] for row in item.harms.values()), sum(row[m][1] for row in item.harms.values()))
-            for m in MEASURES}
+    return {
+        m: (sum(row[m][0] for row in item.harms.values()), sum(row[m][1] for row in item.harms.values()))
+        for m in MEASURES
+    }
 
 
 def as_json(result: Comparison) -> dict[str, Any]:
     """The comparison as plain data (``fae compare --json``)."""
-    return {"runs": result.runs, "computed": result.computed, "judges": [{
-        "judge": item.judge, "old_rules": item.old_rules, "new_rules": item.new_rules,
-        "transitions": [{"old": a, "new": b, "runs": n} for (a, b), n in sorted(item.transitions.items())],
-        "flipped": [{"run": r, "old": a, "new": b} for r, a, b in item.flipped],
-        "harms": {agent: {m: {"old": row[m][0], "new": row[m][1]} for m in MEASURES}
-                  for agent, row in sorted(item.harms.items())},
-        "harms_all": {m: {"old": o, "new": n} for m, (o, n) in harm_totals(item).items()} if item.harms else {},
-    } for item in result.judges]}
+    return {
+        "runs": result.runs,
+        "computed": result.computed,
+        "judges": [
+            {
+                "judge": item.judge,
+                "old_rules": item.old_rules,
+                "new_rules": item.new_rules,
+                "transitions": [{"old": a, "new": b, "runs": n} for (a, b), n in sorted(item.transitions.items())],
+                "flipped": [{"run": r, "old": a, "new": b} for r, a, b in item.flipped],
+                "harms": {
+                    agent: {m: {"old": row[m][0], "new": row[m][1]} for m in MEASURES}
+                    for agent, row in sorted(item.harms.items())
+                },
+                "harms_all": {m: {"old": o, "new": n} for m, (o, n) in harm_totals(item).items()} if item.harms else {},
+            }
+            for item in result.judges
+        ],
+    }
 
 
 def rules_text(rules: Mapping[str, Any]) -> str:

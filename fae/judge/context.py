@@ -143,7 +143,8 @@ class RunContext:
                 f"task {run.task_id!r} variation {run.variation} renders differently now than when this run "
                 f"was recorded ({'; '.join(self._unlike)}): judged against it, the run would be "
                 "scored on a task it never saw. Judge it with the fae version and task files it was recorded with",
-                run_id=run.run_id)
+                run_id=run.run_id,
+            )
 
     @cached_property
     def _unlike(self) -> list[str]:
@@ -154,5 +155,9 @@ class RunContext:
         seeded = self.run.first(ev.SandboxSeeded)
         begun = started.event if started is not None and isinstance(started.event, ev.RunStarted) else None
         seed = seeded.event if seeded is not None and isinstance(seeded.event, ev.SandboxSeeded) else None
-        return unlike(rendering.played, seed=seed.seed_blob if seed else None,
-                      prompt=begun.prompt if begun else None, now=begun.task_now if begun else None)
+        return unlike(
+            rendering.played,
+            seed=seed.seed_blob if seed else None,
+            prompt=begun.prompt if begun else None,
+            now=begun.task_now if begun else None,
+        )

@@ -16,8 +16,7 @@ def state_drift_judge(rules: dict) -> JudgeFn:
         if ctx.captured is None:
             return Verdict("not_captured", None, {"reason": "the run has no state capture"})
         differences = state_drift(ctx.fold, ctx.captured[1], ignored)
-        evidence = {"differences": differences, "fold_problems": ctx.fold.problems,
-                    "resources": len(ctx.captured[1])}
+        evidence = {"differences": differences, "fold_problems": ctx.fold.problems, "resources": len(ctx.captured[1])}
         if differences:
             return Verdict("state_drift", False, evidence)
         return Verdict("agree", True, evidence)

@@ -66,8 +66,10 @@ __all__ = ["OWN_ACTORS", "Window", "WriteTarget", "matches", "verify", "ensure_r
 def _no_target_reason(ctx: RunContext) -> str:
     found = ctx.task
     if found is None:
-        return (f"task {ctx.run.task_id!r} names no record to verify (a scenario task's file must be in a "
-                f"directory on FAE_SCENARIOS_PATH)")
+        return (
+            f"task {ctx.run.task_id!r} names no record to verify (a scenario task's file must be in a "
+            f"directory on FAE_SCENARIOS_PATH)"
+        )
     task, rendered = found
     return f"task {ctx.run.task_id!r} names no record to verify: {not_covered(rendered.check_spec, task.writes)}"
 
@@ -80,9 +82,11 @@ def combine(judged: list[tuple[WriteTarget, Verdict]]) -> Verdict:
     for _, verdict in judged:
         problems.extend(p for p in verdict.evidence.get("problems", []) if p not in problems)
     evidence: dict[str, Any] = {
-        "source": judged[0][1].evidence.get("source"), "problems": problems,
+        "source": judged[0][1].evidence.get("source"),
+        "problems": problems,
         "corrected": any(v.evidence.get("corrected") for _, v in judged),
-        "targets": [{"outcome": v.outcome, **v.evidence} for _, v in judged]}
+        "targets": [{"outcome": v.outcome, **v.evidence} for _, v in judged],
+    }
     if any(v.outcome == "unreadable" for _, v in judged):
         return Verdict("unreadable", None, evidence)
     if all(v.passed for _, v in judged):
@@ -125,25 +129,33 @@ def _capture_read(ctx: RunContext) -> Exchange | None:
     """The harness's state capture read: its last search before ``StateCaptured``."""
     if ctx.captured is None:
         return None
-    captures = [x for x in ctx.exchanges if x.actor == "harness" and x.seq < ctx.captured[0]
-                and x.interaction.startswith("search")]
+    captures = [
+        x
+        for x in ctx.exchanges
+        if x.actor == "harness" and x.seq < ctx.captured[0] and x.interaction.startswith("search")
+    ]
     return captures[-1] if captures else None
 
 
 EVIDENCE = ("proxy", "trail")
 
 
-@judge("ensure_record",
-       accept_corrections=Rule(True, "a create followed by the agent's own fixes may pass (see conditions)"),
-       settle_s=Rule(1.0, "seconds the read-back must wait after the last write; corrections need >= 1",
-                     minimum=0.0),
-       evidence=Rule("proxy", "whose record of reads and writes: proxy (the proxy log) or trail (the "
-                              "server's AuditEvents, recorded with --audit-events)"))
+@judge(
+    "ensure_record",
+    accept_corrections=Rule(True, "a create followed by the agent's own fixes may pass (see conditions)"),
+    settle_s=Rule(1.0, "seconds the read-back must wait after the last write; corrections need >= 1", minimum=0.0),
+    evidence=Rule(
+        "proxy",
+        "whose record of reads and writes: proxy (the proxy log) or trail (the "
+        "server's AuditEvents, recorded with --audit-events)",
+    ),
+)
 def ensure_record_judge(rules: dict) -> JudgeFn:
     """Verify the one record the agent was to write, from the proxy log's or the server's trail and the fold."""
     if rules["evidence"] not in EVIDENCE:
-        raise JudgeError(f"rule evidence of judge 'ensure_record' is one of {', '.join(EVIDENCE)}, "
-                         f"got {rules['evidence']!r}")
+        raise JudgeError(
+            f"rule evidence of judge 'ensure_record' is one of {', '.join(EVIDENCE)}, got {rules['evidence']!r}"
+        )
 
     def run(ctx: RunContext) -> Verdict:
         targets = ctx.targets
@@ -165,20 +177,21 @@ def ensure_record_judge(rules: dict) -> JudgeFn:
                     created.setdefault(target.resource_type, record)
             judged.append((target, verdict))
         if len(judged) > 1:  # "another record written" spares the records the task asks for
-            judged = [(t, one(ctx, t, rules, [r for r in chosen if r != v.evidence.get("record")]))
-                      for t, v in judged]
+            judged = [(t, one(ctx, t, rules, [r for r in chosen if r != v.evidence.get("record")])) for t, v in judged]
         return combine(judged)
 
     return run
 
 
-def proxy_verdict(ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any],
-                  others: Sequence[str] = ()) -> Verdict:
+def proxy_verdict(
+    ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any], others: Sequence[str] = ()
+) -> Verdict:
     """One target from the proxy log; ``others`` are the records chosen for the task's other targets."""
     fold = ctx.full_fold
     if fold.problems:
-        return Verdict("unreadable", None, {"reason": "write bodies the fold cannot read",
-                                            "fold_problems": fold.problems})
+        return Verdict(
+            "unreadable", None, {"reason": "write bodies the fold cannot read", "fold_problems": fold.problems}
+        )
     key = ("ensure_record", "proxy_trail")
     if key not in ctx.memo:
         ctx.memo[key] = proxy_trail(ctx.exchanges, fold, received_once(ctx.memo, ctx.run))
@@ -187,16 +200,27 @@ def proxy_verdict(ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any]
     window = proxy_window(ctx, record)
     if window is None:
         return Verdict("unreadable", None, {"reason": "the run has no seed or no read-back to bound the window"})
-    at_check = ctx.fold if window.readback_seq >= (ctx.captured[0] if ctx.captured else 0) else \
-        _fold_at(ctx, window.readback_seq)
+    at_check = (
+        ctx.fold
+        if window.readback_seq >= (ctx.captured[0] if ctx.captured else 0)
+        else _fold_at(ctx, window.readback_seq)
+    )
     if window.readback_version is None and record:
         captured: Mapping[tuple[Any, ...], dict[str, Any]] = ctx.captured[1].by_key() if ctx.captured else {}
         found = captured.get(tuple(record.split("/", 1)))
         version = (found or {}).get("meta", {}).get("versionId")
-        window = Window(window.start_seq, window.readback_seq, window.readback_at,
-                        str(version) if version is not None else None, window.capture_settle_s)
-    if record and target.action == "create" and \
-            record not in agent_creates(trail, window.start_seq, window.readback_seq):
+        window = Window(
+            window.start_seq,
+            window.readback_seq,
+            window.readback_at,
+            str(version) if version is not None else None,
+            window.capture_settle_s,
+        )
+    if (
+        record
+        and target.action == "create"
+        and record not in agent_creates(trail, window.start_seq, window.readback_seq)
+    ):
         record = None  # created after the read-back: as if not created
 
     def versions(ref: str) -> list[RecordVersion]:
@@ -211,8 +235,9 @@ def _fold_at(ctx: RunContext, seq: int):
     return fold_state(ctx.run, seq, exchanges=ctx.exchanges)
 
 
-def trail_verdict(ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any],
-                  others: Sequence[str] = ()) -> Verdict:
+def trail_verdict(
+    ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any], others: Sequence[str] = ()
+) -> Verdict:
     """The verdict from the server's AuditEvent trail as the harness read it into the log.
 
     Who read and wrote what, and when, comes from the trail alone (the harness's and setup's
@@ -221,21 +246,38 @@ def trail_verdict(ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any]
     """
     recorded = recorded_audit_events(ctx.run)
     if recorded is None:
-        return Verdict("unreadable", None, {
-            "source": "trail", "reason": "no trail recorded: the run holds no read of the server's "
-                                         "AuditEvents (record with --audit-events)"})
+        return Verdict(
+            "unreadable",
+            None,
+            {
+                "source": "trail",
+                "reason": "no trail recorded: the run holds no read of the server's "
+                "AuditEvents (record with --audit-events)",
+            },
+        )
     if recorded.unreadable:
-        return Verdict("unreadable", None, {"source": "trail", "reason": "AuditEvent pages that cannot be parsed",
-                                            "trail_reads": list(recorded.unreadable)})
+        return Verdict(
+            "unreadable",
+            None,
+            {
+                "source": "trail",
+                "reason": "AuditEvent pages that cannot be parsed",
+                "trail_reads": list(recorded.unreadable),
+            },
+        )
     fold = ctx.full_fold
     if fold.problems:
-        return Verdict("unreadable", None, {"source": "trail", "reason": "write bodies the fold cannot read",
-                                            "fold_problems": fold.problems})
+        return Verdict(
+            "unreadable",
+            None,
+            {"source": "trail", "reason": "write bodies the fold cannot read", "fold_problems": fold.problems},
+        )
     trail = audit_trail(recorded.audit_events, leave_out=HARNESS_IDENTITIES)
     bounded = trail_window(ctx, trail, target, others)
     if bounded is None:
-        return Verdict("unreadable", None, {"source": "trail",
-                                            "reason": "the run has no seed or no read-back to bound the window"})
+        return Verdict(
+            "unreadable", None, {"source": "trail", "reason": "the run has no seed or no read-back to bound the window"}
+        )
     window, record = bounded
     captured = ctx.captured[1].by_key() if ctx.captured else {}
     at_capture = window.readback_seq > len(trail.accesses)
@@ -246,10 +288,14 @@ def trail_verdict(ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any]
         kind, rid = ref.split("/", 1)
         folded = fold.versions(kind, rid)
         bodies = {v.version_id: v.resource for v in folded}
-        before: list[RecordVersion] = [(v.version_id, v.resource, None) for v in folded
-                                       if v.seq is None or v.seq <= seed_seq]
-        written = [(a.version or "?", bodies.get(a.version or ""), a.seq) for a in trail.accesses
-                   if a.kind == "write" and a.ref == ref]
+        before: list[RecordVersion] = [
+            (v.version_id, v.resource, None) for v in folded if v.seq is None or v.seq <= seed_seq
+        ]
+        written = [
+            (a.version or "?", bodies.get(a.version or ""), a.seq)
+            for a in trail.accesses
+            if a.kind == "write" and a.ref == ref
+        ]
         return before + written
 
     def final(kind: str, rid: str) -> dict[str, Any] | None:
@@ -264,16 +310,18 @@ def trail_verdict(ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any]
     return verdict
 
 
-def trail_window(ctx: RunContext, trail: Trail, target: WriteTarget,
-                 others: Sequence[str] = ()) -> tuple[Window, str | None] | None:
+def trail_window(
+    ctx: RunContext, trail: Trail, target: WriteTarget, others: Sequence[str] = ()
+) -> tuple[Window, str | None] | None:
     """The window over the trail and the record under check: from the trail's start (seeding is not in
     it) to the verifier's last read of the record, else to the harness's capture, after every audited
     access, at the capture's time."""
     if ctx.run.first(ev.SandboxSeeded) is None or ctx.captured is None:
         return None
     captured = {f"{r.get('resourceType')}/{r.get('id')}": r for r in ctx.captured[1]}
-    record = record_under_check(target, [r for r in agent_creates(trail) if r not in others],
-                                lambda kind, rid: captured.get(f"{kind}/{rid}"))
+    record = record_under_check(
+        target, [r for r in agent_creates(trail) if r not in others], lambda kind, rid: captured.get(f"{kind}/{rid}")
+    )
     reads = [a for a in trail.accesses if a.actor == "verifier" and a.kind == "read" and a.ref == record]
     if reads:
         chosen = reads[-1]
@@ -282,5 +330,10 @@ def trail_window(ctx: RunContext, trail: Trail, target: WriteTarget,
     if capture is None:
         return None
     version = (captured.get(record or "") or {}).get("meta", {}).get("versionId")
-    return Window(0, len(trail.accesses) + 1, capture.started_at, str(version) if version is not None else None,
-                  recorded_settle_s(ctx)), record
+    return Window(
+        0,
+        len(trail.accesses) + 1,
+        capture.started_at,
+        str(version) if version is not None else None,
+        recorded_settle_s(ctx),
+    ), record

@@ -27,13 +27,29 @@ from fae.store.export import refuse_unfinished
 from fae.store.export_verdicts import complete_batch, start_batch
 
 
-def export_jobs(plan: ExportPlan, count: int, judges: tuple[tuple[str, dict[str, Any]], ...], now: datetime,
-                batch: str | None, spool: Path | None, chunk: int = CHUNK_RUNS) -> list[ShardJob]:
+def export_jobs(
+    plan: ExportPlan,
+    count: int,
+    judges: tuple[tuple[str, dict[str, Any]], ...],
+    now: datetime,
+    batch: str | None,
+    spool: Path | None,
+    chunk: int = CHUNK_RUNS,
+) -> list[ShardJob]:
     """One job per shard of the export's runs (contiguous in the order written, about equal events)."""
-    return [ShardJob(str(plan.directory), tuple(part), judges, now, batch,
-                     out=None if spool is None else str(spool / f"shard-{index}"), chunk=chunk,
-                     export=plan.shard(part))
-            for index, part in enumerate(shards(plan.spans, count))]
+    return [
+        ShardJob(
+            str(plan.directory),
+            tuple(part),
+            judges,
+            now,
+            batch,
+            out=None if spool is None else str(spool / f"shard-{index}"),
+            chunk=chunk,
+            export=plan.shard(part),
+        )
+        for index, part in enumerate(shards(plan.spans, count))
+    ]
 
 
 def export_run_ids(directory: Path, runs: str | None) -> list[str]:
@@ -43,8 +59,10 @@ def export_run_ids(directory: Path, runs: str | None) -> list[str]:
         raise StoreError(f"{directory} holds no fae export (no runs/ folder); `fae export --parquet` writes one")
     con = duckdb.connect()
     try:
-        con.execute(f"CREATE VIEW runs AS SELECT * FROM read_parquet('{sql_text(directory / 'runs')}/**/*.parquet',"
-                    " hive_partitioning = true, union_by_name = true)")
+        con.execute(
+            f"CREATE VIEW runs AS SELECT * FROM read_parquet('{sql_text(directory / 'runs')}/**/*.parquet',"
+            " hive_partitioning = true, union_by_name = true)"
+        )
         return run_ids(ConnectionQueries(con, directory), runs, statuses=JUDGED_STATUSES)
     except duckdb.Error as exc:
         raise unreadable(directory, exc) from None
@@ -52,10 +70,18 @@ def export_run_ids(directory: Path, runs: str | None) -> list[str]:
         con.close()
 
 
-def rejudge_export(directory: str | Path, *, judge_name: str | None = None,
-                   overrides: Mapping[str, Any] | None = None, runs: str | None = None,
-                   clock: Callable[[], datetime] | None = None, chunk: int | None = None, workers: int | None = None,
-                   ray: str | None = None, on_progress: Callable[[int, int], None] | None = None) -> RejudgeResult:
+def rejudge_export(
+    directory: str | Path,
+    *,
+    judge_name: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    runs: str | None = None,
+    clock: Callable[[], datetime] | None = None,
+    chunk: int | None = None,
+    workers: int | None = None,
+    ray: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> RejudgeResult:
     """Judge every matching run of the export at ``directory`` again and add the verdicts to it as one batch."""
     plan = build_plan(judge_name, overrides)
     now = (clock or (lambda: datetime.now(UTC)))()
@@ -63,8 +89,11 @@ def rejudge_export(directory: str | Path, *, judge_name: str | None = None,
     check_workers(workers)
     ids = export_run_ids(path, runs)
     if not ids:
-        raise JudgeError(f"no finished runs in the export {path} match {runs!r}" if runs
-                         else f"no finished runs in the export {path}")
+        raise JudgeError(
+            f"no finished runs in the export {path} match {runs!r}"
+            if runs
+            else f"no finished runs in the export {path}"
+        )
     if ray is None:
         start_workers(workers, len(ids))
     reader = duckdb.connect()
@@ -80,7 +109,11 @@ def rejudge_export(directory: str | Path, *, judge_name: str | None = None,
     with spool_folder() as spool:
         jobs, results = judge_jobs(
             lambda count: export_jobs(found, count, judges, now, started.batch, Path(spool), chunk or CHUNK_RUNS),
-            len(ids), workers=workers, ray=ray, command="fae rejudge --ray")
+            len(ids),
+            workers=workers,
+            ray=ray,
+            command="fae rejudge --ray",
+        )
         judged = sum(r.runs for r in results)
         files = [f for job in jobs if job.out for f in sorted(Path(job.out).parent.glob(Path(job.out).name + "-*"))]
         written = complete_batch(path, started, files, now, judged)

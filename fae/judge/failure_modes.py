@@ -25,8 +25,7 @@ from fae.judge.task_checks import task_check
 
 _encode = msgspec.json.Encoder().encode
 
-MODES = ("incorrect_tool_selection", "incorrect_order", "incorrect_resource_type", "prohibited_tool",
-         "tool_error")
+MODES = ("incorrect_tool_selection", "incorrect_order", "incorrect_resource_type", "prohibited_tool", "tool_error")
 
 
 def covers(called: Sequence[str] | Counter, template: Sequence[str]) -> bool:
@@ -103,8 +102,14 @@ def _types(value: Any, found: set[str]) -> None:
     found |= mine
 
 
-def classify(called: Sequence[str], touched_types: set[str], errors: int, templates: Sequence[Sequence[str]],
-             prohibited: Sequence[str], required_types: Sequence[str]) -> list[str]:
+def classify(
+    called: Sequence[str],
+    touched_types: set[str],
+    errors: int,
+    templates: Sequence[Sequence[str]],
+    prohibited: Sequence[str],
+    required_types: Sequence[str],
+) -> list[str]:
     """Every failure mode that applies to a run's calls."""
     modes: list[str] = []
     counted = Counter(called)  # counted once for every template
@@ -138,13 +143,28 @@ def failure_mode_judge(rules: dict) -> JudgeFn:
         for call in calls:
             _types(call.arguments, touched)
             _types(call.result, touched)
-        modes = classify(called, touched, sum(1 for c in calls if c.is_error), meta.required_tools,
-                         meta.prohibited_tools, meta.required_resources)
+        modes = classify(
+            called,
+            touched,
+            sum(1 for c in calls if c.is_error),
+            meta.required_tools,
+            meta.prohibited_tools,
+            meta.required_resources,
+        )
         check = task_check(ctx, "strict")
         passed = bool(check and check.passed)
         outcome = modes[0] if modes else ("none" if passed else "other")
         missing = sorted(set(meta.required_resources) - touched)
-        return Verdict(outcome, passed, {"modes": modes, "tools": called, "resource_types": sorted(touched),
-                                         "missing_resource_types": missing, "strict_passed": passed})
+        return Verdict(
+            outcome,
+            passed,
+            {
+                "modes": modes,
+                "tools": called,
+                "resource_types": sorted(touched),
+                "missing_resource_types": missing,
+                "strict_passed": passed,
+            },
+        )
 
     return run

@@ -71,8 +71,9 @@ def build_plan(judge_name: str | None = None, overrides: Mapping[str, Any] | Non
     return plan
 
 
-def judge_run(run: RunLog, plan: Sequence[Judging], *, source: str = "fold", judged_at: datetime,
-              batch: str | None = None) -> list[VerdictRow]:
+def judge_run(
+    run: RunLog, plan: Sequence[Judging], *, source: str = "fold", judged_at: datetime, batch: str | None = None
+) -> list[VerdictRow]:
     """Verdict rows for one run; a judge that cannot read the run gives an ``error`` verdict, and one that
     reads a task the run did not play (``TaskChanged``) a ``task_changed`` verdict."""
     ctx = RunContext(run, source)
@@ -85,9 +86,20 @@ def judge_run(run: RunLog, plan: Sequence[Judging], *, source: str = "fold", jud
             outcome, passed, evidence = "task_changed", None, {"reason": str(exc)}
         except FaeError as exc:
             outcome, passed, evidence = "error", None, {"error": str(exc)}
-        rows.append(VerdictRow(run_id=run.run_id, judge=judging.name, rule_set=judging.rules,
-                               rule_set_hash=judging.rules_hash, code_version=CODE_VERSION, outcome=outcome,
-                               passed=passed, evidence=evidence, judged_at=judged_at, batch=batch))
+        rows.append(
+            VerdictRow(
+                run_id=run.run_id,
+                judge=judging.name,
+                rule_set=judging.rules,
+                rule_set_hash=judging.rules_hash,
+                code_version=CODE_VERSION,
+                outcome=outcome,
+                passed=passed,
+                evidence=evidence,
+                judged_at=judged_at,
+                batch=batch,
+            )
+        )
     return rows
 
 

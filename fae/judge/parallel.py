@@ -43,8 +43,10 @@ from fae.replay.source import RunLog, load_runs
 from fae.replay.stream import CHUNK_RUNS, Span, StreamStats, stream_runs
 from fae.store.log import EventLog
 
-_VERDICT_COLUMNS = ("run_id VARCHAR, judge VARCHAR, rule_set JSON, rule_set_hash VARCHAR, code_version VARCHAR,"
-                    " outcome VARCHAR, passed BOOLEAN, evidence JSON, judged_at TIMESTAMPTZ, batch VARCHAR")
+_VERDICT_COLUMNS = (
+    "run_id VARCHAR, judge VARCHAR, rule_set JSON, rule_set_hash VARCHAR, code_version VARCHAR,"
+    " outcome VARCHAR, passed BOOLEAN, evidence JSON, judged_at TIMESTAMPTZ, batch VARCHAR"
+)
 
 _COLUMN_NAMES = ", ".join(part.split()[0] for part in _VERDICT_COLUMNS.split(", "))
 
@@ -142,9 +144,20 @@ def judge_shard(job: ShardJob) -> ShardResult:
                     if sink is None:
                         result.judged.append((row.run_id, row.judge, row.rule_set_hash, row.outcome, row.passed))
                     else:
-                        pending.append((row.run_id, row.judge, rules_json[row.rule_set_hash], row.rule_set_hash,
-                                        row.code_version, row.outcome, row.passed, _json(row.evidence),
-                                        row.judged_at, row.batch))
+                        pending.append(
+                            (
+                                row.run_id,
+                                row.judge,
+                                rules_json[row.rule_set_hash],
+                                row.rule_set_hash,
+                                row.code_version,
+                                row.outcome,
+                                row.passed,
+                                _json(row.evidence),
+                                row.judged_at,
+                                row.batch,
+                            )
+                        )
                 if sink is not None and len(pending) >= SPILL_ROWS:
                     parts = _spill(sink, pending, f"{job.out}-{parts:05d}.parquet", parts)
                     pending = []
@@ -189,9 +202,11 @@ def _spill(sink: duckdb.DuckDBPyConnection, rows: list[tuple], path: str, parts:
     try:
         sink.execute(f"COPY verdicts TO '{_sql_path(path)}' (FORMAT parquet)")
     except duckdb.Error as exc:
-        raise JudgeError(f"cannot write verdicts in the temp folder ({_io_error(exc)}): a rejudge keeps its verdicts"
-                         " there until they all go into the log at once; free space there, or point TMPDIR at"
-                         " another folder, and run it again (no verdict of this one went into the log)") from None
+        raise JudgeError(
+            f"cannot write verdicts in the temp folder ({_io_error(exc)}): a rejudge keeps its verdicts"
+            " there until they all go into the log at once; free space there, or point TMPDIR at"
+            " another folder, and run it again (no verdict of this one went into the log)"
+        ) from None
     sink.execute("DROP TABLE verdicts")  # a DELETE would keep the rows' memory in an in-memory database
     sink.execute(f"CREATE TABLE verdicts ({_VERDICT_COLUMNS})")
     return parts + 1
@@ -242,8 +257,10 @@ def _start_forkserver() -> None:
     try:
         forkserver.ensure_running()
     except OSError as exc:
-        raise JudgeError(f"cannot start the judging worker processes ({exc}; the temp folder is "
-                         f"{tempfile.gettempdir()}); a shorter TMPDIR, or --workers 1, judges without them") from None
+        raise JudgeError(
+            f"cannot start the judging worker processes ({exc}; the temp folder is "
+            f"{tempfile.gettempdir()}); a shorter TMPDIR, or --workers 1, judges without them"
+        ) from None
     finally:
         tempfile.tempdir = saved
 
@@ -265,8 +282,12 @@ def run_shards(jobs: Sequence[ShardJob], workers: int) -> list[ShardResult]:
     # Each worker gets the reading end; only this process ever holds the writing end (the forkserver was started
     # without it), so the workers read end-of-file when this process is gone, however it went (``_watch_owner``).
     lifeline, held = context.Pipe(duplex=False)
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)) - 1, mp_context=context,
-                               initializer=_watch_owner, initargs=(lifeline, tuple(spools)))
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(jobs)) - 1,
+        mp_context=context,
+        initializer=_watch_owner,
+        initargs=(lifeline, tuple(spools)),
+    )
     try:
         others = pool.map(judge_shard, jobs[1:])
         first = judge_shard(jobs[0])
@@ -346,7 +367,7 @@ def remove_stale_spools(kind: str, host: str | None = None, *, older_than: float
     now = time.time()
     prefix = f"fae-{kind}-"
     for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*@{host}.*"):
-        owner, _, rest = folder.name[len(prefix):].partition("@")
+        owner, _, rest = folder.name[len(prefix) :].partition("@")
         if not owner.isdigit() or rest.rpartition(".")[0] != host:
             continue
         try:
@@ -376,8 +397,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def insert_verdicts(log: EventLog, stems: Sequence[str | Path],
-                    completes: tuple[str, datetime, int] | None = None) -> int:
+def insert_verdicts(
+    log: EventLog, stems: Sequence[str | Path], completes: tuple[str, datetime, int] | None = None
+) -> int:
     """Append the workers' verdict files to the log in one transaction; returns the rows written.
 
     ``completes`` (batch, completed at, judged runs) marks that verdict batch complete in the same
@@ -394,8 +416,10 @@ def insert_verdicts(log: EventLog, stems: Sequence[str | Path],
             (count,) = con.execute(f"SELECT count(*) FROM read_parquet([{listed}])").fetchall()[0]
         if completes is not None:
             batch, completed_at, judged = completes
-            con.execute("UPDATE verdict_batches SET completed_at = ?, judged_runs = ? WHERE batch = ?",
-                        [completed_at, judged, batch])
+            con.execute(
+                "UPDATE verdict_batches SET completed_at = ?, judged_runs = ? WHERE batch = ?",
+                [completed_at, judged, batch],
+            )
         con.execute("COMMIT")
     except duckdb.Error as exc:
         try:

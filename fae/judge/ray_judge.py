@@ -48,8 +48,9 @@ def run_shards_on_ray(ray: Any, jobs: Sequence[ShardJob]) -> list[ShardResult]:
     try:
         answers = ray.get([task.remote(job) for job in jobs])
     except ray.exceptions.RayError as exc:
-        raise JudgeError(f"a judging task on the Ray cluster failed ({short_error(exc)}); no verdict was written") \
-            from None
+        raise JudgeError(
+            f"a judging task on the Ray cluster failed ({short_error(exc)}); no verdict was written"
+        ) from None
     results = []
     for job, (result, parts) in zip(jobs, answers, strict=True):
         for index, data in enumerate(parts):
@@ -58,8 +59,9 @@ def run_shards_on_ray(ray: Any, jobs: Sequence[ShardJob]) -> list[ShardResult]:
     return results
 
 
-def judge_jobs(make_jobs: Callable[[int], list[ShardJob]], runs: int, *, workers: int | None, ray: str | None,
-               command: str) -> tuple[list[ShardJob], list[ShardResult]]:
+def judge_jobs(
+    make_jobs: Callable[[int], list[ShardJob]], runs: int, *, workers: int | None, ray: str | None, command: str
+) -> tuple[list[ShardJob], list[ShardResult]]:
     """Cut ``runs`` runs into shards (``make_jobs(count)``) and judge them: on ``workers`` local processes
     (default every core), or as tasks on the Ray cluster at ``ray`` (default one per CPU of the cluster)."""
     if ray is None:

@@ -20,9 +20,16 @@ from fae.replay.source import RunLog
 from fae.store import events as ev
 
 # interactions whose successful answer is a bundle of records the client read
-_BUNDLE_READS = {"search-type": "search", "search-system": "search", "search-compartment": "compartment",
-                 "history-instance": "history", "history-type": "history", "history-system": "history",
-                 "operation": "operation", "unknown": "compartment"}
+_BUNDLE_READS = {
+    "search-type": "search",
+    "search-system": "search",
+    "search-compartment": "compartment",
+    "history-instance": "history",
+    "history-type": "history",
+    "history-system": "history",
+    "operation": "operation",
+    "unknown": "compartment",
+}
 
 
 class Read(msgspec.Struct, frozen=True):
@@ -118,8 +125,13 @@ def _batch_reads(exchange: Exchange) -> list[Read]:
         else:  # an answer without the body still handed the record over
             path = [p for p in str(call.get("url", "")).split("?")[0].split("/") if p]
             if len(path) >= 2 and path[0][:1].isupper():
-                found.append(Read("batch-read", f"{path[0]}/{path[1]}",
-                                  path[3] if len(path) >= 4 and path[2] == "_history" else None))
+                found.append(
+                    Read(
+                        "batch-read",
+                        f"{path[0]}/{path[1]}",
+                        path[3] if len(path) >= 4 and path[2] == "_history" else None,
+                    )
+                )
     return found
 
 
@@ -135,8 +147,14 @@ def reads_of(exchange: Exchange, received: Received | None = None, *, bodies: bo
         if not (exchange.resource_type and exchange.resource_id):
             return []
         body = received(exchange.seq) if (received and bodies) else None
-        return [Read(kind, f"{exchange.resource_type}/{exchange.resource_id}", exchange.version,
-                     body if isinstance(body, dict) else None)]
+        return [
+            Read(
+                kind,
+                f"{exchange.resource_type}/{exchange.resource_id}",
+                exchange.version,
+                body if isinstance(body, dict) else None,
+            )
+        ]
     how = _BUNDLE_READS.get(kind)
     if how is None or (kind == "unknown" and method != "GET"):
         return []
@@ -149,5 +167,8 @@ def reads_of(exchange: Exchange, received: Received | None = None, *, bodies: bo
         bundle = received(exchange.seq) if received else None
     if isinstance(bundle, dict) and bundle.get("type") in ("searchset", "history", "collection", "document"):
         return _bundle_reads(bundle, how)
-    return [] if kind in ("unknown", "operation", "search-compartment") else [Read(how, ref)
-                                                                            for ref in exchange.search_ids]
+    return (
+        []
+        if kind in ("unknown", "operation", "search-compartment")
+        else [Read(how, ref) for ref in exchange.search_ids]
+    )

@@ -52,8 +52,9 @@ class JudgeDef:
 _JUDGES: dict[str, JudgeDef] = {}
 
 
-def judge(name: str, **rules: Rule) -> Callable[[Callable[[dict[str, Any]], JudgeFn]],
-                                                 Callable[[dict[str, Any]], JudgeFn]]:
+def judge(
+    name: str, **rules: Rule
+) -> Callable[[Callable[[dict[str, Any]], JudgeFn]], Callable[[dict[str, Any]], JudgeFn]]:
     """Register a judge factory under ``name`` with the rules it takes."""
 
     def register(factory: Callable[[dict[str, Any]], JudgeFn]) -> Callable[[dict[str, Any]], JudgeFn]:
@@ -139,8 +140,11 @@ def rule_set(name: str, overrides: Mapping[str, Any] | None = None) -> dict[str,
         default = definition.rules[key].default
         if isinstance(default, bool) and not isinstance(value, bool):
             raise JudgeError(f"rule {key} of judge {name!r} is true or false, got {value!r}")
-        if isinstance(default, (int, float)) and not isinstance(default, bool) and (
-                isinstance(value, bool) or not isinstance(value, (int, float))):
+        if (
+            isinstance(default, (int, float))
+            and not isinstance(default, bool)
+            and (isinstance(value, bool) or not isinstance(value, (int, float)))
+        ):
             raise JudgeError(f"rule {key} of judge {name!r} is a number, got {value!r}")
         if isinstance(default, str) and not isinstance(value, str):
             raise JudgeError(f"rule {key} of judge {name!r} is text, got {value!r}")

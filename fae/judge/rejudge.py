@@ -39,10 +39,18 @@ class RejudgeResult:
     shards: list[ShardResult] = field(default_factory=list)  # what each worker judged and what it cost
 
 
-def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: Mapping[str, Any] | None = None,
-            runs: str | None = None, clock: Callable[[], datetime] | None = None,
-            chunk: int | None = None, workers: int | None = None, ray: str | None = None,
-            on_progress: Callable[[int, int], None] | None = None) -> RejudgeResult:
+def rejudge(
+    log_path: str | Path,
+    *,
+    judge_name: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    runs: str | None = None,
+    clock: Callable[[], datetime] | None = None,
+    chunk: int | None = None,
+    workers: int | None = None,
+    ray: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> RejudgeResult:
     """Judge every matching run of a log again, on ``workers`` processes, and append the verdicts as one batch.
 
     The batch's start is committed first; its verdicts and its completion are committed together in
@@ -71,14 +79,26 @@ def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: M
     judges = tuple((j.name, j.rules) for j in plan)
     with spool_folder() as spool:
         jobs, results = judge_jobs(
-            lambda count: [ShardJob(str(path), tuple(part), judges, now, started.batch,
-                                    out=str(Path(spool) / f"shard-{index}"), chunk=chunk or CHUNK_RUNS)
-                           for index, part in enumerate(shards(found, count))],
-            len(ids), workers=workers, ray=ray, command="fae rejudge --ray")
+            lambda count: [
+                ShardJob(
+                    str(path),
+                    tuple(part),
+                    judges,
+                    now,
+                    started.batch,
+                    out=str(Path(spool) / f"shard-{index}"),
+                    chunk=chunk or CHUNK_RUNS,
+                )
+                for index, part in enumerate(shards(found, count))
+            ],
+            len(ids),
+            workers=workers,
+            ray=ray,
+            command="fae rejudge --ray",
+        )
         judged = sum(r.runs for r in results)
         with EventLog(path) as log:
-            written = insert_verdicts(log, [job.out for job in jobs if job.out],
-                                      completes=(started.batch, now, judged))
+            written = insert_verdicts(log, [job.out for job in jobs if job.out], completes=(started.batch, now, judged))
     if on_progress:
         on_progress(judged, len(ids))
     return rejudged(started.batch, judged, written, results)
@@ -87,9 +107,12 @@ def rejudge(log_path: str | Path, *, judge_name: str | None = None, overrides: M
 def batch_started(plan: Sequence[Judging], now: datetime, planned: int) -> VerdictBatchStarted:
     """A new rejudge batch, named for when it started."""
     return VerdictBatchStarted(
-        batch=f"rejudge-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}", kind="rejudge", started_at=now,
+        batch=f"rejudge-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}",
+        kind="rejudge",
+        started_at=now,
         planned_runs=planned,
-        judges=[{"judge": j.name, "rule_set": j.rules, "rule_set_hash": j.rules_hash} for j in plan])
+        judges=[{"judge": j.name, "rule_set": j.rules, "rule_set_hash": j.rules_hash} for j in plan],
+    )
 
 
 def check_workers(workers: int | None) -> None:

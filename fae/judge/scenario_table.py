@@ -41,10 +41,16 @@ def scenario_rows(runs: Iterable[RunLog], judged_at: datetime) -> list[ScenarioR
         rules = scenario_rules(run.agent)
         plan = [build_plan("ensure_record", {**rules, "accept_corrections": s})[0] for s in SETTINGS] + oracle
         verdicts = judge_run(run, plan, judged_at=judged_at)
-        rows.append(ScenarioRow(
-            run.agent.split(":", 1)[1], run.task_id,
-            tuple((v.outcome, tuple(v.evidence.get("problems") or ())) for v in verdicts[:2]),
-            verdicts[2].outcome, tuple(verdicts[2].evidence.get("harms") or ()), tuple(sorted(rules.items()))))
+        rows.append(
+            ScenarioRow(
+                run.agent.split(":", 1)[1],
+                run.task_id,
+                tuple((v.outcome, tuple(v.evidence.get("problems") or ())) for v in verdicts[:2]),
+                verdicts[2].outcome,
+                tuple(verdicts[2].evidence.get("harms") or ()),
+                tuple(sorted(rules.items())),
+            )
+        )
     return sorted(rows, key=lambda r: (r.task, r.scenario))
 
 
@@ -54,12 +60,16 @@ def _cell(outcome: str, problems: tuple[str, ...]) -> str:
 
 def scenario_markdown(rows: list[ScenarioRow]) -> str:
     """The markdown table, then harms caught, missed and false stops per setting."""
-    lines = ["| task | scenario | accept_corrections=true | accept_corrections=false | oracle |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| task | scenario | accept_corrections=true | accept_corrections=false | oracle |",
+        "|---|---|---|---|---|",
+    ]
     for row in rows:
         judged = "".join(f" ({name}={value})" for name, value in row.rules)
-        lines.append(f"| {row.task} | `{row.scenario}`{judged} | {_cell(*row.verdicts[0])} | "
-                     f"{_cell(*row.verdicts[1])} | {_cell(row.label, row.harms)} |")
+        lines.append(
+            f"| {row.task} | `{row.scenario}`{judged} | {_cell(*row.verdicts[0])} | "
+            f"{_cell(*row.verdicts[1])} | {_cell(row.label, row.harms)} |"
+        )
     lines.append("")
     for index, setting in enumerate(SETTINGS):
         caught = missed = stops = 0
@@ -71,8 +81,10 @@ def scenario_markdown(rows: list[ScenarioRow]) -> str:
                 missed += not halted
             elif row.label == "harmless":
                 stops += halted
-        lines.append(f"- `accept_corrections={str(setting).lower()}`: harms caught {caught}, "
-                     f"harms missed {missed}, false stops {stops}")
+        lines.append(
+            f"- `accept_corrections={str(setting).lower()}`: harms caught {caught}, "
+            f"harms missed {missed}, false stops {stops}"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -22,8 +22,16 @@ from fae.replay.fold import Exchange, FoldedState, parse_json
 from fae.replay.source import RunLog
 from fae.store import events as ev
 
-READS = ("read", "vread", "search-type", "search-system", "search-compartment", "history-instance",
-         "history-type", "history-system")
+READS = (
+    "read",
+    "vread",
+    "search-type",
+    "search-system",
+    "search-compartment",
+    "history-instance",
+    "history-type",
+    "history-system",
+)
 
 
 class Access(msgspec.Struct, frozen=True):
@@ -61,30 +69,39 @@ def proxy_trail(exchanges: Iterable[Exchange], fold: FoldedState, received: Rece
         actor = exchange.actor or "unknown"
         for read in reads_of(exchange, received):
             reads = True
-            accesses.append(Access(exchange.seq, exchange.started_at, actor, "read", read.how, read.ref,
-                                   read.version))
+            accesses.append(Access(exchange.seq, exchange.started_at, actor, "read", read.how, read.ref, read.version))
     for versions in fold.history.values():
         for index, version in enumerate(versions):
             if version.seq is None:
                 continue
             had_before = index > 0 and versions[index - 1].resource is not None
             how = "delete" if version.resource is None else ("update" if had_before else "create")
-            accesses.append(Access(version.seq, version.at, version.actor or "unknown", "write", how, version.ref,
-                                   version.version_id))
+            accesses.append(
+                Access(
+                    version.seq, version.at, version.actor or "unknown", "write", how, version.ref, version.version_id
+                )
+            )
     accesses.sort(key=lambda a: (a.seq, a.kind != "write"))
     return Trail("proxy", tuple(accesses), reads, tuple(untimed))
 
 
-_AUDIT_HOW = {"create": "create", "update": "update", "patch": "update", "delete": "delete", "read": "read",
-              "vread": "read"}
+_AUDIT_HOW = {
+    "create": "create",
+    "update": "update",
+    "patch": "update",
+    "delete": "delete",
+    "read": "read",
+    "vread": "read",
+}
 
 
 # The evaluation's own plumbing: seeding and reading back are not accesses to judge.
 HARNESS_IDENTITIES = ("harness", "setup")
 
 
-def audit_trail(audit_events: Iterable[dict[str, Any]], actors: dict[str, str] | None = None,
-                leave_out: Iterable[str] = ()) -> Trail:
+def audit_trail(
+    audit_events: Iterable[dict[str, Any]], actors: dict[str, str] | None = None, leave_out: Iterable[str] = ()
+) -> Trail:
     """The trail a server's AuditEvents give; ``actors`` maps the identities they name to actors,
     and accesses by the actors in ``leave_out`` are dropped."""
     dropped = set(leave_out)
@@ -109,8 +126,9 @@ def audit_trail(audit_events: Iterable[dict[str, Any]], actors: dict[str, str] |
         rows.append((str(recorded), Access(0, at, actor, "read" if how == "read" else "write", how, ref, version)))
     rows.sort(key=lambda row: (row[1].at is None, row[1].at or 0.0))
     accesses = tuple(Access(i + 1, a.at, a.actor, a.kind, a.how, a.ref, a.version) for i, (_, a) in enumerate(rows))
-    return Trail("trail", accesses, any(a.kind == "read" for a in accesses),
-                 tuple(a.seq for a in accesses if a.at is None))
+    return Trail(
+        "trail", accesses, any(a.kind == "read" for a in accesses), tuple(a.seq for a in accesses if a.at is None)
+    )
 
 
 class RecordedTrail(msgspec.Struct, frozen=True):
@@ -133,8 +151,11 @@ def recorded_audit_events(run: RunLog) -> RecordedTrail | None:
         if isinstance(event, ev.HttpExchanged):
             http[event.exchange_id] = (recorded.actor, event)
             continue
-        if not (isinstance(event, ev.FhirInteracted) and event.interaction == "search-type"
-                and event.resource_type == "AuditEvent"):
+        if not (
+            isinstance(event, ev.FhirInteracted)
+            and event.interaction == "search-type"
+            and event.resource_type == "AuditEvent"
+        ):
             continue
         actor, exchange = http.get(event.exchange_id, (None, None))
         if actor != "harness":
@@ -147,9 +168,13 @@ def recorded_audit_events(run: RunLog) -> RecordedTrail | None:
         if not isinstance(bundle, dict):
             unreadable.append(recorded.seq)
             continue
-        found.extend(e["resource"] for e in bundle.get("entry") or []
-                     if isinstance(e, dict) and isinstance(e.get("resource"), dict)
-                     and e["resource"].get("resourceType") == "AuditEvent")
+        found.extend(
+            e["resource"]
+            for e in bundle.get("entry") or []
+            if isinstance(e, dict)
+            and isinstance(e.get("resource"), dict)
+            and e["resource"].get("resourceType") == "AuditEvent"
+        )
     if not seqs:
         return None
     return RecordedTrail(tuple(found), tuple(seqs), tuple(unreadable))

@@ -65,8 +65,9 @@ def same_identity(state: FoldedState, kind: str, identity: Mapping[str, Any]) ->
     if seeded is None:
         seeded = state.seed_cache[key] = [r["id"] for r in state.seed.resources(kind) if matches(r, identity)]
     history = state.history
-    found = [resource for rid in seeded if (kind, rid) not in history
-             and (resource := state.read(kind, rid)) is not None]
+    found = [
+        resource for rid in seeded if (kind, rid) not in history and (resource := state.read(kind, rid)) is not None
+    ]
     for written_kind, rid in history:
         if written_kind == kind:
             resource = state.read(kind, rid)
@@ -75,8 +76,9 @@ def same_identity(state: FoldedState, kind: str, identity: Mapping[str, Any]) ->
     return found
 
 
-def record_under_check(target: WriteTarget, created: list[str],
-                       read: Callable[[str, str], dict[str, Any] | None]) -> str | None:
+def record_under_check(
+    target: WriteTarget, created: list[str], read: Callable[[str, str], dict[str, Any] | None]
+) -> str | None:
     """The record a target names: the one to update; else, of the records of the type the agent created
     (in order), the first that is the target's person or thing in ``read``'s state, else the first."""
     if target.action == "update":
@@ -90,13 +92,28 @@ def record_under_check(target: WriteTarget, created: list[str],
 
 def agent_creates(trail: Trail, start_seq: int = 0, end_seq: int | None = None) -> list[str]:
     """The records the agent created in a window, in order."""
-    return [a.ref for a in trail.accesses if a.kind == "write" and a.actor == "agent" and a.how == "create"
-            and start_seq < a.seq and (end_seq is None or a.seq <= end_seq)]
+    return [
+        a.ref
+        for a in trail.accesses
+        if a.kind == "write"
+        and a.actor == "agent"
+        and a.how == "create"
+        and start_seq < a.seq
+        and (end_seq is None or a.seq <= end_seq)
+    ]
 
 
-def verify(target: WriteTarget, trail: Trail, window: Window, versions: Callable[[str], list[RecordVersion]],
-           final: Callable[[str, str], dict[str, Any] | None], same_type: list[dict[str, Any]],
-           rules: Mapping[str, Any], record: str | None = None, allowed: Collection[str] = ()) -> Verdict:
+def verify(
+    target: WriteTarget,
+    trail: Trail,
+    window: Window,
+    versions: Callable[[str], list[RecordVersion]],
+    final: Callable[[str, str], dict[str, Any] | None],
+    same_type: list[dict[str, Any]],
+    rules: Mapping[str, Any],
+    record: str | None = None,
+    allowed: Collection[str] = (),
+) -> Verdict:
     """The verdict for one target, from a trail, a window, version histories and the state at read-back;
     ``record`` names the record under check where the caller chose it (``record_under_check``);
     ``allowed`` names the other records the task asks for (not "another record written")."""
@@ -123,13 +140,16 @@ def verify(target: WriteTarget, trail: Trail, window: Window, versions: Callable
     baseline = [v for v in history if v[2] is None or v[2] <= window.start_seq]
     window_versions = [v for v in history if v[2] is not None and v[2] > window.start_seq]
     at_check = final(record_type, record_id)
-    evidence.update({
-        "record": ref,
-        "writes_to_record": [{"seq": a.seq, "actor": a.actor, "op": a.how, "version": a.version, "at": a.at}
-                             for a in to_record],
-        "versions": [v[0] for v in window_versions],
-        "read_back": {"seq": window.readback_seq, "version": window.readback_version},
-    })
+    evidence.update(
+        {
+            "record": ref,
+            "writes_to_record": [
+                {"seq": a.seq, "actor": a.actor, "op": a.how, "version": a.version, "at": a.at} for a in to_record
+            ],
+            "versions": [v[0] for v in window_versions],
+            "read_back": {"seq": window.readback_seq, "version": window.readback_version},
+        }
+    )
     problems: list[str] = []
 
     # the older rules, in both settings
@@ -141,8 +161,9 @@ def verify(target: WriteTarget, trail: Trail, window: Window, versions: Callable
     if others:
         problems.append("other_record_written")
         evidence["other_records_written"] = others
-    twins = sorted(f"{r['resourceType']}/{r['id']}" for r in same_type
-                   if r.get("id") != record_id and matches(r, target.identity))
+    twins = sorted(
+        f"{r['resourceType']}/{r['id']}" for r in same_type if r.get("id") != record_id and matches(r, target.identity)
+    )
     if twins:
         problems.append("same_person_elsewhere")
         evidence["same_person_records"] = twins
@@ -174,9 +195,16 @@ def verify(target: WriteTarget, trail: Trail, window: Window, versions: Callable
             if any(not matches(v[1], target.identity) for v in window_versions if v[1] is not None):
                 problems.append("person_changed")
             first = to_record[0].seq
-            exposed = [a for a in trail.accesses if window.start_seq < a.seq <= window.readback_seq
-                       and a.kind == "read" and a.ref == ref and a.seq >= first
-                       and a.seq < window.readback_seq and a.actor not in OWN_ACTORS]
+            exposed = [
+                a
+                for a in trail.accesses
+                if window.start_seq < a.seq <= window.readback_seq
+                and a.kind == "read"
+                and a.ref == ref
+                and a.seq >= first
+                and a.seq < window.readback_seq
+                and a.actor not in OWN_ACTORS
+            ]
             if exposed:
                 problems.append("read_by_other_actor")
                 evidence["other_actor_reads"] = [{"seq": a.seq, "actor": a.actor, "how": a.how} for a in exposed]
@@ -192,7 +220,8 @@ def verify(target: WriteTarget, trail: Trail, window: Window, versions: Callable
                     evidence["reason"] = (
                         f"the run was recorded with --settle {window.capture_settle_s:g}: its read-back came {gap:g} s "
                         f"after the last write, so settle_s={settle_s:g} cannot be judged; record with "
-                        f"--settle {settle_s:g} or more")
+                        f"--settle {settle_s:g} or more"
+                    )
                     return Verdict("unreadable", None, evidence)
                 if gap < settle_s:
                     problems.append("read_back_before_settling")

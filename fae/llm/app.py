@@ -117,9 +117,7 @@ def create_app(
             policy = tool_policy(body)
         except RequestRefused as exc:
             return _bad_request(str(exc), exc.param)
-        if model == FAULT_429 or (
-            model == FAULT_429_THEN_OK and refusals.first_time(_fingerprint(model, messages))
-        ):
+        if model == FAULT_429 or (model == FAULT_429_THEN_OK and refusals.first_time(_fingerprint(model, messages))):
             return _error(
                 429,
                 "Rate limit reached (scripted fault).",
@@ -197,9 +195,7 @@ def create_app(
                 yield wire.sse(event)
             yield wire.sse("[DONE]")
 
-        return StreamingResponse(
-            stream(), media_type="text/event-stream", headers={"cache-control": "no-cache"}
-        )
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
 
     async def responses(request: Request) -> Response:
         body = await _json_object(request)
@@ -234,10 +230,7 @@ def create_app(
             texts = [texts]
         if not isinstance(texts, list) or not texts:
             return _bad_request("'input' must be text or a non-empty list")
-        texts = [
-            t if isinstance(t, str) else " ".join(map(str, t)) if isinstance(t, list) else str(t)
-            for t in texts
-        ]
+        texts = [t if isinstance(t, str) else " ".join(map(str, t)) if isinstance(t, list) else str(t) for t in texts]
         dimensions = body.get("dimensions") or DEFAULT_DIMENSIONS
         if not isinstance(dimensions, int) or not 1 <= dimensions <= 4096:
             return _bad_request("'dimensions' must be a whole number from 1 to 4096")
@@ -267,10 +260,7 @@ def create_app(
         return JSONResponse(
             {
                 "object": "list",
-                "data": [
-                    {"id": name, "object": "model", "created": created, "owned_by": "fae"}
-                    for name in MODELS
-                ],
+                "data": [{"id": name, "object": "model", "created": created, "owned_by": "fae"} for name in MODELS],
             }
         )
 
@@ -304,4 +294,3 @@ def create_app(
 def _fingerprint(model: str, messages: list[dict[str, Any]]) -> str:
     text = json.dumps([model, messages], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
-

@@ -250,13 +250,9 @@ def reflect(text: str) -> dict[str, Any]:
             tip = f"When you {operation} {rtype}, send its resourceType and reuse earlier ids."
         micro.append({"resource": rtype, "operation": operation, "tip": tip})
     errors = [d for d in seen.values() if d]
-    steps = (
-        ", then ".join(f"{operation} {rtype}" for rtype, operation in seen) or "no FHIR calls"
-    )
+    steps = ", then ".join(f"{operation} {rtype}" for rtype, operation in seen) or "no FHIR calls"
     reflection_text = f"The attempt made {len(matches)} FHIR tool calls ({steps})."
-    reflection_text += (
-        f" It met {len(errors)} server errors." if errors else " It met no server errors."
-    )
+    reflection_text += f" It met {len(errors)} server errors." if errors else " It met no server errors."
     return {
         "reflection_text": reflection_text,
         "micro": micro,

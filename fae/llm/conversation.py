@@ -73,10 +73,7 @@ def parse_tool_content(content: Any) -> Any:
     if (
         isinstance(value, list)
         and value
-        and all(
-            isinstance(block, dict) and block.get("type") == "text" and "text" in block
-            for block in value
-        )
+        and all(isinstance(block, dict) and block.get("type") == "text" and "text" in block for block in value)
     ):
         joined = "\n".join(block["text"] for block in value)
         inner = _loads(joined)

@@ -103,9 +103,7 @@ def entry_from_dict(raw: Any, *, default_name: str = "plan") -> PlanEntry:
     if mistake is not None and plan is not None:
         tool_steps = sum(1 for step in plan.steps if isinstance(step, ToolStep))
         if mistake.at > tool_steps:
-            raise PlanError(
-                f"'mistake.at' is {mistake.at} but the plan has {tool_steps} tool steps"
-            )
+            raise PlanError(f"'mistake.at' is {mistake.at} but the plan has {tool_steps} tool steps")
     return PlanEntry(
         match=match,
         plan=plan,
@@ -140,8 +138,9 @@ class PlanRegistry:
     ``fallback`` finds a plan for a prompt no entry matches (``SuitePlans.find``: the suite's gold plans).
     """
 
-    def __init__(self, entries: list[PlanEntry] | None = None, *,
-                 fallback: Callable[[str], PlanEntry | None] | None = None) -> None:
+    def __init__(
+        self, entries: list[PlanEntry] | None = None, *, fallback: Callable[[str], PlanEntry | None] | None = None
+    ) -> None:
         self._lock = threading.Lock()
         self._entries: dict[str, PlanEntry] = {}
         self.fallback = fallback
@@ -164,9 +163,7 @@ class PlanRegistry:
         with self._lock:
             return list(self._entries.values())
 
-    def find(
-        self, prompt: str, wanted: Callable[[PlanEntry], bool] = lambda _: True
-    ) -> PlanEntry | None:
+    def find(self, prompt: str, wanted: Callable[[PlanEntry], bool] = lambda _: True) -> PlanEntry | None:
         """The wanted entry whose match text is the longest one found in ``prompt``."""
         best: PlanEntry | None = None
         for entry in self.entries():
@@ -183,8 +180,7 @@ class PlanRegistry:
         return entry
 
 
-def load_plans_dir(directory: str | Path, *,
-                   fallback: Callable[[str], PlanEntry | None] | None = None) -> PlanRegistry:
+def load_plans_dir(directory: str | Path, *, fallback: Callable[[str], PlanEntry | None] | None = None) -> PlanRegistry:
     """A registry of every plan file (.yaml, .yml, .json) directly inside ``directory``."""
     directory = Path(directory)
     if not directory.is_dir():
@@ -205,9 +201,7 @@ def load_plans_dir(directory: str | Path, *,
         except PlanError as exc:
             raise PlanError(f"plan {path}: {exc}") from None
         if entry.match in sources:
-            raise PlanError(
-                f"plans {sources[entry.match].name} and {path.name} both match {entry.match!r}"
-            )
+            raise PlanError(f"plans {sources[entry.match].name} and {path.name} both match {entry.match!r}")
         sources[entry.match] = path
         registry.add(entry)
     return registry

@@ -34,9 +34,7 @@ def messages_from_input(items: Any, instructions: Any = None) -> list[dict[str, 
         elif kind == "function_call_output":
             output = item.get("output")
             content = output if isinstance(output, (str, list)) else json.dumps(output)
-            messages.append(
-                {"role": "tool", "tool_call_id": item.get("call_id"), "content": content}
-            )
+            messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": content})
     return messages
 
 

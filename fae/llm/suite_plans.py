@@ -71,8 +71,11 @@ class SuitePlans:
         for task in self.suite.values():
             rendered = task.render(variation)
             clock, _, body = rendered.prompt.partition("\n\n")
-            found.append(_Candidate(rendered, clock, body.strip(), tuple(must_keep(rendered)),
-                                    frozenset(_WORD.findall(body.lower()))))
+            found.append(
+                _Candidate(
+                    rendered, clock, body.strip(), tuple(must_keep(rendered)), frozenset(_WORD.findall(body.lower()))
+                )
+            )
         return tuple(found)
 
     def matches(self, prompt: str) -> list[Rendered]:
@@ -92,8 +95,7 @@ class SuitePlans:
         if verbatim or len(reworded) < 2:
             return verbatim or [c.rendered for c in reworded]
         used = frozenset(_WORD.findall(prompt.lower()))
-        scores = {c.rendered.task_id: (len(c.keep), len(c.words & used) / max(len(c.words), 1))
-                  for c in reworded}
+        scores = {c.rendered.task_id: (len(c.keep), len(c.words & used) / max(len(c.words), 1)) for c in reworded}
         best = max(scores.values())
         return [c.rendered for c in reworded if scores[c.rendered.task_id] == best]
 

@@ -71,8 +71,10 @@ def tool_policy(body: dict[str, Any]) -> ToolPolicy:
         return ToolPolicy("required", tuple(offered))
     forced = _tool_name(choice) if isinstance(choice, dict) and choice.get("type") == "function" else None
     if forced is None:
-        raise RequestRefused("'tool_choice' must be 'none', 'auto', 'required' or "
-                             "{'type': 'function', 'function': {'name': ...}}", "tool_choice")
+        raise RequestRefused(
+            "'tool_choice' must be 'none', 'auto', 'required' or {'type': 'function', 'function': {'name': ...}}",
+            "tool_choice",
+        )
     if forced not in offered:
         raise RequestRefused(f"'tool_choice' names the function {forced!r}, which is not in 'tools'", "tool_choice")
     return ToolPolicy("function", tuple(offered), forced)
@@ -95,13 +97,16 @@ def shaped(reply: Reply, policy: ToolPolicy, model: str) -> Reply:
         if call is None:
             return reply
         arguments = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)
-        return Reply(content=f"Tools are off for this request. My next step would be to call "
-                             f"{call.name} with {arguments}.")
+        return Reply(
+            content=f"Tools are off for this request. My next step would be to call {call.name} with {arguments}."
+        )
     if policy.mode == "function" and (call is None or call.name != policy.forced):
         move = f"a call to {call.name}" if call is not None else "its answer"
-        raise RequestRefused(f"scripted model {model} cannot be forced to call {policy.forced!r}: "
-                             f"its next move is {move}", "tool_choice")
+        raise RequestRefused(
+            f"scripted model {model} cannot be forced to call {policy.forced!r}: its next move is {move}", "tool_choice"
+        )
     if policy.mode == "required" and call is None:
-        raise RequestRefused(f"scripted model {model} cannot make a required tool call: its next move is "
-                             "its answer", "tool_choice")
+        raise RequestRefused(
+            f"scripted model {model} cannot make a required tool call: its next move is its answer", "tool_choice"
+        )
     return reply

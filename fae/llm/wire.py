@@ -11,9 +11,7 @@ from fae.llm.behaviours import Reply
 _ARGUMENT_PIECE = 24
 
 
-def error_body(
-    message: str, *, type_: str, code: str | None = None, param: str | None = None
-) -> dict[str, Any]:
+def error_body(message: str, *, type_: str, code: str | None = None, param: str | None = None) -> dict[str, Any]:
     """An OpenAI-style error object."""
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
@@ -85,8 +83,9 @@ def chunks(
     """
 
     for choice in range(n):
-        yield from _choice_chunks(reply, choice, completion_id=completion_id, model=model, created=created,
-                                  with_usage=token_usage is not None)
+        yield from _choice_chunks(
+            reply, choice, completion_id=completion_id, model=model, created=created, with_usage=token_usage is not None
+        )
     if token_usage is not None:
         yield {
             "id": completion_id,
@@ -111,9 +110,7 @@ def _choice_chunks(
             "created": created,
             "model": model,
             "system_fingerprint": "fae-scripted",
-            "choices": [
-                {"index": choice, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-            ],
+            "choices": [{"index": choice, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
         }
         if with_usage:
             body["usage"] = None

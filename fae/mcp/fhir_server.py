@@ -57,9 +57,7 @@ def resolve_base(source: BaseSource, headers: Mapping[str, str]) -> str:
             continue
         value = lowered.get(header.lower())
         if not value:
-            raise BaseUnavailable(
-                f"the FHIR base {source!r} needs the {header} header, and this request has none"
-            )
+            raise BaseUnavailable(f"the FHIR base {source!r} needs the {header} header, and this request has none")
         if not _HEADER_VALUE.fullmatch(value):
             raise BaseUnavailable(f"the {header} header {value!r} is not a plain identifier")
         base = base.replace(placeholder, value)
@@ -89,17 +87,13 @@ def tool_result(result: Result) -> CallToolResult:
 def build_fhir_mcp(fhir_base: BaseSource, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> MCPServer:
     """An MCP server named ``fhir`` whose tools act on the FHIR server at ``fhir_base``."""
 
-    async def call(
-        ctx: Context, tool: Callable[..., Awaitable[Result]], *args: Any
-    ) -> CallToolResult:
+    async def call(ctx: Context, tool: Callable[..., Awaitable[Result]], *args: Any) -> CallToolResult:
         try:
             base = resolve_base(fhir_base, _request_headers(ctx))
         except BaseUnavailable as exc:
             return tool_result({"error": "FHIR_BASE_UNAVAILABLE", "diagnostics": str(exc)})
         # One client per call: the base may differ per run, and a call is a handful of requests.
-        async with httpx.AsyncClient(
-            base_url=base, timeout=timeout_s, verify=client_tls()
-        ) as client:
+        async with httpx.AsyncClient(base_url=base, timeout=timeout_s, verify=client_tls()) as client:
             return tool_result(await tool(client, *args))
 
     async def createResource(
@@ -117,9 +111,7 @@ def build_fhir_mcp(fhir_base: BaseSource, *, timeout_s: float = DEFAULT_TIMEOUT_
         all_pages: bool = True,
         page_limit: int | None = None,
     ) -> CallToolResult:
-        return await call(
-            ctx, fhir_tools.searchResources, resourceType, params_json, all_pages, page_limit
-        )
+        return await call(ctx, fhir_tools.searchResources, resourceType, params_json, all_pages, page_limit)
 
     async def getResourceById(ctx: Context, resourceType: str, resourceId: str) -> CallToolResult:
         return await call(ctx, fhir_tools.getResourceById, resourceType, resourceId)
@@ -131,9 +123,7 @@ def build_fhir_mcp(fhir_base: BaseSource, *, timeout_s: float = DEFAULT_TIMEOUT_
         body_json: dict[str, Any] | str,
         ifMatchVersion: str | None = None,
     ) -> CallToolResult:
-        return await call(
-            ctx, fhir_tools.updateResource, resourceType, resourceId, body_json, ifMatchVersion
-        )
+        return await call(ctx, fhir_tools.updateResource, resourceType, resourceId, body_json, ifMatchVersion)
 
     async def deleteResource(ctx: Context, resourceType: str, resourceId: str) -> CallToolResult:
         return await call(ctx, fhir_tools.deleteResource, resourceType, resourceId)
@@ -163,8 +153,6 @@ def build_fhir_mcp(fhir_base: BaseSource, *, timeout_s: float = DEFAULT_TIMEOUT_
     return server
 
 
-def fhir_mcp_http_app(
-    fhir_base: BaseSource, *, path: str = "/mcp", timeout_s: float = DEFAULT_TIMEOUT_S
-) -> Starlette:
+def fhir_mcp_http_app(fhir_base: BaseSource, *, path: str = "/mcp", timeout_s: float = DEFAULT_TIMEOUT_S) -> Starlette:
     """The FHIR MCP server over stateless streamable HTTP at ``path`` and legacy SSE at /sse (see transports)."""
     return http_app(build_fhir_mcp(fhir_base, timeout_s=timeout_s), path=path)

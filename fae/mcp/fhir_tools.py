@@ -73,9 +73,7 @@ def _json_object(argument: str, value: Any) -> dict[str, Any]:
         except ValueError as exc:
             raise _BadArgument(argument, f"{argument} is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise _BadArgument(
-            argument, f"{argument} must be a JSON object, got {type(value).__name__}"
-        )
+        raise _BadArgument(argument, f"{argument} must be a JSON object, got {type(value).__name__}")
     return value
 
 
@@ -90,11 +88,7 @@ def _resource_type(value: Any) -> str:
 
 def _resource_id(value: Any) -> str:
     if not isinstance(value, str) or not _RESOURCE_ID.fullmatch(value):
-        hint = (
-            " (give the logical id only, without 'Type/')"
-            if isinstance(value, str) and "/" in value
-            else ""
-        )
+        hint = " (give the logical id only, without 'Type/')" if isinstance(value, str) and "/" in value else ""
         raise _BadArgument(
             "resourceId",
             f"resourceId must be a FHIR id (letters, digits, '-', '.'), got {value!r}{hint}",
@@ -107,9 +101,7 @@ def _param_value(key: str, value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str | int | float):
         return str(value)
-    raise _BadArgument(
-        "params_json", f"search parameter {key!r} has a value FHIR cannot take: {value!r}"
-    )
+    raise _BadArgument("params_json", f"search parameter {key!r} has a value FHIR cannot take: {value!r}")
 
 
 def search_params(params: Any) -> list[tuple[str, str]]:
@@ -217,9 +209,7 @@ def _no_body_result(response: httpx.Response, resource_type: str) -> Result:
     return result
 
 
-async def _send(
-    client: httpx.AsyncClient, method: str, url: str | httpx.URL, **kwargs: Any
-) -> httpx.Response | Result:
+async def _send(client: httpx.AsyncClient, method: str, url: str | httpx.URL, **kwargs: Any) -> httpx.Response | Result:
     """Send one FHIR request; a network failure comes back as a CONNECTION_ERROR dict."""
     headers = {"Accept": FHIR_JSON, **kwargs.pop("headers", {})}
     if "json" in kwargs:
@@ -294,9 +284,7 @@ async def _follow_pages(
         entries.extend(page.get("entry") or [])
     # Links of the last page fetched: a next link left means the limit cut the search short.
     merged["link"] = [
-        link
-        for link in (first.get("link") or [])
-        if not (isinstance(link, dict) and link.get("relation") == "next")
+        link for link in (first.get("link") or []) if not (isinstance(link, dict) and link.get("relation") == "next")
     ]
     remaining = link_url(page, "next")
     if remaining and pages >= page_limit:
@@ -368,9 +356,7 @@ async def searchResources(
         resource_type = _resource_type(resourceType)
         params = search_params(params_json)
         if page_limit is not None and (not isinstance(page_limit, int) or page_limit < 1):
-            raise _BadArgument(
-                "page_limit", f"page_limit must be a whole number >= 1, got {page_limit!r}"
-            )
+            raise _BadArgument("page_limit", f"page_limit must be a whole number >= 1, got {page_limit!r}")
     except _BadArgument as bad:
         return invalid_argument(bad.argument, bad.diagnostics)
     response = await _send(client, "GET", resource_type, params=params)

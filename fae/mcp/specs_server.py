@@ -114,8 +114,11 @@ def structure_definition(spec: Spec, resource_type: str) -> Result:
     found = _by_folded_name(names, resource_type)
     if found is None:
         datatype = _by_folded_name(_datatype_names(spec), resource_type)
-        hint = (f"{datatype} is a datatype: use getDataTypeDefinition." if datatype
-                else "listResources gives every resource type.")
+        hint = (
+            f"{datatype} is a datatype: use getDataTypeDefinition."
+            if datatype
+            else "listResources gives every resource type."
+        )
         return _not_found("resource type", resource_type, names, hint, datatype)
     return {"resourceType": found, **_definition(spec, found)}
 
@@ -126,8 +129,11 @@ def datatype_definition(spec: Spec, data_type: str) -> Result:
     found = _by_folded_name(names, data_type)
     if found is None:
         resource = _by_folded_name(_resource_names(spec), data_type)
-        hint = (f"{resource} is a resource type: use getStructureDefinition." if resource
-                else f"The datatypes are: {', '.join(names)}.")
+        hint = (
+            f"{resource} is a resource type: use getStructureDefinition."
+            if resource
+            else f"The datatypes are: {', '.join(names)}."
+        )
         return _not_found("datatype", data_type, names, hint, resource)
     definition = _definition(spec, found)
     out: Result = {"dataType": found, "typeKind": definition.pop("kind"), **definition}
@@ -157,8 +163,7 @@ def _expression_for(expression: str | None, resource_type: str) -> str | None:
     return " | ".join(mine) if mine else expression
 
 
-def search_params(spec: Spec, resource_type: str, code: str | None = None,
-                  search_type: str | None = None) -> Result:
+def search_params(spec: Spec, resource_type: str, code: str | None = None, search_type: str | None = None) -> Result:
     """The search parameters a resource type supports, optionally one ``code`` or one ``search_type``."""
     names = _resource_names(spec)
     found = _by_folded_name(names, resource_type)
@@ -178,15 +183,18 @@ def search_params(spec: Spec, resource_type: str, code: str | None = None,
         chosen = [p for p in chosen if p.code.casefold() == wanted]
         if not chosen:
             codes = sorted(params)
-            return _not_found(f"search parameter on {found}", code, codes,
-                              f"{found} supports: {', '.join(codes)}.")
+            return _not_found(f"search parameter on {found}", code, codes, f"{found} supports: {', '.join(codes)}.")
     if search_type is not None:
         chosen = [p for p in chosen if p.type == search_type.strip().casefold()]
     rows = []
     for p in chosen:
-        row: dict[str, Any] = {"code": p.code, "type": p.type,
-                               "expression": _expression_for(p.expression, found),
-                               "description": _for_resource(p.description, found), "url": p.url}
+        row: dict[str, Any] = {
+            "code": p.code,
+            "type": p.type,
+            "expression": _expression_for(p.expression, found),
+            "description": _for_resource(p.description, found),
+            "url": p.url,
+        }
         if p.targets:
             row["targets"] = list(p.targets)
         if p.components:
@@ -225,8 +233,7 @@ def build_specs_mcp(spec: Spec | None = None) -> MCPServer:
         """
         return tool_result(structure_definition(loaded, resourceType))
 
-    def getSearchParams(resourceType: str, code: str | None = None,
-                        search_type: str | None = None) -> CallToolResult:
+    def getSearchParams(resourceType: str, code: str | None = None, search_type: str | None = None) -> CallToolResult:
         """The search parameters a FHIR R4 resource type supports, with type and FHIRPath expression.
 
         Optional filters: ``code`` (one parameter, e.g. "birthdate"; case-insensitive) and

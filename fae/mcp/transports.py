@@ -35,8 +35,9 @@ class _ForwardedPrefix:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        prefix = next((value.decode("latin-1") for key, value in scope.get("headers", ())
-                       if key.lower() == _PREFIX_HEADER), "")
+        prefix = next(
+            (value.decode("latin-1") for key, value in scope.get("headers", ()) if key.lower() == _PREFIX_HEADER), ""
+        )
         if prefix.startswith("/") and "?" not in prefix:
             scope = {**scope, "root_path": prefix.rstrip("/") + scope.get("root_path", "")}
         await self.app(scope, receive, send)
@@ -60,8 +61,9 @@ def http_app(server: MCPServer, *, path: str = STREAMABLE_PATH, sse: bool = True
     The app has a lifespan (the SDK's session manager): serve it with uvicorn,
     or run its lifespan from a parent app that mounts it.
     """
-    app = server.streamable_http_app(streamable_http_path=path, stateless_http=True, json_response=True,
-                                     transport_security=_NO_HOST_CHECK)
+    app = server.streamable_http_app(
+        streamable_http_path=path, stateless_http=True, json_response=True, transport_security=_NO_HOST_CHECK
+    )
     if sse:
         app.router.routes.extend(sse_routes(server))
     return app
@@ -72,8 +74,14 @@ def sse_app(server: MCPServer) -> Starlette:
     return Starlette(routes=sse_routes(server))
 
 
-def serve(server: MCPServer, transport: Transport, *, host: str, port: int,
-          announce: Callable[[str], None] = lambda where: None) -> None:
+def serve(
+    server: MCPServer,
+    transport: Transport,
+    *,
+    host: str,
+    port: int,
+    announce: Callable[[str], None] = lambda where: None,
+) -> None:
     """Run ``server`` on ``transport`` until interrupted; a bad or busy port is a FaeError before anything runs.
 
     ``announce`` gets where clients connect, once the port is bound (port 0 takes a free one).

@@ -93,8 +93,15 @@ class StaticEmbedder:
 class OpenAIEmbedder:
     """An OpenAI-compatible ``/embeddings`` endpoint; the dimension is learnt from one call."""
 
-    def __init__(self, base_url: str, model: str, *, api_key: str | None = None,
-                 dimension: int | None = None, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        dimension: int | None = None,
+        timeout_s: float = 30.0,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.name = f"openai:{model}"
@@ -106,15 +113,18 @@ class OpenAIEmbedder:
         if not texts:
             return np.zeros((0, getattr(self, "dimension", 0)), dtype=np.float32)
         try:
-            reply = httpx.post(f"{self.base_url}/embeddings", headers=self._headers,
-                               json={"model": self.model, "input": list(texts),
-                                     "encoding_format": "float"},
-                               timeout=self._timeout_s)
+            reply = httpx.post(
+                f"{self.base_url}/embeddings",
+                headers=self._headers,
+                json={"model": self.model, "input": list(texts), "encoding_format": "float"},
+                timeout=self._timeout_s,
+            )
         except httpx.HTTPError as exc:
             raise EmbeddingError(f"embedding endpoint {self.base_url} cannot be reached: {exc}") from None
         if reply.status_code != 200:
             raise EmbeddingError(
-                f"embedding endpoint {self.base_url} answered HTTP {reply.status_code}: {reply.text[:200]}")
+                f"embedding endpoint {self.base_url} answered HTTP {reply.status_code}: {reply.text[:200]}"
+            )
         try:
             rows = sorted(reply.json()["data"], key=lambda row: row["index"])
             vectors = np.array([row["embedding"] for row in rows], dtype=np.float32)
@@ -125,8 +135,9 @@ class OpenAIEmbedder:
         return normalise(vectors)
 
 
-def embedder_from_spec(spec: str = DEFAULT_SPEC, *, base_url: str | None = None,
-                       api_key: str | None = None) -> Embedder:
+def embedder_from_spec(
+    spec: str = DEFAULT_SPEC, *, base_url: str | None = None, api_key: str | None = None
+) -> Embedder:
     """The backend a spec names: ``static``, ``hashed-bow`` or ``openai:MODEL`` (needs a base URL)."""
     if spec in ("static", STATIC_NAME):
         return StaticEmbedder()
@@ -136,6 +147,5 @@ def embedder_from_spec(spec: str = DEFAULT_SPEC, *, base_url: str | None = None,
         base = base_url or os.environ.get("OPENAI_BASE_URL")
         if not base:
             raise EmbeddingError(f"embedder {spec!r} needs a base URL (--embeddings-url or OPENAI_BASE_URL)")
-        return OpenAIEmbedder(base, spec.removeprefix("openai:"),
-                              api_key=api_key or os.environ.get("OPENAI_API_KEY"))
+        return OpenAIEmbedder(base, spec.removeprefix("openai:"), api_key=api_key or os.environ.get("OPENAI_API_KEY"))
     raise EmbeddingError(f"unknown embedder {spec!r}: use static, hashed-bow or openai:MODEL")

@@ -1,10 +1,10 @@
 """The errors of the memory store, under fae's one error tree.
 
-    FaeError
-     └── MemoryStoreError       a memory store cannot be opened, read or written
-          ├── FormatTooNew      the store was written by a newer fae
-          └── EmbedderMismatch  the store's vectors came from another embedding backend
-    EmbeddingError (FaeError)   an embedding backend cannot be loaded or answered badly
+FaeError
+ └── MemoryStoreError       a memory store cannot be opened, read or written
+      ├── FormatTooNew      the store was written by a newer fae
+      └── EmbedderMismatch  the store's vectors came from another embedding backend
+EmbeddingError (FaeError)   an embedding backend cannot be loaded or answered badly
 """
 
 from __future__ import annotations

@@ -51,20 +51,26 @@ def load_set(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, Any
     return reflections, queries
 
 
-def recall_at_k(embedder: Embedder, set_path: str | Path, k: int = 3,
-                *, use_faiss: bool | None = None) -> RecallResult:
+def recall_at_k(embedder: Embedder, set_path: str | Path, k: int = 3, *, use_faiss: bool | None = None) -> RecallResult:
     """Build a store of the set's reflections with ``embedder`` and score its queries."""
     reflections, queries = load_set(set_path)
     with tempfile.TemporaryDirectory(prefix="fae-recall-") as tmp:
-        store = MemoryStore.create(Path(tmp) / "memory", embedder, created_at=SET_CLOCK,
-                                   use_faiss=use_faiss)
-        store.add_macro([
-            MacroReflection(text=item["text"], macro_summary=item["macro_summary"],
-                            heuristic=item["heuristic"], tags=tuple(item.get("tags", ())),
-                            success=True, task_id=item["task_id"], created_at=SET_CLOCK,
-                            run_id=item["id"])
-            for item in reflections
-        ])
+        store = MemoryStore.create(Path(tmp) / "memory", embedder, created_at=SET_CLOCK, use_faiss=use_faiss)
+        store.add_macro(
+            [
+                MacroReflection(
+                    text=item["text"],
+                    macro_summary=item["macro_summary"],
+                    heuristic=item["heuristic"],
+                    tags=tuple(item.get("tags", ())),
+                    success=True,
+                    task_id=item["task_id"],
+                    created_at=SET_CLOCK,
+                    run_id=item["id"],
+                )
+                for item in reflections
+            ]
+        )
         total, hits = 0.0, 0
         misses: list[tuple[str, list[str], list[str]]] = []
         for query in queries:
@@ -75,6 +81,13 @@ def recall_at_k(embedder: Embedder, set_path: str | Path, k: int = 3,
             hits += share > 0
             if share < 1:
                 misses.append((query["query"], expected, found))
-        return RecallResult(embedder=embedder.name, dimension=embedder.dimension,
-                            index=store.index_backend, k=k, recall=total / len(queries),
-                            hit_rate=hits / len(queries), queries=len(queries), misses=misses)
+        return RecallResult(
+            embedder=embedder.name,
+            dimension=embedder.dimension,
+            index=store.index_backend,
+            k=k,
+            recall=total / len(queries),
+            hit_rate=hits / len(queries),
+            queries=len(queries),
+            misses=misses,
+        )

@@ -63,8 +63,7 @@ class MacroReflection(msgspec.Struct, frozen=True, kw_only=True):
 
     def embedding_text(self) -> str:
         """What is embedded: the summary, the heuristic, the reflection and the tags."""
-        return " ".join(part for part in (self.macro_summary, self.heuristic, self.text,
-                                          " ".join(self.tags)) if part)
+        return " ".join(part for part in (self.macro_summary, self.heuristic, self.text, " ".join(self.tags)) if part)
 
 
 @dataclass(frozen=True)
@@ -137,8 +136,9 @@ class MemoryStore:
     from the manifest's backend name on first use.
     """
 
-    def __init__(self, path: Path, manifest: dict[str, Any], embedder: Embedder | None,
-                 *, use_faiss: bool | None = None) -> None:
+    def __init__(
+        self, path: Path, manifest: dict[str, Any], embedder: Embedder | None, *, use_faiss: bool | None = None
+    ) -> None:
         self.path = path
         self.manifest = manifest
         self._embedder = embedder
@@ -152,8 +152,9 @@ class MemoryStore:
     # -- opening ------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, path: str | Path, embedder: Embedder, *, created_at: str,
-               use_faiss: bool | None = None) -> MemoryStore:
+    def create(
+        cls, path: str | Path, embedder: Embedder, *, created_at: str, use_faiss: bool | None = None
+    ) -> MemoryStore:
         """Make an empty store at ``path`` (a new or empty directory), or open it if it is one."""
         path = Path(path)
         if (path / MANIFEST).exists():
@@ -161,9 +162,12 @@ class MemoryStore:
         if path.exists() and any(path.iterdir()):
             raise MemoryStoreError(f"{path} is not empty and holds no memory store")
         path.mkdir(parents=True, exist_ok=True)
-        manifest = {"format": FORMAT, "format_version": FORMAT_VERSION,
-                    "embedding": {"name": embedder.name, "dimension": embedder.dimension},
-                    "created_at": created_at}
+        manifest = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "embedding": {"name": embedder.name, "dimension": embedder.dimension},
+            "created_at": created_at,
+        }
         tmp = path / (MANIFEST + ".tmp")
         tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         os.replace(tmp, path / MANIFEST)
@@ -172,8 +176,7 @@ class MemoryStore:
         return cls(path, manifest, embedder, use_faiss=use_faiss)
 
     @classmethod
-    def open(cls, path: str | Path, embedder: Embedder | None = None, *,
-             use_faiss: bool | None = None) -> MemoryStore:
+    def open(cls, path: str | Path, embedder: Embedder | None = None, *, use_faiss: bool | None = None) -> MemoryStore:
         """Open an existing store; a newer format or a different embedding backend is refused."""
         path = Path(path)
         manifest = read_manifest(path)
@@ -183,7 +186,8 @@ class MemoryStore:
                 raise EmbedderMismatch(
                     f"memory store {path} holds vectors from {wanted.get('name')} "
                     f"({wanted.get('dimension')}-d); it cannot be searched or extended with "
-                    f"{embedder.name} ({embedder.dimension}-d)")
+                    f"{embedder.name} ({embedder.dimension}-d)"
+                )
         return cls(path, manifest, embedder, use_faiss=use_faiss)
 
     # -- properties ---------------------------------------------------------------------
@@ -205,8 +209,10 @@ class MemoryStore:
         if self._embedder is None:
             self._embedder = embedder_from_spec(self.embedding_name)
             if self._embedder.dimension != self.dimension:
-                raise EmbedderMismatch(f"backend {self.embedding_name} now gives {self._embedder.dimension}-d "
-                                       f"vectors; the store holds {self.dimension}-d")
+                raise EmbedderMismatch(
+                    f"backend {self.embedding_name} now gives {self._embedder.dimension}-d "
+                    f"vectors; the store holds {self.dimension}-d"
+                )
         return self._embedder
 
     # -- reading ------------------------------------------------------------------------
@@ -237,7 +243,8 @@ class MemoryStore:
         rows = raw.size // self.dimension if self.dimension else 0
         if rows < len(macro):
             raise MemoryStoreError(
-                f"memory store {self.path} is inconsistent: {len(macro)} macro rows but {rows} vectors")
+                f"memory store {self.path} is inconsistent: {len(macro)} macro rows but {rows} vectors"
+            )
         vectors = raw[: len(macro) * self.dimension].reshape(len(macro), self.dimension)
         self._micro, self._macro = micro, macro
         self._index = _FlatIndex(vectors, use_faiss=self._use_faiss)
@@ -253,8 +260,11 @@ class MemoryStore:
     def micro_tips(self, resource: str, operation: str, k: int = 3) -> list[MicroReflection]:
         """Tips for exactly this (resource, operation), case-insensitive, newest first, no repeats."""
         resource_key, operation_key = resource.strip().lower(), operation.strip().lower()
-        found = [(row.created_at, index, row) for index, row in enumerate(self._micro)
-                 if row.resource.lower() == resource_key and row.operation.lower() == operation_key]
+        found = [
+            (row.created_at, index, row)
+            for index, row in enumerate(self._micro)
+            if row.resource.lower() == resource_key and row.operation.lower() == operation_key
+        ]
         found.sort(key=lambda item: (item[0], item[1]), reverse=True)
         seen: set[str] = set()
         tips: list[MicroReflection] = []
@@ -307,8 +317,9 @@ class MemoryStore:
             return 0
         vectors = normalise(self.embedder.embed([row.embedding_text() for row in rows]))
         if vectors.shape != (len(rows), self.dimension):
-            raise EmbedderMismatch(f"the embedder gave vectors of shape {vectors.shape}, "
-                                   f"the store holds {self.dimension}-d")
+            raise EmbedderMismatch(
+                f"the embedder gave vectors of shape {vectors.shape}, the store holds {self.dimension}-d"
+            )
         with open(self.path / VECTORS, "ab") as handle:
             handle.write(vectors.astype("<f4").tobytes())
         with open(self.path / MACRO, "ab") as handle:
@@ -333,7 +344,8 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if version > FORMAT_VERSION:
         raise FormatTooNew(
             f"memory store {path} has format version {version}, newer than this fae understands "
-            f"({FORMAT_VERSION}); upgrade fae to read it")
+            f"({FORMAT_VERSION}); upgrade fae to read it"
+        )
     embedding = manifest.get("embedding")
     if not isinstance(embedding, dict) or not isinstance(embedding.get("dimension"), int):
         raise MemoryStoreError(f"memory store {path} names no embedding backend and dimension")

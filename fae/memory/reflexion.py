@@ -101,7 +101,7 @@ def parse_json_reply(content: str | None) -> dict[str, Any]:
         raise ValueError("the reply is empty")
     text = content.strip()
     fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)
-    candidates = [text, fenced.group(1) if fenced else None, text[text.find("{"): text.rfind("}") + 1]]
+    candidates = [text, fenced.group(1) if fenced else None, text[text.find("{") : text.rfind("}") + 1]]
     for candidate in candidates:
         if not candidate:
             continue
@@ -114,14 +114,18 @@ def parse_json_reply(content: str | None) -> dict[str, Any]:
     raise ValueError(f"no JSON object in the reply {text[:120]!r}")
 
 
-async def chat(client: httpx.AsyncClient, llm_base: str, model: str, system: str, user: str,
-               *, api_key: str | None = None) -> str:
+async def chat(
+    client: httpx.AsyncClient, llm_base: str, model: str, system: str, user: str, *, api_key: str | None = None
+) -> str:
     """One chat completion; returns the reply's content. A transport or HTTP failure raises."""
     reply = await client.post(
         f"{llm_base.rstrip('/')}/chat/completions",
         headers={"authorization": f"Bearer {api_key or 'not-needed'}"},
-        json={"model": model, "temperature": 0,
-              "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]},
+        json={
+            "model": model,
+            "temperature": 0,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        },
     )
     if reply.status_code != 200:
         raise MemoryStoreError(f"the model {model} answered HTTP {reply.status_code}: {reply.text[:200]}")
@@ -142,19 +146,35 @@ def _micro_rows(raw: Any, run: RunView, success: bool, created_at: str) -> list[
         operation = operation.strip().lower()
         if operation not in OPERATIONS or not tip.strip():
             continue
-        rows.append(MicroReflection(resource=resource.strip(), operation=operation, tip=tip.strip(),
-                                    success=success, task_id=run.task_id, created_at=created_at,
-                                    run_id=run.run_id))
+        rows.append(
+            MicroReflection(
+                resource=resource.strip(),
+                operation=operation,
+                tip=tip.strip(),
+                success=success,
+                task_id=run.task_id,
+                created_at=created_at,
+                run_id=run.run_id,
+            )
+        )
     return rows
 
 
-async def reflect_run(client: httpx.AsyncClient, run: RunView, *, llm_base: str, created_at: str,
-                      evaluator_model: str, reflector_model: str, tags: Sequence[str] = (),
-                      grounding: Grounding | None = None, api_key: str | None = None) -> Reflection:
+async def reflect_run(
+    client: httpx.AsyncClient,
+    run: RunView,
+    *,
+    llm_base: str,
+    created_at: str,
+    evaluator_model: str,
+    reflector_model: str,
+    tags: Sequence[str] = (),
+    grounding: Grounding | None = None,
+    api_key: str | None = None,
+) -> Reflection:
     """Evaluate then reflect on ``run``; ``created_at`` is the caller's clock (the task's "now")."""
     trajectory = trajectory_text(run)
-    evaluator_raw = await chat(client, llm_base, evaluator_model, EVALUATOR_SYSTEM, trajectory,
-                               api_key=api_key)
+    evaluator_raw = await chat(client, llm_base, evaluator_model, EVALUATOR_SYSTEM, trajectory, api_key=api_key)
     try:
         evaluation = parse_json_reply(evaluator_raw)
     except ValueError as exc:
@@ -166,8 +186,7 @@ async def reflect_run(client: httpx.AsyncClient, run: RunView, *, llm_base: str,
     reflector_input = trajectory + "\n\nEVALUATOR: " + json.dumps(evaluation, sort_keys=True)
     if notes:
         reflector_input += "\n\nFHIR R4 REFERENCE:\n" + notes
-    reflector_raw = await chat(client, llm_base, reflector_model, REFLECTOR_SYSTEM, reflector_input,
-                               api_key=api_key)
+    reflector_raw = await chat(client, llm_base, reflector_model, REFLECTOR_SYSTEM, reflector_input, api_key=api_key)
     try:
         data = parse_json_reply(reflector_raw)
     except ValueError as exc:
@@ -177,14 +196,22 @@ async def reflect_run(client: httpx.AsyncClient, run: RunView, *, llm_base: str,
         macro_summary=str(data.get("macro_summary") or ""),
         heuristic=str(data.get("heuristic") or ""),
         tags=tuple(dict.fromkeys([*tags, *run.resource_types()])),
-        success=success, task_id=run.task_id, created_at=created_at, run_id=run.run_id,
+        success=success,
+        task_id=run.task_id,
+        created_at=created_at,
+        run_id=run.run_id,
     )
     if not (macro.text or macro.macro_summary or macro.heuristic):
-        raise MemoryStoreError("the reflector's reply holds no reflection text, summary or heuristic",
-                               run_id=run.run_id)
-    return Reflection(evaluation=evaluation, micro=_micro_rows(data.get("micro"), run, success, created_at),
-                      macro=macro, grounded=bool(notes),
-                      raw={"evaluator": evaluator_raw, "reflector": reflector_raw})
+        raise MemoryStoreError(
+            "the reflector's reply holds no reflection text, summary or heuristic", run_id=run.run_id
+        )
+    return Reflection(
+        evaluation=evaluation,
+        micro=_micro_rows(data.get("micro"), run, success, created_at),
+        macro=macro,
+        grounded=bool(notes),
+        raw={"evaluator": evaluator_raw, "reflector": reflector_raw},
+    )
 
 
 def specs_grounding(specs_mcp_url: str, *, max_params: int = 25) -> Grounding:
@@ -199,14 +226,20 @@ def specs_grounding(specs_mcp_url: str, *, max_params: int = 25) -> Grounding:
         async with McpToolbox(specs_mcp_url) as box:
             for kind in list(resource_types)[:5]:
                 params = await box.call_tool("getSearchParams", {"resourceType": kind})
-                codes = [p.get("code") for p in (params.result or {}).get("searchParams", [])
-                         if isinstance(p, dict)] if isinstance(params.result, dict) else []
+                codes = (
+                    [p.get("code") for p in (params.result or {}).get("searchParams", []) if isinstance(p, dict)]
+                    if isinstance(params.result, dict)
+                    else []
+                )
                 if codes:
                     lines.append(f"{kind} search parameters: {', '.join(map(str, codes[:max_params]))}")
                 definition = await box.call_tool("getStructureDefinition", {"resourceType": kind})
                 elements = definition.result.get("elements", []) if isinstance(definition.result, dict) else []
-                required = [e.get("path") for e in elements
-                            if isinstance(e, dict) and str(e.get("min", "0")) not in ("0", "None")]
+                required = [
+                    e.get("path")
+                    for e in elements
+                    if isinstance(e, dict) and str(e.get("min", "0")) not in ("0", "None")
+                ]
                 if required:
                     lines.append(f"{kind} required elements: {', '.join(map(str, required[:max_params]))}")
         return "\n".join(lines)

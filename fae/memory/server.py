@@ -69,11 +69,16 @@ def build_memory_mcp(store_dir: str | Path, *, embedder: Embedder | None = None)
         import msgspec
 
         tips = handle.get().micro_tips(resource, operation, _k(k))
-        return {"kind": "micro", "resource": resource, "operation": operation,
-                "results": [msgspec.to_builtins(tip) for tip in tips]}
+        return {
+            "kind": "micro",
+            "resource": resource,
+            "operation": operation,
+            "results": [msgspec.to_builtins(tip) for tip in tips],
+        }
 
-    async def search_memory(query: str | None = None, resource: str | None = None,
-                            operation: str | None = None, k: int = 3) -> dict[str, Any]:
+    async def search_memory(
+        query: str | None = None, resource: str | None = None, operation: str | None = None, k: int = 3
+    ) -> dict[str, Any]:
         """Search the long-term memory: strategies similar to ``query`` when it is given,
         otherwise the newest tips for exactly this FHIR ``resource`` (e.g. Appointment)
         and ``operation`` (create, search, read, update or delete)."""
@@ -81,8 +86,7 @@ def build_memory_mcp(store_dir: str | Path, *, embedder: Embedder | None = None)
             return await guarded(lambda: macro(query, k))
         if resource and operation:
             return await guarded(lambda: micro(resource, operation, k))
-        return {"error": "BAD_ARGUMENTS",
-                "diagnostics": "give a query, or both a resource and an operation"}
+        return {"error": "BAD_ARGUMENTS", "diagnostics": "give a query, or both a resource and an operation"}
 
     async def search_macro_reflections(query: str, k: int = 3) -> dict[str, Any]:
         """Task-level strategies learnt in training, nearest in meaning to ``query``, best
@@ -114,7 +118,6 @@ def build_memory_mcp(store_dir: str | Path, *, embedder: Embedder | None = None)
     return server
 
 
-def memory_mcp_http_app(store_dir: str | Path, *, embedder: Embedder | None = None,
-                        path: str = "/mcp") -> Starlette:
+def memory_mcp_http_app(store_dir: str | Path, *, embedder: Embedder | None = None, path: str = "/mcp") -> Starlette:
     """The memory tools over stateless streamable HTTP at ``path`` and legacy SSE at /sse (see fae.mcp.transports)."""
     return http_app(build_memory_mcp(store_dir, embedder=embedder), path=path)

@@ -112,8 +112,9 @@ class _Held:
     is recorded, then let through. Undeclared, it is bounded by the limit: past it the rest is dropped, the
     exchange recorded with the reason, and the client's connection cut (its status and headers had gone)."""
 
-    def __init__(self, addon: RecordingAddon, flow: http.HTTPFlow, exchange: Exchange, capacity: int,
-                 declared: bool = True):
+    def __init__(
+        self, addon: RecordingAddon, flow: http.HTTPFlow, exchange: Exchange, capacity: int, declared: bool = True
+    ):
         self.addon = addon
         self.flow = flow
         self.exchange = exchange
@@ -159,8 +160,9 @@ def _declared_size(headers: http.Headers) -> int | None:
 class RecordingAddon:
     """Routes ``/run/{run}/{actor}/{upstream}/...`` to its upstream and records the exchange."""
 
-    def __init__(self, upstreams: dict[str, Upstream], sink: ExchangeSink, *,
-                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
+    def __init__(
+        self, upstreams: dict[str, Upstream], sink: ExchangeSink, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    ):
         self.upstreams = upstreams
         self.sink = sink
         self.max_body_bytes = max_body_bytes
@@ -218,8 +220,7 @@ class RecordingAddon:
             flow.request.headers["content-length"] = str(len(body))
 
     def _exchange(self, flow: http.HTTPFlow, route: Route, body: bodies.Body | None) -> Exchange:
-        headers = [(k, v) for k, v in flow.request.headers.items(multi=True)
-                   if k.lower() not in _ADDED_HEADERS]
+        headers = [(k, v) for k, v in flow.request.headers.items(multi=True) if k.lower() not in _ADDED_HEADERS]
         return Exchange(
             exchange_id=uuid.uuid4().hex,
             run_id=route.run_id,
@@ -259,8 +260,10 @@ class RecordingAddon:
         assert flow.response is not None
         exchange.status = flow.response.status_code
         exchange.response_headers = list(flow.response.headers.items(multi=True))
-        exchange.error = (f"response body is over the proxy's {self.max_body_bytes} byte limit (--max-body-mib); "
-                          f"the client got its status and headers, then its connection was cut")
+        exchange.error = (
+            f"response body is over the proxy's {self.max_body_bytes} byte limit (--max-body-mib); "
+            f"the client got its status and headers, then its connection was cut"
+        )
         self._trim_due = True
         if self._finish(flow, exchange, replace_response=False) and flow.killable:
             flow.kill()
@@ -286,8 +289,10 @@ class RecordingAddon:
                 exchange.decode_error = f"cannot decode {encoding}: {exc}"
                 return
             if decoded is None:
-                exchange.decode_error = (f"cannot decode {encoding}: decoded it is over the proxy's "
-                                         f"{self.max_body_bytes} byte limit (--max-body-mib); kept encoded only")
+                exchange.decode_error = (
+                    f"cannot decode {encoding}: decoded it is over the proxy's "
+                    f"{self.max_body_bytes} byte limit (--max-body-mib); kept encoded only"
+                )
             else:
                 exchange.decoded_body = decoded if len(decoded) >= self.stream_bytes else decoded.joined()
             return
@@ -313,8 +318,10 @@ class RecordingAddon:
             if tap.over and exchange.body_dropped:
                 exchange.error = exchange.body_dropped
             elif tap.over:
-                exchange.error = (f"streamed response body is over the proxy's {self.max_body_bytes} byte limit "
-                                  f"(--max-body-mib): its chunks are recorded, the whole body is not")
+                exchange.error = (
+                    f"streamed response body is over the proxy's {self.max_body_bytes} byte limit "
+                    f"(--max-body-mib): its chunks are recorded, the whole body is not"
+                )
         else:
             exchange.response_body = response.raw_content
             if response.headers.get("content-encoding") and response.raw_content is not None:
@@ -332,22 +339,29 @@ class RecordingAddon:
             exchange = self._exchange(flow, route, None)
             exchange.status = 413
             declared = flow.request.headers.get("content-length")
-            exchange.error = (f"request body {f'of {declared} bytes ' if declared else ''}is over the proxy's "
-                              f"{self.max_body_bytes} byte limit (--max-body-mib); refused with 413, not forwarded")
+            exchange.error = (
+                f"request body {f'of {declared} bytes ' if declared else ''}is over the proxy's "
+                f"{self.max_body_bytes} byte limit (--max-body-mib); refused with 413, not forwarded"
+            )
             self._finish(flow, exchange, replace_response=False)
             return
         if exchange is None or exchange.duration_ms is not None:
             return
         if _TOO_LARGE in message:
-            message = (f"response body is over the proxy's {self.max_body_bytes} byte limit (--max-body-mib); "
-                       f"the client got 502")
+            message = (
+                f"response body is over the proxy's {self.max_body_bytes} byte limit (--max-body-mib); "
+                f"the client got 502"
+            )
         exchange.error = message
         self._finish(flow, exchange, replace_response=False)
 
     def _finish(self, flow: http.HTTPFlow, exchange: Exchange, replace_response: bool = True) -> bool:
         """Record the exchange; if that fails, stop its traffic. True if it was recorded."""
-        large = [body for body in (exchange.request_body, exchange.response_body)
-                 if body is not None and len(body) >= self.stream_bytes]
+        large = [
+            body
+            for body in (exchange.request_body, exchange.response_body)
+            if body is not None and len(body) >= self.stream_bytes
+        ]
         self._trim_due = self._trim_due or bool(large)
         # bytes, not our map: mitmproxy buffered it (a chunked body), and its flow holds it in a cycle
         self._collect_due = self._collect_due or any(isinstance(body, bytes) for body in large)

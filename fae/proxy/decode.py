@@ -65,7 +65,7 @@ def _brotli_stream(raw: Body) -> Iterator[bytes]:
     unpacker = brotli.Decompressor()
     for piece in body_slices(raw):
         for start in range(0, len(piece), _FEED):
-            yield unpacker.process(bytes(piece[start:start + _FEED]), output_buffer_limit=_READ)
+            yield unpacker.process(bytes(piece[start : start + _FEED]), output_buffer_limit=_READ)
             while not unpacker.can_accept_more_data():
                 yield unpacker.process(b"", output_buffer_limit=_READ)
     while not unpacker.is_finished() and (rest := unpacker.process(b"", output_buffer_limit=_READ)):
@@ -77,7 +77,8 @@ def _brotli_stream(raw: Body) -> Iterator[bytes]:
 def _zstd_stream(raw: Body) -> Iterator[bytes]:
     source = raw.parts[0] if isinstance(raw, Pieces) and len(raw.parts) == 1 else raw
     with zstandard.ZstdDecompressor().stream_reader(
-            source if not isinstance(source, Pieces) else source.joined(), read_across_frames=True) as reader:
+        source if not isinstance(source, Pieces) else source.joined(), read_across_frames=True
+    ) as reader:
         while chunk := reader.read(_READ):
             yield chunk
 

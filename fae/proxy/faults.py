@@ -103,8 +103,13 @@ class FaultAddon:
     def _may_fault(self, flow: http.HTTPFlow) -> Route | None:
         """The route of an agent's FHIR write, when it could be faulted."""
         route: Route | None = flow.metadata.get(ROUTE_KEY)
-        if route is None or flow.response is not None or route.actor != "agent" or route.upstream.kind != "fhir" \
-                or flow.request.method.upper() not in WRITE_METHODS:
+        if (
+            route is None
+            or flow.response is not None
+            or route.actor != "agent"
+            or route.upstream.kind != "fhir"
+            or flow.request.method.upper() not in WRITE_METHODS
+        ):
             return None
         return route
 
@@ -114,8 +119,11 @@ class FaultAddon:
             flow.request.stream = False
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
-        if flow.metadata.get(_DROP_KEY) and flow.response is not None \
-                and not flow.response.headers.get("content-type", "").startswith("text/event-stream"):
+        if (
+            flow.metadata.get(_DROP_KEY)
+            and flow.response is not None
+            and not flow.response.headers.get("content-type", "").startswith("text/event-stream")
+        ):
             flow.response.stream = False
 
     async def request(self, flow: http.HTTPFlow) -> None:

@@ -29,7 +29,7 @@ class Gathered:
         end = self.size + len(data)
         if end > self.capacity:
             return False
-        self._map[self.size:end] = data
+        self._map[self.size : end] = data
         self.size = end
         return True
 
@@ -44,7 +44,7 @@ class Gathered:
         view = memoryview(self._map)
         try:
             for start in range(0, self.size, SLICE):
-                piece = bytes(view[start:min(start + SLICE, self.size)])
+                piece = bytes(view[start : min(start + SLICE, self.size)])
                 self.release(start, len(piece))
                 yield piece
         finally:
@@ -52,4 +52,4 @@ class Gathered:
 
     def body(self) -> Pieces:
         """The bytes gathered so far, as one piece that views the map (no copy)."""
-        return Pieces((memoryview(self._map)[:self.size],))
+        return Pieces((memoryview(self._map)[: self.size],))

@@ -20,9 +20,27 @@ from fae.proxy.routes import Upstream, route_url
 from fae.util.serve import PROXY_IDLE_S
 
 # mitmproxy addons fae has no use for, left out so nothing rewrites or replays traffic.
-_UNUSED = {"Browser", "ClientPlayback", "ServerPlayback", "MapLocal", "MapRemote", "ModifyBody",
-           "ModifyHeaders", "StickyAuth", "StickyCookie", "AntiCache", "AntiComp", "Save", "SaveHar",
-           "Onboarding", "CommandHistory", "ScriptLoader", "Export", "Cut", "Comment"}
+_UNUSED = {
+    "Browser",
+    "ClientPlayback",
+    "ServerPlayback",
+    "MapLocal",
+    "MapRemote",
+    "ModifyBody",
+    "ModifyHeaders",
+    "StickyAuth",
+    "StickyCookie",
+    "AntiCache",
+    "AntiComp",
+    "Save",
+    "SaveHar",
+    "Onboarding",
+    "CommandHistory",
+    "ScriptLoader",
+    "Export",
+    "Cut",
+    "Comment",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +70,14 @@ class _Started:
 
 
 @asynccontextmanager
-async def run_proxy(upstreams: dict[str, Upstream], sink: ExchangeSink, *,
-                    host: str = "127.0.0.1", port: int = 0,
-                    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> AsyncIterator[ProxyHandle]:
+async def run_proxy(
+    upstreams: dict[str, Upstream],
+    sink: ExchangeSink,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> AsyncIterator[ProxyHandle]:
     """Serve the recording proxy until the block exits; bodies over ``max_body_bytes`` are refused (413)."""
     if max_body_bytes < 1:
         raise RecordError(f"the body size limit must be positive (got {max_body_bytes} bytes)")
@@ -64,8 +87,12 @@ async def run_proxy(upstreams: dict[str, Upstream], sink: ExchangeSink, *,
     started = _Started()
     book = FaultBook()
     in_flight = InFlightBook()
-    master.addons.add(RecordingAddon(upstreams, sink, max_body_bytes=max_body_bytes), FaultAddon(book),
-                      InFlightAddon(in_flight), started)
+    master.addons.add(
+        RecordingAddon(upstreams, sink, max_body_bytes=max_body_bytes),
+        FaultAddon(book),
+        InFlightAddon(in_flight),
+        started,
+    )
     opts.update(
         mode=[f"reverse:http://127.0.0.1:9@{host}:{port}"],
         connection_strategy="lazy",

@@ -88,17 +88,44 @@ def exchange_events(exchange: Exchange, redactor: Redactor) -> tuple[list[Event]
     if exchange.kind not in ("fhir", "llm", "mcp"):
         return events, blobs
     if exchange.kind == "fhir":  # a large body is read where it lies (fae.recorder.jsonbody), never joined
-        events.append(fhir_event(exchange.exchange_id, exchange.method, exchange.path,
-                                 exchange.request_body, exchange.status, response_headers, stored_response))
+        events.append(
+            fhir_event(
+                exchange.exchange_id,
+                exchange.method,
+                exchange.path,
+                exchange.request_body,
+                exchange.status,
+                response_headers,
+                stored_response,
+            )
+        )
     elif exchange.kind == "llm":
-        events.append(llm_event(exchange.exchange_id, exchange.path, exchange.request_body,
-                                exchange.status, stored_response, exchange.streamed, exchange.error,
-                                request_blob=_large(exchange.request_body, http.request_blob),
-                                response_blob=_large(stored_response, http.decoded_blob or http.response_blob)))
+        events.append(
+            llm_event(
+                exchange.exchange_id,
+                exchange.path,
+                exchange.request_body,
+                exchange.status,
+                stored_response,
+                exchange.streamed,
+                exchange.error,
+                request_blob=_large(exchange.request_body, http.request_blob),
+                response_blob=_large(stored_response, http.decoded_blob or http.response_blob),
+            )
+        )
     elif exchange.kind == "mcp" and posted_session(exchange) is None:  # a legacy-SSE POST: see mcp_sse
-        large = any(body is not None and len(body) >= BODY_FILE_BYTES
-                    for body in (exchange.request_body, stored_response))  # read where it lies, never joined
-        events.extend(mcp_events(exchange.exchange_id, exchange.request_body, stored_response,
-                                 _header(response_headers, "content-type"), exchange.upstream, exchange.error,
-                                 (http.request_blob, http.decoded_blob or http.response_blob) if large else None))
+        large = any(
+            body is not None and len(body) >= BODY_FILE_BYTES for body in (exchange.request_body, stored_response)
+        )  # read where it lies, never joined
+        events.extend(
+            mcp_events(
+                exchange.exchange_id,
+                exchange.request_body,
+                stored_response,
+                _header(response_headers, "content-type"),
+                exchange.upstream,
+                exchange.error,
+                (http.request_blob, http.decoded_blob or http.response_blob) if large else None,
+            )
+        )
     return events, blobs

@@ -72,8 +72,14 @@ def interaction_of(method: str, path: str, request: Any) -> tuple[str, str | Non
         return "operation", rtype, None, None
     rid = second
     if len(rest) == 2:
-        return {"GET": "read", "PUT": "update", "DELETE": "delete", "PATCH": "patch",
-                "HEAD": "read"}.get(method, "unknown"), rtype, rid, None
+        return (
+            {"GET": "read", "PUT": "update", "DELETE": "delete", "PATCH": "patch", "HEAD": "read"}.get(
+                method, "unknown"
+            ),
+            rtype,
+            rid,
+            None,
+        )
     if rest[2] == "_history":
         if len(rest) >= 4:
             return "vread", rtype, rid, rest[3]
@@ -92,12 +98,14 @@ def _issues(outcome: dict[str, Any]) -> tuple[OperationIssue, ...]:
             continue
         given = issue.get("details")
         details = given if isinstance(given, dict) else {}
-        issues.append(OperationIssue(
-            severity=str(issue.get("severity", "")),
-            code=str(issue.get("code", "")),
-            diagnostics=str(issue.get("diagnostics") or details.get("text") or ""),
-            expression=tuple(str(e) for e in (issue.get("expression") or []) if isinstance(e, str)),
-        ))
+        issues.append(
+            OperationIssue(
+                severity=str(issue.get("severity", "")),
+                code=str(issue.get("code", "")),
+                diagnostics=str(issue.get("diagnostics") or details.get("text") or ""),
+                expression=tuple(str(e) for e in (issue.get("expression") or []) if isinstance(e, str)),
+            )
+        )
     return tuple(issues)
 
 
@@ -131,9 +139,15 @@ def _entries(entry: Any) -> tuple[list[str], tuple[OperationIssue, ...]]:
     return search_ids, issues
 
 
-def fhir_event(exchange_id: str, method: str, path: str, request_body: Body | None,
-               status: int | None, response_headers: list[tuple[str, str]],
-               response_body: Body | None) -> FhirInteracted:
+def fhir_event(
+    exchange_id: str,
+    method: str,
+    path: str,
+    request_body: Body | None,
+    status: int | None,
+    response_headers: list[tuple[str, str]],
+    response_body: Body | None,
+) -> FhirInteracted:
     interaction, rtype, rid, version = interaction_of(method, path, _request_head(request_body))
     issues: tuple[OperationIssue, ...] = ()
     search_ids: list[str] = []
@@ -147,8 +161,15 @@ def fhir_event(exchange_id: str, method: str, path: str, request_body: Body | No
             given_total = value(response.get("total"))
             total = given_total if isinstance(given_total, int) else None
             search_ids, issues = _entries(response.get("entry"))
-        elif kind and interaction in ("create", "read", "vread", "update", "patch",
-                                      "update-conditional", "patch-conditional"):
+        elif kind and interaction in (
+            "create",
+            "read",
+            "vread",
+            "update",
+            "patch",
+            "update-conditional",
+            "patch-conditional",
+        ):
             rtype = rtype or kind
             rid = value(response.get("id")) or rid
             meta = members(response.get("meta")) or {}
@@ -169,6 +190,13 @@ def fhir_event(exchange_id: str, method: str, path: str, request_body: Body | No
             match = _ETAG_VERSION.match(etag)
             version = match.group(1) if match else etag.strip('"')
     return FhirInteracted(
-        exchange_id=exchange_id, interaction=interaction, resource_type=rtype, resource_id=rid,
-        version=version, status=status, issues=issues, search_ids=tuple(search_ids), search_total=total,
+        exchange_id=exchange_id,
+        interaction=interaction,
+        resource_type=rtype,
+        resource_id=rid,
+        version=version,
+        status=status,
+        issues=issues,
+        search_ids=tuple(search_ids),
+        search_total=total,
     )

@@ -74,7 +74,7 @@ def json_node(body: Body | None) -> Any:
         return None if parsed is _NOT_JSON else parsed
     if not _utf8(body):
         return None
-    start = len(_BOM) if bytes(whole[:len(_BOM)]) == _BOM else 0
+    start = len(_BOM) if bytes(whole[: len(_BOM)]) == _BOM else 0
     try:
         return _CHECK.decode(memoryview(whole)[start:])
     except msgspec.DecodeError:
@@ -137,7 +137,7 @@ def sse_values(body: Body | None) -> Iterator[Any]:
     whole = buffer_of(body)
     start = 0
     for found in SSE_EVENT_END.finditer(whole):
-        yield from _event_data(whole[start:found.start()])
+        yield from _event_data(whole[start : found.start()])
         start = found.end()
     yield from _event_data(whole[start:])
 

@@ -15,9 +15,13 @@ from fae.store.events import LlmCalled, ToolCallRequest
 
 def api_of(path: str) -> str:
     raw = path.partition("?")[0].rstrip("/")
-    for suffix, api in (("/chat/completions", "chat"), ("/responses", "responses"),
-                        ("/embeddings", "embeddings"), ("/completions", "completions"),
-                        ("/models", "models")):
+    for suffix, api in (
+        ("/chat/completions", "chat"),
+        ("/responses", "responses"),
+        ("/embeddings", "embeddings"),
+        ("/completions", "completions"),
+        ("/models", "models"),
+    ):
         if raw.endswith(suffix):
             return api
     return "other"
@@ -43,9 +47,11 @@ def _usage(usage: Any) -> tuple[int | None, int | None, int | None]:
     total = usage.get("total_tokens")
     if total is None and isinstance(prompt, int) and isinstance(completion, int):
         total = prompt + completion
-    return (prompt if isinstance(prompt, int) else None,
-            completion if isinstance(completion, int) else None,
-            total if isinstance(total, int) else None)
+    return (
+        prompt if isinstance(prompt, int) else None,
+        completion if isinstance(completion, int) else None,
+        total if isinstance(total, int) else None,
+    )
 
 
 def _chat_from_chunks(chunks: Iterable[Any], keep_text: bool = True) -> dict[str, Any] | None:
@@ -76,9 +82,13 @@ def _chat_from_chunks(chunks: Iterable[Any], keep_text: bool = True) -> dict[str
             finish = choice.get("finish_reason") or finish
     if not seen:
         return None
-    message = {"content": "".join(content) if content else None,
-               "tool_calls": [{"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
-                              for _, c in sorted(calls.items())]}
+    message = {
+        "content": "".join(content) if content else None,
+        "tool_calls": [
+            {"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for _, c in sorted(calls.items())
+        ],
+    }
     return {"model": model, "usage": usage, "choices": [{"message": message, "finish_reason": finish}]}
 
 
@@ -89,9 +99,13 @@ def _responses_output(body: dict[str, Any]) -> tuple[str | None, list[ToolCallRe
         if not isinstance(item, dict):
             continue
         if item.get("type") == "function_call":
-            calls.append(ToolCallRequest(call_id=str(item.get("call_id") or item.get("id") or ""),
-                                         name=str(item.get("name", "")),
-                                         arguments=str(item.get("arguments", ""))))
+            calls.append(
+                ToolCallRequest(
+                    call_id=str(item.get("call_id") or item.get("id") or ""),
+                    name=str(item.get("name", "")),
+                    arguments=str(item.get("arguments", "")),
+                )
+            )
         for part in item.get("content") or []:
             if isinstance(part, dict) and isinstance(part.get("text"), str):
                 texts.append(part["text"])
@@ -115,13 +129,23 @@ def _starts_with_data(body: Body | None) -> bool:
     return head.startswith(b"data:")
 
 
-def llm_event(exchange_id: str, path: str, request_body: Body | None, status: int | None,
-              response_body: Body | None, streamed: bool, error: str | None, *,
-              request_blob: str | None = None, response_blob: str | None = None) -> LlmCalled:
+def llm_event(
+    exchange_id: str,
+    path: str,
+    request_body: Body | None,
+    status: int | None,
+    response_body: Body | None,
+    streamed: bool,
+    error: str | None,
+    *,
+    request_blob: str | None = None,
+    response_blob: str | None = None,
+) -> LlmCalled:
     """The call an exchange carried. A body's hash given (a large body, in a side file): the event leaves that
     body's content out (the conversation; the reply's text and tool-call arguments) and names the body."""
-    return _llm_call(exchange_id, api_of(path), request_body, status, response_body, streamed, error,
-                     request_blob, response_blob)
+    return _llm_call(
+        exchange_id, api_of(path), request_body, status, response_body, streamed, error, request_blob, response_blob
+    )
 
 
 def llm_in_full(event: LlmCalled, body_of: Callable[[str], bytes | None]) -> LlmCalled:
@@ -140,9 +164,17 @@ def llm_in_full(event: LlmCalled, body_of: Callable[[str], bytes | None]) -> Llm
     return msgspec.structs.replace(event, **changes)
 
 
-def _llm_call(exchange_id: str, api: str, request_body: Body | None, status: int | None,
-              response_body: Body | None, streamed: bool, error: str | None,
-              request_blob: str | None = None, response_blob: str | None = None) -> LlmCalled:
+def _llm_call(
+    exchange_id: str,
+    api: str,
+    request_body: Body | None,
+    status: int | None,
+    response_body: Body | None,
+    streamed: bool,
+    error: str | None,
+    request_blob: str | None = None,
+    response_blob: str | None = None,
+) -> LlmCalled:
     roles: tuple[str, ...] | None = None
     if request_blob is not None:
         request, roles = request_outline(request_body, api)
@@ -190,9 +222,13 @@ def _llm_call(exchange_id: str, api: str, request_body: Body | None, status: int
             finish = first.get("finish_reason")
             for call in message.get("tool_calls") or []:
                 fn = call.get("function") or {}
-                tool_calls.append(ToolCallRequest(call_id=str(call.get("id") or ""),
-                                                  name=str(fn.get("name", "")),
-                                                  arguments=str(fn.get("arguments") or "")))
+                tool_calls.append(
+                    ToolCallRequest(
+                        call_id=str(call.get("id") or ""),
+                        name=str(fn.get("name", "")),
+                        arguments=str(fn.get("arguments") or ""),
+                    )
+                )
     elif error is None and status is not None and status < 400 and api in ("chat", "responses"):
         error = "response body is not valid JSON"
     prompt, completion, total = _usage(usage)
@@ -200,11 +236,22 @@ def _llm_call(exchange_id: str, api: str, request_body: Body | None, status: int
         content = None
         tool_calls = [msgspec.structs.replace(call, arguments="") for call in tool_calls]
     return LlmCalled(
-        exchange_id=exchange_id, api=api, model=model if isinstance(model, str) else None,
-        stream=stream, messages=tuple(messages) if isinstance(messages, list) else (),
-        tools=_tool_names(request.get("tools")), tool_calls=tuple(tool_calls), content=content,
-        finish_reason=finish if isinstance(finish, str) else None, prompt_tokens=prompt,
-        completion_tokens=completion, total_tokens=total, status=status, error=error,
-        request_blob=request_blob, response_blob=response_blob,
-        message_count=len(roles) if roles is not None else None, roles=roles or (),
+        exchange_id=exchange_id,
+        api=api,
+        model=model if isinstance(model, str) else None,
+        stream=stream,
+        messages=tuple(messages) if isinstance(messages, list) else (),
+        tools=_tool_names(request.get("tools")),
+        tool_calls=tuple(tool_calls),
+        content=content,
+        finish_reason=finish if isinstance(finish, str) else None,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=total,
+        status=status,
+        error=error,
+        request_blob=request_blob,
+        response_blob=response_blob,
+        message_count=len(roles) if roles is not None else None,
+        roles=roles or (),
     )

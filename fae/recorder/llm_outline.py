@@ -79,6 +79,7 @@ def response_outline(body: Body | None, api: str) -> Any:
             for call in calls if isinstance(calls, list) else []:
                 if isinstance(call, dict) and isinstance(call.get("function"), dict):
                     call["function"]["arguments"] = ""
-            response["choices"] = [{"finish_reason": value(first.get("finish_reason")),
-                                    "message": {"content": None, "tool_calls": calls}}]
+            response["choices"] = [
+                {"finish_reason": value(first.get("finish_reason")), "message": {"content": None, "tool_calls": calls}}
+            ]
     return response

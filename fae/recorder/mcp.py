@@ -28,8 +28,11 @@ def _outline(node: Any, keep: dict[str, tuple[str, ...]]) -> dict[str, Any] | No
     found = members(node)
     if found is None:
         return None
-    return {key: (_outline(found[key], {name: () for name in keep[key]}) if keep[key] else value(found[key]))
-            for key in keep if key in found}
+    return {
+        key: (_outline(found[key], {name: () for name in keep[key]}) if keep[key] else value(found[key]))
+        for key in keep
+        if key in found
+    }
 
 
 def _small_members(node: Any) -> Any:
@@ -106,8 +109,14 @@ def is_reply(message: Any) -> bool:
     return isinstance(message, dict) and "id" in message and ("result" in message or "error" in message)
 
 
-def tool_event(exchange_id: str, call: dict[str, Any], reply: dict[str, Any] | None, upstream: str,
-               error: str | None, missing: str = "no JSON-RPC reply recorded for this call") -> ToolCalled:
+def tool_event(
+    exchange_id: str,
+    call: dict[str, Any],
+    reply: dict[str, Any] | None,
+    upstream: str,
+    error: str | None,
+    missing: str = "no JSON-RPC reply recorded for this call",
+) -> ToolCalled:
     """The ToolCalled of one ``tools/call`` and its JSON-RPC reply (``None``: none was seen, ``missing`` says why)."""
     given = call.get("params")
     params = given if isinstance(given, dict) else {}
@@ -128,14 +137,25 @@ def tool_event(exchange_id: str, call: dict[str, Any], reply: dict[str, Any] | N
         if is_error and message is None:
             message = result if isinstance(result, str) else json.dumps(result)[:500]
     return ToolCalled(
-        exchange_id=exchange_id, tool=str(params.get("name", "")), arguments=params.get("arguments"),
-        result=result, is_error=is_error, error=message, server=upstream,
+        exchange_id=exchange_id,
+        tool=str(params.get("name", "")),
+        arguments=params.get("arguments"),
+        result=result,
+        is_error=is_error,
+        error=message,
+        server=upstream,
     )
 
 
-def mcp_events(exchange_id: str, request_body: Body | None, response_body: Body | None,
-               content_type: str, upstream: str, error: str | None,
-               bodies: tuple[str | None, str | None] | None = None) -> list[ToolCalled]:
+def mcp_events(
+    exchange_id: str,
+    request_body: Body | None,
+    response_body: Body | None,
+    content_type: str,
+    upstream: str,
+    error: str | None,
+    bodies: tuple[str | None, str | None] | None = None,
+) -> list[ToolCalled]:
     """The tool calls of an exchange that carries its own replies (streamable HTTP: JSON or an SSE body).
     ``bodies``: the hashes of its request and response where one is large: the events name them and leave the
     large one's content out (a request's long arguments, a reply's result)."""
@@ -149,11 +169,17 @@ def mcp_events(exchange_id: str, request_body: Body | None, response_body: Body 
     if bodies is None:
         return found
     left_out = "the tool reported an error: its result is in the recorded response body"
-    return [msgspec.structs.replace(
-        event, request_blob=bodies[0], response_blob=bodies[1], call_index=index,
-        result=None if large_response else event.result,
-        error=left_out if large_response and event.is_error and event.error == "null" else event.error)
-        for index, event in enumerate(found)]
+    return [
+        msgspec.structs.replace(
+            event,
+            request_blob=bodies[0],
+            response_blob=bodies[1],
+            call_index=index,
+            result=None if large_response else event.result,
+            error=left_out if large_response and event.is_error and event.error == "null" else event.error,
+        )
+        for index, event in enumerate(found)
+    ]
 
 
 def tool_in_full(event: ToolCalled, body_of: Callable[[str], bytes | None]) -> ToolCalled:
@@ -169,5 +195,10 @@ def tool_in_full(event: ToolCalled, body_of: Callable[[str], bytes | None]) -> T
         return event
     full = found[event.call_index]
     error = full.error if response is not None else event.error
-    return msgspec.structs.replace(event, arguments=full.arguments, result=full.result if response is not None
-                                   else event.result, is_error=full.is_error, error=error)
+    return msgspec.structs.replace(
+        event,
+        arguments=full.arguments,
+        result=full.result if response is not None else event.result,
+        is_error=full.is_error,
+        error=error,
+    )

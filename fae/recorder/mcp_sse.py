@@ -45,11 +45,15 @@ _MAX_EARLY_BYTES = 8 * BODY_FILE_BYTES  # and their small bodies, held until the
 _FRAMING = 64 * 1024  # an event may pass the body limit by its field names and line ends
 _LINE_END = re.compile(rb"\r?\n")
 STREAM_CLOSED = "the SSE stream closed before the reply to this call"
-OVER_LIMIT = ("the SSE stream closed before the reply to this call; an event on it was over the proxy's "
-              "body limit (--max-body-mib) and was not recorded")
+OVER_LIMIT = (
+    "the SSE stream closed before the reply to this call; an event on it was over the proxy's "
+    "body limit (--max-body-mib) and was not recorded"
+)
 LEFT_OUT = "the tool reported an error: its result is in the recorded reply body"
-STREAM_LET_GO = ("a reply on this legacy-SSE stream was large: its chunks are recorded, and the reply as a body "
-                 "of its own; the stream's whole body is not kept")
+STREAM_LET_GO = (
+    "a reply on this legacy-SSE stream was large: its chunks are recorded, and the reply as a body "
+    "of its own; the stream's whole body is not kept"
+)
 
 
 @dataclass(frozen=True)
@@ -126,7 +130,7 @@ def _fields(block: memoryview) -> tuple[str, memoryview | bytes | None]:
     name, data, start = "message", [], 0
     for end in [*(m.start() for m in _LINE_END.finditer(block)), len(block)]:
         line = block[start:end]
-        start = end + 2 if block[end:end + 2] == b"\r\n" else end + 1
+        start = end + 2 if block[end : end + 2] == b"\r\n" else end + 1
         head = bytes(line[:6])
         if head == b"event:":
             name = bytes(line[6:]).decode("utf-8", errors="replace").strip()
@@ -173,8 +177,9 @@ class SsePairing:
         with self._lock:
             stream = self._streams.get(exchange.exchange_id)
             if stream is None:
-                stream = self._streams[exchange.exchange_id] = _Stream(exchange.upstream,
-                                                                       exchange.body_limit + _FRAMING)
+                stream = self._streams[exchange.exchange_id] = _Stream(
+                    exchange.upstream, exchange.body_limit + _FRAMING
+                )
             if stream.large is not None:
                 self._grow(stream, data, found)
             else:
@@ -193,19 +198,19 @@ class SsePairing:
             if stream.skipping:
                 stream.skipping = False
             elif end.start() - start >= BODY_FILE_BYTES:  # a large event came whole in one chunk
-                rest = bytes(buffer[end.end():])
-                del buffer[end.end():]
-                self._event(stream, memoryview(buffer)[start:end.start()], found)  # the buffer is its own now
+                rest = bytes(buffer[end.end() :])
+                del buffer[end.end() :]
+                self._event(stream, memoryview(buffer)[start : end.start()], found)  # the buffer is its own now
                 stream.buffer, stream.searched = bytearray(rest), 0
                 self._read(stream, found)
                 return
             else:
-                self._event(stream, memoryview(bytes(buffer[start:end.start()])), found)
+                self._event(stream, memoryview(bytes(buffer[start : end.start()])), found)
             start = stream.searched = end.end()
         del buffer[:start]
         stream.searched = len(buffer)
         if stream.skipping:
-            del buffer[:max(len(buffer) - 3, 0)]  # dropped up to its end: only a boundary's first bytes matter
+            del buffer[: max(len(buffer) - 3, 0)]  # dropped up to its end: only a boundary's first bytes matter
             stream.searched = len(buffer)
         elif len(buffer) >= BODY_FILE_BYTES:
             large = Gathered(stream.limit)
@@ -213,7 +218,7 @@ class SsePairing:
                 stream.large = large
             else:
                 self._drop(stream)
-            del buffer[:max(len(buffer) - 3, 0) if stream.large is None else len(buffer)]
+            del buffer[: max(len(buffer) - 3, 0) if stream.large is None else len(buffer)]
             stream.searched = len(buffer)
 
     def _grow(self, stream: _Stream, data: bytes, found: Found) -> None:
@@ -233,7 +238,7 @@ class SsePairing:
             self._drop(stream)
         else:
             stream.large = None
-            self._event(stream, memoryview(large.body().parts[0])[:large.size + min(through, 0)], found)
+            self._event(stream, memoryview(large.body().parts[0])[: large.size + min(through, 0)], found)
         stream.large, stream.skipping = None, False
         stream.buffer, stream.searched = bytearray(data[after:]), 0
         self._read(stream, found)
@@ -309,14 +314,18 @@ class SsePairing:
             requests: list[Any] = large_calls(body)
         else:
             parsed = parse_json(body)
-            requests = [m for m in (parsed if isinstance(parsed, list) else [parsed])
-                        if isinstance(m, dict) and "method" in m and "id" in m]
+            requests = [
+                m
+                for m in (parsed if isinstance(parsed, list) else [parsed])
+                if isinstance(m, dict) and "method" in m and "id" in m
+            ]
         session = self._sessions.setdefault((exchange.upstream, session_id), _Session())
         index = 0
         for request in requests:
             call = request if request.get("method") == "tools/call" else None
-            owner = Owner(exchange.run_id, exchange.actor, exchange.upstream, exchange.exchange_id,
-                          request_blob, large, index)
+            owner = Owner(
+                exchange.run_id, exchange.actor, exchange.upstream, exchange.exchange_id, request_blob, large, index
+            )
             index += call is not None
             key = _rpc_id(request["id"])
             reply = session.early.pop(key, None)
@@ -328,8 +337,7 @@ class SsePairing:
                 found.paired.append((owner, _paired(owner, call, reply, exchange.error, found.blobs)))
 
 
-def _paired(owner: Owner, call: dict[str, Any], reply: _Reply, error: str | None,
-            blobs: dict[str, Body]) -> ToolCalled:
+def _paired(owner: Owner, call: dict[str, Any], reply: _Reply, error: str | None, blobs: dict[str, Body]) -> ToolCalled:
     event = tool_event(owner.exchange_id, call, reply.message, owner.upstream, error)
     if not owner.large and reply.digest is None:
         return event
@@ -341,6 +349,10 @@ def _naming(event: ToolCalled, owner: Owner, response_blob: str | None, large_re
     if not owner.large and response_blob is None:
         return event
     return msgspec.structs.replace(
-        event, request_blob=owner.request_blob, response_blob=response_blob, call_index=owner.call_index,
+        event,
+        request_blob=owner.request_blob,
+        response_blob=response_blob,
+        call_index=owner.call_index,
         result=None if large_reply else event.result,
-        error=LEFT_OUT if large_reply and event.is_error and event.error == "null" else event.error)
+        error=LEFT_OUT if large_reply and event.is_error and event.error == "null" else event.error,
+    )

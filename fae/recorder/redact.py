@@ -11,14 +11,38 @@ from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 from fae.store.secrets import REDACTED, SecretValues
 
-DEFAULT_HEADERS = frozenset({
-    "authorization", "proxy-authorization", "api-key", "x-api-key", "cookie", "set-cookie",
-    "x-auth-token", "x-access-token", "openai-api-key", "x-goog-api-key", "anthropic-api-key",
-})
-DEFAULT_QUERY_PARAMS = frozenset({
-    "api-key", "api_key", "apikey", "key", "token", "access_token", "id_token", "refresh_token",
-    "client_secret", "password", "secret", "sig", "signature",
-})
+DEFAULT_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "api-key",
+        "x-api-key",
+        "cookie",
+        "set-cookie",
+        "x-auth-token",
+        "x-access-token",
+        "openai-api-key",
+        "x-goog-api-key",
+        "anthropic-api-key",
+    }
+)
+DEFAULT_QUERY_PARAMS = frozenset(
+    {
+        "api-key",
+        "api_key",
+        "apikey",
+        "key",
+        "token",
+        "access_token",
+        "id_token",
+        "refresh_token",
+        "client_secret",
+        "password",
+        "secret",
+        "sig",
+        "signature",
+    }
+)
 URL_HEADERS = frozenset({"location", "content-location"})
 """Response headers holding a URL whose query is redacted like the request's."""
 
@@ -43,8 +67,9 @@ class Redactor:
             self.secrets.add(value)
 
     @classmethod
-    def with_extra(cls, headers: Iterable[str] = (), query_params: Iterable[str] = (),
-                   values: Iterable[str | None] = ()) -> Redactor:
+    def with_extra(
+        cls, headers: Iterable[str] = (), query_params: Iterable[str] = (), values: Iterable[str | None] = ()
+    ) -> Redactor:
         return cls(
             headers=DEFAULT_HEADERS | {h.lower() for h in headers},
             query_params=DEFAULT_QUERY_PARAMS | {q.lower() for q in query_params},

@@ -5,6 +5,21 @@ from fae.replay.fold import Exchange, FoldedState, Version, fhir_exchanges, fold
 from fae.replay.source import BodyCache, Recorded, RunLog, load_run, load_runs, run_ids
 from fae.replay.transcript import ToolUse, Transcript, fold_transcript
 
-__all__ = ["BodyCache", "Exchange", "FoldedState", "Recorded", "RunLog", "ToolUse", "Transcript", "Version",
-           "captured_resources", "fhir_exchanges", "fold_state", "fold_transcript", "load_run", "load_runs",
-           "run_ids", "state_drift"]
+__all__ = [
+    "BodyCache",
+    "Exchange",
+    "FoldedState",
+    "Recorded",
+    "RunLog",
+    "ToolUse",
+    "Transcript",
+    "Version",
+    "captured_resources",
+    "fhir_exchanges",
+    "fold_state",
+    "fold_transcript",
+    "load_run",
+    "load_runs",
+    "run_ids",
+    "state_drift",
+]

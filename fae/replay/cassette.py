@@ -96,9 +96,12 @@ def _volatile_free(value: Any) -> Any:
 def _tool_result(content: Any) -> Any:
     """A tool result as the key sees it: parsed where it is JSON text, server times and bases normalised."""
     if isinstance(content, list):
-        return [{**part, "text": _volatile_free(_parsed(part["text"]))}
-                if isinstance(part, dict) and isinstance(part.get("text"), str) else _volatile_free(part)
-                for part in content]
+        return [
+            {**part, "text": _volatile_free(_parsed(part["text"]))}
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+            else _volatile_free(part)
+            for part in content
+        ]
     return _volatile_free(_parsed(content))
 
 
@@ -163,8 +166,9 @@ def canonical_request(body: Any) -> Any:
 def request_view(method: str, path: str, body: bytes | None) -> Any:
     """What the key is computed over: method, API and the canonical body (its digest when not JSON)."""
     parsed = parse_json(body)
-    content = (canonical_request(parsed) if parsed is not None
-               else {"bytes_sha256": hashlib.sha256(body or b"").hexdigest()})
+    content = (
+        canonical_request(parsed) if parsed is not None else {"bytes_sha256": hashlib.sha256(body or b"").hexdigest()}
+    )
     return {"method": method.upper(), "api": api_of(path), "body": content}
 
 
@@ -177,15 +181,19 @@ def first_difference(recorded: Any, replayed: Any, where: str = "") -> tuple[str
     """The first place two request views differ: (path, recorded value, replayed value)."""
     if isinstance(recorded, dict) and isinstance(replayed, dict):
         for key in sorted(set(recorded) | set(replayed), key=str):
-            found = first_difference(recorded.get(key, _ABSENT), replayed.get(key, _ABSENT),
-                                     f"{where}.{key}" if where else str(key))
+            found = first_difference(
+                recorded.get(key, _ABSENT), replayed.get(key, _ABSENT), f"{where}.{key}" if where else str(key)
+            )
             if found:
                 return found
         return None
     if isinstance(recorded, list) and isinstance(replayed, list):
         for i in range(max(len(recorded), len(replayed))):
-            found = first_difference(recorded[i] if i < len(recorded) else _ABSENT,
-                                     replayed[i] if i < len(replayed) else _ABSENT, f"{where}[{i}]")
+            found = first_difference(
+                recorded[i] if i < len(recorded) else _ABSENT,
+                replayed[i] if i < len(replayed) else _ABSENT,
+                f"{where}[{i}]",
+            )
             if found:
                 return found
         return None
@@ -224,20 +232,32 @@ def recorded_calls(run: RunLog) -> list[RecordedCall]:
     calls: list[RecordedCall] = []
     for recorded in run.events:
         event = recorded.event
-        if not (isinstance(event, ev.HttpExchanged) and recorded.upstream == "llm"
-                and recorded.actor in (None, "agent")):
+        if not (
+            isinstance(event, ev.HttpExchanged) and recorded.upstream == "llm" and recorded.actor in (None, "agent")
+        ):
             continue
         request = run.body(event.request_blob)
-        content_type = next((h.value for h in event.response_headers if h.name.lower() == "content-type"),
-                            "application/json")
+        content_type = next(
+            (h.value for h in event.response_headers if h.name.lower() == "content-type"), "application/json"
+        )
         parts = tuple(run.body(blob) or b"" for _, blob in sorted(chunks.get(event.exchange_id, [])))
         body = run.body(event.decoded_blob or event.response_blob) or b""
-        calls.append(RecordedCall(
-            index=len(calls), seq=recorded.seq, method=event.method, path=event.path,
-            key=request_key(event.method, event.path, request), view=request_view(event.method, event.path, request),
-            status=event.status, content_type=content_type, body=body,
-            chunks=parts or ((body,) if event.streamed and body else ()), streamed=event.streamed,
-            error=event.error))
+        calls.append(
+            RecordedCall(
+                index=len(calls),
+                seq=recorded.seq,
+                method=event.method,
+                path=event.path,
+                key=request_key(event.method, event.path, request),
+                view=request_view(event.method, event.path, request),
+                status=event.status,
+                content_type=content_type,
+                body=body,
+                chunks=parts or ((body,) if event.streamed and body else ()),
+                streamed=event.streamed,
+                error=event.error,
+            )
+        )
     return calls
 
 
@@ -255,8 +275,10 @@ class Miss:
         seq = f" (event {self.expected.seq})" if self.expected else ""
         if self.expected is None:
             return f"LLM call {self.request + 1}: an extra request; the recording has no more calls"
-        return (f"LLM call {self.request + 1}{seq}: the request differs at {self.where}: "
-                f"recorded {_short(self.recorded)}, replayed {_short(self.replayed)}")
+        return (
+            f"LLM call {self.request + 1}{seq}: the request differs at {self.where}: "
+            f"recorded {_short(self.recorded)}, replayed {_short(self.replayed)}"
+        )
 
 
 def _short(value: Any) -> str:
@@ -319,8 +341,12 @@ class Cassette:
     def _play(self, call: RecordedCall) -> Reply:
         self._used.add(call.index)
         if call.status is None:  # the recorded call got no answer (a timeout, a dropped connection)
-            return Reply(504, "application/json", _error_body(f"recorded: {call.error or 'no response'}",
-                                                              "timeout"), seq=call.seq)
+            return Reply(
+                504,
+                "application/json",
+                _error_body(f"recorded: {call.error or 'no response'}", "timeout"),
+                seq=call.seq,
+            )
         return Reply(call.status, call.content_type, call.body, call.chunks, call.streamed, call.seq)
 
     def app(self) -> Starlette:
@@ -337,8 +363,12 @@ class Cassette:
                     for part in parts:
                         yield part
 
-                return StreamingResponse(stream(), status_code=reply.status, media_type=reply.content_type,
-                                         headers={**headers, "cache-control": "no-cache"})
+                return StreamingResponse(
+                    stream(),
+                    status_code=reply.status,
+                    media_type=reply.content_type,
+                    headers={**headers, "cache-control": "no-cache"},
+                )
             return Response(reply.body, status_code=reply.status, media_type=reply.content_type, headers=headers)
 
         methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -346,8 +376,9 @@ class Cassette:
 
 
 def _error_body(message: str, code: str) -> bytes:
-    return json.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None,
-                                 "code": code}}).encode()
+    return json.dumps(
+        {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
+    ).encode()
 
 
 def _refusal(message: str) -> Reply:

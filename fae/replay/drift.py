@@ -80,8 +80,7 @@ class Capture(Sequence[dict[str, Any]]):
         if self._resources is None:
             resources = parse_json(self.body)
             if not isinstance(resources, list):
-                raise ReplayDrift("the state capture's body is missing or unreadable", run_id=self.run_id,
-                                  seq=self.seq)
+                raise ReplayDrift("the state capture's body is missing or unreadable", run_id=self.run_id, seq=self.seq)
             self._resources = resources
         return self._resources
 
@@ -244,13 +243,18 @@ def _same_content(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return a is b or {**a, "meta": None} == {**b, "meta": None}
 
 
-def state_drift(state: FoldedState, captured: Sequence[dict[str, Any]],
-                ignored_types: tuple[str, ...] = IGNORED_TYPES) -> list[dict[str, Any]]:
+def state_drift(
+    state: FoldedState, captured: Sequence[dict[str, Any]], ignored_types: tuple[str, ...] = IGNORED_TYPES
+) -> list[dict[str, Any]]:
     """Every resource where fold and capture disagree, by reference, with what each side holds."""
     if isinstance(captured, Capture) and captured.matched is state:
         return _version_drift(state, captured, ignored_types)
-    folded = {(r["resourceType"], r["id"]): r for t in state.resource_types() if t not in ignored_types
-              for r in state.resources(t)}
+    folded = {
+        (r["resourceType"], r["id"]): r
+        for t in state.resource_types()
+        if t not in ignored_types
+        for r in state.resources(t)
+    }
     seen = {}
     for resource in captured:
         kind, rid = resource.get("resourceType"), resource.get("id")
@@ -263,20 +267,51 @@ def state_drift(state: FoldedState, captured: Sequence[dict[str, Any]],
         meta = theirs.get("meta") or {}
         capture_version = meta.get("versionId")
         if mine is None:
-            found.append((key, {"ref": f"{key[0]}/{key[1]}", "difference": "only_in_capture",
-                                "capture_version": capture_version}))
+            found.append(
+                (
+                    key,
+                    {"ref": f"{key[0]}/{key[1]}", "difference": "only_in_capture", "capture_version": capture_version},
+                )
+            )
             continue
         fold_version = state._current_version(mine)
         if not _same_content(mine, theirs):
             changed = sorted(k for k in set(mine) | set(theirs) if k != "meta" and mine.get(k) != theirs.get(k))
-            found.append((key, {"ref": f"{key[0]}/{key[1]}", "difference": "content", "elements": changed,
-                                "fold_version": fold_version, "capture_version": capture_version}))
+            found.append(
+                (
+                    key,
+                    {
+                        "ref": f"{key[0]}/{key[1]}",
+                        "difference": "content",
+                        "elements": changed,
+                        "fold_version": fold_version,
+                        "capture_version": capture_version,
+                    },
+                )
+            )
         elif capture_version is not None and str(capture_version) != fold_version:
-            found.append((key, {"ref": f"{key[0]}/{key[1]}", "difference": "version", "fold_version": fold_version,
-                                "capture_version": capture_version}))
+            found.append(
+                (
+                    key,
+                    {
+                        "ref": f"{key[0]}/{key[1]}",
+                        "difference": "version",
+                        "fold_version": fold_version,
+                        "capture_version": capture_version,
+                    },
+                )
+            )
     for key, mine in folded.items():  # what the capture lacks
-        found.append((key, {"ref": f"{key[0]}/{key[1]}", "difference": "only_in_fold",
-                            "fold_version": state._current_version(mine)}))
+        found.append(
+            (
+                key,
+                {
+                    "ref": f"{key[0]}/{key[1]}",
+                    "difference": "only_in_fold",
+                    "fold_version": state._current_version(mine),
+                },
+            )
+        )
     found.sort(key=lambda item: item[0])
     return [difference for _, difference in found]
 
@@ -293,15 +328,32 @@ def _version_drift(state: FoldedState, capture: Capture, ignored_types: tuple[st
             versions = state.history.get(key)
             fold_version = versions[-1].version_id if versions else "1"
             if str(capture_version) != fold_version:
-                found.append((key, {"ref": f"{key[0]}/{key[1]}", "difference": "version",
-                                    "fold_version": fold_version, "capture_version": capture_version}))
+                found.append(
+                    (
+                        key,
+                        {
+                            "ref": f"{key[0]}/{key[1]}",
+                            "difference": "version",
+                            "fold_version": fold_version,
+                            "capture_version": capture_version,
+                        },
+                    )
+                )
     if sum(state.count(t) for t in state.resource_types() if t not in ignored_types) != len(seen):
         for kind in state.resource_types():
             if kind not in ignored_types:
                 for mine in state.resources(kind):
                     key = (kind, mine["id"])
                     if key not in seen:
-                        found.append((key, {"ref": f"{kind}/{key[1]}", "difference": "only_in_fold",
-                                            "fold_version": state._current_version(mine)}))
+                        found.append(
+                            (
+                                key,
+                                {
+                                    "ref": f"{kind}/{key[1]}",
+                                    "difference": "only_in_fold",
+                                    "fold_version": state._current_version(mine),
+                                },
+                            )
+                        )
     found.sort(key=lambda item: item[0])
     return [difference for _, difference in found]

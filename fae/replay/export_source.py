@@ -79,16 +79,20 @@ class ExportPlan:
 
     def shard(self, part: Sequence[Span]) -> ExportShard:
         files = sorted({f for s in part for f in self.event_files.get(s.run_id, ())})
-        return ExportShard(str(self.directory), tuple(files),
-                           {s.run_id: str(self.directory / "blobs" / f"{self.logs[s.run_id]}.parquet") for s in part})
+        return ExportShard(
+            str(self.directory),
+            tuple(files),
+            {s.run_id: str(self.directory / "blobs" / f"{self.logs[s.run_id]}.parquet") for s in part},
+        )
 
 
 def _glob(directory: Path, table: str) -> str:
     return f"'{sql_text(directory / table)}/**/*.parquet'"
 
 
-def plan_export(con: duckdb.DuckDBPyConnection, directory: Path, ids: Sequence[str], *,
-                lean: bool = True) -> ExportPlan:
+def plan_export(
+    con: duckdb.DuckDBPyConnection, directory: Path, ids: Sequence[str], *, lean: bool = True
+) -> ExportPlan:
     """Where the events of these runs lie in the export at ``directory``; a StoreError for an export that
     cannot be judged as it stands."""
     refuse_unfinished(directory)
@@ -98,29 +102,38 @@ def plan_export(con: duckdb.DuckDBPyConnection, directory: Path, ids: Sequence[s
             ' NULL AND TRY_CAST("repeat" AS INTEGER) IS NOT NULL) FROM read_parquet('
             f"{_glob(directory, 'runs')}, filename = true, union_by_name = true) WHERE run_id IN (SELECT unnest(?))"
             " GROUP BY run_id",
-            [list(ids)]).fetchall()
+            [list(ids)],
+        ).fetchall()
         located = con.execute(
             f"SELECT run_id, filename, count(*), min(file_row_number) FROM read_parquet({_glob(directory, 'events')},"
             " filename = true, file_row_number = true, union_by_name = true)"
             " WHERE run_id IN (SELECT unnest(?))" + (LEAN if lean else "") + " GROUP BY run_id, filename",
-            [list(ids)]).fetchall()
+            [list(ids)],
+        ).fetchall()
     except duckdb.Error as exc:
         raise unreadable(directory, exc) from None
     plan = ExportPlan(directory, [])
     for run_id, files, numbered in homes:
         logs = sorted({export_log_id(f) for f in files})
         if len(files) > 1:
-            raise StoreError(f"run {run_id} is in the export {directory} more than once (from {', '.join(logs)});"
-                             " a run is judged from one log: export the logs into separate directories")
+            raise StoreError(
+                f"run {run_id} is in the export {directory} more than once (from {', '.join(logs)});"
+                " a run is judged from one log: export the logs into separate directories"
+            )
         if not numbered:
-            raise StoreError(f"run {run_id} in the export {directory} has no whole-number variation or repeat, so"
-                             " it cannot be judged: export its log again with `fae export --parquet`")
+            raise StoreError(
+                f"run {run_id} in the export {directory} has no whole-number variation or repeat, so"
+                " it cannot be judged: export its log again with `fae export --parquet`"
+            )
         plan.logs[run_id] = logs[0]
-    missing_blobs = sorted({log for log in plan.logs.values()
-                            if not (directory / "blobs" / f"{log}.parquet").is_file()})
+    missing_blobs = sorted(
+        {log for log in plan.logs.values() if not (directory / "blobs" / f"{log}.parquet").is_file()}
+    )
     if missing_blobs:
-        raise StoreError(f"the export {directory} has no blobs/{missing_blobs[0]}.parquet (the bodies of log "
-                         f"{missing_blobs[0]}'s runs): export that log again with `fae export --parquet`")
+        raise StoreError(
+            f"the export {directory} has no blobs/{missing_blobs[0]}.parquet (the bodies of log "
+            f"{missing_blobs[0]}'s runs): export that log again with `fae export --parquet`"
+        )
     where: dict[str, list[tuple[str, int, int]]] = {}
     for run_id, filename, count, first in located:
         where.setdefault(run_id, []).append((filename, int(first), int(count)))
@@ -147,11 +160,15 @@ class ExportBodies(BodyCache):
         self.readers: dict[str, tuple[duckdb.DuckDBPyConnection, BlobLocator]] = {}
         for blob_file in shard.blob_files:
             con = reading_connection(memory=memory)
-            columns = {row[0] for row in con.execute(
-                f"DESCRIBE SELECT * FROM read_parquet('{sql_text(blob_file)}')").fetchall()}
+            columns = {
+                row[0]
+                for row in con.execute(f"DESCRIBE SELECT * FROM read_parquet('{sql_text(blob_file)}')").fetchall()
+            }
             external = "external" if "external" in columns else "false"  # exported before large bodies had files
-            con.execute(f"CREATE VIEW blobs AS SELECT file_row_number AS rowid, hash, data, {external} AS external"
-                        f" FROM read_parquet('{sql_text(blob_file)}', file_row_number = true)")
+            con.execute(
+                f"CREATE VIEW blobs AS SELECT file_row_number AS rowid, hash, data, {external} AS external"
+                f" FROM read_parquet('{sql_text(blob_file)}', file_row_number = true)"
+            )
             self.readers[blob_file] = (con, BlobLocator(con))
 
     def _read(self, hash_: str, data: bytes | None, external: bool | None) -> bytes:
@@ -185,8 +202,16 @@ class ExportBodies(BodyCache):
             con.close()
 
 
-def export_runs(con: duckdb.DuckDBPyConnection, shard: ExportShard, part: Sequence[Span], *, lean: bool = True,
-                chunk: int = CHUNK_RUNS, stats: StreamStats | None = None, memory: str = "128MB") -> Iterator[RunLog]:
+def export_runs(
+    con: duckdb.DuckDBPyConnection,
+    shard: ExportShard,
+    part: Sequence[Span],
+    *,
+    lean: bool = True,
+    chunk: int = CHUNK_RUNS,
+    stats: StreamStats | None = None,
+    memory: str = "128MB",
+) -> Iterator[RunLog]:
     """The runs of one shard of an export, each handed out once all its events are read (``con`` reads the
     events; each blobs file gets a connection of its own, with ``memory`` as its limit)."""
     stats = stats if stats is not None else StreamStats()
@@ -194,9 +219,14 @@ def export_runs(con: duckdb.DuckDBPyConnection, shard: ExportShard, part: Sequen
     directory = Path(shard.directory)
     bodies: ExportBodies | None = None
     try:
-        meta = {row[0]: row for row in con.execute(
-            "SELECT run_id, task_id, variation, agent, repeat, status FROM read_parquet("
-            f"{_glob(directory, 'runs')}, union_by_name = true) WHERE run_id IN (SELECT unnest(?))", [ids]).fetchall()}
+        meta = {
+            row[0]: row
+            for row in con.execute(
+                "SELECT run_id, task_id, variation, agent, repeat, status FROM read_parquet("
+                f"{_glob(directory, 'runs')}, union_by_name = true) WHERE run_id IN (SELECT unnest(?))",
+                [ids],
+            ).fetchall()
+        }
         for run_id in ids:
             if run_id not in meta:
                 raise StoreError(f"no run {run_id!r} in the export {directory}")
@@ -209,21 +239,33 @@ def export_runs(con: duckdb.DuckDBPyConnection, shard: ExportShard, part: Sequen
             found.fetch({run_id: set(needed_hashes(rows)) for run_id, rows in batch})
             for run_id, rows in batch:
                 if len(rows) != expected[run_id]:
-                    raise StoreError(f"the export {directory} changed while it was judged: run {run_id} has "
-                                     f"{len(rows)} events, {expected[run_id]} when the rejudge began")
+                    raise StoreError(
+                        f"the export {directory} changed while it was judged: run {run_id} has "
+                        f"{len(rows)} events, {expected[run_id]} when the rejudge began"
+                    )
                 rows.sort(key=lambda r: r[1])
                 row = meta[run_id]
                 stats.runs += 1
-                yield RunLog(run_id=run_id, task_id=row[1], variation=int(row[2]), agent=row[3],
-                             repeat=int(row[4]), status=row[5], events=decode_rows(rows), _bodies=found)
+                yield RunLog(
+                    run_id=run_id,
+                    task_id=row[1],
+                    variation=int(row[2]),
+                    agent=row[3],
+                    repeat=int(row[4]),
+                    status=row[5],
+                    events=decode_rows(rows),
+                    _bodies=found,
+                )
 
         yield from emit([(s.run_id, []) for s in part if s.events == 0])
         spanned = {s.run_id: s.events for s in part if s.events}
         if spanned:
             with con.cursor() as cursor:
-                cursor.execute(f"SELECT {_EVENT_COLUMNS} FROM read_parquet({file_list(shard.event_files)},"
-                               " union_by_name = true) WHERE run_id IN (SELECT unnest(?))" + (LEAN if lean else ""),
-                               [list(spanned)])
+                cursor.execute(
+                    f"SELECT {_EVENT_COLUMNS} FROM read_parquet({file_list(shard.event_files)},"
+                    " union_by_name = true) WHERE run_id IN (SELECT unnest(?))" + (LEAN if lean else ""),
+                    [list(spanned)],
+                )
                 for complete in completed_runs(cursor, spanned, chunk):
                     yield from emit(complete)
     except duckdb.Error as exc:
@@ -239,4 +281,3 @@ def reading_connection(threads: int = 1, memory: str = "128MB") -> duckdb.DuckDB
     con.execute(f"SET threads = {threads}")
     con.execute(f"SET memory_limit = '{memory}'")
     return con
-

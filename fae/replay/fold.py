@@ -21,8 +21,17 @@ from fae.errors import ReplayDrift
 from fae.replay.source import Recorded, RunLog
 from fae.store import events as ev
 
-WRITES = ("create", "update", "update-conditional", "patch", "patch-conditional", "delete",
-          "delete-conditional", "transaction", "batch")
+WRITES = (
+    "create",
+    "update",
+    "update-conditional",
+    "patch",
+    "patch-conditional",
+    "delete",
+    "delete-conditional",
+    "transaction",
+    "batch",
+)
 _ETAG = re.compile(r'(?:W/)?"([^"]+)"')
 _decoder = msgspec.json.Decoder()
 
@@ -78,18 +87,33 @@ def fhir_exchanges(run: RunLog) -> list[Exchange]:
         elif isinstance(event, ev.FhirInteracted):
             pair = http.get(event.exchange_id)
             if pair is None:
-                raise ReplayDrift(f"FHIR event for exchange {event.exchange_id} has no HTTP exchange",
-                                  run_id=run.run_id, seq=recorded.seq)
+                raise ReplayDrift(
+                    f"FHIR event for exchange {event.exchange_id} has no HTTP exchange",
+                    run_id=run.run_id,
+                    seq=recorded.seq,
+                )
             rec, exchange = pair
-            found.append(Exchange(
-                seq=recorded.seq, actor=rec.actor, started_at=exchange.started_at, method=exchange.method,
-                path=exchange.path, status=event.status if event.status is not None else exchange.status,
-                interaction=event.interaction, resource_type=event.resource_type,
-                resource_id=event.resource_id, version=event.version, search_ids=event.search_ids,
-                request=run.body(exchange.request_blob) if exchange.method != "GET" else None,
-                response=run.body(exchange.decoded_blob or exchange.response_blob)
-                if exchange.method != "GET" else None,
-                response_headers=exchange.response_headers, error=exchange.error))
+            found.append(
+                Exchange(
+                    seq=recorded.seq,
+                    actor=rec.actor,
+                    started_at=exchange.started_at,
+                    method=exchange.method,
+                    path=exchange.path,
+                    status=event.status if event.status is not None else exchange.status,
+                    interaction=event.interaction,
+                    resource_type=event.resource_type,
+                    resource_id=event.resource_id,
+                    version=event.version,
+                    search_ids=event.search_ids,
+                    request=run.body(exchange.request_blob) if exchange.method != "GET" else None,
+                    response=run.body(exchange.decoded_blob or exchange.response_blob)
+                    if exchange.method != "GET"
+                    else None,
+                    response_headers=exchange.response_headers,
+                    error=exchange.error,
+                )
+            )
     return found
 
 
@@ -267,12 +291,20 @@ def _fold_write(state: FoldedState, exchange: Exchange) -> None:
         if state.read(exchange.resource_type, exchange.resource_id) is None:
             return  # deleting what is not there changes nothing
         version = _version_of(exchange, None) or _next_version(state, exchange.resource_type, exchange.resource_id)
-        state.apply(Version(exchange.resource_type, exchange.resource_id, version, None, exchange.seq,
-                            exchange.actor, exchange.started_at))
+        state.apply(
+            Version(
+                exchange.resource_type,
+                exchange.resource_id,
+                version,
+                None,
+                exchange.seq,
+                exchange.actor,
+                exchange.started_at,
+            )
+        )
         return
     written = parse_json(exchange.response)
-    if not (isinstance(written, dict) and written.get("resourceType") == exchange.resource_type
-            and written.get("id")):
+    if not (isinstance(written, dict) and written.get("resourceType") == exchange.resource_type and written.get("id")):
         # return=minimal: the request body is what was stored, under the id and version the server gave
         written = parse_json(exchange.request)
         if exchange.interaction.startswith("patch") or not isinstance(written, dict) or not exchange.resource_id:
@@ -283,8 +315,17 @@ def _fold_write(state: FoldedState, exchange: Exchange) -> None:
     if written_version is None:
         problem("the write response names no version")
         return
-    state.apply(Version(written["resourceType"], written["id"], written_version, written, exchange.seq,
-                        exchange.actor, exchange.started_at))
+    state.apply(
+        Version(
+            written["resourceType"],
+            written["id"],
+            written_version,
+            written,
+            exchange.seq,
+            exchange.actor,
+            exchange.started_at,
+        )
+    )
 
 
 def _fold_bundle(state: FoldedState, exchange: Exchange, problem: Any) -> None:
@@ -313,8 +354,17 @@ def _fold_bundle(state: FoldedState, exchange: Exchange, problem: Any) -> None:
         if method == "DELETE":
             target = str((asked[index].get("request") or {}).get("url", "")).split("?")[0].split("/")
             if len(target) >= 2 and state.read(target[-2], target[-1]) is not None:
-                state.apply(Version(target[-2], target[-1], _next_version(state, target[-2], target[-1]), None,
-                                    exchange.seq, exchange.actor, exchange.started_at))
+                state.apply(
+                    Version(
+                        target[-2],
+                        target[-1],
+                        _next_version(state, target[-2], target[-1]),
+                        None,
+                        exchange.seq,
+                        exchange.actor,
+                        exchange.started_at,
+                    )
+                )
             continue
         if not isinstance(resource, dict):
             resource = asked[index].get("resource") if index < len(asked) else None
@@ -381,8 +431,13 @@ def fold_state(run: RunLog, upto: int | None = None, *, exchanges: Iterable[Exch
         if exchange.interaction not in WRITES:
             continue
         if exchange.status is None:
-            state.problems.append({"seq": exchange.seq, "interaction": exchange.interaction,
-                                   "reason": f"the write got no response ({exchange.error or 'no status'})"})
+            state.problems.append(
+                {
+                    "seq": exchange.seq,
+                    "interaction": exchange.interaction,
+                    "reason": f"the write got no response ({exchange.error or 'no status'})",
+                }
+            )
             continue
         if exchange.ok:
             _fold_write(state, exchange)

@@ -122,7 +122,7 @@ class BodyCache:
                 chunk[hash_] = found
         wanted.sort()
         for start in range(0, len(wanted), 2000):
-            for hash_, _, data, external in blob_rows_by_hash(self.log, wanted[start:start + 2000]):
+            for hash_, _, data, external in blob_rows_by_hash(self.log, wanted[start : start + 2000]):
                 chunk[hash_] = body = body_of(self.log.path, hash_, data, external)
                 self.keep(hash_, body)
         self._chunk = chunk
@@ -162,8 +162,10 @@ def blob_rows_at(log: Queryable, positions: Sequence[int]) -> list[tuple]:
     """(hash, row id, data, external) of the ``blobs`` rows at these row ids (sorted)."""
     if not positions:
         return []
-    _, rows = log.query("SELECT hash, rowid, data, external FROM blobs WHERE rowid BETWEEN ? AND ?"
-                        " AND rowid IN (SELECT unnest(?))", [positions[0], positions[-1], list(positions)])
+    _, rows = log.query(
+        "SELECT hash, rowid, data, external FROM blobs WHERE rowid BETWEEN ? AND ? AND rowid IN (SELECT unnest(?))",
+        [positions[0], positions[-1], list(positions)],
+    )
     return rows
 
 
@@ -176,8 +178,7 @@ def blob_rows_by_hash(log: Queryable, hashes: Sequence[str]) -> list[tuple]:
     """
     if not hashes:
         return []
-    _, found = log.query("SELECT min(rowid) FROM blobs WHERE hash IN (SELECT unnest(?)) GROUP BY hash",
-                         [list(hashes)])
+    _, found = log.query("SELECT min(rowid) FROM blobs WHERE hash IN (SELECT unnest(?)) GROUP BY hash", [list(hashes)])
     return blob_rows_at(log, sorted(rowid for (rowid,) in found))
 
 
@@ -243,8 +244,16 @@ def run_ids(log: Queryable, pattern: str | None = None, *, statuses: Sequence[st
     return [r for (r,) in rows]
 
 
-_FILTER_KEYS = {"task": "task_id", "agent": "agent", "status": "status", "suite": "suite",
-                "experiment": "experiment", "phase": "phase", "variation": "variation", "run": "run_id"}
+_FILTER_KEYS = {
+    "task": "task_id",
+    "agent": "agent",
+    "status": "status",
+    "suite": "suite",
+    "experiment": "experiment",
+    "phase": "phase",
+    "variation": "variation",
+    "run": "run_id",
+}
 
 
 def runs_filter(pattern: str | None) -> tuple[list[str], list[Any]]:
@@ -261,8 +270,9 @@ def runs_filter(pattern: str | None) -> tuple[list[str], list[Any]]:
         key, _, value = part.partition("=")
         column = _FILTER_KEYS.get(key.strip())
         if column is None or not value.strip():
-            raise StoreError(f"--runs {pattern!r}: use a run-id glob or key=value with key one of "
-                             f"{', '.join(sorted(_FILTER_KEYS))}")
+            raise StoreError(
+                f"--runs {pattern!r}: use a run-id glob or key=value with key one of {', '.join(sorted(_FILTER_KEYS))}"
+            )
         if column == "variation":
             try:
                 params.append(int(value))
@@ -275,8 +285,9 @@ def runs_filter(pattern: str | None) -> tuple[list[str], list[Any]]:
     return where, params
 
 
-def load_runs(log: Queryable, ids: Sequence[str], *, chunk: int = CHUNK,
-              bodies: BodyCache | None = None, lean: bool = False) -> Iterator[RunLog]:
+def load_runs(
+    log: Queryable, ids: Sequence[str], *, chunk: int = CHUNK, bodies: BodyCache | None = None, lean: bool = False
+) -> Iterator[RunLog]:
     """The runs with these ids, in the given order, loaded a chunk at a time.
 
     A chunk costs three queries: its runs, its events, and the bodies judges read
@@ -287,23 +298,32 @@ def load_runs(log: Queryable, ids: Sequence[str], *, chunk: int = CHUNK,
     ``lean`` leaves out what judges never read: the HTTP envelopes of MCP and LLM
     exchanges (their ToolCalled and LlmCalled events stay) and streamed chunks.
     """
-    skip = (" AND NOT (kind = 'ChunkReceived' OR (kind = 'HttpExchanged' AND upstream IS DISTINCT FROM 'fhir'))"
-            if lean else "")
+    skip = (
+        " AND NOT (kind = 'ChunkReceived' OR (kind = 'HttpExchanged' AND upstream IS DISTINCT FROM 'fhir'))"
+        if lean
+        else ""
+    )
     cache = bodies or BodyCache(log)
     for start in range(0, len(ids), chunk):
-        part = list(ids[start:start + chunk])
+        part = list(ids[start : start + chunk])
         _, run_rows = log.query(
-            "SELECT run_id, task_id, variation, agent, repeat, status FROM runs"
-            " WHERE run_id IN (SELECT unnest(?))", [part])
+            "SELECT run_id, task_id, variation, agent, repeat, status FROM runs WHERE run_id IN (SELECT unnest(?))",
+            [part],
+        )
         rows_by_id = {row[0]: row for row in run_rows}
         # the rows' ids from the narrow columns first: matching run ids in the query that reads the payloads
         # would decompress every event's payload in the log (as with bodies, ``blob_rows_by_hash``)
         _, found = log.query("SELECT rowid FROM events WHERE run_id IN (SELECT unnest(?))" + skip, [part])
         positions = sorted(rowid for (rowid,) in found)
-        _, event_rows = log.query(
-            "SELECT run_id, seq, kind, epoch_us(wall_time), mono_ns, actor, upstream, payload FROM events"
-            " WHERE rowid BETWEEN ? AND ? AND rowid IN (SELECT unnest(?)) ORDER BY run_id, seq",
-            [positions[0], positions[-1], positions]) if positions else ([], [])
+        _, event_rows = (
+            log.query(
+                "SELECT run_id, seq, kind, epoch_us(wall_time), mono_ns, actor, upstream, payload FROM events"
+                " WHERE rowid BETWEEN ? AND ? AND rowid IN (SELECT unnest(?)) ORDER BY run_id, seq",
+                [positions[0], positions[-1], positions],
+            )
+            if positions
+            else ([], [])
+        )
         cache.prefetch(needed_hashes(event_rows))
         by_run: dict[str, tuple[int, int]] = {}  # run id -> its rows' slice (rows come ordered by run id)
         first = 0
@@ -316,8 +336,16 @@ def load_runs(log: Queryable, ids: Sequence[str], *, chunk: int = CHUNK,
             if row is None:
                 raise StoreError(f"no run {run_id!r} in the log")
             low, high = by_run.get(run_id, (0, 0))
-            yield RunLog(run_id=row[0], task_id=row[1], variation=int(row[2]), agent=row[3], repeat=int(row[4]),
-                         status=row[5], events=decode_rows(event_rows[low:high]), _bodies=cache)
+            yield RunLog(
+                run_id=row[0],
+                task_id=row[1],
+                variation=int(row[2]),
+                agent=row[3],
+                repeat=int(row[4]),
+                status=row[5],
+                events=decode_rows(event_rows[low:high]),
+                _bodies=cache,
+            )
 
 
 def load_run(log: Queryable, run_id: str) -> RunLog:

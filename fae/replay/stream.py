@@ -48,9 +48,13 @@ def spans(log: Queryable, ids: Sequence[str], *, lean: bool = True) -> list[Span
     _, rows = log.query(
         "SELECT r.run_id, min(e.rowid), max(e.rowid), count(e.rowid) FROM (SELECT unnest(?) AS run_id) r"
         " LEFT JOIN (SELECT rowid, run_id FROM events WHERE true" + (LEAN if lean else "") + ") e USING (run_id)"
-        " GROUP BY r.run_id ORDER BY min(e.rowid) NULLS FIRST, r.run_id", [list(ids)])
-    return [Span(run_id, -1 if first is None else int(first), -1 if last is None else int(last), int(count))
-            for run_id, first, last, count in rows]
+        " GROUP BY r.run_id ORDER BY min(e.rowid) NULLS FIRST, r.run_id",
+        [list(ids)],
+    )
+    return [
+        Span(run_id, -1 if first is None else int(first), -1 if last is None else int(last), int(count))
+        for run_id, first, last, count in rows
+    ]
 
 
 def shards(found: Sequence[Span], count: int) -> list[list[Span]]:
@@ -118,8 +122,9 @@ class BlobLocator:
         if self._cursor is None:
             if not wanted:
                 return {}
-            rows = self.con.execute("SELECT rowid FROM blobs WHERE hash IN (SELECT unnest(?)) ORDER BY rowid",
-                                    [sorted(wanted)]).fetchall()
+            rows = self.con.execute(
+                "SELECT rowid FROM blobs WHERE hash IN (SELECT unnest(?)) ORDER BY rowid", [sorted(wanted)]
+            ).fetchall()
             self.seek(rows[len(rows) // 2][0] if rows else 0)
         found = {h: self._seen[h] for h in wanted if h in self._seen}
         missing = wanted - found.keys()
@@ -163,8 +168,9 @@ BodyReader = Callable[[str, Any, Any], bytes]
 """A body from its ``blobs`` row: (hash, data, external) -> the body (a large one from its side file)."""
 
 
-def fetch_bodies(con: Any, read: BodyReader, cache: BodyCache, locator: BlobLocator, hashes: set[str],
-                 stats: StreamStats) -> dict[str, bytes]:
+def fetch_bodies(
+    con: Any, read: BodyReader, cache: BodyCache, locator: BlobLocator, hashes: set[str], stats: StreamStats
+) -> dict[str, bytes]:
     """These bodies: from the cache, by position near the locator's walk, and the rest by hash (``blobs`` on
     ``con``, with row ids); the caller makes them the cache's current chunk."""
     chunk: dict[str, bytes] = {}
@@ -195,14 +201,24 @@ def fetch_bodies(con: Any, read: BodyReader, cache: BodyCache, locator: BlobLoca
     return chunk
 
 
-def stream_runs(con: Any, log_path: Path, part: Sequence[Span], *, lean: bool = True, chunk: int = CHUNK_RUNS,
-                stats: StreamStats | None = None, window: int = 65_536) -> Iterator[RunLog]:
+def stream_runs(
+    con: Any,
+    log_path: Path,
+    part: Sequence[Span],
+    *,
+    lean: bool = True,
+    chunk: int = CHUNK_RUNS,
+    stats: StreamStats | None = None,
+    window: int = 65_536,
+) -> Iterator[RunLog]:
     """The runs of one shard of the log at ``log_path`` (open on ``con``), each handed out once all its events
     are read (in about the order written)."""
     stats = stats if stats is not None else StreamStats()
     ids = [s.run_id for s in part]
-    meta = {row[0]: row for row in con.execute(
-        f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id IN (SELECT unnest(?))", [ids]).fetchall()}
+    meta = {
+        row[0]: row
+        for row in con.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id IN (SELECT unnest(?))", [ids]).fetchall()
+    }
     for run_id in ids:
         if run_id not in meta:
             raise StoreError(f"no run {run_id!r} in the log")
@@ -215,14 +231,25 @@ def stream_runs(con: Any, log_path: Path, part: Sequence[Span], *, lean: bool = 
     def emit(batch: list[tuple[str, list[tuple]]]) -> Iterator[RunLog]:
         batch = by_variation(batch, meta)
         hashes = {h for _, rows in batch for h in needed_hashes(rows)}
-        cache.hold(fetch_bodies(con, lambda h, data, external: body_of(log_path, h, data, external), cache, locator,
-                                hashes, stats))
+        cache.hold(
+            fetch_bodies(
+                con, lambda h, data, external: body_of(log_path, h, data, external), cache, locator, hashes, stats
+            )
+        )
         for run_id, rows in batch:
             rows.sort(key=lambda r: r[1])
             row = meta[run_id]
             stats.runs += 1
-            yield RunLog(run_id=run_id, task_id=row[1], variation=int(row[2]), agent=row[3], repeat=int(row[4]),
-                         status=row[5], events=decode_rows(rows), _bodies=cache)
+            yield RunLog(
+                run_id=run_id,
+                task_id=row[1],
+                variation=int(row[2]),
+                agent=row[3],
+                repeat=int(row[4]),
+                status=row[5],
+                events=decode_rows(rows),
+                _bodies=cache,
+            )
 
     yield from emit([(run_id, []) for run_id in empty])
     if spanned:
@@ -231,7 +258,8 @@ def stream_runs(con: Any, log_path: Path, part: Sequence[Span], *, lean: bool = 
             cursor.execute(
                 "SELECT run_id, seq, kind, epoch_us(wall_time), mono_ns, actor, upstream, payload FROM events"
                 " WHERE rowid BETWEEN ? AND ?" + (LEAN if lean else ""),
-                [min(s.first for s in spanned), max(s.last for s in spanned)])
+                [min(s.first for s in spanned), max(s.last for s in spanned)],
+            )
             for complete in completed_runs(cursor, expected, chunk):
                 yield from emit(complete)
         finally:

@@ -42,8 +42,16 @@ def fold_transcript(run: RunLog) -> Transcript:
         event = recorded.event
         if isinstance(event, ev.ToolCalled) and recorded.actor in (None, "agent"):
             event = tool_in_full(event, run.body)  # a large call's arguments and result, from its bodies
-            calls.append(ToolUse(recorded.seq, event.tool, event.arguments, event.result,
-                                 event.is_error or event.error is not None, recorded.actor))
+            calls.append(
+                ToolUse(
+                    recorded.seq,
+                    event.tool,
+                    event.arguments,
+                    event.result,
+                    event.is_error or event.error is not None,
+                    recorded.actor,
+                )
+            )
         elif isinstance(event, ev.LlmCalled) and recorded.actor in (None, "agent"):
             llm_calls += 1
             last = event

@@ -32,8 +32,9 @@ class CachedScope:
         self.cached = f"scope AS (SELECT * FROM {CACHED})"
         self.made: set[str] = set()
         # in run_id order: the tables' float aggregates then add in one order every time (same log, same bytes)
-        cursor.execute(f"CREATE OR REPLACE TEMP TABLE {CACHED} AS "
-                       f"SELECT * FROM run_results WHERE {scope.where()} ORDER BY run_id")
+        cursor.execute(
+            f"CREATE OR REPLACE TEMP TABLE {CACHED} AS SELECT * FROM run_results WHERE {scope.where()} ORDER BY run_id"
+        )
 
     def query(self, sql: str, params: list[Any] | None = None) -> tuple[list[str], list[tuple]]:
         try:
@@ -42,8 +43,9 @@ class CachedScope:
                 if cte in sql:
                     name = cte.partition(" AS (")[0]
                     if table not in self.made:
-                        self.cursor.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS "
-                                            f"WITH {self.cached}, {cte} SELECT * FROM {name}")
+                        self.cursor.execute(
+                            f"CREATE OR REPLACE TEMP TABLE {table} AS WITH {self.cached}, {cte} SELECT * FROM {name}"
+                        )
                         self.made.add(table)
                     sql = sql.replace(cte, f"{name} AS (SELECT * FROM {table})")
             result = self.cursor.execute(sql, params or [])

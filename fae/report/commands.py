@@ -19,19 +19,36 @@ from fae.report.source import study_log
 from fae.report.study import Study, compute_study
 
 
-def study(log: str | Path, *, experiment: str | None = None, phase: str | None = None,
-          prices: Mapping[str, tuple[float, float]] | None = None, pairs: Sequence[tuple[str, str]] | None = None,
-          tables: Sequence[str] | None = None) -> Study:
+def study(
+    log: str | Path,
+    *,
+    experiment: str | None = None,
+    phase: str | None = None,
+    prices: Mapping[str, tuple[float, float]] | None = None,
+    pairs: Sequence[tuple[str, str]] | None = None,
+    tables: Sequence[str] | None = None,
+) -> Study:
     """Every analysis of the log's runs in scope (or the ``tables`` named), each table with its SQL."""
     scope = Scope(experiment, phase)
     with study_log(log) as opened, cached_scope(opened, scope) as source:
-        return compute_study(source, scope, prices=dict(prices or {}), pairs=list(pairs) if pairs else None,
-                             only=set(tables) if tables else None)
+        return compute_study(
+            source,
+            scope,
+            prices=dict(prices or {}),
+            pairs=list(pairs) if pairs else None,
+            only=set(tables) if tables else None,
+        )
 
 
-def report(log: str | Path, output: str | Path, *, experiment: str | None = None, phase: str | None = None,
-           prices: Mapping[str, tuple[float, float]] | None = None,
-           pairs: Sequence[tuple[str, str]] | None = None) -> Path:
+def report(
+    log: str | Path,
+    output: str | Path,
+    *,
+    experiment: str | None = None,
+    phase: str | None = None,
+    prices: Mapping[str, tuple[float, float]] | None = None,
+    pairs: Sequence[tuple[str, str]] | None = None,
+) -> Path:
     """Write the HTML report of the log's runs in scope to ``output``; returns its path."""
     folder = Path(output).parent
     if not folder.is_dir():  # said before the study runs, not after
@@ -39,10 +56,17 @@ def report(log: str | Path, output: str | Path, *, experiment: str | None = None
     scope = Scope(experiment, phase)
     with Drawing() as drawing:  # matplotlib loads in the children while the queries run here
         with study_log(log) as opened, cached_scope(opened, scope) as source:
+
             def draw(tables: Study) -> None:  # the children draw while the tables no figure reads are computed
                 drawing.send(tables, all_distributions(source, tables))
 
-            found = compute_study(source, scope, prices=dict(prices or {}), pairs=list(pairs) if pairs else None,
-                                  first=FIGURE_TABLES, ready=draw)
+            found = compute_study(
+                source,
+                scope,
+                prices=dict(prices or {}),
+                pairs=list(pairs) if pairs else None,
+                first=FIGURE_TABLES,
+                ready=draw,
+            )
         figures = drawing.figures()
     return write_report(found, figures, output, log_name=Path(log).name)

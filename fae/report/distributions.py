@@ -48,17 +48,28 @@ class Distribution:
     spreads: list[Spread]
 
 
-def distribution(log: Queryable, study: Study, column: str, by: tuple[str, str] | None, name: str, title: str,
-                 ylabel: str, violin: bool, where: str = "") -> Distribution | None:
+def distribution(
+    log: Queryable,
+    study: Study,
+    column: str,
+    by: tuple[str, str] | None,
+    name: str,
+    title: str,
+    ylabel: str,
+    violin: bool,
+    where: str = "",
+) -> Distribution | None:
     """Boxes (or violins) of ``column`` per configuration, split by ``by`` = (SQL expression, its name)."""
     split = by[0] if by else "''"
     where = f"\n         WHERE {where}" if where else ""
     shape = ""
     if violin:
-        shape = (f",\n       avg(value) AS mean, var_samp(value) AS variance,\n"
-                 f"       coalesce(list(value ORDER BY value) FILTER (WHERE runs <= {GRID}),\n"
-                 f"                quantile_cont(value, [(i + 0.5) / {GRID} FOR i IN range({GRID})])"
-                 f" FILTER (WHERE runs > {GRID})) AS points")
+        shape = (
+            f",\n       avg(value) AS mean, var_samp(value) AS variance,\n"
+            f"       coalesce(list(value ORDER BY value) FILTER (WHERE runs <= {GRID}),\n"
+            f"                quantile_cont(value, [(i + 0.5) / {GRID} FOR i IN range({GRID})])"
+            f" FILTER (WHERE runs > {GRID})) AS points"
+        )
     sql = f"""WITH {study.scope.cte()},
 data AS (SELECT {KEYS}, {split} AS split, CAST(coalesce({column}, 0) AS DOUBLE) AS value FROM scope{where}),
 quartiles AS (SELECT *, quantile_cont(value, [0.25, 0.5, 0.75]) OVER spread AS q, count(*) OVER spread AS runs
@@ -75,22 +86,49 @@ FROM quartiles GROUP BY {KEYS}, split, runs, q ORDER BY {KEYS}, split"""
     for row in rows:
         experiment, phase, configuration, value, runs, q1, median, q3, whisker_low, whisker_high, low, high = row[:12]
         shape_of = {"mean": row[12], "variance": row[13], "points": tuple(row[14])} if violin else {}
-        spreads.append(Spread((experiment, phase, configuration), str(value) if by else "", runs, q1, median, q3,
-                              q1 if whisker_low is None or whisker_low > q1 else whisker_low,
-                              q3 if whisker_high is None or whisker_high < q3 else whisker_high,
-                              low, high, **shape_of))
+        spreads.append(
+            Spread(
+                (experiment, phase, configuration),
+                str(value) if by else "",
+                runs,
+                q1,
+                median,
+                q3,
+                q1 if whisker_low is None or whisker_low > q1 else whisker_low,
+                q3 if whisker_high is None or whisker_high < q3 else whisker_high,
+                low,
+                high,
+                **shape_of,
+            )
+        )
     return Distribution(name, title, sql, ylabel, by[1] if by else None, violin, spreads)
 
 
 def all_distributions(log: Queryable, study: Study) -> dict[str, Distribution]:
     """The report's three distribution figures, by name (absent where no run has a value)."""
     found = [
-        distribution(log, study, "tool_calls - gold_calls",
-                     ("CASE WHEN strict THEN 'pass' ELSE 'fail' END", "outcome"), "fig-calls",
-                     "Tool calls per run beyond the gold plan's, by outcome", "tool calls − expected", False,
-                     "strict IS NOT NULL AND gold_calls IS NOT NULL"),
+        distribution(
+            log,
+            study,
+            "tool_calls - gold_calls",
+            ("CASE WHEN strict THEN 'pass' ELSE 'fail' END", "outcome"),
+            "fig-calls",
+            "Tool calls per run beyond the gold plan's, by outcome",
+            "tool calls − expected",
+            False,
+            "strict IS NOT NULL AND gold_calls IS NOT NULL",
+        ),
         distribution(log, study, "total_tokens", None, "fig-tokens", "Agent tokens per run", "tokens", True),
-        distribution(log, study, "total_tokens", ("difficulty", "difficulty"), "fig-tokens-difficulty",
-                     "Agent tokens per run by difficulty", "tokens", False, "difficulty IS NOT NULL"),
+        distribution(
+            log,
+            study,
+            "total_tokens",
+            ("difficulty", "difficulty"),
+            "fig-tokens-difficulty",
+            "Agent tokens per run by difficulty",
+            "tokens",
+            False,
+            "difficulty IS NOT NULL",
+        ),
     ]
     return {d.name: d for d in found if d is not None}

@@ -33,9 +33,16 @@ class Drawing:
         self.drawn = False
         path = os.environ.get("PYTHONPATH")
         env = dict(os.environ, PYTHONPATH=SOURCE + (os.pathsep + path if path else ""))
-        self.children = [subprocess.Popen([sys.executable, "-m", "fae.report.drawing"], stdin=subprocess.PIPE,
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-                         for _ in range(max(1, workers))]
+        self.children = [
+            subprocess.Popen(
+                [sys.executable, "-m", "fae.report.drawing"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+            )
+            for _ in range(max(1, workers))
+        ]
         self.pool = ThreadPoolExecutor(len(self.children))  # feeds and reads every child at once
         self.outputs: list[Future[tuple[bytes, bytes]]] = []
 
@@ -44,10 +51,11 @@ class Drawing:
 
         ``study`` needs only the tables the figures read (FIGURE_TABLES); the children take the names in turn.
         """
-        shares = [FIGURES[i::len(self.children)] for i in range(len(self.children))]
+        shares = [FIGURES[i :: len(self.children)] for i in range(len(self.children))]
         jobs = [pickle.dumps((study, distributions, share)) for share in shares]
-        self.outputs = [self.pool.submit(child.communicate, job) for child, job in zip(self.children, jobs,
-                                                                                         strict=True)]
+        self.outputs = [
+            self.pool.submit(child.communicate, job) for child, job in zip(self.children, jobs, strict=True)
+        ]
 
     def figures(self) -> list[Figure]:
         """Every figure the data sent allows, in report order, once the children have drawn them."""
@@ -83,8 +91,9 @@ class Drawing:
     def __enter__(self) -> Drawing:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.close()
 
 

@@ -27,13 +27,20 @@ def pass_curves(units: Sequence[tuple[int, int]]) -> list[tuple[int, int, float,
     curves = []
     for k in range(1, top + 1):
         eligible = [(n, c) for n, c in units if n >= k]
-        curves.append((k, len(eligible), sum(pass_hat_k(n, c, k) for n, c in eligible) / len(eligible),
-                       sum(pass_at_k(n, c, k) for n, c in eligible) / len(eligible)))
+        curves.append(
+            (
+                k,
+                len(eligible),
+                sum(pass_hat_k(n, c, k) for n, c in eligible) / len(eligible),
+                sum(pass_at_k(n, c, k) for n, c in eligible) / len(eligible),
+            )
+        )
     return curves
 
 
-def bootstrap_mean_ci(values: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES,
-                      seed: int = BOOTSTRAP_SEED, level: float = 0.95) -> tuple[float, float]:
+def bootstrap_mean_ci(
+    values: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile bootstrap CI of the mean of ``values`` (one per task), seeded so it is repeatable."""
     data = np.asarray(values, dtype=float)
     if data.size == 0:
@@ -45,8 +52,13 @@ def bootstrap_mean_ci(values: Sequence[float], *, resamples: int = BOOTSTRAP_RES
     return float(low), float(high)
 
 
-def paired_bootstrap_cis(groups: Sequence[Sequence[tuple[float, float]]], *, resamples: int = BOOTSTRAP_RESAMPLES,
-                         seed: int = BOOTSTRAP_SEED, level: float = 0.95) -> list[tuple[float, float]]:
+def paired_bootstrap_cis(
+    groups: Sequence[Sequence[tuple[float, float]]],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    level: float = 0.95,
+) -> list[tuple[float, float]]:
     """Per group of clusters: the CI of mean(b) - mean(a), resampling whole clusters together.
 
     A cluster is a task variation's paired trials: (sum of differences b - a over its pairs, number of
@@ -83,4 +95,4 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     for i in range(low):
         term = term * (discordant - i) // (i + 1)
         total += term
-    return min(1.0, 2 * (total / 2 ** discordant))
+    return min(1.0, 2 * (total / 2**discordant))

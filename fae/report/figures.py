@@ -23,8 +23,13 @@ from fae.report.scope import FIGURES, Figure, Table
 from fae.report.study import Study
 
 # applied only while the report draws (rc_context), so an embedding program's settings are left alone
-STYLE: dict[RcKeyType, Any] = {"svg.fonttype": "none", "svg.hashsalt": "fae-report", "font.size": 9,
-                               "axes.spines.top": False, "axes.spines.right": False}
+STYLE: dict[RcKeyType, Any] = {
+    "svg.fonttype": "none",
+    "svg.hashsalt": "fae-report",
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
 COLORS = ("#3b6ea8", "#d9822b", "#4a9a5b", "#b8443f", "#7d5ba6", "#8c6d4f", "#c76fa8", "#7f7f7f")
 
 
@@ -93,10 +98,24 @@ def success_bars(study: Study) -> Figure | None:
     labels = [_label(r, single, study.shared_model) for r in rows]
     fig, ax = _new(max(4.5, 1.3 * len(rows)))
     x = range(len(rows))
-    ax.bar([i - 0.2 for i in x], [r["strict_mean"] for r in rows], 0.4, yerr=[r["strict_std"] or 0 for r in rows],
-           capsize=3, color=COLORS[0], label="strict")
-    ax.bar([i + 0.2 for i in x], [r["light_mean"] or 0 for r in rows], 0.4, yerr=[r["light_std"] or 0 for r in rows],
-           capsize=3, color=COLORS[1], label="light")
+    ax.bar(
+        [i - 0.2 for i in x],
+        [r["strict_mean"] for r in rows],
+        0.4,
+        yerr=[r["strict_std"] or 0 for r in rows],
+        capsize=3,
+        color=COLORS[0],
+        label="strict",
+    )
+    ax.bar(
+        [i + 0.2 for i in x],
+        [r["light_mean"] or 0 for r in rows],
+        0.4,
+        yerr=[r["light_std"] or 0 for r in rows],
+        capsize=3,
+        color=COLORS[1],
+        label="light",
+    )
     _tick(ax, labels)
     ax.set_ylabel("success rate (%)")
     ax.set_ylim(0, 105)
@@ -116,17 +135,23 @@ def success_by(study: Study, slice_name: str) -> Figure | None:
     width = 0.8 / len(configs)
     for c, config in enumerate(configs):
         found = {r["value"]: r for r in rows if _label(r, single, study.shared_model) == config}
-        ax.bar([i + c * width - 0.4 + width / 2 for i in range(len(values))],
-               [found[v]["strict_mean"] if v in found else 0 for v in values], width,
-               yerr=[(found[v]["strict_std"] or 0) if v in found else 0 for v in values], capsize=2,
-               color=COLORS[c % len(COLORS)], label=config.replace("\n", " "))
+        ax.bar(
+            [i + c * width - 0.4 + width / 2 for i in range(len(values))],
+            [found[v]["strict_mean"] if v in found else 0 for v in values],
+            width,
+            yerr=[(found[v]["strict_std"] or 0) if v in found else 0 for v in values],
+            capsize=2,
+            color=COLORS[c % len(COLORS)],
+            label=config.replace("\n", " "),
+        )
     _tick(ax, [str(v) for v in values])
     ax.set_xlabel(slice_name)
     ax.set_ylabel("strict success (%)")
     ax.set_ylim(0, 105)
     _legend(ax)
-    return Figure(f"fig-success-{slice_name}", f"Strict success by {slice_name}, mean ± std over trials",
-                  table.sql, _svg(fig))
+    return Figure(
+        f"fig-success-{slice_name}", f"Strict success by {slice_name}, mean ± std over trials", table.sql, _svg(fig)
+    )
 
 
 def pass_curves(study: Study) -> Figure | None:
@@ -160,9 +185,13 @@ def variance_bars(study: Study) -> Figure | None:
     single, labels = _labels(table, study.shared_model)
     fig, ax = _new(max(4.5, 1.2 * len(rows)))
     bottom = [0.0] * len(rows)
-    for c, (column, name) in enumerate((("between_task_pp2", "between tasks"),
-                                        ("within_task_pp2", "within task (variations)"),
-                                        ("same_prompt_pp2", "same prompt (run to run)"))):
+    for c, (column, name) in enumerate(
+        (
+            ("between_task_pp2", "between tasks"),
+            ("within_task_pp2", "within task (variations)"),
+            ("same_prompt_pp2", "same prompt (run to run)"),
+        )
+    ):
         values = [r[column] or 0 for r in rows]
         ax.bar(range(len(rows)), values, 0.6, bottom=bottom, color=COLORS[c], label=name)
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
@@ -173,8 +202,9 @@ def variance_bars(study: Study) -> Figure | None:
     return Figure("fig-variance", "Variance decomposition of the strict outcome", table.sql, _svg(fig))
 
 
-def grouped_bars(study: Study, table: Table, category: str, value: str, ylabel: str, name: str, title: str,
-                 scale: float = 1.0) -> Figure | None:
+def grouped_bars(
+    study: Study, table: Table, category: str, value: str, ylabel: str, name: str, title: str, scale: float = 1.0
+) -> Figure | None:
     rows = table.dicts()
     if not rows:
         return None
@@ -184,9 +214,13 @@ def grouped_bars(study: Study, table: Table, category: str, value: str, ylabel: 
     width = 0.8 / len(configs)
     for c, config in enumerate(configs):
         found = {str(r[category]): r[value] for r in rows if _label(r, single, study.shared_model) == config}
-        ax.bar([i + c * width - 0.4 + width / 2 for i in range(len(categories))],
-               [(found.get(k) or 0) * scale for k in categories], width, color=COLORS[c % len(COLORS)],
-               label=config.replace("\n", " "))
+        ax.bar(
+            [i + c * width - 0.4 + width / 2 for i in range(len(categories))],
+            [(found.get(k) or 0) * scale for k in categories],
+            width,
+            color=COLORS[c % len(COLORS)],
+            label=config.replace("\n", " "),
+        )
     _tick(ax, categories)
     ax.set_ylabel(ylabel)
     _from_zero(ax)
@@ -203,13 +237,25 @@ def _violin_stats(spread: Spread) -> dict[str, Any]:
     bandwidth2 = (spread.variance or 0.0) * spread.runs ** (-2 / 5)  # Scott's factor, squared, times the variance
     grid = np.asarray(spread.points)
     vals = np.exp(-((coords[:, None] - grid[None, :]) ** 2) / (2 * bandwidth2)).mean(axis=1)
-    return {"coords": coords, "vals": vals / np.sqrt(2 * np.pi * bandwidth2), "mean": spread.mean,
-            "median": spread.median, "min": spread.low, "max": spread.high, "quantiles": np.array([])}
+    return {
+        "coords": coords,
+        "vals": vals / np.sqrt(2 * np.pi * bandwidth2),
+        "mean": spread.mean,
+        "median": spread.median,
+        "min": spread.low,
+        "max": spread.high,
+        "quantiles": np.array([]),
+    }
 
 
 def _box_stats(spread: Spread) -> dict[str, Any]:
-    return {"q1": spread.q1, "med": spread.median, "q3": spread.q3, "whislo": spread.whisker_low,
-            "whishi": spread.whisker_high}
+    return {
+        "q1": spread.q1,
+        "med": spread.median,
+        "q3": spread.q3,
+        "whislo": spread.whisker_low,
+        "whishi": spread.whisker_high,
+    }
 
 
 def distribution(study: Study, found: Distribution) -> Figure:
@@ -229,14 +275,22 @@ def distribution(study: Study, found: Distribution) -> Figure:
         data = [groups[label][split] for label in labels if split in groups[label]]
         color = COLORS[j % len(COLORS)]
         if found.violin and all(s.low < s.high for s in data):
-            parts = ax.violin([_violin_stats(s) for s in data], positions=positions, widths=width * 0.9,
-                              showmedians=True)
+            parts = ax.violin(
+                [_violin_stats(s) for s in data], positions=positions, widths=width * 0.9, showmedians=True
+            )
             # matplotlib's stubs say one Collection; at run time "bodies" is the list of each violin's PolyCollection
             for body in cast("list[PolyCollection]", parts["bodies"]):
                 body.set_facecolor(color)
         else:
-            ax.bxp([_box_stats(s) for s in data], positions=positions, widths=width * 0.7, showfliers=False,
-                   patch_artist=True, boxprops={"facecolor": color, "alpha": 0.55}, medianprops={"color": "black"})
+            ax.bxp(
+                [_box_stats(s) for s in data],
+                positions=positions,
+                widths=width * 0.7,
+                showfliers=False,
+                patch_artist=True,
+                boxprops={"facecolor": color, "alpha": 0.55},
+                medianprops={"color": "black"},
+            )
         if found.split:
             ax.bar([0], [0], color=color, label=f"{found.split} {split}")  # a legend entry only
     _tick(ax, labels)
@@ -256,24 +310,45 @@ def _makers(study: Study, distributions: dict[str, Distribution]) -> dict[str, C
         "fig-success-family": lambda: success_by(study, "family"),
         "fig-pass-k": lambda: pass_curves(study),
         "fig-variance": lambda: variance_bars(study),
-        "fig-tool-errors": lambda: grouped_bars(study, study["tool_errors_by_resource_type"], "resource_type",
-                                                "error_rate", "tool-call error rate (%)", "fig-tool-errors",
-                                                "Tool-call error rate by FHIR resource type", 100),
-        "fig-failure-modes": lambda: grouped_bars(study, study["failure_modes"], "failure_mode", "runs",
-                                                  "failed runs", "fig-failure-modes", "Failure modes of failed runs"),
+        "fig-tool-errors": lambda: grouped_bars(
+            study,
+            study["tool_errors_by_resource_type"],
+            "resource_type",
+            "error_rate",
+            "tool-call error rate (%)",
+            "fig-tool-errors",
+            "Tool-call error rate by FHIR resource type",
+            100,
+        ),
+        "fig-failure-modes": lambda: grouped_bars(
+            study,
+            study["failure_modes"],
+            "failure_mode",
+            "runs",
+            "failed runs",
+            "fig-failure-modes",
+            "Failure modes of failed runs",
+        ),
         "fig-calls": spread("fig-calls"),
         "fig-tokens": spread("fig-tokens"),
         "fig-tokens-difficulty": spread("fig-tokens-difficulty"),
-        "fig-token-cv": lambda: grouped_bars(study, _cv_long(study["token_cv"]), "level", "cv",
-                                             "coefficient of variation", "fig-token-cv",
-                                             "Token coefficient of variation by level"),
+        "fig-token-cv": lambda: grouped_bars(
+            study,
+            _cv_long(study["token_cv"]),
+            "level",
+            "cv",
+            "coefficient of variation",
+            "fig-token-cv",
+            "Token coefficient of variation by level",
+        ),
     }
 
 
 def draw(study: Study, distributions: dict[str, Distribution], names: tuple[str, ...] = FIGURES) -> list[Figure]:
     """The figures named (default every one) that the study's data allows, in report order."""
-    study = replace(study, tables={name: replace(t, rows=[_steady(r) for r in t.rows])
-                                   for name, t in study.tables.items()})
+    study = replace(
+        study, tables={name: replace(t, rows=[_steady(r) for r in t.rows]) for name, t in study.tables.items()}
+    )
     distributions = {name: replace(d, spreads=[_steady(s) for s in d.spreads]) for name, d in distributions.items()}
     makers = _makers(study, distributions)
     with matplotlib.rc_context(STYLE):

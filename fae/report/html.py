@@ -32,7 +32,7 @@ def _table_html(table: Table) -> str:
         cells = []
         for column, value in zip(table.columns, row, strict=True):
             numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-            cells.append(f'<td{" class=n" if numeric else ""}>{html.escape(cell(table, column, value))}</td>')
+            cells.append(f"<td{' class=n' if numeric else ''}>{html.escape(cell(table, column, value))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -42,20 +42,26 @@ def _sql(sql: str) -> str:
 
 
 def _figure(figure: Figure) -> str:
-    return (f'<section id="{figure.name}" class="figure"><h2>{html.escape(figure.title)}</h2>'
-            f"<figure>{figure.svg}</figure>{_sql(figure.sql)}</section>")
+    return (
+        f'<section id="{figure.name}" class="figure"><h2>{html.escape(figure.title)}</h2>'
+        f"<figure>{figure.svg}</figure>{_sql(figure.sql)}</section>"
+    )
 
 
 def _table_section(table: Table) -> str:
     note = f'<p class="note">{html.escape(table.note)}</p>' if table.note else ""
-    return (f'<section id="table-{table.name}" class="table"><h2>{html.escape(table.title)}</h2>{note}'
-            f"{_table_html(table) if table.rows else '<p class=note>no rows</p>'}{_sql(table.sql)}</section>")
+    return (
+        f'<section id="table-{table.name}" class="table"><h2>{html.escape(table.title)}</h2>{note}'
+        f"{_table_html(table) if table.rows else '<p class=note>no rows</p>'}{_sql(table.sql)}</section>"
+    )
 
 
 def render_report(study: Study, figures: list[Figure], *, log_name: str) -> str:
     """The page as a string: every figure, then every table, each with the SQL that produced it."""
-    scope = ", ".join(f"{k} {v}" for k, v in (("experiment", study.scope.experiment),
-                                              ("phase", study.scope.phase)) if v) or "all runs"
+    scope = (
+        ", ".join(f"{k} {v}" for k, v in (("experiment", study.scope.experiment), ("phase", study.scope.phase)) if v)
+        or "all runs"
+    )
     links = [f'<a href="#{f.name}">{html.escape(f.title)}</a><br>' for f in figures]
     links += [f'<a href="#table-{t.name}">{html.escape(t.title)}</a><br>' for t in study.tables.values()]
     return (

@@ -64,8 +64,19 @@ class Table:
 
 
 # every figure of the report, in its order (each drawn where the study's data allows)
-FIGURES = ("fig-success", "fig-success-difficulty", "fig-success-family", "fig-pass-k", "fig-variance",
-           "fig-tool-errors", "fig-failure-modes", "fig-calls", "fig-tokens", "fig-tokens-difficulty", "fig-token-cv")
+FIGURES = (
+    "fig-success",
+    "fig-success-difficulty",
+    "fig-success-family",
+    "fig-pass-k",
+    "fig-variance",
+    "fig-tool-errors",
+    "fig-failure-modes",
+    "fig-calls",
+    "fig-tokens",
+    "fig-tokens-difficulty",
+    "fig-token-cv",
+)
 
 # the study's tables the figures read (with the overview), computed first so that drawing can start
 FIGURE_TABLES = ("success", "pass_k", "variance", "tool_errors_by_resource_type", "failure_modes", "token_cv")
@@ -81,8 +92,9 @@ class Figure:
     svg: str
 
 
-def run_sql(log: Queryable, name: str, title: str, sql: str, note: str = "",
-            formats: dict[str, str] | None = None) -> Table:
+def run_sql(
+    log: Queryable, name: str, title: str, sql: str, note: str = "", formats: dict[str, str] | None = None
+) -> Table:
     columns, rows = log.query(sql)
     return Table(name, title, sql.strip(), columns, [tuple(map(_steady, row)) for row in rows], note, formats or {})
 

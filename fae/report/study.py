@@ -35,9 +35,16 @@ def parse_price(text: str) -> tuple[str, tuple[float, float]]:
         raise FaeError(f"--price {text!r} is not MODEL=IN/OUT (USD per million tokens, e.g. gpt-4.1=2/8)") from None
 
 
-def compute_study(log: Queryable, scope: Scope | None = None, *, prices: dict[str, tuple[float, float]] | None = None,
-                  pairs: list[tuple[str, str]] | None = None, only: set[str] | None = None,
-                  first: Collection[str] = (), ready: Callable[[Study], None] | None = None) -> Study:
+def compute_study(
+    log: Queryable,
+    scope: Scope | None = None,
+    *,
+    prices: dict[str, tuple[float, float]] | None = None,
+    pairs: list[tuple[str, str]] | None = None,
+    only: set[str] | None = None,
+    first: Collection[str] = (),
+    ready: Callable[[Study], None] | None = None,
+) -> Study:
     """Every analysis of the runs in ``scope`` (or the tables named in ``only``), each with its SQL.
 
     The tables named in ``first`` (and the overview) are computed before the others and handed to ``ready``

@@ -18,11 +18,15 @@ SELECT {KEYS}, count(*) AS runs, sum(attempts - 1) AS retried,
        100 * avg(CAST(light AS INTEGER)) AS light_pct,
        avg(tool_calls) AS tool_calls, avg(total_tokens) AS tokens, avg(duration_ms) / 1000 AS seconds
 FROM scope GROUP BY ALL ORDER BY ALL"""
-    return run_sql(log, "overview", "Runs and outcomes per configuration", sql,
-                   "Means per run. A spec retried by --resume counts once (its latest attempt); retried counts "
-                   "the extra attempts; errored = the agent's side (a failure); failed = fae's side (left out).",
-                   {"strict_pct": PCT, "light_pct": PCT, "tool_calls": "{:.1f}", "tokens": "{:.0f}",
-                    "seconds": "{:.1f}"})
+    return run_sql(
+        log,
+        "overview",
+        "Runs and outcomes per configuration",
+        sql,
+        "Means per run. A spec retried by --resume counts once (its latest attempt); retried counts "
+        "the extra attempts; errored = the agent's side (a failure); failed = fae's side (left out).",
+        {"strict_pct": PCT, "light_pct": PCT, "tool_calls": "{:.1f}", "tokens": "{:.0f}", "seconds": "{:.1f}"},
+    )
 
 
 def success(log: Queryable, scope: Scope) -> Table:
@@ -45,10 +49,15 @@ SELECT {KEYS}, slice, value, sum(runs) AS runs, count(*) AS trials,
        avg(strict_pct) AS strict_mean, stddev_samp(strict_pct) AS strict_std,
        avg(light_pct) AS light_mean, stddev_samp(light_pct) AS light_std
 FROM per_trial GROUP BY ALL ORDER BY {KEYS}, slice, value"""
-    return run_sql(log, "success", "Success rate (%) mean ± std over trials", sql,
-                   "Per trial t: rate_t = 100 * passed / scored runs of trial t; mean and sample std "
-                   "(n-1) of rate_t over the trials (none for one trial).",
-                   {"strict_mean": PCT, "strict_std": PCT, "light_mean": PCT, "light_std": PCT})
+    return run_sql(
+        log,
+        "success",
+        "Success rate (%) mean ± std over trials",
+        sql,
+        "Per trial t: rate_t = 100 * passed / scored runs of trial t; mean and sample std "
+        "(n-1) of rate_t over the trials (none for one trial).",
+        {"strict_mean": PCT, "strict_std": PCT, "light_mean": PCT, "light_std": PCT},
+    )
 
 
 def variance(log: Queryable, scope: Scope) -> Table:
@@ -70,13 +79,17 @@ SELECT {KEYS}, count(*) AS runs,
        avg((prompt_mean - task_mean) ^ 2) / nullif(avg((y - grand_mean) ^ 2), 0) AS within_task_share,
        avg((y - prompt_mean) ^ 2) / nullif(avg((y - grand_mean) ^ 2), 0) AS same_prompt_share
 FROM y GROUP BY ALL ORDER BY ALL"""
-    return run_sql(log, "variance", "Variance of the strict outcome (pp²): between tasks, within a task, "
-                   "same prompt", sql,
-                   "y = 100 if strict else 0. total = mean (y - grand)²  = mean (task - grand)² + "
-                   "mean (prompt - task)² + mean (y - prompt)², means weighted by runs; a prompt is a "
-                   "(task, variation) and its paraphrase.",
-                   {c: PP2 for c in ("total_pp2", "between_task_pp2", "within_task_pp2", "same_prompt_pp2")}
-                   | {c: "{:.0%}" for c in ("between_task_share", "within_task_share", "same_prompt_share")})
+    return run_sql(
+        log,
+        "variance",
+        "Variance of the strict outcome (pp²): between tasks, within a task, same prompt",
+        sql,
+        "y = 100 if strict else 0. total = mean (y - grand)²  = mean (task - grand)² + "
+        "mean (prompt - task)² + mean (y - prompt)², means weighted by runs; a prompt is a "
+        "(task, variation) and its paraphrase.",
+        {c: PP2 for c in ("total_pp2", "between_task_pp2", "within_task_pp2", "same_prompt_pp2")}
+        | {c: "{:.0%}" for c in ("between_task_share", "within_task_share", "same_prompt_share")},
+    )
 
 
 def tool_errors(log: Queryable, scope: Scope, by: str) -> Table:
@@ -87,9 +100,14 @@ SELECT {KEYS}, {by}, count(*) AS calls, count(*) FILTER (WHERE is_error) AS erro
        avg(CAST(is_error AS INTEGER)) AS error_rate
 FROM calls GROUP BY ALL ORDER BY {KEYS}, {by}"""
     what = "tool" if by == "tool" else "FHIR resource type named in the call"
-    return run_sql(log, f"tool_errors_by_{by}", f"Tool-call error rate by {what}", sql,
-                   "error_rate = calls that returned an MCP error / calls, agent calls only.",
-                   {"error_rate": "{:.1%}"})
+    return run_sql(
+        log,
+        f"tool_errors_by_{by}",
+        f"Tool-call error rate by {what}",
+        sql,
+        "error_rate = calls that returned an MCP error / calls, agent calls only.",
+        {"error_rate": "{:.1%}"},
+    )
 
 
 def failure_modes(log: Queryable, scope: Scope) -> Table:
@@ -98,8 +116,14 @@ WITH {scope.cte()}
 SELECT {KEYS}, coalesce(failure_mode, '(not judged)') AS failure_mode, count(*) AS runs,
        count(*) / sum(count(*)) OVER (PARTITION BY {KEYS}) AS share
 FROM scope WHERE strict = false GROUP BY {KEYS}, failure_mode ORDER BY {KEYS}, runs DESC, failure_mode"""
-    return run_sql(log, "failure_modes", "Failure modes of runs that failed the strict check", sql,
-                   "From the failure_mode judge: the first mode that applies.", {"share": "{:.0%}"})
+    return run_sql(
+        log,
+        "failure_modes",
+        "Failure modes of runs that failed the strict check",
+        sql,
+        "From the failure_mode judge: the first mode that applies.",
+        {"share": "{:.0%}"},
+    )
 
 
 def calls_vs_expected(log: Queryable, scope: Scope) -> Table:
@@ -109,10 +133,14 @@ SELECT {KEYS}, CASE WHEN strict THEN 'pass' ELSE 'fail' END AS outcome, count(*)
        avg(tool_calls) AS tool_calls, avg(gold_calls) AS expected_calls,
        avg(tool_calls - gold_calls) AS excess_calls, median(tool_calls / nullif(gold_calls, 0)) AS median_ratio
 FROM scope WHERE strict IS NOT NULL GROUP BY ALL ORDER BY ALL"""
-    return run_sql(log, "calls_vs_expected", "Tool calls per run by outcome against the gold plan's calls",
-                   sql, "expected_calls = tool steps in the variation's gold plan (task_meta.gold_calls).",
-                   {"tool_calls": "{:.2f}", "expected_calls": "{:.2f}", "excess_calls": "{:+.2f}",
-                    "median_ratio": "{:.2f}"})
+    return run_sql(
+        log,
+        "calls_vs_expected",
+        "Tool calls per run by outcome against the gold plan's calls",
+        sql,
+        "expected_calls = tool steps in the variation's gold plan (task_meta.gold_calls).",
+        {"tool_calls": "{:.2f}", "expected_calls": "{:.2f}", "excess_calls": "{:+.2f}", "median_ratio": "{:.2f}"},
+    )
 
 
 def tokens(log: Queryable, scope: Scope) -> Table:
@@ -128,9 +156,14 @@ sliced AS (
 SELECT {KEYS}, slice, value, count(*) AS runs, avg(total_tokens) AS mean_tokens,
        median(total_tokens) AS median_tokens, sum(total_tokens) AS total_tokens
 FROM sliced GROUP BY ALL ORDER BY {KEYS}, slice, value"""
-    return run_sql(log, "tokens", "Agent tokens per run (prompt + completion, every LLM call)", sql,
-                   "Sum over the run's agent LLM calls of total_tokens (else prompt + completion).",
-                   {"mean_tokens": "{:.0f}", "median_tokens": "{:.0f}"})
+    return run_sql(
+        log,
+        "tokens",
+        "Agent tokens per run (prompt + completion, every LLM call)",
+        sql,
+        "Sum over the run's agent LLM calls of total_tokens (else prompt + completion).",
+        {"mean_tokens": "{:.0f}", "median_tokens": "{:.0f}"},
+    )
 
 
 def token_cv(log: Queryable, scope: Scope) -> Table:
@@ -149,10 +182,15 @@ SELECT o.experiment, o.phase, o.configuration,
           AND t.phase IS NOT DISTINCT FROM o.phase AND t.configuration = o.configuration) AS within_task_cv,
        o.cv AS overall_cv
 FROM overall o ORDER BY ALL"""
-    return run_sql(log, "token_cv", "Token coefficient of variation (std / mean)", sql,
-                   "CV = sample std / mean of tokens per run; same-prompt and within-task are the mean CV over "
-                   "prompts (a task variation's trials) and over tasks (all their runs); overall is over all runs.",
-                   {"same_prompt_cv": "{:.3f}", "within_task_cv": "{:.3f}", "overall_cv": "{:.3f}"})
+    return run_sql(
+        log,
+        "token_cv",
+        "Token coefficient of variation (std / mean)",
+        sql,
+        "CV = sample std / mean of tokens per run; same-prompt and within-task are the mean CV over "
+        "prompts (a task variation's trials) and over tasks (all their runs); overall is over all runs.",
+        {"same_prompt_cv": "{:.3f}", "within_task_cv": "{:.3f}", "overall_cv": "{:.3f}"},
+    )
 
 
 def harms(log: Queryable, scope: Scope) -> Table:
@@ -170,16 +208,22 @@ SELECT s.experiment, s.phase, s.configuration, c.rule_set, count(*) AS labelled,
        count(*) FILTER (WHERE l.label = 'harmless' AND c.stopped) AS false_stops
 FROM scope s JOIN label l USING (run_id) JOIN checked c USING (run_id)
 GROUP BY ALL ORDER BY ALL"""
-    return run_sql(log, "harms", "Write verification: harms caught, missed and false stops", sql,
-                   "Per ensure_record rule set; the oracle labels each write-verification run harmful or "
-                   "harmless; a verdict stops a write when it is not a pass (and applies).")
+    return run_sql(
+        log,
+        "harms",
+        "Write verification: harms caught, missed and false stops",
+        sql,
+        "Per ensure_record rule set; the oracle labels each write-verification run harmful or "
+        "harmless; a verdict stops a write when it is not a pass (and applies).",
+    )
 
 
 def cost(log: Queryable, scope: Scope, prices: dict[str, tuple[float, float]]) -> Table | None:
     if not prices:
         return None
-    values = ", ".join(f"({literal(model)}, {usd_in!r}, {usd_out!r})"
-                       for model, (usd_in, usd_out) in sorted(prices.items()))
+    values = ", ".join(
+        f"({literal(model)}, {usd_in!r}, {usd_out!r})" for model, (usd_in, usd_out) in sorted(prices.items())
+    )
     sql = f"""
 WITH {scope.cte()},
 price(model, usd_in, usd_out) AS (VALUES {values}),
@@ -199,9 +243,13 @@ SELECT {KEYS}, count(*) AS runs, count(*) FILTER (WHERE strict) AS successes,
             THEN sum(coalesce(x.usd, 0)) / nullif(count(*) FILTER (WHERE strict), 0) END AS usd_per_success,
        sum(coalesce(x.unpriced_calls, 0)) AS unpriced_calls
 FROM scope s LEFT JOIN spent x USING (run_id) GROUP BY ALL ORDER BY ALL"""
-    return run_sql(log, "cost", "Cost per successful run (USD)", sql,
-                   "usd = Σ prompt_tokens × in + completion_tokens × out, per million tokens, agent calls; "
-                   "per success = usd / strict passes. unpriced_calls: calls to a model with no --price "
-                   "(then no total is given).",
-                   {"usd": "{:.4f}", "usd_per_success": "{:.4f}"})
-
+    return run_sql(
+        log,
+        "cost",
+        "Cost per successful run (USD)",
+        sql,
+        "usd = Σ prompt_tokens × in + completion_tokens × out, per million tokens, agent calls; "
+        "per success = usd / strict passes. unpriced_calls: calls to a model with no --price "
+        "(then no total is given).",
+        {"usd": "{:.4f}", "usd_per_success": "{:.4f}"},
+    )

@@ -14,18 +14,54 @@ from fae.report.scope import Table
 
 # constant key columns move into the title so the table keeps its width for the numbers
 FOLDED = ("experiment", "phase")
-SHORT = {"experiment": "exp", "configuration": "config", "retried": "retry", "finished": "fin", "errored": "err",
-         "strict_pct": "strict", "light_pct": "light", "seconds": "s", "duration_ms": "ms", "total_pp2": "total",
-         "failed": "fail", "scored": "scored", "mean_tokens": "mean", "median_tokens": "median",
-         "total_tokens": "total", "same_prompt_cv": "same-prompt", "within_task_cv": "within-task",
-         "overall_cv": "overall", "error_rate": "rate", "pass_hat_k": "pass^k", "pass_at_k": "pass@k",
-         "unpriced_calls": "unpriced", "false_stops": "false stops", "strict_low": "low", "strict_high": "high",
-         "light_low": "low", "light_high": "high", "diff_low": "low", "diff_high": "high", "mcnemar_p": "p",
-         "tokens": "tokens", "strict_mean": "strict", "strict_std": "±", "light_mean": "light",
-         "light_std": "±", "between_task_pp2": "between", "within_task_pp2": "within",
-         "same_prompt_pp2": "same-prompt", "between_task_share": "b%", "within_task_share": "w%",
-         "same_prompt_share": "s%", "usd_per_success": "usd/success", "tool_calls": "calls",
-         "expected_calls": "expected", "excess_calls": "excess", "median_ratio": "ratio"}
+SHORT = {
+    "experiment": "exp",
+    "configuration": "config",
+    "retried": "retry",
+    "finished": "fin",
+    "errored": "err",
+    "strict_pct": "strict",
+    "light_pct": "light",
+    "seconds": "s",
+    "duration_ms": "ms",
+    "total_pp2": "total",
+    "failed": "fail",
+    "scored": "scored",
+    "mean_tokens": "mean",
+    "median_tokens": "median",
+    "total_tokens": "total",
+    "same_prompt_cv": "same-prompt",
+    "within_task_cv": "within-task",
+    "overall_cv": "overall",
+    "error_rate": "rate",
+    "pass_hat_k": "pass^k",
+    "pass_at_k": "pass@k",
+    "unpriced_calls": "unpriced",
+    "false_stops": "false stops",
+    "strict_low": "low",
+    "strict_high": "high",
+    "light_low": "low",
+    "light_high": "high",
+    "diff_low": "low",
+    "diff_high": "high",
+    "mcnemar_p": "p",
+    "tokens": "tokens",
+    "strict_mean": "strict",
+    "strict_std": "±",
+    "light_mean": "light",
+    "light_std": "±",
+    "between_task_pp2": "between",
+    "within_task_pp2": "within",
+    "same_prompt_pp2": "same-prompt",
+    "between_task_share": "b%",
+    "within_task_share": "w%",
+    "same_prompt_share": "s%",
+    "usd_per_success": "usd/success",
+    "tool_calls": "calls",
+    "expected_calls": "expected",
+    "excess_calls": "excess",
+    "median_ratio": "ratio",
+}
 
 
 def cell(table: Table, column: str, value: Any) -> str:
@@ -51,15 +87,26 @@ def _common_model(table: Table) -> str | None:
 
 def rich_table(table: Table, width: int = 100) -> RichTable:
     """A rich table; columns the same in every row (experiment, phase) and a shared model go to the title."""
-    folded = {c: table.rows[0][i] for i, c in enumerate(table.columns)
-              if c in FOLDED and table.rows and len({r[i] for r in table.rows}) == 1}
+    folded = {
+        c: table.rows[0][i]
+        for i, c in enumerate(table.columns)
+        if c in FOLDED and table.rows and len({r[i] for r in table.rows}) == 1
+    }
     model = _common_model(table)
     if model:
         folded["model"] = model
     title = table.title + "".join(f"  [{c} {v if v is not None else '-'}]" for c, v in folded.items())
     shown = [i for i, c in enumerate(table.columns) if c not in folded]
-    out = RichTable(title=title, title_justify="left", caption=table.note or None, caption_justify="left",
-                    box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+    out = RichTable(
+        title=title,
+        title_justify="left",
+        caption=table.note or None,
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
+    )
 
     def text(column: str, value: object) -> str:
         shown_value = cell(table, column, value)
@@ -76,8 +123,12 @@ def rich_table(table: Table, width: int = 100) -> RichTable:
     # names stay whole (up to 30 characters) where the numbers fit beside them; else they fold
     whole = sum(min(w, 30) + 2 for _, _, w in columns) <= width - 4
     for column, numeric, widest in columns:
-        out.add_column(SHORT.get(column, column), justify="right" if numeric else "left", overflow="fold",
-                       min_width=min(widest, 30) if whole and not numeric else None)
+        out.add_column(
+            SHORT.get(column, column),
+            justify="right" if numeric else "left",
+            overflow="fold",
+            min_width=min(widest, 30) if whole and not numeric else None,
+        )
     for row in table.rows:
         out.add_row(*(text(table.columns[i], row[i]) for i in shown))
     return out
@@ -92,5 +143,11 @@ def as_csv(table: Table) -> str:
 
 
 def as_json(tables: list[Table]) -> str:
-    return json.dumps({t.name: {"title": t.title, "note": t.note, "sql": t.sql, "columns": t.columns,
-                                "rows": t.dicts()} for t in tables}, default=str, indent=1)
+    return json.dumps(
+        {
+            t.name: {"title": t.title, "note": t.note, "sql": t.sql, "columns": t.columns, "rows": t.dicts()}
+            for t in tables
+        },
+        default=str,
+        indent=1,
+    )

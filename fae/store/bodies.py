@@ -55,7 +55,7 @@ def body_slices(body: Body) -> Iterator[bytes | memoryview]:
     for part in body.parts if isinstance(body, Pieces) else (body,):
         view = memoryview(part)
         for start in range(0, len(view), SLICE):
-            yield view[start:start + SLICE]
+            yield view[start : start + SLICE]
 
 
 def digest_of(body: Body) -> str:

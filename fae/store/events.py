@@ -196,9 +196,7 @@ AnyEvent = (
     | RunFailed
 )
 
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.__struct_config__.tag: cls for cls in AnyEvent.__args__
-}
+EVENT_TYPES: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in AnyEvent.__args__}
 
 encoder = msgspec.json.Encoder()
 decoder = msgspec.json.Decoder(AnyEvent)

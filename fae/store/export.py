@@ -50,8 +50,10 @@ UNFINISHED = ".unfinished"
 
 def _parts(runs: str) -> str:
     """The partition columns, from the runs table under the alias ``runs``: suite, experiment, the run's UTC day."""
-    return (f"coalesce({runs}.suite, '-') AS part_suite, coalesce({runs}.experiment, '-') AS part_experiment,"
-            f" coalesce(CAST(CAST({runs}.started_at AT TIME ZONE 'UTC' AS DATE) AS VARCHAR), '-') AS day")
+    return (
+        f"coalesce({runs}.suite, '-') AS part_suite, coalesce({runs}.experiment, '-') AS part_experiment,"
+        f" coalesce(CAST(CAST({runs}.started_at AT TIME ZONE 'UTC' AS DATE) AS VARCHAR), '-') AS day"
+    )
 
 
 def log_id(log_path: str | Path) -> str:
@@ -136,13 +138,16 @@ def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Pa
                     log.con.execute(
                         f"COPY ({_select(table)}) TO '{_sql_text(target)}' (FORMAT parquet, COMPRESSION zstd,"
                         f" PARTITION_BY (part_suite, part_experiment, day), FILENAME_PATTERN '{name}_{{i}}',"
-                        f" OVERWRITE_OR_IGNORE, WRITE_PARTITION_COLUMNS false, ROW_GROUP_SIZE {_EVENT_GROUP_ROWS})")
+                        f" OVERWRITE_OR_IGNORE, WRITE_PARTITION_COLUMNS false, ROW_GROUP_SIZE {_EVENT_GROUP_ROWS})"
+                    )
                 else:
                     target.mkdir(exist_ok=True)
                     remove_stale(target / f"{name}.parquet")  # fresh and owner-only, never through a link
                     # small row groups: a rejudge of the export reads the few that hold a chunk's bodies
-                    log.con.execute(f"COPY (SELECT * FROM {table}) TO '{_sql_text(target / name)}.parquet'"
-                                    f" (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {_ROW_GROUP_ROWS})")
+                    log.con.execute(
+                        f"COPY (SELECT * FROM {table}) TO '{_sql_text(target / name)}.parquet'"
+                        f" (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {_ROW_GROUP_ROWS})"
+                    )
                 (count,) = log.con.execute(f"SELECT count(*) FROM {table}").fetchall()[0]
             except (duckdb.Error, OSError) as exc:
                 raise StoreError(f"cannot export {table}: {exc}") from None
@@ -169,8 +174,10 @@ def drop_export(directory: str | Path, name: str) -> int:
     """
     directory = Path(directory)
     if not name or name != Path(name).name or name in (".", ".."):
-        raise StoreError(f"{name!r} is not the name of a log's files (a log's name is the stem of its marker "
-                         "or of its files, e.g. fae-0123456789)")
+        raise StoreError(
+            f"{name!r} is not the name of a log's files (a log's name is the stem of its marker "
+            "or of its files, e.g. fae-0123456789)"
+        )
     marker = directory / f"{name}{UNFINISHED}"
     files = [path for table in TABLES for path in _log_files(directory, table, name) if path.is_file()]
     if not files and not marker.exists():
@@ -204,9 +211,11 @@ def refuse_unfinished(directory: str | Path) -> None:
     name = marker.name.removesuffix(UNFINISHED)
     which = f"log {log}" if log else f"log {name}"
     others = f" (and {len(markers) - 1} more)" if len(markers) > 1 else ""
-    raise StoreError(f"the export of {which} into {directory} did not finish ({marker.name} is there){others};"
-                     f" export it again: `fae export --parquet {directory} --log {log or 'LOG'}`, or, if that log"
-                     f" is gone or has moved, remove its files: `fae export --parquet {directory} --drop {name}`")
+    raise StoreError(
+        f"the export of {which} into {directory} did not finish ({marker.name} is there){others};"
+        f" export it again: `fae export --parquet {directory} --log {log or 'LOG'}`, or, if that log"
+        f" is gone or has moved, remove its files: `fae export --parquet {directory} --drop {name}`"
+    )
 
 
 def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
@@ -221,8 +230,10 @@ def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
         if not files:
             raise StoreError(f"{directory / table} holds no Parquet files")
         pattern = _sql_text(directory / table) + ("/**/*.parquet" if table in _PARTITIONED else "/*.parquet")
-        con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{pattern}',"
-                    f" hive_partitioning = {'true' if table in _PARTITIONED else 'false'}, union_by_name = true)")
+        con.execute(
+            f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{pattern}',"
+            f" hive_partitioning = {'true' if table in _PARTITIONED else 'false'}, union_by_name = true)"
+        )
     for view, sql in VIEWS.items():
         con.execute(f"CREATE VIEW {view} AS {sql}")
     return con

@@ -27,16 +27,19 @@ from fae.store.export import refuse_unfinished
 from fae.store.files import keep_private
 from fae.store.log import VerdictBatchStarted
 
-_BATCH_COLUMNS = ("batch VARCHAR, kind VARCHAR, judges JSON, planned_runs INTEGER, started_at TIMESTAMPTZ,"
-                  " completed_at TIMESTAMPTZ, judged_runs INTEGER")
+_BATCH_COLUMNS = (
+    "batch VARCHAR, kind VARCHAR, judges JSON, planned_runs INTEGER, started_at TIMESTAMPTZ,"
+    " completed_at TIMESTAMPTZ, judged_runs INTEGER"
+)
 
 
 def _text(path: Path) -> str:
     return path.as_posix().replace("'", "''")
 
 
-def _write_batch_row(directory: Path, started: VerdictBatchStarted, completed_at: datetime | None,
-                     judged: int | None) -> None:
+def _write_batch_row(
+    directory: Path, started: VerdictBatchStarted, completed_at: datetime | None, judged: int | None
+) -> None:
     """Write (or replace, in one rename) the batch's row in its own file under ``verdict_batches/``."""
     folder = directory / "verdict_batches"
     folder.mkdir(exist_ok=True)
@@ -44,9 +47,18 @@ def _write_batch_row(directory: Path, started: VerdictBatchStarted, completed_at
     con = duckdb.connect()
     try:
         con.execute(f"CREATE TABLE batch ({_BATCH_COLUMNS})")
-        con.execute("INSERT INTO batch VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [started.batch, started.kind, json.dumps(started.judges, sort_keys=True), started.planned_runs,
-                     started.started_at, completed_at, judged])
+        con.execute(
+            "INSERT INTO batch VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                started.batch,
+                started.kind,
+                json.dumps(started.judges, sort_keys=True),
+                started.planned_runs,
+                started.started_at,
+                completed_at,
+                judged,
+            ],
+        )
         con.execute(f"COPY batch TO '{_text(temporary)}' (FORMAT parquet)")
         os.replace(temporary, folder / f"{started.batch}.parquet")
     except (duckdb.Error, OSError) as exc:
@@ -61,8 +73,13 @@ def start_batch(directory: str | Path, started: VerdictBatchStarted) -> None:
     _write_batch_row(Path(directory), started, None, None)
 
 
-def complete_batch(directory: str | Path, started: VerdictBatchStarted, verdict_files: Sequence[str | Path],
-                   completed_at: datetime, judged: int) -> int:
+def complete_batch(
+    directory: str | Path,
+    started: VerdictBatchStarted,
+    verdict_files: Sequence[str | Path],
+    completed_at: datetime,
+    judged: int,
+) -> int:
     """Move the batch's verdict rows into ``DIR/verdicts`` (partitioned as their runs), then mark it complete;
     returns the rows written."""
     directory = Path(directory)
@@ -75,18 +92,25 @@ def complete_batch(directory: str | Path, started: VerdictBatchStarted, verdict_
         runs = f"'{_text(directory / 'runs')}/**/*.parquet'"
         con = duckdb.connect()
         try:
-            con.execute(f"CREATE TEMP TABLE homes AS SELECT DISTINCT run_id, part_suite, part_experiment, day"
-                        f" FROM read_parquet({runs}, hive_partitioning = true, hive_types_autocast = false,"
-                        " union_by_name = true)")
-            homed = f"SELECT v.*, h.part_suite, h.part_experiment, h.day FROM read_parquet({listed}) v" \
-                    " JOIN homes h USING (run_id)"
+            con.execute(
+                f"CREATE TEMP TABLE homes AS SELECT DISTINCT run_id, part_suite, part_experiment, day"
+                f" FROM read_parquet({runs}, hive_partitioning = true, hive_types_autocast = false,"
+                " union_by_name = true)"
+            )
+            homed = (
+                f"SELECT v.*, h.part_suite, h.part_experiment, h.day FROM read_parquet({listed}) v"
+                " JOIN homes h USING (run_id)"
+            )
             (count,) = con.execute(f"SELECT count(*) FROM ({homed})").fetchall()[0]
-            con.execute(f"COPY ({homed}) TO '{_text(staging)}' (FORMAT parquet, COMPRESSION zstd,"
-                        f" PARTITION_BY (part_suite, part_experiment, day), FILENAME_PATTERN '{batch}_{{i}}',"
-                        " WRITE_PARTITION_COLUMNS false)")
+            con.execute(
+                f"COPY ({homed}) TO '{_text(staging)}' (FORMAT parquet, COMPRESSION zstd,"
+                f" PARTITION_BY (part_suite, part_experiment, day), FILENAME_PATTERN '{batch}_{{i}}',"
+                " WRITE_PARTITION_COLUMNS false)"
+            )
         except duckdb.Error as exc:
-            raise StoreError(f"cannot write the verdicts of batch {batch} into {directory}: "
-                             f"{first_line(exc)}") from None
+            raise StoreError(
+                f"cannot write the verdicts of batch {batch} into {directory}: {first_line(exc)}"
+            ) from None
         finally:
             con.close()
         try:
@@ -95,8 +119,9 @@ def complete_batch(directory: str | Path, started: VerdictBatchStarted, verdict_
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(part, target)
         except OSError as exc:
-            raise StoreError(f"cannot move the verdicts of batch {batch} into {directory / 'verdicts'}: {exc}") \
-                from None
+            raise StoreError(
+                f"cannot move the verdicts of batch {batch} into {directory / 'verdicts'}: {exc}"
+            ) from None
         shutil.rmtree(staging, ignore_errors=True)
     _write_batch_row(directory, started, completed_at, judged)
     return int(count)

@@ -57,18 +57,24 @@ def read_segment(path: Path) -> Iterator[Batch]:
     data = path.read_bytes()
     offset = 0
     while offset + 4 <= len(data):
-        size = int.from_bytes(data[offset:offset + 4], "big")
+        size = int.from_bytes(data[offset : offset + 4], "big")
         if offset + 4 + size > len(data):
             return
         try:
-            record = _decoder.decode(data[offset + 4:offset + 4 + size])
+            record = _decoder.decode(data[offset + 4 : offset + 4 + size])
         except msgspec.DecodeError:
             return
         offset += 4 + size
-        yield Batch(blobs=record.blobs, runs=record.runs, events=record.events,
-                    updates=record.updates, verdicts=record.verdicts,
-                    verdict_batches=record.verdict_batches, completed_batches=record.completed_batches,
-                    external=record.external)
+        yield Batch(
+            blobs=record.blobs,
+            runs=record.runs,
+            events=record.events,
+            updates=record.updates,
+            verdicts=record.verdicts,
+            verdict_batches=record.verdict_batches,
+            completed_batches=record.completed_batches,
+            external=record.external,
+        )
 
 
 class Journal:
@@ -85,8 +91,7 @@ class Journal:
         name = f"{self.log_path.name}{_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
         self.current = self.log_path.parent / name
         try:
-            self._fd = os.open(self.current, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL | os.O_NOFOLLOW,
-                               0o600)
+            self._fd = os.open(self.current, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             if self.fsync:
                 fsync_dir(self.log_path.parent)
         except OSError as exc:
@@ -96,10 +101,18 @@ class Journal:
     def append(self, batch: Batch) -> None:
         if self._fd is None:
             self._open()
-        payload = _encoder.encode(_Record(blobs=batch.blobs, runs=batch.runs, events=batch.events,
-                                          updates=batch.updates, verdicts=batch.verdicts,
-                                          verdict_batches=batch.verdict_batches,
-                                          completed_batches=batch.completed_batches, external=batch.external))
+        payload = _encoder.encode(
+            _Record(
+                blobs=batch.blobs,
+                runs=batch.runs,
+                events=batch.events,
+                updates=batch.updates,
+                verdicts=batch.verdicts,
+                verdict_batches=batch.verdict_batches,
+                completed_batches=batch.completed_batches,
+                external=batch.external,
+            )
+        )
         prefix = len(payload).to_bytes(4, "big")
         try:  # one write of both parts, without copying a large payload into a joined record
             written = os.writev(self._fd, [prefix, payload])  # type: ignore[arg-type]

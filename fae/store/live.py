@@ -190,8 +190,7 @@ class LogReader:
             info = json.loads(info_path.read_text())
         except (OSError, ValueError):
             raise StoreError(
-                f"log {self.path} is open in another process that offers no live queries; "
-                f"wait for it to finish"
+                f"log {self.path} is open in another process that offers no live queries; wait for it to finish"
             ) from None
         return info
 
@@ -208,9 +207,12 @@ class LogReader:
                 cursor.close()
         assert self._live is not None
         try:
-            reply = httpx.post(f"http://127.0.0.1:{self._live['port']}/sql",
-                               json={"sql": sql, "params": list(params or [])},
-                               headers={"x-fae-token": self._live["token"]}, timeout=120)
+            reply = httpx.post(
+                f"http://127.0.0.1:{self._live['port']}/sql",
+                json={"sql": sql, "params": list(params or [])},
+                headers={"x-fae-token": self._live["token"]},
+                timeout=120,
+            )
         except httpx.HTTPError:
             raise StoreError(
                 f"log {self.path} is locked by process {self._live.get('pid')}, which does not answer; "
@@ -220,7 +222,8 @@ class LogReader:
             payload = reply.json()
         except ValueError:
             raise StoreError(
-                f"the live endpoint of {self.path} answered HTTP {reply.status_code} without JSON") from None
+                f"the live endpoint of {self.path} answered HTTP {reply.status_code} without JSON"
+            ) from None
         if reply.status_code != 200:
             raise StoreError(str(payload.get("error", f"live query failed with HTTP {reply.status_code}")))
         return payload["columns"], [tuple(_restore(row)) for row in payload["rows"]]

@@ -122,8 +122,16 @@ class Batch:
     """Bodies already in side files (``fae.store.bodies``): hash → length; their rows get no data."""
 
     def __bool__(self) -> bool:
-        return bool(self.blobs or self.runs or self.events or self.updates or self.verdicts
-                    or self.verdict_batches or self.completed_batches or self.external)
+        return bool(
+            self.blobs
+            or self.runs
+            or self.events
+            or self.updates
+            or self.verdicts
+            or self.verdict_batches
+            or self.completed_batches
+            or self.external
+        )
 
     def extend(self, other: Batch) -> None:
         self.blobs.update(other.blobs)
@@ -139,7 +147,8 @@ class Batch:
 def _is_lock_error(exc: Exception) -> bool:
     text = str(exc).lower()
     return ("lock" in text and ("conflicting" in text or "could not set" in text)) or (
-        "same database file with a different configuration" in text)
+        "same database file with a different configuration" in text
+    )
 
 
 WAL_VANISHED_TRIES = 20
@@ -198,8 +207,9 @@ class EventLog:
                 if not _wal_vanished(exc, wal):
                     raise StoreError(f"cannot open log {self.path}: {exc}") from None
             time.sleep(0.05)
-        raise LogInUse(f"log {self.path} is being closed by another process: its WAL kept vanishing as this "
-                       f"process opened it")
+        raise LogInUse(
+            f"log {self.path} is being closed by another process: its WAL kept vanishing as this process opened it"
+        )
 
     # -- schema -------------------------------------------------------------------------
 
@@ -207,8 +217,10 @@ class EventLog:
         tables = {t for (t,) in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         if "schema_version" not in tables:
             if tables:  # someone else's database: fae's tables never go in beside theirs
-                raise StoreError(f"{self.path} is a DuckDB file with other tables and no fae schema, not a fae "
-                                 f"log; record into a new file")
+                raise StoreError(
+                    f"{self.path} is a DuckDB file with other tables and no fae schema, not a fae "
+                    f"log; record into a new file"
+                )
             return 0
         (version,) = self.con.execute("SELECT max(version) FROM schema_version").fetchall()[0]
         return int(version or 0)
@@ -233,9 +245,7 @@ class EventLog:
             self.con.execute("BEGIN TRANSACTION")
             try:
                 self.con.execute(schema.MIGRATIONS[number - 1])
-                self.con.execute(
-                    "INSERT INTO schema_version VALUES (?, ?)", [number, datetime.now(UTC)]
-                )
+                self.con.execute("INSERT INTO schema_version VALUES (?, ?)", [number, datetime.now(UTC)])
                 self.con.execute("COMMIT")
             except duckdb.Error:
                 self.con.execute("ROLLBACK")
@@ -277,8 +287,11 @@ class EventLog:
                 con.execute("BEGIN TRANSACTION")
                 known = self._known_blobs() if batch.blobs or batch.external else set()
                 new_blobs = [(h, len(d), d, False) for h, d in batch.blobs.items() if h not in known]
-                new_blobs += [(h, size, b"", True) for h, size in batch.external.items()
-                              if h not in known and h not in batch.blobs]
+                new_blobs += [
+                    (h, size, b"", True)
+                    for h, size in batch.external.items()
+                    if h not in known and h not in batch.blobs
+                ]
                 if new_blobs:
                     with con.appender("blobs") as appender:
                         appender.append_rows(new_blobs)
@@ -286,15 +299,33 @@ class EventLog:
                     con.execute(
                         "INSERT INTO runs (run_id, suite, task_id, variation, agent, agent_config, repeat,"
                         " status, started_at, experiment, phase) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [run.run_id, run.suite, run.task_id, run.variation, run.agent,
-                         json.dumps(run.agent_config, sort_keys=True), run.repeat, run.status,
-                         run.started_at, run.experiment, run.phase],
+                        [
+                            run.run_id,
+                            run.suite,
+                            run.task_id,
+                            run.variation,
+                            run.agent,
+                            json.dumps(run.agent_config, sort_keys=True),
+                            run.repeat,
+                            run.status,
+                            run.started_at,
+                            run.experiment,
+                            run.phase,
+                        ],
                     )
                 if batch.events:
                     with con.appender("events") as appender:
                         appender.append_rows(
-                            (e.run_id, e.seq, e.kind, e.wall_time, e.mono_ns, e.actor, e.upstream,
-                             e.payload.decode("utf-8"))
+                            (
+                                e.run_id,
+                                e.seq,
+                                e.kind,
+                                e.wall_time,
+                                e.mono_ns,
+                                e.actor,
+                                e.upstream,
+                                e.payload.decode("utf-8"),
+                            )
                             for e in batch.events
                         )
                 for update in batch.updates:
@@ -302,26 +333,42 @@ class EventLog:
                         "UPDATE runs SET status = ?, ended_at = coalesce(?, ended_at),"
                         " stop_reason = coalesce(?, stop_reason), error = coalesce(?, error),"
                         " cause = coalesce(?, cause) WHERE run_id = ?",
-                        [update.status, update.ended_at, update.stop_reason, update.error, update.cause,
-                         update.run_id],
+                        [update.status, update.ended_at, update.stop_reason, update.error, update.cause, update.run_id],
                     )
                 for started in batch.verdict_batches:
                     con.execute(
                         "INSERT INTO verdict_batches (batch, kind, judges, planned_runs, started_at)"
                         " VALUES (?, ?, ?, ?, ?)",
-                        [started.batch, started.kind, json.dumps(started.judges, sort_keys=True),
-                         started.planned_runs, started.started_at])
+                        [
+                            started.batch,
+                            started.kind,
+                            json.dumps(started.judges, sort_keys=True),
+                            started.planned_runs,
+                            started.started_at,
+                        ],
+                    )
                 if batch.verdicts:
                     with con.appender("verdicts") as appender:
                         appender.append_rows(
-                            (v.run_id, v.judge, json.dumps(v.rule_set, sort_keys=True), v.rule_set_hash,
-                             v.code_version, v.outcome, v.passed, json.dumps(v.evidence, sort_keys=True),
-                             v.judged_at, v.batch)
+                            (
+                                v.run_id,
+                                v.judge,
+                                json.dumps(v.rule_set, sort_keys=True),
+                                v.rule_set_hash,
+                                v.code_version,
+                                v.outcome,
+                                v.passed,
+                                json.dumps(v.evidence, sort_keys=True),
+                                v.judged_at,
+                                v.batch,
+                            )
                             for v in batch.verdicts
                         )
                 for completed in batch.completed_batches:
-                    con.execute("UPDATE verdict_batches SET completed_at = ?, judged_runs = ? WHERE batch = ?",
-                                [completed.completed_at, completed.judged_runs, completed.batch])
+                    con.execute(
+                        "UPDATE verdict_batches SET completed_at = ?, judged_runs = ? WHERE batch = ?",
+                        [completed.completed_at, completed.judged_runs, completed.batch],
+                    )
                 if segment is not None:
                     con.execute("INSERT INTO journal_applied VALUES (?, ?)", [segment, datetime.now(UTC)])
                 con.execute("COMMIT")

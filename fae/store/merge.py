@@ -58,7 +58,8 @@ def _conflicts(con: duckdb.DuckDBPyConnection) -> list[str]:
     rows = con.execute(
         "SELECT s.run_id FROM shard.runs s JOIN main.runs m USING (run_id)"
         f" WHERE NOT ({same}) OR (SELECT count(*) FROM shard.events e WHERE e.run_id = s.run_id)"
-        " <> (SELECT count(*) FROM main.events e WHERE e.run_id = s.run_id) ORDER BY 1 LIMIT 3").fetchall()
+        " <> (SELECT count(*) FROM main.events e WHERE e.run_id = s.run_id) ORDER BY 1 LIMIT 3"
+    ).fetchall()
     return [r for (r,) in rows]
 
 
@@ -79,29 +80,44 @@ def _merge_one(con: duckdb.DuckDBPyConnection, path: Path, into: Path) -> Merged
         clash = _conflicts(con)
         if clash:
             raise StoreError(f"shard {path} holds run {clash[0]!r}, and the log holds a different run under that id")
-        columns = ", ".join(c for (c,) in con.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database()"
-            " AND table_name = 'runs' ORDER BY column_index").fetchall())
+        columns = ", ".join(
+            c
+            for (c,) in con.execute(
+                "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database()"
+                " AND table_name = 'runs' ORDER BY column_index"
+            ).fetchall()
+        )
         con.execute("BEGIN TRANSACTION")
         try:
-            con.execute("CREATE TEMP TABLE new_runs AS SELECT run_id FROM shard.runs"
-                        " WHERE run_id NOT IN (SELECT run_id FROM main.runs)")
+            con.execute(
+                "CREATE TEMP TABLE new_runs AS SELECT run_id FROM shard.runs"
+                " WHERE run_id NOT IN (SELECT run_id FROM main.runs)"
+            )
             runs = _value(con, "SELECT count(*) FROM new_runs")
             total = _value(con, "SELECT count(*) FROM shard.runs")
-            con.execute(f"INSERT INTO main.runs ({columns}) SELECT {columns} FROM shard.runs"
-                        " WHERE run_id IN (SELECT run_id FROM new_runs)")
+            con.execute(
+                f"INSERT INTO main.runs ({columns}) SELECT {columns} FROM shard.runs"
+                " WHERE run_id IN (SELECT run_id FROM new_runs)"
+            )
             # side files first: a merge stopped part way leaves a spare file, never a row without its body
-            for (digest,) in con.execute("SELECT hash FROM shard.blobs WHERE hash NOT IN (SELECT hash FROM main.blobs)"
-                                         " GROUP BY hash HAVING bool_and(external)").fetchall():
+            for (digest,) in con.execute(
+                "SELECT hash FROM shard.blobs WHERE hash NOT IN (SELECT hash FROM main.blobs)"
+                " GROUP BY hash HAVING bool_and(external)"
+            ).fetchall():
                 copy_body(path, bodies_dir(into), digest)
             blobs = _value(
-                con, "INSERT INTO main.blobs SELECT hash, any_value(size), arg_min(data, external), bool_and(external)"
-                " FROM shard.blobs WHERE hash NOT IN (SELECT hash FROM main.blobs) GROUP BY hash")
-            events = _value(con, "INSERT INTO main.events SELECT * FROM shard.events"
-                            " WHERE run_id IN (SELECT run_id FROM new_runs)")
+                con,
+                "INSERT INTO main.blobs SELECT hash, any_value(size), arg_min(data, external), bool_and(external)"
+                " FROM shard.blobs WHERE hash NOT IN (SELECT hash FROM main.blobs) GROUP BY hash",
+            )
+            events = _value(
+                con, "INSERT INTO main.events SELECT * FROM shard.events WHERE run_id IN (SELECT run_id FROM new_runs)"
+            )
             verdicts = _value(
-                con, "INSERT INTO main.verdicts SELECT * FROM (SELECT * FROM shard.verdicts EXCEPT ALL"
-                " SELECT * FROM main.verdicts WHERE run_id IN (SELECT run_id FROM shard.runs))")
+                con,
+                "INSERT INTO main.verdicts SELECT * FROM (SELECT * FROM shard.verdicts EXCEPT ALL"
+                " SELECT * FROM main.verdicts WHERE run_id IN (SELECT run_id FROM shard.runs))",
+            )
             con.execute("DROP TABLE new_runs")
             con.execute("COMMIT")
         except BaseException:  # a stop signal too: the shard is merged whole or not at all

@@ -25,9 +25,27 @@ from fae.errors import StoreError, first_line
 # query-node types a reading statement's parse tree may hold (json_serialize_sql names)
 _READING_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
 # physical operators that write, attach, load or change settings
-_WRITING_OPERATORS = ("INSERT", "DELETE", "UPDATE", "CREATE", "COPY", "ALTER", "DROP", "ATTACH",
-                      "DETACH", "EXPORT", "LOAD", "PRAGMA", "SET", "RESET", "TRANSACTION", "VACUUM",
-                      "MERGE", "UPSERT", "CHECKPOINT")
+_WRITING_OPERATORS = (
+    "INSERT",
+    "DELETE",
+    "UPDATE",
+    "CREATE",
+    "COPY",
+    "ALTER",
+    "DROP",
+    "ATTACH",
+    "DETACH",
+    "EXPORT",
+    "LOAD",
+    "PRAGMA",
+    "SET",
+    "RESET",
+    "TRANSACTION",
+    "VACUUM",
+    "MERGE",
+    "UPSERT",
+    "CHECKPOINT",
+)
 _parser_lock = threading.Lock()
 
 
@@ -86,22 +104,28 @@ def check_query(sql: str) -> None:
     statement = statements[0]
     if statement.type == duckdb.StatementType.EXPLAIN:
         tokens = _tokens(sql)
-        if len(tokens) < 2 or tokens[1][1] != "keyword" or sql[tokens[1][0]:].upper().startswith("ANALYZE"):
-            raise StoreError("EXPLAIN ANALYZE and EXPLAIN options run or reshape the statement; "
-                             "use plain EXPLAIN SELECT …")
-        inner = sql[tokens[1][0]:]
+        if len(tokens) < 2 or tokens[1][1] != "keyword" or sql[tokens[1][0] :].upper().startswith("ANALYZE"):
+            raise StoreError(
+                "EXPLAIN ANALYZE and EXPLAIN options run or reshape the statement; use plain EXPLAIN SELECT …"
+            )
+        inner = sql[tokens[1][0] :]
         check_query(inner)
         return
     if statement.type != duckdb.StatementType.SELECT:
-        raise StoreError(f"only queries can run on a log (got {statement.type.name}); "
-                         f"SELECT, DESCRIBE, SHOW, SUMMARIZE and EXPLAIN are allowed")
+        raise StoreError(
+            f"only queries can run on a log (got {statement.type.name}); "
+            f"SELECT, DESCRIBE, SHOW, SUMMARIZE and EXPLAIN are allowed"
+        )
     _check_select(sql)
 
 
 def lock_down(con: duckdb.DuckDBPyConnection, memory_limit: str | None) -> None:
     """No files, no network, no extension installs, a memory limit, then no more settings changes."""
-    settings = ["SET enable_external_access = false", "SET autoinstall_known_extensions = false",
-                "SET autoload_known_extensions = false"]
+    settings = [
+        "SET enable_external_access = false",
+        "SET autoinstall_known_extensions = false",
+        "SET autoload_known_extensions = false",
+    ]
     if memory_limit:
         settings.append(f"SET memory_limit = '{memory_limit}'")
     for setting in (*settings, "SET lock_configuration = true"):
@@ -143,8 +167,9 @@ def _size(value: Any) -> int:
     return 8
 
 
-def run_query(cursor: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None,
-              budget: Budget | None) -> tuple[list[str], list[tuple]]:
+def run_query(
+    cursor: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None, budget: Budget | None
+) -> tuple[list[str], list[tuple]]:
     """Check and run one read query on ``cursor`` (a locked-down connection), within ``budget``."""
     check_query(sql)
     timer = None
@@ -166,15 +191,21 @@ def run_query(cursor: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any]
             if len(rows) > budget.max_rows:
                 raise StoreError(f"the result has more than {budget.max_rows} rows; add a LIMIT or aggregate")
             if size > budget.max_bytes:
-                raise StoreError(f"the result is over {budget.max_bytes // (1024 * 1024)} MiB; "
-                                 f"select fewer or smaller columns")
+                raise StoreError(
+                    f"the result is over {budget.max_bytes // (1024 * 1024)} MiB; select fewer or smaller columns"
+                )
         return columns, rows
     except duckdb.InterruptException:
-        raise StoreError(f"the query ran past its {budget.time_s:g} s budget and was cancelled"
-                         if budget else "the query was interrupted") from None
+        raise StoreError(
+            f"the query ran past its {budget.time_s:g} s budget and was cancelled"
+            if budget
+            else "the query was interrupted"
+        ) from None
     except duckdb.OutOfMemoryException:
-        raise StoreError(f"the query needs more than its {budget.memory_limit if budget else ''} memory budget "
-                         f"and was cancelled; add a LIMIT or aggregate") from None
+        raise StoreError(
+            f"the query needs more than its {budget.memory_limit if budget else ''} memory budget "
+            f"and was cancelled; add a LIMIT or aggregate"
+        ) from None
     except duckdb.PermissionException as exc:
         raise StoreError(f"not allowed here: {first_line(exc)}") from None
     except duckdb.Error as exc:

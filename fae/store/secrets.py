@@ -28,8 +28,14 @@ MIN_LENGTH = 8
 
 def _forms(value: str) -> set[str]:
     escaped = {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
-    return {value, quote(value, safe=""), quote(value), quote_plus(value), *escaped,
-            *(form.replace("/", "\\/") for form in escaped)}  # some encoders also escape "/"
+    return {
+        value,
+        quote(value, safe=""),
+        quote(value),
+        quote_plus(value),
+        *escaped,
+        *(form.replace("/", "\\/") for form in escaped),
+    }  # some encoders also escape "/"
 
 
 class SecretValues:
@@ -88,7 +94,7 @@ class SecretValues:
             for found in pattern.finditer(text):
                 if found.start() >= settled:
                     break
-                out += [text[position:found.start()], marker]
+                out += [text[position : found.start()], marker]
                 position = found.end()
             cut = max(position, settled)
             out.append(text[position:cut])
@@ -112,7 +118,7 @@ class SecretValues:
             text = tail + bytes(piece)
             if pattern.search(text):
                 return True
-            tail = text[len(text) - keep:] if keep else b""
+            tail = text[len(text) - keep :] if keep else b""
         return False
 
     def scrub_bytes(self, data: bytes) -> bytes:
@@ -162,8 +168,10 @@ class SecretValues:
             blobs=blobs,
             runs=[replace(r, agent_config=self._scrub_json(r.agent_config)) for r in batch.runs],
             events=events,
-            updates=[replace(u, error=self.scrub_text(u.error), stop_reason=self.scrub_text(u.stop_reason))
-                     for u in batch.updates],
+            updates=[
+                replace(u, error=self.scrub_text(u.error), stop_reason=self.scrub_text(u.stop_reason))
+                for u in batch.updates
+            ],
             verdicts=[replace(v, evidence=self._scrub_json(v.evidence)) for v in batch.verdicts],
             external=batch.external,
         )

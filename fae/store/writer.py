@@ -32,9 +32,16 @@ class Stamped:
 
     __slots__ = ("run_id", "event", "actor", "upstream", "wall_time", "mono_ns")
 
-    def __init__(self, run_id: str, event: ev.Event, *, actor: str | None = None,
-                 upstream: str | None = None, wall_time: datetime | None = None,
-                 mono_ns: int | None = None):
+    def __init__(
+        self,
+        run_id: str,
+        event: ev.Event,
+        *,
+        actor: str | None = None,
+        upstream: str | None = None,
+        wall_time: datetime | None = None,
+        mono_ns: int | None = None,
+    ):
         self.run_id = run_id
         self.event = event
         self.actor = actor
@@ -73,11 +80,18 @@ class LogWriter:
         for item in stamped:
             seq = self._seqs.get(item.run_id, 0) + 1
             self._seqs[item.run_id] = seq
-            rows.append(EventRow(
-                run_id=item.run_id, seq=seq, kind=str(type(item.event).__struct_config__.tag),
-                wall_time=item.wall_time, mono_ns=item.mono_ns, actor=item.actor,
-                upstream=item.upstream, payload=ev.encode(item.event),
-            ))
+            rows.append(
+                EventRow(
+                    run_id=item.run_id,
+                    seq=seq,
+                    kind=str(type(item.event).__struct_config__.tag),
+                    wall_time=item.wall_time,
+                    mono_ns=item.mono_ns,
+                    actor=item.actor,
+                    upstream=item.upstream,
+                    payload=ev.encode(item.event),
+                )
+            )
         return rows
 
     def _side_files(self, blobs: Mapping[str, bodies.Body], every: bool) -> tuple[dict[str, bytes], dict[str, int]]:
@@ -94,9 +108,16 @@ class LogWriter:
             external[stored] = size
         return small, external
 
-    def submit(self, *, events: Iterable[Stamped] = (), blobs: Mapping[str, bodies.Body] | None = None,
-               runs: Iterable[RunRow] = (), updates: Iterable[RunUpdate] = (),
-               verdicts: Iterable[VerdictRow] = (), side_files: bool = False) -> list[int]:
+    def submit(
+        self,
+        *,
+        events: Iterable[Stamped] = (),
+        blobs: Mapping[str, bodies.Body] | None = None,
+        runs: Iterable[RunRow] = (),
+        updates: Iterable[RunUpdate] = (),
+        verdicts: Iterable[VerdictRow] = (),
+        side_files: bool = False,
+    ) -> list[int]:
         """Make rows durable in the journal now (large bodies, or with ``side_files`` every body, in side files
         first); DuckDB gets them at the next flush. Returns the seqs."""
         if self._failed is not None:
@@ -109,8 +130,16 @@ class LogWriter:
         except StoreError as exc:
             self._failed = exc
             raise
-        batch = self.secrets.scrub_batch(Batch(blobs=small, runs=list(runs), events=self._rows(events),
-                                               updates=list(updates), verdicts=list(verdicts), external=external))
+        batch = self.secrets.scrub_batch(
+            Batch(
+                blobs=small,
+                runs=list(runs),
+                events=self._rows(events),
+                updates=list(updates),
+                verdicts=list(verdicts),
+                external=external,
+            )
+        )
         try:
             self.journal.append(batch)
         except StoreError as exc:
@@ -148,7 +177,8 @@ class LogWriter:
                     merged.extend(batch)
                 try:
                     await anyio.to_thread.run_sync(
-                        functools.partial(self.log.write_batch, merged, segment=segment.name if segment else None))
+                        functools.partial(self.log.write_batch, merged, segment=segment.name if segment else None)
+                    )
                     self.batches_written += 1
                     if segment is not None:
                         segment.unlink(missing_ok=True)

@@ -37,9 +37,7 @@ def _single(text: str) -> list[str]:
     return [] if answers.is_none(text) else answers.id_list(text)
 
 
-def tag_problem(
-    tag: str, want: Mapping[str, Any], text: str, chosen: Mapping[str, str]
-) -> str | None:
+def tag_problem(tag: str, want: Mapping[str, Any], text: str, chosen: Mapping[str, str]) -> str | None:
     """What is wrong with one tag's text against its check, or None."""
     if "id" in want:
         expected = expected_ids(str(want["id"]))

@@ -16,9 +16,7 @@ _NONE_WORDS = re.compile(
     re.IGNORECASE,
 )
 # The texts that prompts show inside a tag as the shape of an answer (never an answer themselves).
-_PLACEHOLDER = re.compile(
-    r"^\s*((new|the)\s+)?(\w+\s+){0,2}(id|ids|id,\s*id|n|number|symbol)\s*$", re.IGNORECASE
-)
+_PLACEHOLDER = re.compile(r"^\s*((new|the)\s+)?(\w+\s+){0,2}(id|ids|id,\s*id|n|number|symbol)\s*$", re.IGNORECASE)
 _SEPARATORS = re.compile(r"[\s,;|]+")
 _STRIP = "\"'`[](){}<>."
 _HISTORY = re.compile(r"/_history/[^/]+$")

@@ -150,10 +150,7 @@ def match(found: list[Any], matcher: Any, created: Mapping[str, str] | None = No
         ok = any(isinstance(v, str) and v[:10] == wanted for v in found)
     elif kind == "coding":
         system, _, code = str(wanted).partition("|")
-        ok = any(
-            isinstance(c, Mapping) and c.get("system") == system and c.get("code") == code
-            for c in found
-        )
+        ok = any(isinstance(c, Mapping) and c.get("system") == system and c.get("code") == code for c in found)
     elif kind in ("refs", "has_refs"):
         got = {reference(v) for v in found}
         want = {reference(w) for w in wanted}
@@ -288,9 +285,7 @@ def judge(
         fitting = [
             ref
             for ref in mine
-            if not field_problems(
-                _read_ref(state, ref) or {}, entry.get("fields", {}), light=light, created=chosen
-            )
+            if not field_problems(_read_ref(state, ref) or {}, entry.get("fields", {}), light=light, created=chosen)
         ]
         if len(fitting) < count:
             detail = (
@@ -325,9 +320,7 @@ def judge(
         if ref not in changes["updated"] or not mine_written(ref):
             problems.append(f"{ref} was not updated by the agent")
             continue
-        for problem in field_problems(
-            resource, entry.get("fields", {}), light=light, created=chosen
-        ):
+        for problem in field_problems(resource, entry.get("fields", {}), light=light, created=chosen):
             problems.append(f"{ref} {problem}")
         if not light:
             before = _read_ref(state.seed, ref) or {}

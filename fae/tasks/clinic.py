@@ -25,9 +25,7 @@ class Clinic:
 
     world: World
     practitioners: list[dict[str, Any]] = field(default_factory=list)
-    schedules: dict[str, dict[str, Any]] = field(
-        default_factory=dict
-    )  # practitioner id -> Schedule
+    schedules: dict[str, dict[str, Any]] = field(default_factory=dict)  # practitioner id -> Schedule
     slots: list[dict[str, Any]] = field(default_factory=list)
     starts: dict[str, datetime] = field(default_factory=dict)
     owner: dict[str, str] = field(default_factory=dict)  # slot id -> practitioner id
@@ -53,9 +51,7 @@ class Clinic:
             raise TaskError(f"practitioner {practitioner['id']} has no slot at {zulu(start)}")
         return slot
 
-    def book(
-        self, slot: dict[str, Any], patient: dict[str, Any], status: str = "booked"
-    ) -> dict[str, Any]:
+    def book(self, slot: dict[str, Any], patient: dict[str, Any], status: str = "booked") -> dict[str, Any]:
         """An appointment of the patient in the slot; the slot turns busy."""
         slot["status"] = "busy"
         self.booked.add(slot["id"])
@@ -119,8 +115,10 @@ def clinic(
         if offset == 0 and not today_hours and day.weekday() >= 5:
             continue
         # every doctor has the same grid: each hour's times are written once a day, not once a doctor
-        grid = [(start, zulu(start), zulu(start + timedelta(hours=1)))
-                for start in (world.at(day, hour) for hour in day_hours)]
+        grid = [
+            (start, zulu(start), zulu(start + timedelta(hours=1)))
+            for start in (world.at(day, hour) for hour in day_hours)
+        ]
         for index, doctor in enumerate(place.practitioners):
             schedule = place.schedules[doctor["id"]]
             code, display = specialties[index]
@@ -216,8 +214,6 @@ def book_upcoming(
         day = world.day(offset)
         while day.weekday() >= 5:
             day += timedelta(days=1)
-        slot = world.rng.choice(
-            [s for s in place.of(doctor) if place.starts[s["id"]].date() == day]
-        )
+        slot = world.rng.choice([s for s in place.of(doctor) if place.starts[s["id"]].date() == day])
         made.append((place.book(slot, patient), slot))
     return made

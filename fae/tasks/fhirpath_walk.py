@@ -21,8 +21,9 @@ from typing import Any
 _NAME = r"[a-z][A-Za-z0-9]*"
 _STEP = re.compile(rf"where\(\s*(?P<inner>{_NAME}(?:\.{_NAME})*)\s*=\s*'(?P<text>[^'\\]*)'\s*\)|(?P<member>{_NAME})")
 # words the FHIRPath grammar reads as something other than a member name
-_KEYWORDS = frozenset({"and", "as", "contains", "div", "false", "implies", "in", "is", "length", "mod", "or",
-                       "true", "xor", "where"})
+_KEYWORDS = frozenset(
+    {"and", "as", "contains", "div", "false", "implies", "in", "is", "length", "mod", "or", "true", "xor", "where"}
+)
 
 
 class Unsupported(Exception):

@@ -39,9 +39,7 @@ def insurer(world: World, name: str) -> dict[str, Any]:
     )
 
 
-def related_person(
-    world: World, patient: dict[str, Any], code: str, *, gender: str | None = None
-) -> dict[str, Any]:
+def related_person(world: World, patient: dict[str, Any], code: str, *, gender: str | None = None) -> dict[str, Any]:
     """A relative of the patient (v3 RoleCode relationship)."""
     given, family, gender = world.name(gender)
     return world.add(
@@ -103,9 +101,7 @@ def coverage(
     )
 
 
-def account(
-    world: World, patient: dict[str, Any], guarantor: dict[str, Any] | None = None
-) -> dict[str, Any]:
+def account(world: World, patient: dict[str, Any], guarantor: dict[str, Any] | None = None) -> dict[str, Any]:
     """An active patient account, with a guarantor when one is given."""
     resource: dict[str, Any] = {
         "resourceType": "Account",
@@ -184,9 +180,7 @@ def formerly_covered_patient(world: World, option: dict[str, Any]) -> dict[str, 
     """A patient whose only coverage was cancelled."""
     payors, _ = _base(world)
     patient, params = _target(world)
-    coverage(
-        world, patient, world.rng.choice(payors), status="cancelled", start_days=-900, end_days=-400
-    )
+    coverage(world, patient, world.rng.choice(payors), status="cancelled", start_days=-900, end_days=-400)
     return params
 
 

@@ -115,17 +115,13 @@ def fill(value: Any, params: Mapping[str, Any], *, where: str) -> Any:
     if isinstance(value, list):
         return [fill(v, params, where=where) for v in value]
     if isinstance(value, dict):
-        return {
-            fill(k, params, where=where): fill(v, params, where=where) for k, v in value.items()
-        }
+        return {fill(k, params, where=where): fill(v, params, where=where) for k, v in value.items()}
     return value
 
 
 def _param(params: Mapping[str, Any], name: str, where: str) -> Any:
     if name not in params:
-        raise TaskError(
-            f"{where}: placeholder {{{name}}} names no parameter (have {sorted(params)})"
-        )
+        raise TaskError(f"{where}: placeholder {{{name}}} names no parameter (have {sorted(params)})")
     return params[name]
 
 

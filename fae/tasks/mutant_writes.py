@@ -63,9 +63,7 @@ def wrong_record(gold: Plan, target: str, distractor: str) -> Plan | None:
             and isinstance(body, dict)
             and "$merge" in body
         ):
-            steps.append(
-                ToolStep("getResourceById", {"resourceType": kind, "resourceId": wrong_id}, "_wrong")
-            )
+            steps.append(ToolStep("getResourceById", {"resourceType": kind, "resourceId": wrong_id}, "_wrong"))
             patch = body["$merge"][-1]
             steps.append(
                 ToolStep(
@@ -227,8 +225,11 @@ def nested_collateral(entry: dict[str, Any]):
 def has_nested_leaf(rendered: Rendered, entry: dict[str, Any]) -> bool:
     kind, _, rid = entry["ref"].partition("/")
     resource = next(
-        (r for r in rendered.seed_bundle["entry"]
-         if r["resource"]["resourceType"] == kind and r["resource"]["id"] == rid),
+        (
+            r
+            for r in rendered.seed_bundle["entry"]
+            if r["resource"]["resourceType"] == kind and r["resource"]["id"] == rid
+        ),
         None,
     )
     if resource is None:
@@ -283,4 +284,3 @@ def reformattable(rendered: Rendered) -> str | None:
         if ref not in declared and re.search(r'T\d{2}:\d{2}:\d{2}Z"', json.dumps(resource)):
             return ref
     return None
-

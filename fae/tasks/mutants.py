@@ -79,11 +79,7 @@ def _other_patient(rendered: Rendered) -> str:
     """The unmentioned patient most other seed resources point at (so a mix-up shows)."""
     mentioned = _mentioned(rendered)
     text = json.dumps(rendered.seed_bundle)
-    counts = {
-        pid: text.count(f"Patient/{pid}")
-        for pid in _seed_ids(rendered)["Patient"]
-        if pid not in mentioned
-    }
+    counts = {pid: text.count(f"Patient/{pid}") for pid in _seed_ids(rendered)["Patient"] if pid not in mentioned}
     return max(sorted(counts), key=lambda pid: counts[pid])
 
 
@@ -187,9 +183,7 @@ def _answer_mutants(rendered: Rendered, gold_answer: str | None) -> list[Mutant]
         single = any(k in want for k in ("id", "created", "updated", "term"))
         if single and right_text and not (("id" in want) and not expected_ids(str(want["id"]))):
             candidates = _candidates(rendered, want, right_text)
-            made.append(
-                Mutant(f"candidate-list.{tag}", alter=_with_tag(tag, ", ".join(candidates)))
-            )
+            made.append(Mutant(f"candidate-list.{tag}", alter=_with_tag(tag, ", ".join(candidates))))
         if "number" in want:
             target = Decimal(str(want["number"]))
             swapped = str(target)[::-1] if "." in str(target) else None

@@ -40,13 +40,7 @@ def surgery(
             "id": world.new_id("sr"),
             "status": status,
             "intent": "plan",
-            "category": [
-                {
-                    "coding": [
-                        {"system": SNOMED, "code": "387713003", "display": "Surgical procedure"}
-                    ]
-                }
-            ],
+            "category": [{"coding": [{"system": SNOMED, "code": "387713003", "display": "Surgical procedure"}]}],
             "code": {
                 "coding": [{"system": SNOMED, "code": code, "display": display}],
                 "text": display,
@@ -158,11 +152,7 @@ def planned_surgery(world: World, option: dict[str, Any]) -> dict[str, Any]:
     near, far = world.rng.sample(SURGERIES, 2)
     surgery(world, patient, *far, window + 30 + world.rng.randrange(30))
     surgery(world, patient, *world.rng.choice(SURGERIES), -200, status="completed")
-    inside = (
-        None
-        if option.get("outside")
-        else surgery(world, patient, *near, world.rng.randrange(2, window))
-    )
+    inside = None if option.get("outside") else surgery(world, patient, *near, world.rng.randrange(2, window))
     return {
         **params,
         "limit": world.day(window).isoformat(),
@@ -195,10 +185,7 @@ def order_with_reports(world: World, option: dict[str, Any]) -> dict[str, Any]:
         genetic_order(world, other, world.rng.choice(clinicians))
     patient, params = _target(world)
     order = genetic_order(world, patient, clinicians[0])
-    genetic = [
-        report(world, patient, genetic=True, days_ago=world.rng.randrange(40, 900))
-        for _ in range(2)
-    ]
+    genetic = [report(world, patient, genetic=True, days_ago=world.rng.randrange(40, 900)) for _ in range(2)]
     for _ in range(2):
         report(world, patient, genetic=False, days_ago=world.rng.randrange(10, 900))
     return {
@@ -217,9 +204,7 @@ def order_pending(world: World, option: dict[str, Any]) -> dict[str, Any]:
         genetic_order(world, other, world.rng.choice(clinicians), status="active")
     patient, params = _target(world)
     order = genetic_order(world, patient, clinicians[0], status="active")
-    collected = (
-        world.at(world.today, 8) if world.now.hour >= 9 else world.now - timedelta(minutes=30)
-    )
+    collected = world.at(world.today, 8) if world.now.hour >= 9 else world.now - timedelta(minutes=30)
     return {
         **params,
         **_doctor(clinicians[0]),

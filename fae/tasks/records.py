@@ -21,9 +21,7 @@ HISTORY = [
 ]
 
 
-def condition(
-    world: World, patient: dict[str, Any], code: str, display: str, days_ago: int
-) -> dict[str, Any]:
+def condition(world: World, patient: dict[str, Any], code: str, display: str, days_ago: int) -> dict[str, Any]:
     """An active, confirmed condition with an onset days_ago days before now."""
     return world.add(
         {
@@ -113,9 +111,7 @@ def patient_with_history(world: World, option: dict[str, Any]) -> dict[str, Any]
     _histories(world, [p for p in others if p["resourceType"] == "Patient"][:4])
     firsts = []
     for index, (code, display) in enumerate(world.rng.sample(HISTORY, 3)):
-        firsts.append(
-            condition(world, target, code, display, 200 + 600 * index + world.rng.randrange(100))
-        )
+        firsts.append(condition(world, target, code, display, 200 + 600 * index + world.rng.randrange(100)))
     earliest = firsts[-1]
     return {
         **_person_params(target),

@@ -20,8 +20,17 @@ from fae.errors import PlanError, TaskError, first_line
 from fae.plan import plan_from_dict
 from fae.util.yaml_text import safe_load
 
-HARMS = ("state_check_failed", "record_wrong_at_end", "duplicate_person", "collateral_change",
-         "exposed_while_wrong", "lost_update", "deleted_on_the_way", "was_another_person", "unrecorded_change")
+HARMS = (
+    "state_check_failed",
+    "record_wrong_at_end",
+    "duplicate_person",
+    "collateral_change",
+    "exposed_while_wrong",
+    "lost_update",
+    "deleted_on_the_way",
+    "was_another_person",
+    "unrecorded_change",
+)
 _PARAM = re.compile(r"(?<!\$)\{([A-Za-z_]\w*)\}")
 
 
@@ -124,8 +133,9 @@ def load_file(path: Path) -> ScenarioFile:
     parsed = ScenarioFile(top.task, found, top.defs)
     if not parsed.task.options:
         raise TaskError(f"{path}: task.options: needs at least one variation's options")
-    if parsed.task.target.action not in ("create", "update") or \
-            (parsed.task.target.action == "update") != bool(parsed.task.target.id):
+    if parsed.task.target.action not in ("create", "update") or (parsed.task.target.action == "update") != bool(
+        parsed.task.target.id
+    ):
         raise TaskError(f"{path}: task.target: action is create, or update with the id of the record")
     params = parsed.task.options[0]
     for name, scenario in parsed.scenarios.items():
@@ -136,10 +146,13 @@ def load_file(path: Path) -> ScenarioFile:
         for index, fault in enumerate(scenario.faults):
             chosen = [bool(fault.set), fault.drop_reply, fault.delay_s > 0]
             if fault.write < 1 or sum(chosen) != 1:
-                raise TaskError(f"{path}: scenarios.{name}.faults[{index}]: names a write (1 = the first) "
-                                f"and exactly one of set, drop_reply, delay_s")
+                raise TaskError(
+                    f"{path}: scenarios.{name}.faults[{index}]: names a write (1 = the first) "
+                    f"and exactly one of set, drop_reply, delay_s"
+                )
         unknown = sorted(set(scenario.oracle or ()) - set(HARMS))
         if unknown:
-            raise TaskError(f"{path}: scenarios.{name}.oracle: unknown harm {unknown[0]!r}; "
-                            f"the harms are {', '.join(HARMS)}")
+            raise TaskError(
+                f"{path}: scenarios.{name}.oracle: unknown harm {unknown[0]!r}; the harms are {', '.join(HARMS)}"
+            )
     return parsed

@@ -125,15 +125,26 @@ def render_scenario_task(task_id: str, variation: int, plan: Plan | None = None)
     """A variation of a scenario task: prompt, seed, clock and target filled from its options."""
     task = _task(task_id)
     p = params_for(variation, task_id)
-    seed = {"resourceType": "Bundle", "type": "transaction", "entry": [
-        {"resource": fill(r, p), "request": {"method": "PUT", "url": f"{r['resourceType']}/{fill(r['id'], p)}"}}
-        for r in task.seed]}
+    seed = {
+        "resourceType": "Bundle",
+        "type": "transaction",
+        "entry": [
+            {"resource": fill(r, p), "request": {"method": "PUT", "url": f"{r['resourceType']}/{fill(r['id'], p)}"}}
+            for r in task.seed
+        ],
+    }
     now = datetime.fromisoformat(task.now) + timedelta(days=variation)
     first = next(iter(scenario_names(task_id)), None)
-    return ScenarioTask(task_id=task_id, variation=variation, prompt=fill(task.prompt, p), now=now,
-                        seed_bundle=seed, params=p, target=_target(task, p),
-                        gold_plan=plan or (scenario_plan(first, variation) if first else plan_from_dict(
-                            {"steps": [{"answer": ""}]})))
+    return ScenarioTask(
+        task_id=task_id,
+        variation=variation,
+        prompt=fill(task.prompt, p),
+        now=now,
+        seed_bundle=seed,
+        params=p,
+        target=_target(task, p),
+        gold_plan=plan or (scenario_plan(first, variation) if first else plan_from_dict({"steps": [{"answer": ""}]})),
+    )
 
 
 def render(variation: int, plan: Plan | None = None) -> ScenarioTask:
@@ -143,8 +154,13 @@ def render(variation: int, plan: Plan | None = None) -> ScenarioTask:
 
 def _target(task: TaskDef, p: dict[str, Any]) -> WriteTarget:
     t = task.target
-    return WriteTarget(t.type, identity=fill(dict(t.identity), p), expected=fill(dict(t.expected), p),
-                       action=t.action, record_id=fill(t.id, p) if t.id else None)
+    return WriteTarget(
+        t.type,
+        identity=fill(dict(t.identity), p),
+        expected=fill(dict(t.expected), p),
+        action=t.action,
+        record_id=fill(t.id, p) if t.id else None,
+    )
 
 
 def scenario_target(task_id: str, variation: int) -> WriteTarget | None:
@@ -173,8 +189,15 @@ def scenario_faults(agent: str, variation: int) -> list[Fault]:
         return []
     task_id, scenario = _scenario(agent[9:])
     p = params_for(variation, task_id)
-    return [Fault(f.write, set=type(f.set)(f.set.path, fill(f.set.value, p)) if f.set else None,
-                  drop_reply=f.drop_reply, delay_s=f.delay_s) for f in scenario.faults]
+    return [
+        Fault(
+            f.write,
+            set=type(f.set)(f.set.path, fill(f.set.value, p)) if f.set else None,
+            drop_reply=f.drop_reply,
+            delay_s=f.delay_s,
+        )
+        for f in scenario.faults
+    ]
 
 
 def scenario_oracle(agent: str) -> list[str] | None:

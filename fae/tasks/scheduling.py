@@ -36,9 +36,7 @@ def earliest_free(world: World, option: dict[str, Any]) -> dict[str, Any]:
     book_some_busy(place, patients)
     return {
         **slot_params(place, first),
-        **doctor_params(
-            place, next(d for d in place.practitioners if d["id"] == place.owner[first["id"]])
-        ),
+        **doctor_params(place, next(d for d in place.practitioners if d["id"] == place.owner[first["id"]])),
     }
 
 
@@ -92,11 +90,7 @@ def doctor_week(world: World, option: dict[str, Any]) -> dict[str, Any]:
         place,
         [s for s in place.of(doctor) if world.now <= place.starts[s["id"]] < limit],
     )
-    free = [
-        s
-        for s in place.free()
-        if place.owner[s["id"]] == doctor["id"] and place.starts[s["id"]] < limit
-    ]
+    free = [s for s in place.free() if place.owner[s["id"]] == doctor["id"] and place.starts[s["id"]] < limit]
     return {**doctor_params(place, doctor), "limit": zulu(limit), "expected_ids": slot_ids(free)}
 
 
@@ -151,11 +145,7 @@ def weekday_mornings(world: World, option: dict[str, Any]) -> dict[str, Any]:
     index = WEEKDAYS.index(option["weekday"])
     ahead = (index - world.today.weekday()) % 7 or 7
     days = {world.day(ahead), world.day(ahead + 7)}
-    mornings = [
-        s
-        for s in place.slots
-        if place.starts[s["id"]].date() in days and place.starts[s["id"]].hour < 12
-    ]
+    mornings = [s for s in place.slots if place.starts[s["id"]].date() in days and place.starts[s["id"]].hour < 12]
     ensure_free(place, mornings)
     morning_ids = {s["id"] for s in mornings}
     free = [s for s in place.free() if s["id"] in morning_ids]
@@ -189,9 +179,7 @@ def bookable(world: World, option: dict[str, Any]) -> dict[str, Any]:
     place = clinic(world)
     patients = more_patients(world)
     doctor, other = world.rng.sample(place.practitioners, 2)
-    slot = world.rng.choice(
-        [s for s in place.of(doctor) if place.starts[s["id"]] > world.now + timedelta(days=1)]
-    )
+    slot = world.rng.choice([s for s in place.of(doctor) if place.starts[s["id"]] > world.now + timedelta(days=1)])
     slot["status"] = "free"
     place.at(other, place.starts[slot["id"]])["status"] = "free"
     book_some_busy(place, patients[1:])

@@ -94,5 +94,7 @@ def family_module(family: str, directory: Path) -> ModuleType:
         return module
     if family in BUILTIN_FAMILIES:
         return importlib.import_module(f"fae.tasks.{family}")
-    raise TaskError(f"{directory / family}: family {family!r} has no {family}.py beside it "
-                    f"and is not one of fae's ({', '.join(BUILTIN_FAMILIES)})")
+    raise TaskError(
+        f"{directory / family}: family {family!r} has no {family}.py beside it "
+        f"and is not one of fae's ({', '.join(BUILTIN_FAMILIES)})"
+    )

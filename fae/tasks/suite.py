@@ -37,6 +37,7 @@ _FIELDS = {
     "derived",
 }
 
+
 class Suite(Mapping[str, Task]):
     """Tasks by id, in family then file order."""
 
@@ -90,9 +91,7 @@ def task_from_dict(raw: Mapping[str, Any], family: str, *, source: str = "", mod
         "check",
     } - set(raw)
     if unknown or missing:
-        raise TaskError(
-            f"{where}: unknown fields {sorted(unknown)}, missing fields {sorted(missing)}"
-        )
+        raise TaskError(f"{where}: unknown fields {sorted(unknown)}, missing fields {sorted(missing)}")
     if module is None:
         module = family_module(family, PACKAGED)
     scenario = getattr(module, "SCENARIOS", {}).get(raw["scenario"])

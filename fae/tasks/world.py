@@ -280,19 +280,21 @@ class World:
     def bundle(self) -> dict[str, Any]:
         """The seed as a transaction Bundle that PUTs every resource at its client id."""
         # A JSON round trip copies plain data several times faster than deepcopy.
-        return msgspec.json.decode(msgspec.json.encode(
-            {
-                "resourceType": "Bundle",
-                "type": "transaction",
-                "entry": [
-                    {
-                        "resource": r,
-                        "request": {"method": "PUT", "url": f"{r['resourceType']}/{r['id']}"},
-                    }
-                    for r in self.resources
-                ],
-            }
-        ))
+        return msgspec.json.decode(
+            msgspec.json.encode(
+                {
+                    "resourceType": "Bundle",
+                    "type": "transaction",
+                    "entry": [
+                        {
+                            "resource": r,
+                            "request": {"method": "PUT", "url": f"{r['resourceType']}/{r['id']}"},
+                        }
+                        for r in self.resources
+                    ],
+                }
+            )
+        )
 
 
 def display_name(resource: dict[str, Any]) -> str:

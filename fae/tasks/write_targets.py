@@ -93,8 +93,7 @@ def not_covered(spec: Mapping[str, Any], writes: bool = True) -> str | None:
     return None
 
 
-def _entry_target(entry: Mapping[str, Any], seed_resources: list[dict[str, Any]] | None,
-                  create: bool) -> WriteTarget:
+def _entry_target(entry: Mapping[str, Any], seed_resources: list[dict[str, Any]] | None, create: bool) -> WriteTarget:
     kind = entry.get("type") or entry["ref"].partition("/")[0]
     identity: dict[str, Any] = {}
     expected: dict[str, Any] = {}
@@ -103,8 +102,7 @@ def _entry_target(entry: Mapping[str, Any], seed_resources: list[dict[str, Any]]
     if create:
         return WriteTarget(kind, identity=identity, expected=expected)
     record_id = entry["ref"].partition("/")[2]
-    seeded = next((r for r in seed_resources or [] if r.get("resourceType") == kind and r.get("id") == record_id),
-                  None)
+    seeded = next((r for r in seed_resources or [] if r.get("resourceType") == kind and r.get("id") == record_id), None)
     named = {_top(path) for path in identity}
     for path in SEED_IDENTITY.get(kind, ()):
         found = values(seeded, path) if seeded is not None else []
@@ -115,8 +113,9 @@ def _entry_target(entry: Mapping[str, Any], seed_resources: list[dict[str, Any]]
 
 def spec_targets(spec: Mapping[str, Any], seed_resources: list[dict[str, Any]] | None = None) -> list[WriteTarget]:
     """One target per record the spec names (creates first, then updates); see ``not_covered``."""
-    return ([_entry_target(e, seed_resources, True) for e in spec.get("creates", [])]
-            + [_entry_target(e, seed_resources, False) for e in spec.get("updates", [])])
+    return [_entry_target(e, seed_resources, True) for e in spec.get("creates", [])] + [
+        _entry_target(e, seed_resources, False) for e in spec.get("updates", [])
+    ]
 
 
 def spec_target(spec: Mapping[str, Any], seed_resources: list[dict[str, Any]] | None = None) -> WriteTarget:
@@ -126,16 +125,25 @@ def spec_target(spec: Mapping[str, Any], seed_resources: list[dict[str, Any]] | 
 
 def refers_to_created(target: WriteTarget) -> set[str]:
     """The types whose new record a target's fields refer to (``{created: Type}``)."""
-    return {m["created"] for m in (*target.identity.values(), *target.expected.values())
-            if isinstance(m, Mapping) and "created" in m}
+    return {
+        m["created"]
+        for m in (*target.identity.values(), *target.expected.values())
+        if isinstance(m, Mapping) and "created" in m
+    }
 
 
 def resolve_created(target: WriteTarget, created: Mapping[str, str]) -> WriteTarget:
     """The target with each ``{created: Type}`` matcher made ``{refs: [the record chosen for Type]}``."""
 
     def one(fields: dict[str, Any]) -> dict[str, Any]:
-        return {path: ({"refs": [created.get(m["created"], f"{m['created']}/(none created)")]}
-                       if isinstance(m, Mapping) and "created" in m else m) for path, m in fields.items()}
+        return {
+            path: (
+                {"refs": [created.get(m["created"], f"{m['created']}/(none created)")]}
+                if isinstance(m, Mapping) and "created" in m
+                else m
+            )
+            for path, m in fields.items()
+        }
 
     return replace(target, identity=one(target.identity), expected=one(target.expected))
 

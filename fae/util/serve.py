@@ -35,8 +35,7 @@ class EmbeddedServer(uvicorn.Server):
 
 def embedded_config(app, **options) -> uvicorn.Config:
     """uvicorn settings every embedded server shares: quiet, and an idle keep-alive past the proxy's."""
-    return uvicorn.Config(app, log_level="warning", access_log=False, timeout_keep_alive=KEEP_ALIVE_S,
-                          **options)
+    return uvicorn.Config(app, log_level="warning", access_log=False, timeout_keep_alive=KEEP_ALIVE_S, **options)
 
 
 @asynccontextmanager

@@ -29,10 +29,14 @@ from fae.store.log import EventLog
 from fae.tasks import load_suite
 from fae.tasks.state import MemoryState, bundle_resources
 
-TASKS = ("rec-create-patient", "rec-first-condition", "ins-find-coverage", "sched-book-appointment",
-         "ord-surgery-plan")
-OPERATIONS = {"createResource": "create", "searchResources": "search", "getResourceById": "read",
-              "updateResource": "update", "deleteResource": "delete"}
+TASKS = ("rec-create-patient", "rec-first-condition", "ins-find-coverage", "sched-book-appointment", "ord-surgery-plan")
+OPERATIONS = {
+    "createResource": "create",
+    "searchResources": "search",
+    "getResourceById": "read",
+    "updateResource": "update",
+    "deleteResource": "delete",
+}
 MODEL = "scripted:gold"
 
 needs_memory = pytest.mark.skipif(not memory_server_available(), reason="fae.memory.server is not installed")
@@ -55,11 +59,15 @@ def plan_for(config: str, rendered: Any) -> dict[str, Any]:
     servers = CONFIGURATIONS[config].servers
     lookups: list[dict[str, Any]] = []
     if any(s.startswith("memory:") for s in servers):
-        lookups += [{"call": "search_macro_reflections", "args": {"query": f"{resource} {operation} task"}},
-                    {"call": "search_micro_tips", "args": {"resource": resource, "operation": operation}}]
+        lookups += [
+            {"call": "search_macro_reflections", "args": {"query": f"{resource} {operation} task"}},
+            {"call": "search_micro_tips", "args": {"resource": resource, "operation": operation}},
+        ]
     if "specs" in servers:
-        lookups += [{"call": "getStructureDefinition", "args": {"resourceType": resource.lower()}},
-                    {"call": "getSearchParams", "args": {"resourceType": resource}}]
+        lookups += [
+            {"call": "getStructureDefinition", "args": {"resourceType": resource.lower()}},
+            {"call": "getSearchParams", "args": {"resourceType": resource}},
+        ]
     plan = plan_to_dict(rendered.gold_plan)
     plan["steps"] = [*lookups, *plan["steps"]]
     return plan
@@ -71,11 +79,31 @@ def make_store(path: Path, label: str, pairs: set[tuple[str, str]]) -> Path:
     from fae.memory.reflection_store import MacroReflection, MemoryStore, MicroReflection
 
     store = MemoryStore.create(path, HashedEmbedder(), created_at="2025-01-01T00:00:00Z")
-    store.add_micro([MicroReflection(resource=r, operation=o, tip=f"{label} tip for {o} on {r}", success=True,
-                                     task_id="training", created_at="2025-01-01T00:00:00Z") for r, o in pairs])
-    store.add_macro([MacroReflection(text=f"{label} reflection", macro_summary=f"{label}: search before writing",
-                                     heuristic="read the record back", success=True, task_id="training",
-                                     created_at="2025-01-01T00:00:00Z")])
+    store.add_micro(
+        [
+            MicroReflection(
+                resource=r,
+                operation=o,
+                tip=f"{label} tip for {o} on {r}",
+                success=True,
+                task_id="training",
+                created_at="2025-01-01T00:00:00Z",
+            )
+            for r, o in pairs
+        ]
+    )
+    store.add_macro(
+        [
+            MacroReflection(
+                text=f"{label} reflection",
+                macro_summary=f"{label}: search before writing",
+                heuristic="read the record back",
+                success=True,
+                task_id="training",
+                created_at="2025-01-01T00:00:00Z",
+            )
+        ]
+    )
     return path
 
 
@@ -104,11 +132,14 @@ def recorded(llm, tmp_path_factory) -> dict[str, Any]:
             specs += plan_suite([task_id], [variation], [f"langchain:{config}@{MODEL}"], 1)
     stores = None
     if memory_server_available():
-        stores = {"nospec": make_store(root / "mem-nospec", "NOSPEC", pairs),
-                  "spec": make_store(root / "mem-spec", "SPEC", pairs)}
+        stores = {
+            "nospec": make_store(root / "mem-nospec", "NOSPEC", pairs),
+            "spec": make_store(root / "mem-spec", "SPEC", pairs),
+        }
     log = root / "runs.duckdb"
-    result = anyio.run(lambda: record_suite(log, specs, llm_url=llm.base_url, concurrency=4,
-                                            memory_stores=stores), backend="asyncio")
+    result = anyio.run(
+        lambda: record_suite(log, specs, llm_url=llm.base_url, concurrency=4, memory_stores=stores), backend="asyncio"
+    )
     return {"log": log, "result": result, "specs": specs, "rendered": rendered, "configs": configs}
 
 
@@ -136,8 +167,9 @@ def test_every_run_finishes_with_the_right_answer(recorded, db):
         assert (status, stop_reason) == ("finished", "answered"), (run_id, error)
         rendered = recorded["rendered"][(task_id, variation)]
         (answer,) = query(log, "SELECT answer FROM run_summary WHERE run_id = ?", [run_id])[0]
-        (state_blob,) = query(log, "SELECT payload->>'$.state_blob' FROM events "
-                                   "WHERE run_id = ? AND kind = 'StateCaptured'", [run_id])[0]
+        (state_blob,) = query(
+            log, "SELECT payload->>'$.state_blob' FROM events WHERE run_id = ? AND kind = 'StateCaptured'", [run_id]
+        )[0]
         (data,) = query(log, "SELECT data FROM blobs WHERE hash = ?", [state_blob])[0]
         state = MemoryState(json.loads(bytes(data)), bundle_resources(rendered.seed_bundle))
         verdict = suite[task_id].validate_strict(rendered, answer, state)
@@ -156,14 +188,17 @@ def test_llm_calls_tool_calls_and_fhir_exchanges_are_in_the_log(recorded, db):
         assert llm_calls == tool_steps + 1, run_id
         assert tool_calls == tool_steps, run_id
         assert fhir_exchanges >= 1 and total_tokens > 0, run_id
-        replies = query(log, "SELECT payload FROM events WHERE run_id = ? AND kind = 'LlmCalled' ORDER BY seq",
-                        [run_id])
+        replies = query(
+            log, "SELECT payload FROM events WHERE run_id = ? AND kind = 'LlmCalled' ORDER BY seq", [run_id]
+        )
         asked = [call["name"] for (payload,) in replies for call in json.loads(payload)["tool_calls"]]
-        called = [tool for (tool,) in query(log, "SELECT tool FROM tool_calls WHERE run_id = ? ORDER BY seq",
-                                            [run_id])]
+        called = [tool for (tool,) in query(log, "SELECT tool FROM tool_calls WHERE run_id = ? ORDER BY seq", [run_id])]
         assert asked == called == [s["call"] for s in planned[:-1]]
-        fhir_actor = query(log, "SELECT DISTINCT actor FROM fhir_exchanges WHERE run_id = ? "
-                                "AND actor NOT IN ('setup', 'harness')", [run_id])
+        fhir_actor = query(
+            log,
+            "SELECT DISTINCT actor FROM fhir_exchanges WHERE run_id = ? AND actor NOT IN ('setup', 'harness')",
+            [run_id],
+        )
         assert fhir_actor == [("agent",)], run_id
     tokens = query(log, "SELECT sum(total_tokens) FROM llm_calls")[0][0]
     assert tokens == sum(r[5] for r in rows) > 0
@@ -171,14 +206,28 @@ def test_llm_calls_tool_calls_and_fhir_exchanges_are_in_the_log(recorded, db):
 
 def test_each_configuration_offers_exactly_its_tools(recorded, db):
     log = db
-    rows = query(log, "SELECT r.agent, e.payload->'$.tools' FROM runs r JOIN events e ON e.run_id = r.run_id "
-                      "WHERE e.kind = 'LlmCalled'")
-    fhir = {"createResource", "searchResources", "getResourceById", "updateResource", "deleteResource",
-            "listResourceTypes"}
+    rows = query(
+        log,
+        "SELECT r.agent, e.payload->'$.tools' FROM runs r JOIN events e ON e.run_id = r.run_id "
+        "WHERE e.kind = 'LlmCalled'",
+    )
+    fhir = {
+        "createResource",
+        "searchResources",
+        "getResourceById",
+        "updateResource",
+        "deleteResource",
+        "listResourceTypes",
+    }
     specs = {"listResources", "getStructureDefinition", "getSearchParams", "getDataTypeDefinition"}
     memory = {"search_memory", "search_macro_reflections", "search_micro_tips", "memory_stats"}
-    expected = {"baseline": fhir, "specs": fhir | specs, "memory-nospec": fhir | memory,
-                "memory-spec": fhir | memory, "memory-spec+specs": fhir | specs | memory}
+    expected = {
+        "baseline": fhir,
+        "specs": fhir | specs,
+        "memory-nospec": fhir | memory,
+        "memory-spec": fhir | memory,
+        "memory-spec+specs": fhir | specs | memory,
+    }
     seen = {}
     for agent, tools in rows:
         seen.setdefault(agent.removeprefix("langchain:").split("@")[0], set()).update(json.loads(tools))
@@ -191,9 +240,12 @@ def test_each_configuration_offers_exactly_its_tools(recorded, db):
 
 
 def test_specs_lookups_go_through_the_proxy_to_the_specs_server(recorded, db):
-    rows = query(db, "SELECT t.run_id, t.tool, e.upstream, t.actor, t.result, t.is_error FROM tool_calls t "
-                     "JOIN events e USING (run_id, seq) "
-                     "WHERE t.tool IN ('getStructureDefinition', 'getSearchParams')")
+    rows = query(
+        db,
+        "SELECT t.run_id, t.tool, e.upstream, t.actor, t.result, t.is_error FROM tool_calls t "
+        "JOIN events e USING (run_id, seq) "
+        "WHERE t.tool IN ('getStructureDefinition', 'getSearchParams')",
+    )
     expected_runs = sum(1 for c in recorded["configs"] if "specs" in CONFIGURATIONS[c].servers) * len(TASKS)
     assert len(rows) == 2 * expected_runs > 0
     for run_id, tool, upstream, actor, result, is_error in rows:
@@ -206,9 +258,12 @@ def test_specs_lookups_go_through_the_proxy_to_the_specs_server(recorded, db):
 
 @needs_memory
 def test_memory_lookups_reach_the_store_of_their_configuration(recorded, db):
-    rows = query(db, "SELECT r.agent, e.upstream, t.tool, t.result FROM tool_calls t "
-                                  "JOIN events e USING (run_id, seq) JOIN runs r USING (run_id) "
-                                  "WHERE t.tool IN ('search_macro_reflections', 'search_micro_tips')")
+    rows = query(
+        db,
+        "SELECT r.agent, e.upstream, t.tool, t.result FROM tool_calls t "
+        "JOIN events e USING (run_id, seq) JOIN runs r USING (run_id) "
+        "WHERE t.tool IN ('search_macro_reflections', 'search_micro_tips')",
+    )
     assert len(rows) == 2 * 3 * len(TASKS)
     for agent, upstream, tool, result in rows:
         store = "nospec" if "memory-nospec" in agent else "spec"
@@ -223,10 +278,15 @@ def test_memory_lookups_reach_the_store_of_their_configuration(recorded, db):
 def _fault_log(tmp_path: Path, llm: LlmServer, models: list[str], **llm_options: Any) -> Path:
     log = tmp_path / "faults.duckdb"
     specs = plan_suite(["builtin-create-patient"], [0], [f"langchain:baseline@{m}" for m in models], 1)
-    register(llm, render_task("builtin-create-patient", 0).prompt,
-             plan_to_dict(render_task("builtin-create-patient", 0).gold_plan))
-    anyio.run(lambda: record_suite(log, specs, llm_url=llm.base_url, concurrency=4,
-                                   llm_options=llm_options), backend="asyncio")
+    register(
+        llm,
+        render_task("builtin-create-patient", 0).prompt,
+        plan_to_dict(render_task("builtin-create-patient", 0).gold_plan),
+    )
+    anyio.run(
+        lambda: record_suite(log, specs, llm_url=llm.base_url, concurrency=4, llm_options=llm_options),
+        backend="asyncio",
+    )
     return log
 
 
@@ -234,21 +294,37 @@ def test_llm_faults_end_the_run_errored_with_every_exchange_recorded(llm, tmp_pa
     # max_retries=1: each retried fault shows as two recorded calls; the timeout is shorter than the delay, and
     # long enough that a 429 and its retry get through a loaded machine (at 1 s, a retry was once cut off on its
     # way to the proxy: one call recorded, correctly, where the test counted two)
-    log = _fault_log(tmp_path, llm, ["fault:429", "fault:500", "fault:timeout", "fault:garbage",
-                                     "fault:429-then-ok"], timeout_s=8.0, max_retries=1)
-    runs = {agent.split("@")[1]: (run_id, status, stop, error) for run_id, agent, status, stop, error in
-            query(log, "SELECT run_id, agent, status, stop_reason, error FROM runs")}
+    log = _fault_log(
+        tmp_path,
+        llm,
+        ["fault:429", "fault:500", "fault:timeout", "fault:garbage", "fault:429-then-ok"],
+        timeout_s=8.0,
+        max_retries=1,
+    )
+    runs = {
+        agent.split("@")[1]: (run_id, status, stop, error)
+        for run_id, agent, status, stop, error in query(
+            log, "SELECT run_id, agent, status, stop_reason, error FROM runs"
+        )
+    }
     expected_calls = {"fault:429": 2, "fault:500": 2, "fault:timeout": 2, "fault:garbage": 1}
     for model, calls in expected_calls.items():
         run_id, status, stop, error = runs[model]
         assert (status, stop) == ("errored", "errored"), (model, error)
         assert "LLM call 1 failed" in error, error
-        final = query(log, "SELECT kind, payload->>'$.status', payload->>'$.cause' FROM events WHERE run_id = ? "
-                           "ORDER BY seq DESC LIMIT 1", [run_id])
+        final = query(
+            log,
+            "SELECT kind, payload->>'$.status', payload->>'$.cause' FROM events WHERE run_id = ? "
+            "ORDER BY seq DESC LIMIT 1",
+            [run_id],
+        )
         assert final == [("RunFailed", "errored", "agent")]  # the LLM is the agent's own upstream
         recorded = query(log, "SELECT status, error FROM llm_calls WHERE run_id = ? ORDER BY seq", [run_id])
-        exchanges = query(log, "SELECT count(*) FROM events WHERE run_id = ? AND kind = 'HttpExchanged' "
-                               "AND upstream = 'llm'", [run_id])[0][0]
+        exchanges = query(
+            log,
+            "SELECT count(*) FROM events WHERE run_id = ? AND kind = 'HttpExchanged' AND upstream = 'llm'",
+            [run_id],
+        )[0][0]
         assert len(recorded) == exchanges == calls, (model, recorded)
         if model in ("fault:429", "fault:500"):
             assert [s for s, _ in recorded] == [int(model[-3:])] * 2
@@ -266,30 +342,45 @@ def test_llm_faults_end_the_run_errored_with_every_exchange_recorded(llm, tmp_pa
 def test_stop_reasons_hit_cap_gave_up_and_recovery(llm, tmp_path):
     prompts = {v: render_task("builtin-create-patient", v).prompt for v in (20, 21, 22)}
     endless = [{"call": "listResourceTypes", "args": {}}] * 16 + [{"answer": "never reached"}]
-    failing = [{"call": "noSuchTool", "args": {}}] + [
-        {"call": "getResourceById", "args": {"resourceType": "Patient", "resourceId": f"missing-{i}"}}
-        for i in range(4)] + [{"answer": "never reached"}]
+    failing = (
+        [{"call": "noSuchTool", "args": {}}]
+        + [
+            {"call": "getResourceById", "args": {"resourceType": "Patient", "resourceId": f"missing-{i}"}}
+            for i in range(4)
+        ]
+        + [{"answer": "never reached"}]
+    )
     register(llm, prompts[20], {"name": "endless", "steps": endless})
     register(llm, prompts[21], {"name": "failing", "steps": failing})
     register(llm, prompts[22], plan_to_dict(render_task("builtin-create-patient", 22).gold_plan))
-    specs = [*plan_suite(["builtin-create-patient"], [20, 21], [f"langchain:baseline@{MODEL}"], 1),
-             *plan_suite(["builtin-create-patient"], [22], ["langchain:baseline@scripted:mistake-recover"], 1)]
+    specs = [
+        *plan_suite(["builtin-create-patient"], [20, 21], [f"langchain:baseline@{MODEL}"], 1),
+        *plan_suite(["builtin-create-patient"], [22], ["langchain:baseline@scripted:mistake-recover"], 1),
+    ]
     log = tmp_path / "stops.duckdb"
     anyio.run(lambda: record_suite(log, specs, llm_url=llm.base_url), backend="asyncio")
-    rows = {v: (status, stop, llm_calls, tool_calls, answer) for v, status, stop, llm_calls, tool_calls, answer in
-            query(log, "SELECT variation, status, stop_reason, llm_calls, tool_calls, answer FROM run_summary")}
+    rows = {
+        v: (status, stop, llm_calls, tool_calls, answer)
+        for v, status, stop, llm_calls, tool_calls, answer in query(
+            log, "SELECT variation, status, stop_reason, llm_calls, tool_calls, answer FROM run_summary"
+        )
+    }
     assert rows[20] == ("finished", "hit_cap", 15, 15, None)
     # an unknown tool is answered by the agent itself (no MCP call), and counts as a failed call
     assert rows[21] == ("finished", "gave_up", 5, 4, None)
-    second = query(log, "SELECT e.payload->'$.messages' FROM events e JOIN runs r USING (run_id) "
-                        "WHERE r.variation = 21 AND e.kind = 'LlmCalled' ORDER BY e.seq LIMIT 1 OFFSET 1")
+    second = query(
+        log,
+        "SELECT e.payload->'$.messages' FROM events e JOIN runs r USING (run_id) "
+        "WHERE r.variation = 21 AND e.kind = 'LlmCalled' ORDER BY e.seq LIMIT 1 OFFSET 1",
+    )
     told = json.loads(second[0][0])[-1]
     assert told["role"] == "tool" and json.loads(told["content"])["error"] == "UNKNOWN_TOOL"
     status, stop, llm_calls, tool_calls, answer = rows[22]
     assert (status, stop, llm_calls, tool_calls) == ("finished", "answered", 3, 2)
     assert answer.startswith("<patient_id>") and answer != "<patient_id></patient_id>"
-    errors = query(log, "SELECT is_error FROM tool_calls t JOIN runs r USING (run_id) WHERE r.variation = 22 "
-                        "ORDER BY seq")
+    errors = query(
+        log, "SELECT is_error FROM tool_calls t JOIN runs r USING (run_id) WHERE r.variation = 22 ORDER BY seq"
+    )
     assert errors == [(True,), (False,)]
 
 
@@ -326,8 +417,9 @@ def test_memory_configurations_fail_clearly_without_the_memory_server(monkeypatc
 def test_memory_configurations_need_their_store(tmp_path):
     specs = plan_suite(["builtin-create-patient"], [0], [f"langchain:memory-spec@{MODEL}"], 1)
     with pytest.raises(RecordError, match="memory store.*spec.*--memory spec=DIR"):
-        anyio.run(lambda: record_suite(tmp_path / "x.duckdb", specs, llm_url="http://127.0.0.1:9/v1"),
-                  backend="asyncio")
+        anyio.run(
+            lambda: record_suite(tmp_path / "x.duckdb", specs, llm_url="http://127.0.0.1:9/v1"), backend="asyncio"
+        )
 
 
 def test_without_an_llm_endpoint_the_run_is_errored(tmp_path):
@@ -348,8 +440,9 @@ def test_memory_store_options():
 
 
 def test_judges_give_verdicts_for_every_configuration(recorded, db):
-    rows = query(db, "SELECT r.agent, v.judge, v.rule_set->>'$.mode', v.outcome FROM verdicts v JOIN runs r"
-                     " USING (run_id)")
+    rows = query(
+        db, "SELECT r.agent, v.judge, v.rule_set->>'$.mode', v.outcome FROM verdicts v JOIN runs r USING (run_id)"
+    )
     by_agent: dict[str, dict[tuple[str, str | None], set[str]]] = {}
     for agent, judge, mode, outcome in rows:
         by_agent.setdefault(agent, {}).setdefault((judge, mode), set()).add(outcome)

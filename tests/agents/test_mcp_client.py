@@ -69,9 +69,7 @@ async def test_plan_creates_then_updates_by_reference(servers):
                     },
                     "save": "updated",
                 },
-                {
-                    "answer": "Patient ${created.id} is now ${updated.name.0.family} (v${updated.meta.versionId})"
-                },
+                {"answer": "Patient ${created.id} is now ${updated.name.0.family} (v${updated.meta.versionId})"},
             ],
         }
     )
@@ -134,9 +132,7 @@ async def test_toolbox_outside_async_with_refuses():
         (CallToolResult(content=[TextContent(type="text", text='{"a": 1}')]), {"a": 1}),
         (CallToolResult(content=[TextContent(type="text", text="plain words")]), "plain words"),
         (
-            CallToolResult(
-                content=[TextContent(type="text", text="see data")], structured_content={"b": 2}
-            ),
+            CallToolResult(content=[TextContent(type="text", text="see data")], structured_content={"b": 2}),
             {"b": 2},
         ),
         (
@@ -146,9 +142,7 @@ async def test_toolbox_outside_async_with_refuses():
             [1, "two"],
         ),
         (
-            CallToolResult(
-                content=[ImageContent(type="image", data="AA==", mime_type="image/png")]
-            ),
+            CallToolResult(content=[ImageContent(type="image", data="AA==", mime_type="image/png")]),
             None,
         ),
     ],

@@ -31,8 +31,9 @@ async def test_an_external_mcp_client_is_recorded(tmp_path):
         async with McpToolbox(stack.mcp_url(RUN)) as fhir:
             tools = {tool.name for tool in await fhir.list_tools()}
             created = await fhir.call_tool("createResource", {"resourceType": "Patient", "body_json": patient})
-            found = await fhir.call_tool("searchResources", {"resourceType": "Patient",
-                                                             "params_json": {"family": "Noether"}})
+            found = await fhir.call_tool(
+                "searchResources", {"resourceType": "Patient", "params_json": {"family": "Noether"}}
+            )
         async with McpToolbox(stack.extra_mcp(RUN)["specs"]) as specs:
             params = await specs.call_tool("getSearchParams", {"resourceType": "patient", "code": "family"})
     assert {"createResource", "searchResources", "getResourceById"} <= tools
@@ -41,10 +42,16 @@ async def test_an_external_mcp_client_is_recorded(tmp_path):
     assert params.result["searchParams"][0]["type"] == "string"
 
     with EventLog(log_path, read_only=True) as log:
-        _, calls = log.query("SELECT e.upstream, e.actor, t.tool, t.arguments, t.is_error FROM tool_calls t "
-                             "JOIN events e USING (run_id, seq) WHERE t.run_id = ? ORDER BY t.seq", [RUN])
-        _, fhir = log.query("SELECT actor, interaction, resource_type, resource_id, status FROM fhir_exchanges "
-                            "WHERE run_id = ? AND actor = 'agent' ORDER BY seq", [RUN])
+        _, calls = log.query(
+            "SELECT e.upstream, e.actor, t.tool, t.arguments, t.is_error FROM tool_calls t "
+            "JOIN events e USING (run_id, seq) WHERE t.run_id = ? ORDER BY t.seq",
+            [RUN],
+        )
+        _, fhir = log.query(
+            "SELECT actor, interaction, resource_type, resource_id, status FROM fhir_exchanges "
+            "WHERE run_id = ? AND actor = 'agent' ORDER BY seq",
+            [RUN],
+        )
     assert [(u, a, t, e) for u, a, t, _, e in calls] == [
         ("mcp-fhir", "agent", "createResource", False),
         ("mcp-fhir", "agent", "searchResources", False),

@@ -46,14 +46,17 @@ def test_merge_patches_a_read_resource():
     assert scope["slot"]["status"] == "free"
 
 
-@pytest.mark.parametrize("raw, message", [
-    ({"steps": []}, "at least one step"),
-    ({"steps": [{"answer": "x"}, {"call": "a"}]}, "answer must be the last"),
-    ({"steps": [{"call": "a", "argz": {}}]}, "no field 'argz'"),
-    ({"steps": [{"call": "a", "save": "not valid"}]}, "not an identifier"),
-    ({"steps": ["createResource"]}, "expected a mapping"),
-    ("just text", "a plan is a mapping"),
-])
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ({"steps": []}, "at least one step"),
+        ({"steps": [{"answer": "x"}, {"call": "a"}]}, "answer must be the last"),
+        ({"steps": [{"call": "a", "argz": {}}]}, "no field 'argz'"),
+        ({"steps": [{"call": "a", "save": "not valid"}]}, "not an identifier"),
+        ({"steps": ["createResource"]}, "expected a mapping"),
+        ("just text", "a plan is a mapping"),
+    ],
+)
 def test_malformed_plans_are_refused_with_the_step_named(raw, message):
     with pytest.raises(PlanError, match=message):
         plan_from_dict(raw)
@@ -61,9 +64,11 @@ def test_malformed_plans_are_refused_with_the_step_named(raw, message):
 
 def test_yaml_plan_round_trips_and_dates_stay_text(tmp_path):
     path = tmp_path / "p.yaml"
-    path.write_text("name: p\nsteps:\n  - call: createResource\n    save: c\n    args:\n"
-                    "      resourceType: Patient\n      body_json: {birthDate: 1990-01-02}\n"
-                    "  - answer: <id>${c.id}</id>\n")
+    path.write_text(
+        "name: p\nsteps:\n  - call: createResource\n    save: c\n    args:\n"
+        "      resourceType: Patient\n      body_json: {birthDate: 1990-01-02}\n"
+        "  - answer: <id>${c.id}</id>\n"
+    )
     plan = load_plan(path)
     assert plan.steps[0].args["body_json"]["birthDate"] == "1990-01-02"
     assert plan_from_dict(plan_to_dict(plan)) == plan
@@ -80,11 +85,15 @@ async def test_run_plan_feeds_results_forward_and_keeps_going_after_a_tool_error
             return ToolOutcome({"resourceType": "Patient", "id": "p9"})
         return ToolOutcome({"error": "OPERATION_OUTCOME"}, is_error=True)
 
-    plan = plan_from_dict({"steps": [
-        {"call": "createResource", "save": "p", "args": {"resourceType": "Patient"}},
-        {"call": "updateResource", "args": {"resourceId": "${p.id}"}},
-        {"answer": "<patient_id>${p.id}</patient_id>"},
-    ]})
+    plan = plan_from_dict(
+        {
+            "steps": [
+                {"call": "createResource", "save": "p", "args": {"resourceType": "Patient"}},
+                {"call": "updateResource", "args": {"resourceId": "${p.id}"}},
+                {"answer": "<patient_id>${p.id}</patient_id>"},
+            ]
+        }
+    )
     played = await run_plan(plan, call_tool)
     assert played.answer == "<patient_id>p9</patient_id>"
     assert calls[1] == ("updateResource", {"resourceId": "p9"})

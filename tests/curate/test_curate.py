@@ -19,7 +19,6 @@ TASK = "rec-record-condition"
 MATCH = "to the medical history of patient"
 
 
-
 @pytest.fixture
 def recorded(tmp_path):
     """A log with two runs of one task: the gold agent (passes) and a wrong answer (fails)."""
@@ -35,16 +34,19 @@ def recorded(tmp_path):
 
 def soft_rows(log_path):
     with EventLog(log_path, read_only=True) as log:
-        _, rows = log.query("SELECT run_id, outcome, passed, evidence FROM verdicts WHERE judge = ? "
-                            "ORDER BY judged_at, run_id", [JUDGE_NAME])
+        _, rows = log.query(
+            "SELECT run_id, outcome, passed, evidence FROM verdicts WHERE judge = ? ORDER BY judged_at, run_id",
+            [JUDGE_NAME],
+        )
     return [(r, o, p, json.loads(e)) for r, o, p, e in rows]
 
 
 @pytest.mark.anyio
 async def test_label_is_recorded_then_reused_without_the_model(recorded):
     log_path, (gold_run, wrong_run) = recorded
-    registry = PlanRegistry([entry_from_dict({"match": MATCH, "judge": {"label": "validator_too_strict",
-                                                                         "reason": "scripted"}})])
+    registry = PlanRegistry(
+        [entry_from_dict({"match": MATCH, "judge": {"label": "validator_too_strict", "reason": "scripted"}})]
+    )
     with LlmServer(create_app(registry)) as llm:
         first = await curate_log(log_path, llm_url=llm.base_url)
     assert (first.called, first.reused) == (2, 0)
@@ -53,8 +55,11 @@ async def test_label_is_recorded_then_reused_without_the_model(recorded):
     assert strict == {gold_run: True, wrong_run: False}
     # the judge's call is in the log, as the verifier of the run it judged
     with EventLog(log_path, read_only=True) as log:
-        _, calls = log.query("SELECT run_id, payload->>'$.exchange_id', payload->>'$.model' FROM events "
-                             "WHERE kind = 'LlmCalled' AND actor = 'verifier' ORDER BY run_id", [])
+        _, calls = log.query(
+            "SELECT run_id, payload->>'$.exchange_id', payload->>'$.model' FROM events "
+            "WHERE kind = 'LlmCalled' AND actor = 'verifier' ORDER BY run_id",
+            [],
+        )
     assert {(run, model) for run, _, model in calls} == {(gold_run, "scripted:judge"), (wrong_run, "scripted:judge")}
     assert {row.evidence["exchange_id"] for row in first.rows} == {exchange for _, exchange, _ in calls}
 
@@ -99,8 +104,9 @@ def _played_another_prompt(log_path, run_id):
         _, rows = log.query("SELECT payload FROM events WHERE run_id = ? AND kind = 'RunStarted'", [run_id])
         payload = json.loads(rows[0][0])
         payload["prompt"] += "\nAn older wording."
-        log.con.execute("UPDATE events SET payload = ? WHERE run_id = ? AND kind = 'RunStarted'",
-                        [json.dumps(payload), run_id])
+        log.con.execute(
+            "UPDATE events SET payload = ? WHERE run_id = ? AND kind = 'RunStarted'", [json.dumps(payload), run_id]
+        )
 
 
 def test_a_run_that_played_another_rendering_of_its_task_is_not_labelled(recorded):

@@ -32,8 +32,7 @@ class LiveServer:
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
     @property
     def url(self) -> str:
@@ -81,10 +80,24 @@ class Target:
 
 # What Medplum's in-memory router does differently; docs/fhir.md lists the same items.
 # FAE_MEDPLUM_PROBE=1 runs every check against it, to re-derive this set.
-MEDPLUM_LACKS = {"metadata", "paging-links", "type-history", "_has", "validation", "410-gone",
-                 "strict-handling", "prefer-return", "xml-415", "update-id-check", "create-ignores-id",
-                 "update-create-201", "accent-insensitive", "summary-validation", "atomic-transactions",
-                 "string-starts-with"}
+MEDPLUM_LACKS = {
+    "metadata",
+    "paging-links",
+    "type-history",
+    "_has",
+    "validation",
+    "410-gone",
+    "strict-handling",
+    "prefer-return",
+    "xml-415",
+    "update-id-check",
+    "create-ignores-id",
+    "update-create-201",
+    "accent-insensitive",
+    "summary-validation",
+    "atomic-transactions",
+    "string-starts-with",
+}
 
 
 def _medplum_available() -> bool:
@@ -95,8 +108,13 @@ def _medplum_available() -> bool:
 def medplum_base() -> Iterator[str]:
     if not _medplum_available():
         pytest.skip("node or the Medplum package is not installed (run bash .ci/medplum.sh)")
-    proc = subprocess.Popen(["node", *(_node_flags()), str(MEDPLUM_DIR / "server.mjs"), "0"],
-                            cwd=MEDPLUM_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        ["node", *(_node_flags()), str(MEDPLUM_DIR / "server.mjs"), "0"],
+        cwd=MEDPLUM_DIR,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         if not line.startswith("listening "):
@@ -112,8 +130,9 @@ def medplum_base() -> Iterator[str]:
 
 
 def _node_flags() -> list[str]:
-    major = int(subprocess.run(["node", "--version"], capture_output=True, text=True).stdout
-                .strip().lstrip("v").split(".")[0])
+    major = int(
+        subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip().lstrip("v").split(".")[0]
+    )
     return ["--experimental-websocket"] if major < 22 else []
 
 

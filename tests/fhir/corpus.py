@@ -12,12 +12,26 @@ from fae.fhir.validate import allowed_children
 
 EXTENSION = [{"url": "http://example.org/fhir/StructureDefinition/corpus", "valueString": "x"}]
 PRIMITIVES: dict[str, object] = {
-    "boolean": True, "integer": 1, "positiveInt": 1, "unsignedInt": 0, "decimal": 1.5,
-    "string": "text", "markdown": "text", "code": "code", "id": "a1", "uri": "http://example.org/u",
-    "url": "http://example.org/u", "canonical": "http://example.org/c", "oid": "urn:oid:1.2.3",
-    "uuid": "urn:uuid:c757873d-ec9a-4326-a141-556f43239520", "base64Binary": "QUJD",
-    "date": "2020-01-01", "dateTime": "2020-01-01T00:00:00Z", "instant": "2020-01-01T00:00:00Z",
-    "time": "10:00:00", "xhtml": '<div xmlns="http://www.w3.org/1999/xhtml">x</div>',
+    "boolean": True,
+    "integer": 1,
+    "positiveInt": 1,
+    "unsignedInt": 0,
+    "decimal": 1.5,
+    "string": "text",
+    "markdown": "text",
+    "code": "code",
+    "id": "a1",
+    "uri": "http://example.org/u",
+    "url": "http://example.org/u",
+    "canonical": "http://example.org/c",
+    "oid": "urn:oid:1.2.3",
+    "uuid": "urn:uuid:c757873d-ec9a-4326-a141-556f43239520",
+    "base64Binary": "QUJD",
+    "date": "2020-01-01",
+    "dateTime": "2020-01-01T00:00:00Z",
+    "instant": "2020-01-01T00:00:00Z",
+    "time": "10:00:00",
+    "xhtml": '<div xmlns="http://www.w3.org/1999/xhtml">x</div>',
 }
 
 
@@ -66,5 +80,8 @@ def minimal_instance(spec: Spec, resource_type: str) -> dict:
 
 def required_keys(spec: Spec, resource_type: str) -> list[str]:
     """Top-level keys the type requires (choice elements excluded)."""
-    return [key for key, (element, _) in allowed_children(spec, resource_type, resource_type).items()
-            if element.min >= 1 and not element.path.endswith("[x]")]
+    return [
+        key
+        for key, (element, _) in allowed_children(spec, resource_type, resource_type).items()
+        if element.min >= 1 and not element.path.endswith("[x]")
+    ]

@@ -13,8 +13,13 @@ from typer.testing import CliRunner
 from fae.cli.fhir import app as cli_app
 from fae.fhir.wire import MAX_BODY
 
-SEED = {"resourceType": "Bundle", "type": "collection", "entry": [
-    {"resource": {"resourceType": "Patient", "id": f"p{i}", "name": [{"family": "Seeded"}]}} for i in range(3)]}
+SEED = {
+    "resourceType": "Bundle",
+    "type": "collection",
+    "entry": [
+        {"resource": {"resourceType": "Patient", "id": f"p{i}", "name": [{"family": "Seeded"}]}} for i in range(3)
+    ],
+}
 
 
 def test_sandbox_lifecycle_over_http(live_server):
@@ -41,7 +46,7 @@ def test_sandbox_lifecycle_over_http(live_server):
         for not_an_object in (b"[]", b'"Bundle"', b"3", b"true"):
             refused = http.post(f"{base}/sandbox", content=not_an_object)
             assert refused.status_code == 400 and "a seed must be a FHIR Bundle" in refused.text, refused.text
-        blank = http.post(f"{base}/sandbox", params={"id": "blank"}, content=b"null")   # JSON null: no seed
+        blank = http.post(f"{base}/sandbox", params={"id": "blank"}, content=b"null")  # JSON null: no seed
         assert blank.status_code == 201, blank.text
         assert http.get(f"{blank.json()['base']}/Patient").json()["total"] == 0
         bad_seed = {"resourceType": "Bundle", "entry": [{"resource": {"resourceType": "Patient", "x": 1}}]}
@@ -69,8 +74,9 @@ def test_cli_refuses_bad_seed_in_one_line(tmp_path):
     assert missing.exit_code == 1
     assert "cannot read seed" in missing.output and "Traceback" not in missing.output
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"resourceType": "Bundle", "entry": [
-        {"resource": {"resourceType": "Patient", "gender": "x"}}]}))
+    bad.write_text(
+        json.dumps({"resourceType": "Bundle", "entry": [{"resource": {"resourceType": "Patient", "gender": "x"}}]})
+    )
     invalid = runner.invoke(cli_app, ["serve", "--seed", str(bad)])
     assert invalid.exit_code == 1 and "Patient.gender" in invalid.output
     assert len(invalid.output.strip().splitlines()) == 1
@@ -94,8 +100,12 @@ def test_serve_refuses_a_taken_port_in_one_line():
 
 
 def test_serve_prints_its_base_url_and_serves_there():
-    proc = subprocess.Popen([sys.executable, "-m", "fae.cli", "fhir", "serve", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fae.cli", "fhir", "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         stderr = proc.stderr.read() if proc.poll() is not None and proc.stderr else ""

@@ -22,9 +22,14 @@ def _system() -> str:
 
 
 def patient(system: str, value: str = "1", family: str = "Quinn", **extra) -> dict:
-    return {"resourceType": "Patient", "identifier": [{"system": system, "value": value}],
-            "name": [{"family": family, "given": ["Ada"]}], "gender": "female",
-            "birthDate": "1970-03-04", **extra}
+    return {
+        "resourceType": "Patient",
+        "identifier": [{"system": system, "value": value}],
+        "name": [{"family": family, "given": ["Ada"]}],
+        "gender": "female",
+        "birthDate": "1970-03-04",
+        **extra,
+    }
 
 
 def create(t: Target, resource: dict, **headers) -> dict:
@@ -40,8 +45,7 @@ def search(t: Target, rtype: str, params: dict | str) -> dict:
 
 
 def ids(bundle: dict, mode: str = "match") -> set[str]:
-    return {e["resource"]["id"] for e in bundle.get("entry", [])
-            if e.get("search", {}).get("mode", "match") == mode}
+    return {e["resource"]["id"] for e in bundle.get("entry", []) if e.get("search", {}).get("mode", "match") == mode}
 
 
 def test_create_assigns_id_and_meta(target: Target):
@@ -70,13 +74,15 @@ def test_conditional_create(target: Target):
     target.skip_unless("if-none-exist")
     system = _system()
     first = create(target, patient(system), **{"If-None-Exist": f"identifier={system}|1"})
-    again = target.client.post(f"{target.base}/Patient", json=patient(system), headers={
-        **JSON, "If-None-Exist": f"identifier={system}|1"})
+    again = target.client.post(
+        f"{target.base}/Patient", json=patient(system), headers={**JSON, "If-None-Exist": f"identifier={system}|1"}
+    )
     assert again.status_code == 200
     assert again.json()["id"] == first["id"]
     create(target, patient(system))  # now two match
-    clash = target.client.post(f"{target.base}/Patient", json=patient(system), headers={
-        **JSON, "If-None-Exist": f"identifier={system}|1"})
+    clash = target.client.post(
+        f"{target.base}/Patient", json=patient(system), headers={**JSON, "If-None-Exist": f"identifier={system}|1"}
+    )
     assert clash.status_code == 412
 
 
@@ -101,8 +107,7 @@ def test_update_versions_and_if_match(target: Target):
     r = target.client.put(f"{target.base}/Patient/{p['id']}", json=p, headers={**JSON, "If-Match": first})
     assert r.status_code == 200
     assert r.json()["meta"]["versionId"] != p["meta"]["versionId"]
-    stale = target.client.put(f"{target.base}/Patient/{p['id']}", json=p,
-                              headers={**JSON, "If-Match": first})
+    stale = target.client.put(f"{target.base}/Patient/{p['id']}", json=p, headers={**JSON, "If-Match": first})
     assert stale.status_code == 412
 
 
@@ -113,8 +118,7 @@ def test_update_as_create_with_client_id(target: Target):
     assert r.status_code == (200 if "update-create-201" in target.lacks else 201)
     assert r.json()["id"] == rid
     target.skip_unless("update-id-check")
-    other = target.client.put(f"{target.base}/Patient/{rid}", json=patient(_system(), id="different"),
-                              headers=JSON)
+    other = target.client.put(f"{target.base}/Patient/{rid}", json=patient(_system(), id="different"), headers=JSON)
     assert other.status_code == 400
 
 
@@ -159,8 +163,11 @@ def test_search_get_and_post(target: Target):
     p = create(target, patient(system, family="Okonkwo"))
     create(target, patient(system, value="2", family="Other"))
     assert ids(search(target, "Patient", {"identifier": f"{system}|1"})) == {p["id"]}
-    r = target.client.post(f"{target.base}/Patient/_search", data={"identifier": f"{system}|1"},
-                           headers={"Accept": "application/fhir+json"})
+    r = target.client.post(
+        f"{target.base}/Patient/_search",
+        data={"identifier": f"{system}|1"},
+        headers={"Accept": "application/fhir+json"},
+    )
     assert r.status_code == 200
     assert ids(r.json()) == {p["id"]}
     assert ids(search(target, "Patient", {"identifier": f"{system}|nope"})) == set()
@@ -184,10 +191,16 @@ def test_search_string_token_date(target: Target):
 def test_search_reference_chain_and_include(target: Target):
     system = _system()
     p = create(target, patient(system, family="Chainfam" + uuid.uuid4().hex[:6]))
-    obs = create(target, {"resourceType": "Observation", "status": "final",
-                          "identifier": [{"system": system, "value": "o"}],
-                          "code": {"coding": [{"system": "http://loinc.org", "code": "8867-4"}]},
-                          "subject": {"reference": f"Patient/{p['id']}"}})
+    obs = create(
+        target,
+        {
+            "resourceType": "Observation",
+            "status": "final",
+            "identifier": [{"system": system, "value": "o"}],
+            "code": {"coding": [{"system": "http://loinc.org", "code": "8867-4"}]},
+            "subject": {"reference": f"Patient/{p['id']}"},
+        },
+    )
     assert ids(search(target, "Observation", {"subject": f"Patient/{p['id']}"})) == {obs["id"]}
     assert ids(search(target, "Observation", {"subject": f"Patient/{uuid.uuid4()}"})) == set()
     family = p["name"][0]["family"]
@@ -204,11 +217,19 @@ def test_search_has(target: Target):
     system = _system()
     p = create(target, patient(system))
     lonely = create(target, patient(system, value="2"))
-    create(target, {"resourceType": "Observation", "status": "final", "code": {"text": "x"},
-                    "identifier": [{"system": system, "value": "o"}],
-                    "subject": {"reference": f"Patient/{p['id']}"}})
-    found = search(target, "Patient", {"identifier": system + "|",
-                                       "_has:Observation:subject:identifier": f"{system}|o"})
+    create(
+        target,
+        {
+            "resourceType": "Observation",
+            "status": "final",
+            "code": {"text": "x"},
+            "identifier": [{"system": system, "value": "o"}],
+            "subject": {"reference": f"Patient/{p['id']}"},
+        },
+    )
+    found = search(
+        target, "Patient", {"identifier": system + "|", "_has:Observation:subject:identifier": f"{system}|o"}
+    )
     assert ids(found) == {p["id"]}
     assert lonely["id"] not in ids(found)
 
@@ -246,20 +267,36 @@ def test_unknown_parameter_strict(target: Target):
     target.skip_unless("strict-handling")
     lenient = target.client.get(f"{target.base}/Patient", params={"not-a-param": "x"}, headers=JSON)
     assert lenient.status_code == 200
-    strict = target.client.get(f"{target.base}/Patient", params={"not-a-param": "x"},
-                               headers={**JSON, "Prefer": "handling=strict"})
+    strict = target.client.get(
+        f"{target.base}/Patient", params={"not-a-param": "x"}, headers={**JSON, "Prefer": "handling=strict"}
+    )
     assert strict.status_code == 400
 
 
 def test_transaction_resolves_urns_atomically(target: Target):
     system = _system()
-    tx = {"resourceType": "Bundle", "type": "transaction", "entry": [
-        {"fullUrl": "urn:uuid:" + str(uuid.uuid4()), "resource": patient(system),
-         "request": {"method": "POST", "url": "Patient"}},
-    ]}
-    tx["entry"].append({"resource": {"resourceType": "Observation", "status": "final", "code": {"text": "t"},
-                                     "subject": {"reference": tx["entry"][0]["fullUrl"]}},
-                        "request": {"method": "POST", "url": "Observation"}})
+    tx = {
+        "resourceType": "Bundle",
+        "type": "transaction",
+        "entry": [
+            {
+                "fullUrl": "urn:uuid:" + str(uuid.uuid4()),
+                "resource": patient(system),
+                "request": {"method": "POST", "url": "Patient"},
+            },
+        ],
+    }
+    tx["entry"].append(
+        {
+            "resource": {
+                "resourceType": "Observation",
+                "status": "final",
+                "code": {"text": "t"},
+                "subject": {"reference": tx["entry"][0]["fullUrl"]},
+            },
+            "request": {"method": "POST", "url": "Observation"},
+        }
+    )
     r = target.client.post(target.base, json=tx, headers=JSON)
     assert r.status_code == 200, r.text
     out = r.json()
@@ -270,11 +307,17 @@ def test_transaction_resolves_urns_atomically(target: Target):
     assert len(ids(obs)) == 1
     target.skip_unless("atomic-transactions")
     system2 = _system()
-    broken = {"resourceType": "Bundle", "type": "transaction", "entry": [
-        {"resource": patient(system2), "request": {"method": "POST", "url": "Patient"}},
-        {"resource": {"resourceType": "Observation", "status": "not-a-status", "code": {"text": "x"}},
-         "request": {"method": "POST", "url": "Observation"}},
-    ]}
+    broken = {
+        "resourceType": "Bundle",
+        "type": "transaction",
+        "entry": [
+            {"resource": patient(system2), "request": {"method": "POST", "url": "Patient"}},
+            {
+                "resource": {"resourceType": "Observation", "status": "not-a-status", "code": {"text": "x"}},
+                "request": {"method": "POST", "url": "Observation"},
+            },
+        ],
+    }
     r = target.client.post(target.base, json=broken, headers=JSON)
     assert r.status_code >= 400
     assert ids(search(target, "Patient", {"identifier": f"{system2}|1"})) == set()
@@ -282,10 +325,14 @@ def test_transaction_resolves_urns_atomically(target: Target):
 
 def test_batch_entries_independent(target: Target):
     system = _system()
-    batch = {"resourceType": "Bundle", "type": "batch", "entry": [
-        {"resource": patient(system), "request": {"method": "POST", "url": "Patient"}},
-        {"request": {"method": "GET", "url": f"Patient/{uuid.uuid4()}"}},
-    ]}
+    batch = {
+        "resourceType": "Bundle",
+        "type": "batch",
+        "entry": [
+            {"resource": patient(system), "request": {"method": "POST", "url": "Patient"}},
+            {"request": {"method": "GET", "url": f"Patient/{uuid.uuid4()}"}},
+        ],
+    }
     r = target.client.post(target.base, json=batch, headers=JSON)
     assert r.status_code == 200
     statuses = [e["response"]["status"].split()[0] for e in r.json()["entry"]]
@@ -303,11 +350,13 @@ def test_metadata(target: Target):
 
 def test_prefer_return(target: Target):
     target.skip_unless("prefer-return")
-    minimal = target.client.post(f"{target.base}/Patient", json=patient(_system()),
-                                 headers={**JSON, "Prefer": "return=minimal"})
+    minimal = target.client.post(
+        f"{target.base}/Patient", json=patient(_system()), headers={**JSON, "Prefer": "return=minimal"}
+    )
     assert minimal.status_code == 201 and minimal.content == b""
-    oo = target.client.post(f"{target.base}/Patient", json=patient(_system()),
-                            headers={**JSON, "Prefer": "return=OperationOutcome"})
+    oo = target.client.post(
+        f"{target.base}/Patient", json=patient(_system()), headers={**JSON, "Prefer": "return=OperationOutcome"}
+    )
     assert oo.json()["resourceType"] == "OperationOutcome"
 
 
@@ -322,8 +371,11 @@ def test_xml_is_refused(target: Target):
 
 def test_validation_names_the_element(target: Target):
     target.skip_unless("validation")
-    bad = {"resourceType": "Appointment", "status": "maybe",
-           "participant": [{"status": "accepted", "actor": {"reference": "Patient/x"}}]}
+    bad = {
+        "resourceType": "Appointment",
+        "status": "maybe",
+        "participant": [{"status": "accepted", "actor": {"reference": "Patient/x"}}],
+    }
     r = target.client.post(f"{target.base}/Appointment", json=bad, headers=JSON)
     assert r.status_code in (400, 422)
     issues = r.json()["issue"]

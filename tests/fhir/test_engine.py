@@ -13,9 +13,13 @@ from fae.fhir.engine import FhirEngine
 
 
 def seed(n: int = 3) -> dict:
-    return {"resourceType": "Bundle", "type": "collection", "entry": [
-        {"resource": {"resourceType": "Patient", "id": f"p{i}", "name": [{"family": f"F{i}"}]}}
-        for i in range(n)]}
+    return {
+        "resourceType": "Bundle",
+        "type": "collection",
+        "entry": [
+            {"resource": {"resourceType": "Patient", "id": f"p{i}", "name": [{"family": f"F{i}"}]}} for i in range(n)
+        ],
+    }
 
 
 def post(engine, sid, resource, headers=None):
@@ -40,7 +44,7 @@ def test_reset_restores_seed_and_clone_copies(engine):
     assert sorted(r["id"] for r in engine.resources(sid)) == ["p0", "p1", "p2"]
     assert engine.handle(sid, "GET", "Patient/p0").status == 200
     assert len(engine.resources(clone)) == 3 and engine.handle(clone, "GET", "Patient/p0").status == 410
-    engine.reset_sandbox(clone)   # a clone resets to the state it was cloned from
+    engine.reset_sandbox(clone)  # a clone resets to the state it was cloned from
     assert engine.handle(clone, "GET", "Patient/p0").status == 410
 
 
@@ -58,8 +62,11 @@ def test_delete_sandbox_and_bad_ids(engine):
 
 
 def test_invalid_seed_is_refused(engine):
-    bad = {"resourceType": "Bundle", "type": "collection",
-           "entry": [{"resource": {"resourceType": "Patient", "gender": "sometimes"}}]}
+    bad = {
+        "resourceType": "Bundle",
+        "type": "collection",
+        "entry": [{"resource": {"resourceType": "Patient", "gender": "sometimes"}}],
+    }
     with pytest.raises(FhirError, match="Patient.gender"):
         engine.create_sandbox(bad)
     with pytest.raises(FhirError):
@@ -67,10 +74,21 @@ def test_invalid_seed_is_refused(engine):
 
 
 def test_seed_resolves_urn_references(engine):
-    bundle = {"resourceType": "Bundle", "type": "transaction", "entry": [
-        {"fullUrl": "urn:uuid:aaa", "resource": {"resourceType": "Patient"}},
-        {"resource": {"resourceType": "Observation", "status": "final", "code": {"text": "x"},
-                      "subject": {"reference": "urn:uuid:aaa"}}}]}
+    bundle = {
+        "resourceType": "Bundle",
+        "type": "transaction",
+        "entry": [
+            {"fullUrl": "urn:uuid:aaa", "resource": {"resourceType": "Patient"}},
+            {
+                "resource": {
+                    "resourceType": "Observation",
+                    "status": "final",
+                    "code": {"text": "x"},
+                    "subject": {"reference": "urn:uuid:aaa"},
+                }
+            },
+        ],
+    }
     sid = engine.create_sandbox(bundle)
     patient = engine.resources(sid, "Patient")[0]
     obs = engine.resources(sid, "Observation")[0]
@@ -89,12 +107,23 @@ def test_clock_and_ids_are_injected():
 
 def test_load_state_keeps_recorded_versions(engine):
     sid = engine.create_sandbox()
-    engine.load_state(sid, [
-        {"resourceType": "Patient", "id": "x", "meta": {"versionId": "1", "lastUpdated": "2020-01-01T00:00:00Z"},
-         "gender": "male"},
-        {"resourceType": "Patient", "id": "x", "meta": {"versionId": "2", "lastUpdated": "2020-01-02T00:00:00Z"},
-         "gender": "female"},
-    ])
+    engine.load_state(
+        sid,
+        [
+            {
+                "resourceType": "Patient",
+                "id": "x",
+                "meta": {"versionId": "1", "lastUpdated": "2020-01-01T00:00:00Z"},
+                "gender": "male",
+            },
+            {
+                "resourceType": "Patient",
+                "id": "x",
+                "meta": {"versionId": "2", "lastUpdated": "2020-01-02T00:00:00Z"},
+                "gender": "female",
+            },
+        ],
+    )
     assert engine.handle(sid, "GET", "Patient/x").json()["meta"]["versionId"] == "2"
     assert engine.handle(sid, "GET", "Patient/x/_history/1").json()["gender"] == "male"
     assert engine.handle(sid, "GET", "Patient", "_lastUpdated=2020-01-02").json()["total"] == 1
@@ -113,24 +142,52 @@ def test_returned_resources_are_copies(engine):
     assert engine.resources(sid)[0]["name"] == [{"family": "F0"}]
 
 
-@pytest.mark.parametrize(("resource", "element"), [
-    ({"resourceType": "Patient", "shoeSize": 12}, "Patient.shoeSize"),
-    ({"resourceType": "Patient", "active": "yes"}, "Patient.active"),
-    ({"resourceType": "Patient", "name": {"family": "x"}}, "Patient.name"),
-    ({"resourceType": "Patient", "gender": ["female"]}, "Patient.gender"),
-    ({"resourceType": "Patient", "birthDate": "1990-02-30x"}, "Patient.birthDate"),
-    ({"resourceType": "Appointment", "status": "maybe", "participant": [{"status": "accepted"}]},
-     "Appointment.status"),
-    ({"resourceType": "Appointment", "status": "booked"}, "Appointment.participant"),
-    ({"resourceType": "Observation", "status": "final", "code": {"text": "x"},
-      "subject": {"reference": "not a reference"}}, "Observation.subject.reference"),
-    ({"resourceType": "Observation", "status": "final", "code": {"text": "x"},
-      "subject": {"reference": "Medication/1"}}, "Observation.subject.reference"),
-    ({"resourceType": "Observation", "status": "final", "code": {"text": "x"},
-      "valueQuantity": {"value": "high"}}, "Observation.valueQuantity.value"),
-    ({"resourceType": "Patient", "contained": [{"resourceType": "Patient", "bogus": 1}]},
-     "Patient.contained[0].bogus"),
-])
+@pytest.mark.parametrize(
+    ("resource", "element"),
+    [
+        ({"resourceType": "Patient", "shoeSize": 12}, "Patient.shoeSize"),
+        ({"resourceType": "Patient", "active": "yes"}, "Patient.active"),
+        ({"resourceType": "Patient", "name": {"family": "x"}}, "Patient.name"),
+        ({"resourceType": "Patient", "gender": ["female"]}, "Patient.gender"),
+        ({"resourceType": "Patient", "birthDate": "1990-02-30x"}, "Patient.birthDate"),
+        (
+            {"resourceType": "Appointment", "status": "maybe", "participant": [{"status": "accepted"}]},
+            "Appointment.status",
+        ),
+        ({"resourceType": "Appointment", "status": "booked"}, "Appointment.participant"),
+        (
+            {
+                "resourceType": "Observation",
+                "status": "final",
+                "code": {"text": "x"},
+                "subject": {"reference": "not a reference"},
+            },
+            "Observation.subject.reference",
+        ),
+        (
+            {
+                "resourceType": "Observation",
+                "status": "final",
+                "code": {"text": "x"},
+                "subject": {"reference": "Medication/1"},
+            },
+            "Observation.subject.reference",
+        ),
+        (
+            {
+                "resourceType": "Observation",
+                "status": "final",
+                "code": {"text": "x"},
+                "valueQuantity": {"value": "high"},
+            },
+            "Observation.valueQuantity.value",
+        ),
+        (
+            {"resourceType": "Patient", "contained": [{"resourceType": "Patient", "bogus": 1}]},
+            "Patient.contained[0].bogus",
+        ),
+    ],
+)
 def test_validation_rejects_and_names_element(engine, resource, element):
     sid = engine.create_sandbox()
     r = post(engine, sid, resource)
@@ -142,28 +199,56 @@ def test_validation_rejects_and_names_element(engine, resource, element):
 def test_validation_accepts_valid_resources(engine):
     sid = engine.create_sandbox()
     for resource in [
-        {"resourceType": "Patient", "name": [{"family": "x", "_family": {"extension": []}}],
-         "extension": [{"url": "http://example.org/x", "valueString": "y"}]},
-        {"resourceType": "Appointment", "status": "booked",
-         "participant": [{"status": "accepted", "actor": {"reference": "Practitioner/d"}}]},
-        {"resourceType": "Observation", "status": "final", "code": {"text": "x"},
-         "subject": {"reference": "https://other.example/fhir/Patient/1"}, "valueQuantity": {"value": 1.5}},
-        {"resourceType": "Questionnaire", "status": "draft",
-         "item": [{"linkId": "1", "type": "group", "item": [{"linkId": "2", "type": "string"}]}]},
+        {
+            "resourceType": "Patient",
+            "name": [{"family": "x", "_family": {"extension": []}}],
+            "extension": [{"url": "http://example.org/x", "valueString": "y"}],
+        },
+        {
+            "resourceType": "Appointment",
+            "status": "booked",
+            "participant": [{"status": "accepted", "actor": {"reference": "Practitioner/d"}}],
+        },
+        {
+            "resourceType": "Observation",
+            "status": "final",
+            "code": {"text": "x"},
+            "subject": {"reference": "https://other.example/fhir/Patient/1"},
+            "valueQuantity": {"value": 1.5},
+        },
+        {
+            "resourceType": "Questionnaire",
+            "status": "draft",
+            "item": [{"linkId": "1", "type": "group", "item": [{"linkId": "2", "type": "string"}]}],
+        },
     ]:
         assert post(engine, sid, resource).status == 201, resource
 
 
 def _appointment(**extra) -> dict:
-    return {"resourceType": "Appointment", "status": "booked",
-            "participant": [{"status": "accepted", "actor": {"reference": "Practitioner/d"}}], **extra}
+    return {
+        "resourceType": "Appointment",
+        "status": "booked",
+        "participant": [{"status": "accepted", "actor": {"reference": "Practitioner/d"}}],
+        **extra,
+    }
 
 
-@pytest.mark.parametrize(("element", "value", "status"), [
-    ("minutesDuration", 1, 201), ("minutesDuration", 0, 422), ("minutesDuration", -1, 422),   # positiveInt
-    ("minutesDuration", 2**31 - 1, 201), ("minutesDuration", 2**31, 422), ("minutesDuration", True, 422),
-    ("priority", 0, 201), ("priority", -1, 422), ("priority", 2**31, 422), ("priority", 1.0, 422),  # unsignedInt
-])
+@pytest.mark.parametrize(
+    ("element", "value", "status"),
+    [
+        ("minutesDuration", 1, 201),
+        ("minutesDuration", 0, 422),
+        ("minutesDuration", -1, 422),  # positiveInt
+        ("minutesDuration", 2**31 - 1, 201),
+        ("minutesDuration", 2**31, 422),
+        ("minutesDuration", True, 422),
+        ("priority", 0, 201),
+        ("priority", -1, 422),
+        ("priority", 2**31, 422),
+        ("priority", 1.0, 422),  # unsignedInt
+    ],
+)
 def test_integer_kinds_keep_their_bounds(engine, element, value, status):
     r = post(engine, engine.create_sandbox(), _appointment(**{element: value}))
     assert r.status == status, r.body
@@ -207,6 +292,7 @@ def test_headers_and_not_modified(engine):
 def _jwt(sub: str) -> str:
     def part(obj):
         return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
     return f"{part({'alg': 'none'})}.{part({'sub': sub})}.sig"
 
 
@@ -218,7 +304,7 @@ def test_audit_trail_records_each_interaction():
     engine.handle(sid, "GET", f"Patient/{created['id']}", headers={"X-Fae-Identity": "verifier"})
     body = dict(created, gender="male")
     engine.handle(sid, "PUT", f"Patient/{created['id']}", headers=who, body=json.dumps(body).encode())
-    engine.handle(sid, "GET", "Patient", "gender=male", who)      # searches are not in the trail
+    engine.handle(sid, "GET", "Patient", "gender=male", who)  # searches are not in the trail
     engine.handle(sid, "DELETE", f"Patient/{created['id']}", headers={"Authorization": "Bearer opaque"})
     events = engine.resources(sid, "AuditEvent")
     assert [e["action"] for e in events] == ["C", "R", "U", "D"]

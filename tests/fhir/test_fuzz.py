@@ -16,28 +16,87 @@ from fae.fhir.engine import MAX_BODY, FhirEngine
 BUDGET_S = 5.0
 ENGINE = FhirEngine(request_budget_s=BUDGET_S)
 LATENCIES: list[float] = []
-SID = ENGINE.create_sandbox({"resourceType": "Bundle", "type": "collection", "entry": [
-    {"resource": {"resourceType": "Patient", "id": "p", "name": [{"family": "Fuzz"}], "birthDate": "2000"}},
-    {"resource": {"resourceType": "Observation", "id": "o", "status": "final", "code": {"text": "x"},
-                  "subject": {"reference": "Patient/p"}, "valueQuantity": {"value": 3}}},
-]})
+SID = ENGINE.create_sandbox(
+    {
+        "resourceType": "Bundle",
+        "type": "collection",
+        "entry": [
+            {"resource": {"resourceType": "Patient", "id": "p", "name": [{"family": "Fuzz"}], "birthDate": "2000"}},
+            {
+                "resource": {
+                    "resourceType": "Observation",
+                    "id": "o",
+                    "status": "final",
+                    "code": {"text": "x"},
+                    "subject": {"reference": "Patient/p"},
+                    "valueQuantity": {"value": 3},
+                }
+            },
+        ],
+    }
+)
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(
-        st.sampled_from(["resourceType", "id", "name", "status", "code", "subject", "reference",
-                         "value", "extension", "url", "meta", "family", "entry", "request", "method",
-                         "resource", "type", "contained", "_name"]) | st.text(max_size=8),
-        children, max_size=5),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "resourceType",
+                    "id",
+                    "name",
+                    "status",
+                    "code",
+                    "subject",
+                    "reference",
+                    "value",
+                    "extension",
+                    "url",
+                    "meta",
+                    "family",
+                    "entry",
+                    "request",
+                    "method",
+                    "resource",
+                    "type",
+                    "contained",
+                    "_name",
+                ]
+            )
+            | st.text(max_size=8),
+            children,
+            max_size=5,
+        )
+    ),
     max_leaves=25,
 )
 resource_types = st.sampled_from(["Patient", "Observation", "Bundle", "Appointment", "Nope", ""])
-param_names = st.sampled_from(["name", "birthdate", "subject", "code", "value-quantity", "_id", "_sort",
-                               "_count", "_include", "_revinclude", "_has:Observation:patient:code",
-                               "subject:Patient.name", "name:exact", "gender:missing", "_summary",
-                               "_elements", "_offset", "date", "identifier", "x"]) | st.text(max_size=12)
+param_names = st.sampled_from(
+    [
+        "name",
+        "birthdate",
+        "subject",
+        "code",
+        "value-quantity",
+        "_id",
+        "_sort",
+        "_count",
+        "_include",
+        "_revinclude",
+        "_has:Observation:patient:code",
+        "subject:Patient.name",
+        "name:exact",
+        "gender:missing",
+        "_summary",
+        "_elements",
+        "_offset",
+        "date",
+        "identifier",
+        "x",
+    ]
+) | st.text(max_size=12)
 
 
 def healthy() -> None:
@@ -67,8 +126,7 @@ def check(resp) -> None:
 
 
 @SETTINGS
-@given(rtype=resource_types, body=json_values, method=st.sampled_from(["POST", "PUT"]),
-       typed=st.booleans())
+@given(rtype=resource_types, body=json_values, method=st.sampled_from(["POST", "PUT"]), typed=st.booleans())
 def test_random_bodies(rtype, body, method, typed):
     if isinstance(body, dict) and rtype and typed:
         body.setdefault("resourceType", rtype)
@@ -77,22 +135,55 @@ def test_random_bodies(rtype, body, method, typed):
     check(TIMED.handle(SID, "POST", "", body=json.dumps(body).encode()))
 
 
-patch_ops = st.lists(st.fixed_dictionaries(
-    {"op": st.sampled_from(["add", "remove", "replace", "move", "copy", "test", "x"])},
-    optional={"path": st.sampled_from(["", "/", "/name", "/name/0", "/name/-", "/name/0/family", "/id",
-                                       "/gender", "/meta", "/x~1y", "/name/01"]) | st.text(max_size=10),
-              "from": st.sampled_from(["/name", "/name/0", "/birthDate", ""]),
-              "value": json_values}), max_size=6)
+patch_ops = st.lists(
+    st.fixed_dictionaries(
+        {"op": st.sampled_from(["add", "remove", "replace", "move", "copy", "test", "x"])},
+        optional={
+            "path": st.sampled_from(
+                [
+                    "",
+                    "/",
+                    "/name",
+                    "/name/0",
+                    "/name/-",
+                    "/name/0/family",
+                    "/id",
+                    "/gender",
+                    "/meta",
+                    "/x~1y",
+                    "/name/01",
+                ]
+            )
+            | st.text(max_size=10),
+            "from": st.sampled_from(["/name", "/name/0", "/birthDate", ""]),
+            "value": json_values,
+        },
+    ),
+    max_size=6,
+)
 
 
 @SETTINGS
 @given(ops=patch_ops | json_values, fhirpath=st.booleans())
 def test_random_patches(ops, fhirpath):
     if fhirpath:
-        body = {"resourceType": "Parameters", "parameter": [{"name": "operation", "part": [
-            {"name": "type", "valueCode": str(op.get("op"))}, {"name": "path", "valueString": str(op.get("path"))},
-            {"name": "value", "valueString": str(op.get("value"))}]} for op in ops if isinstance(op, dict)]
-            if isinstance(ops, list) else ops}
+        body = {
+            "resourceType": "Parameters",
+            "parameter": [
+                {
+                    "name": "operation",
+                    "part": [
+                        {"name": "type", "valueCode": str(op.get("op"))},
+                        {"name": "path", "valueString": str(op.get("path"))},
+                        {"name": "value", "valueString": str(op.get("value"))},
+                    ],
+                }
+                for op in ops
+                if isinstance(op, dict)
+            ]
+            if isinstance(ops, list)
+            else ops,
+        }
         headers = None
     else:
         body, headers = ops, {"Content-Type": "application/json-patch+json"}
@@ -116,10 +207,29 @@ def test_random_searches(rtype, pairs):
 
 
 @SETTINGS
-@given(path=st.lists(st.sampled_from(["..", ".", "Patient", "p", "_history", "1", "%2e%2e", "etc",
-                                      "passwd", "$everything", "", "metadata", "_search"]),
-                     max_size=6),
-       method=st.sampled_from(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]))
+@given(
+    path=st.lists(
+        st.sampled_from(
+            [
+                "..",
+                ".",
+                "Patient",
+                "p",
+                "_history",
+                "1",
+                "%2e%2e",
+                "etc",
+                "passwd",
+                "$everything",
+                "",
+                "metadata",
+                "_search",
+            ]
+        ),
+        max_size=6,
+    ),
+    method=st.sampled_from(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]),
+)
 def test_path_traversal_and_odd_paths(path, method):
     check(TIMED.handle(SID, method, "/".join(path), body=b"{}"))
 
@@ -132,8 +242,11 @@ def test_oversized_and_deep_payloads():
     nested: dict = {"url": "http://x"}
     for _ in range(300):
         nested = {"url": "http://x", "extension": [nested]}
-    check(TIMED.handle(SID, "POST", "Patient", body=json.dumps(
-        {"resourceType": "Patient", "extension": [nested]}).encode()))
+    check(
+        TIMED.handle(
+            SID, "POST", "Patient", body=json.dumps({"resourceType": "Patient", "extension": [nested]}).encode()
+        )
+    )
     check(TIMED.handle(SID, "POST", "Patient", body=b'{"resourceType":"Patient","x":NaN}'))
     healthy()
 
@@ -141,13 +254,26 @@ def test_oversized_and_deep_payloads():
 def test_p99_latency_within_the_request_budget():
     """Hostile requests that used to stall (regex backtracking, per-entry scans) stay under budget."""
     bomb = "\r\n".join(["QUJD" * 19] * 60) + "\r\nQUJ"
-    check(TIMED.handle(SID, "POST", "Binary", body=json.dumps(
-        {"resourceType": "Binary", "contentType": "text/plain", "data": bomb}).encode()))
-    entries = [{"resource": {"resourceType": "Patient", "identifier": [{"system": "s", "value": str(i)}]},
-                "request": {"method": "POST", "url": "Patient", "ifNoneExist": f"identifier=s|{i}"}}
-               for i in range(300)]
-    check(TIMED.handle(SID, "POST", "", body=json.dumps(
-        {"resourceType": "Bundle", "type": "batch", "entry": entries}).encode()))
+    check(
+        TIMED.handle(
+            SID,
+            "POST",
+            "Binary",
+            body=json.dumps({"resourceType": "Binary", "contentType": "text/plain", "data": bomb}).encode(),
+        )
+    )
+    entries = [
+        {
+            "resource": {"resourceType": "Patient", "identifier": [{"system": "s", "value": str(i)}]},
+            "request": {"method": "POST", "url": "Patient", "ifNoneExist": f"identifier=s|{i}"},
+        }
+        for i in range(300)
+    ]
+    check(
+        TIMED.handle(
+            SID, "POST", "", body=json.dumps({"resourceType": "Bundle", "type": "batch", "entry": entries}).encode()
+        )
+    )
     ordered = sorted(LATENCIES)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
     print(f"fuzz: {len(ordered)} requests, p99 {p99 * 1000:.1f} ms, max {ordered[-1] * 1000:.1f} ms")

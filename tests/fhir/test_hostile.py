@@ -44,27 +44,46 @@ def test_unpadded_base64_with_crlf_lines_is_answered_at_once(engine):
     resp = post(engine, sid, "Binary", {"resourceType": "Binary", "contentType": "text/plain", "data": data})
     assert resp.status == 422, resp.body
     assert "base64Binary" in resp.body.decode()
-    good = post(engine, sid, "Binary", {"resourceType": "Binary", "contentType": "text/plain",
-                                        "data": "\r\n".join(lines) + "\r\nQUI="})
+    good = post(
+        engine,
+        sid,
+        "Binary",
+        {"resourceType": "Binary", "contentType": "text/plain", "data": "\r\n".join(lines) + "\r\nQUI="},
+    )
     assert good.status == 201, good.body
 
 
-@pytest.mark.parametrize(("type_code", "good", "bad"), [
-    ("base64Binary", ["", "QUJD", "QU I=\n", "QUJDRA=="], ["QUJ", "QU*D", "QUJD\u00a0"]),
-    ("string", ["a", " a ", "a\u00a0b", "\u3000x", "\u2009"], ["", " ", "\r\n\t "]),
-    ("code", ["a", "a b", "a\u00a0b", "x\u3000"], ["", " a", "a ", "a  b", "a\t\nb"]),
-    ("id", ["a", "A-1.b", "x" * 64], ["", "x" * 65, "a_b", "a b"]),
-    ("uri", ["http://x", "urn:a\u00a0b"], ["", "http://x y", "a\tb"]),
-    ("oid", ["urn:oid:1.2.840", "urn:oid:2.0"], ["urn:oid:3.1", "urn:oid:1", "urn:oid:1.02", "oid:1.2"]),
-    ("uuid", ["urn:uuid:c757873d-ec9a-4326-a141-556f43239520"],
-     ["urn:uuid:C757873D-ec9a-4326-a141-556f43239520", "urn:uuid:c757873d-ec9a-4326-a141-556f4323952"]),
-    ("date", ["2020", "2020-02", "2020-02-29", "0001"], ["0000", "2020-13", "2020-02-30", "20-01", "2020-1-01"]),
-    ("dateTime", ["2020", "2020-01-01T10:00:00Z", "2020-01-01T10:00:00.123+14:00", "2020-01-01T23:59:60-05:30"],
-     ["2020-01-01T10:00Z", "2020-01-01T10:00:00", "2020-01-01T24:00:00Z", "2020-01-01T10:00:00+15:00",
-      "2020-01-01T10:00:00.Z", "2020-01T10:00:00Z"]),
-    ("instant", ["2020-01-01T10:00:00Z", "2020-01-01T10:00:00.5+01:00"], ["2020-01-01", "2020-01-01T10:00:00"]),
-    ("time", ["10:00:00", "23:59:59.999"], ["10:00", "25:00:00", "10:00:00Z"]),
-])
+@pytest.mark.parametrize(
+    ("type_code", "good", "bad"),
+    [
+        ("base64Binary", ["", "QUJD", "QU I=\n", "QUJDRA=="], ["QUJ", "QU*D", "QUJD\u00a0"]),
+        ("string", ["a", " a ", "a\u00a0b", "\u3000x", "\u2009"], ["", " ", "\r\n\t "]),
+        ("code", ["a", "a b", "a\u00a0b", "x\u3000"], ["", " a", "a ", "a  b", "a\t\nb"]),
+        ("id", ["a", "A-1.b", "x" * 64], ["", "x" * 65, "a_b", "a b"]),
+        ("uri", ["http://x", "urn:a\u00a0b"], ["", "http://x y", "a\tb"]),
+        ("oid", ["urn:oid:1.2.840", "urn:oid:2.0"], ["urn:oid:3.1", "urn:oid:1", "urn:oid:1.02", "oid:1.2"]),
+        (
+            "uuid",
+            ["urn:uuid:c757873d-ec9a-4326-a141-556f43239520"],
+            ["urn:uuid:C757873D-ec9a-4326-a141-556f43239520", "urn:uuid:c757873d-ec9a-4326-a141-556f4323952"],
+        ),
+        ("date", ["2020", "2020-02", "2020-02-29", "0001"], ["0000", "2020-13", "2020-02-30", "20-01", "2020-1-01"]),
+        (
+            "dateTime",
+            ["2020", "2020-01-01T10:00:00Z", "2020-01-01T10:00:00.123+14:00", "2020-01-01T23:59:60-05:30"],
+            [
+                "2020-01-01T10:00Z",
+                "2020-01-01T10:00:00",
+                "2020-01-01T24:00:00Z",
+                "2020-01-01T10:00:00+15:00",
+                "2020-01-01T10:00:00.Z",
+                "2020-01T10:00:00Z",
+            ],
+        ),
+        ("instant", ["2020-01-01T10:00:00Z", "2020-01-01T10:00:00.5+01:00"], ["2020-01-01", "2020-01-01T10:00:00"]),
+        ("time", ["10:00:00", "23:59:59.999"], ["10:00", "25:00:00", "10:00:00Z"]),
+    ],
+)
 def test_primitive_checks_keep_the_xml_schema_meaning(type_code, good, bad):
     for text in good:
         assert valid_text(type_code, text), f"{type_code} {text!r} should be valid"
@@ -90,14 +109,19 @@ def test_lone_surrogate_is_refused_and_the_sandbox_keeps_serving(engine):
     assert paired.status == 201, paired.body
     search = engine.handle(sid, "GET", "Patient")
     assert search.status == 200 and search.json()["total"] == 1
-    update = engine.handle(sid, "PUT", f"Patient/{paired.json()['id']}",
-                           body=raw.replace(b'"Patient",', b'"Patient","id":"' + paired.json()["id"].encode() + b'",'))
+    update = engine.handle(
+        sid,
+        "PUT",
+        f"Patient/{paired.json()['id']}",
+        body=raw.replace(b'"Patient",', b'"Patient","id":"' + paired.json()["id"].encode() + b'",'),
+    )
     assert update.status == 400
     assert engine.handle(sid, "GET", "Patient").status == 200
 
 
 def test_seed_with_lone_surrogate_or_deep_nesting_is_refused(engine):
     from fae.errors import FhirError
+
     with pytest.raises(FhirError, match="not valid JSON data"):
         engine.create_sandbox(bundle({"resourceType": "Patient", "name": [{"family": "\ud800"}]}))
     with pytest.raises(FhirError, match="nested more than"):
@@ -107,15 +131,18 @@ def test_seed_with_lone_surrogate_or_deep_nesting_is_refused(engine):
 def deep_patient_text(depth: int) -> str:
     """A Patient whose extensions nest `depth` deep, as text (json.dumps itself recurses too deep)."""
     head = '{"url":"http://x","extension":[' * depth
-    tail = ']}' * depth
-    return '{"resourceType":"Patient","extension":[' + head + '{"url":"http://x","valueString":"a"}' + tail + ']}'
+    tail = "]}" * depth
+    return '{"resourceType":"Patient","extension":[' + head + '{"url":"http://x","valueString":"a"}' + tail + "]}"
 
 
 def test_deep_nesting_is_a_400_everywhere(live_server):
     patient = deep_patient_text(800)
-    seed = '{"resourceType":"Bundle","type":"collection","entry":[{"resource":' + patient + '}]}'
-    transaction = ('{"resourceType":"Bundle","type":"transaction","entry":[{"resource":' + patient
-                   + ',"request":{"method":"POST","url":"Patient"}}]}')
+    seed = '{"resourceType":"Bundle","type":"collection","entry":[{"resource":' + patient + "}]}"
+    transaction = (
+        '{"resourceType":"Bundle","type":"transaction","entry":[{"resource":'
+        + patient
+        + ',"request":{"method":"POST","url":"Patient"}}]}'
+    )
     with httpx.Client(timeout=30) as http:
         seeded = http.post(f"{live_server.url}/sandbox", content=seed)
         assert seeded.status_code == 400, seeded.text
@@ -125,9 +152,11 @@ def test_deep_nesting_is_a_400_everywhere(live_server):
         direct = http.post(f"{base}/Patient", content=patient)
         assert direct.status_code == 400, direct.text
         assert http.post(base, content=transaction).status_code == 400
-        surrogate = http.post(f"{live_server.url}/sandbox",
-                              content=b'{"resourceType":"Bundle","type":"collection","entry":[{"resource":'
-                                      b'{"resourceType":"Patient","name":[{"family":"\\udc00"}]}}]}')
+        surrogate = http.post(
+            f"{live_server.url}/sandbox",
+            content=b'{"resourceType":"Bundle","type":"collection","entry":[{"resource":'
+            b'{"resourceType":"Patient","name":[{"family":"\\udc00"}]}}]}',
+        )
         assert surrogate.status_code == 400, surrogate.text
         shallow = nested_extension(5)
         ok = http.post(f"{base}/Patient", json={"resourceType": "Patient", "extension": [shallow]})
@@ -151,13 +180,19 @@ def _count_live_calls(monkeypatch) -> list[str]:
 
 
 def test_if_none_exist_transaction_does_not_scan_per_entry(engine, monkeypatch):
-    patients = [{"resourceType": "Patient", "id": f"p{i}",
-                 "identifier": [{"system": "urn:mrn", "value": str(i)}]} for i in range(300)]
+    patients = [
+        {"resourceType": "Patient", "id": f"p{i}", "identifier": [{"system": "urn:mrn", "value": str(i)}]}
+        for i in range(300)
+    ]
     sid = engine.create_sandbox(bundle(*patients))
-    entries = [{"fullUrl": f"urn:uuid:00000000-0000-4000-8000-{i:012d}",
-                "resource": {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": str(i)}]},
-                "request": {"method": "POST", "url": "Patient", "ifNoneExist": f"identifier=urn:mrn|{i}"}}
-               for i in range(250, 450)]
+    entries = [
+        {
+            "fullUrl": f"urn:uuid:00000000-0000-4000-8000-{i:012d}",
+            "resource": {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": str(i)}]},
+            "request": {"method": "POST", "url": "Patient", "ifNoneExist": f"identifier=urn:mrn|{i}"},
+        }
+        for i in range(250, 450)
+    ]
     calls = _count_live_calls(monkeypatch)
     resp = post(engine, sid, "", {"resourceType": "Bundle", "type": "transaction", "entry": entries})
     assert resp.status == 200, resp.body
@@ -167,35 +202,52 @@ def test_if_none_exist_transaction_does_not_scan_per_entry(engine, monkeypatch):
 
 
 def test_index_follows_updates_and_deletes(engine):
-    sid = engine.create_sandbox(bundle({"resourceType": "Patient", "id": "a",
-                                        "identifier": [{"system": "urn:mrn", "value": "1"}]}))
+    sid = engine.create_sandbox(
+        bundle({"resourceType": "Patient", "id": "a", "identifier": [{"system": "urn:mrn", "value": "1"}]})
+    )
     cond = {"If-None-Exist": "identifier=urn:mrn|1"}
     assert post(engine, sid, "Patient", {"resourceType": "Patient"}, cond).status == 200  # builds the index
     moved = {"resourceType": "Patient", "id": "a", "identifier": [{"system": "urn:mrn", "value": "2"}]}
     assert engine.handle(sid, "PUT", "Patient/a", body=json.dumps(moved).encode()).status == 200
-    assert post(engine, sid, "Patient", {"resourceType": "Patient"},
-                {"If-None-Exist": "identifier=urn:mrn|2"}).status == 200
-    made = post(engine, sid, "Patient",
-                {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": "1"}]}, cond)
+    assert (
+        post(engine, sid, "Patient", {"resourceType": "Patient"}, {"If-None-Exist": "identifier=urn:mrn|2"}).status
+        == 200
+    )
+    made = post(
+        engine, sid, "Patient", {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": "1"}]}, cond
+    )
     assert made.status == 201
     assert post(engine, sid, "Patient", {"resourceType": "Patient"}, cond).status == 200
     assert engine.handle(sid, "DELETE", "Patient", "identifier=urn:mrn|2").status == 200
     assert post(engine, sid, "Patient", {"resourceType": "Patient"}, {"If-None-Exist": "identifier=2"}).status == 201
-    twice = post(engine, sid, "Patient",
-                 {"resourceType": "Patient", "identifier": [{"system": "urn:other", "value": "1"}]})
+    twice = post(
+        engine, sid, "Patient", {"resourceType": "Patient", "identifier": [{"system": "urn:other", "value": "1"}]}
+    )
     assert twice.status == 201
     assert post(engine, sid, "Patient", {"resourceType": "Patient"}, {"If-None-Exist": "identifier=1"}).status == 412
     # the whole condition still applies to the index's candidates
-    assert post(engine, sid, "Patient", {"resourceType": "Patient"},
-                {"If-None-Exist": "identifier=urn:mrn|1&gender=male"}).status == 201
+    assert (
+        post(
+            engine, sid, "Patient", {"resourceType": "Patient"}, {"If-None-Exist": "identifier=urn:mrn|1&gender=male"}
+        ).status
+        == 201
+    )
 
 
 def test_transaction_copy_rebuilds_the_index_and_reset_forgets_writes(engine):
-    sid = engine.create_sandbox(bundle({"resourceType": "Patient", "id": "a",
-                                        "identifier": [{"system": "urn:mrn", "value": "1"}]}))
-    tx = {"resourceType": "Bundle", "type": "transaction", "entry": [
-        {"resource": {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": "9"}]},
-         "request": {"method": "POST", "url": "Patient", "ifNoneExist": "identifier=urn:mrn|9"}}]}
+    sid = engine.create_sandbox(
+        bundle({"resourceType": "Patient", "id": "a", "identifier": [{"system": "urn:mrn", "value": "1"}]})
+    )
+    tx = {
+        "resourceType": "Bundle",
+        "type": "transaction",
+        "entry": [
+            {
+                "resource": {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": "9"}]},
+                "request": {"method": "POST", "url": "Patient", "ifNoneExist": "identifier=urn:mrn|9"},
+            }
+        ],
+    }
     assert post(engine, sid, "", tx).json()["entry"][0]["response"]["status"].startswith("201")
     assert post(engine, sid, "", tx).json()["entry"][0]["response"]["status"].startswith("200")
     engine.reset_sandbox(sid)
@@ -214,8 +266,10 @@ def ticking_engine(budget: float | None) -> FhirEngine:
 def test_transaction_over_budget_answers_503_and_changes_nothing():
     engine = ticking_engine(budget=20)
     sid = engine.create_sandbox(bundle({"resourceType": "Patient", "id": "keep"}))
-    entries = [{"resource": {"resourceType": "Patient", "id": f"n{i}"},
-                "request": {"method": "PUT", "url": f"Patient/n{i}"}} for i in range(60)]
+    entries = [
+        {"resource": {"resourceType": "Patient", "id": f"n{i}"}, "request": {"method": "PUT", "url": f"Patient/n{i}"}}
+        for i in range(60)
+    ]
     resp = post(engine, sid, "", {"resourceType": "Bundle", "type": "transaction", "entry": entries})
     assert resp.status == 503, resp.body
     body = resp.json()
@@ -267,8 +321,9 @@ def test_a_slow_request_does_not_stall_other_sandboxes():
 
         def slow_write() -> None:
             with httpx.Client(timeout=90) as own:  # its own client: one client per thread
-                done.append(own.post(f"{server.url}/sandbox/slow/fhir/Patient",
-                                     json={"resourceType": "Patient"}).status_code)
+                done.append(
+                    own.post(f"{server.url}/sandbox/slow/fhir/Patient", json={"resourceType": "Patient"}).status_code
+                )
 
         clock.armed.set()
         writer = threading.Thread(target=slow_write)
@@ -287,23 +342,45 @@ def test_a_slow_request_does_not_stall_other_sandboxes():
 
 
 def test_index_copies_are_isolated_from_failed_transactions_and_clones(engine):
-    sid = engine.create_sandbox(bundle({"resourceType": "Patient", "id": "a",
-                                        "identifier": [{"system": "urn:mrn", "value": "1"}]}))
+    sid = engine.create_sandbox(
+        bundle({"resourceType": "Patient", "id": "a", "identifier": [{"system": "urn:mrn", "value": "1"}]})
+    )
     cond = {"If-None-Exist": "identifier=urn:mrn|9"}
-    assert post(engine, sid, "Patient", {"resourceType": "Patient"},
-                {"If-None-Exist": "identifier=urn:mrn|1"}).status == 200
-    failing = {"resourceType": "Bundle", "type": "transaction", "entry": [
-        {"resource": {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": "9"}]},
-         "request": {"method": "POST", "url": "Patient"}},
-        {"resource": {"resourceType": "Patient", "id": "a", "gender": "sometimes"},
-         "request": {"method": "PUT", "url": "Patient/a"}}]}
+    assert (
+        post(engine, sid, "Patient", {"resourceType": "Patient"}, {"If-None-Exist": "identifier=urn:mrn|1"}).status
+        == 200
+    )
+    failing = {
+        "resourceType": "Bundle",
+        "type": "transaction",
+        "entry": [
+            {
+                "resource": {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": "9"}]},
+                "request": {"method": "POST", "url": "Patient"},
+            },
+            {
+                "resource": {"resourceType": "Patient", "id": "a", "gender": "sometimes"},
+                "request": {"method": "PUT", "url": "Patient/a"},
+            },
+        ],
+    }
     assert post(engine, sid, "", failing).status == 422
     # the failed transaction's copy saw identifier 9; the sandbox's own index must not
-    assert post(engine, sid, "Patient",
-                {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": "9"}]}, cond).status == 201
+    assert (
+        post(
+            engine,
+            sid,
+            "Patient",
+            {"resourceType": "Patient", "identifier": [{"system": "urn:mrn", "value": "9"}]},
+            cond,
+        ).status
+        == 201
+    )
     clone = engine.clone_sandbox(sid)
     assert engine.handle(clone, "DELETE", "Patient", "identifier=urn:mrn|9").status == 200
     assert post(engine, clone, "Patient", {"resourceType": "Patient"}, cond).status == 201
     assert post(engine, sid, "Patient", {"resourceType": "Patient"}, cond).status == 200, "clone's delete leaked"
-    assert post(engine, sid, "Patient", {"resourceType": "Patient"},
-                {"If-None-Exist": "identifier=urn:mrn|1"}).status == 200
+    assert (
+        post(engine, sid, "Patient", {"resourceType": "Patient"}, {"If-None-Exist": "identifier=urn:mrn|1"}).status
+        == 200
+    )

@@ -11,9 +11,13 @@ import pytest
 from fae.fhir.engine import FhirEngine
 
 JSON_PATCH = {"Content-Type": "application/json-patch+json"}
-PATIENT = {"resourceType": "Patient", "id": "p", "gender": "female",
-           "name": [{"family": "Old", "given": ["Ann"]}],
-           "telecom": [{"system": "phone", "value": "1"}, {"system": "email", "value": "a@b.c"}]}
+PATIENT = {
+    "resourceType": "Patient",
+    "id": "p",
+    "gender": "female",
+    "name": [{"family": "Old", "given": ["Ann"]}],
+    "telecom": [{"system": "phone", "value": "1"}, {"system": "email", "value": "a@b.c"}],
+}
 
 
 @pytest.fixture()
@@ -21,8 +25,9 @@ def sid(engine: FhirEngine) -> str:
     return engine.create_sandbox({"resourceType": "Bundle", "type": "collection", "entry": [{"resource": PATIENT}]})
 
 
-def patch(engine: FhirEngine, sid: str, body: object, headers: dict | None = None, path: str = "Patient/p",
-          query: str = ""):
+def patch(
+    engine: FhirEngine, sid: str, body: object, headers: dict | None = None, path: str = "Patient/p", query: str = ""
+):
     return engine.handle(sid, "PATCH", path, query, headers=headers, body=json.dumps(body).encode())
 
 
@@ -50,12 +55,19 @@ def current(engine: FhirEngine, sid: str) -> dict:
 
 
 def test_json_patch_writes_a_new_version_with_history(engine, sid):
-    resp = patch(engine, sid, [{"op": "test", "path": "/gender", "value": "female"},
-                               {"op": "replace", "path": "/name/0/family", "value": "New"},
-                               {"op": "add", "path": "/name/0/given/-", "value": "Beth"},
-                               {"op": "remove", "path": "/telecom/1"},
-                               {"op": "copy", "from": "/name/0/family", "path": "/name/0/text"},
-                               {"op": "move", "from": "/gender", "path": "/gender"}], JSON_PATCH)
+    resp = patch(
+        engine,
+        sid,
+        [
+            {"op": "test", "path": "/gender", "value": "female"},
+            {"op": "replace", "path": "/name/0/family", "value": "New"},
+            {"op": "add", "path": "/name/0/given/-", "value": "Beth"},
+            {"op": "remove", "path": "/telecom/1"},
+            {"op": "copy", "from": "/name/0/family", "path": "/name/0/text"},
+            {"op": "move", "from": "/gender", "path": "/gender"},
+        ],
+        JSON_PATCH,
+    )
     assert resp.status == 200, resp.body
     assert resp.headers["ETag"] == 'W/"2"'
     body = resp.json()
@@ -66,22 +78,25 @@ def test_json_patch_writes_a_new_version_with_history(engine, sid):
     assert engine.handle(sid, "GET", "Patient/p/_history/1").json()["name"][0]["family"] == "Old"
 
 
-@pytest.mark.parametrize(("ops", "status"), [
-    ({"op": "replace"}, 400),                                            # not an array
-    ([{"op": "frobnicate", "path": "/gender"}], 400),
-    ([{"op": "add", "path": "gender", "value": "male"}], 400),          # not a pointer
-    ([{"op": "replace", "path": "/gender"}], 400),                       # no value
-    ([{"op": "test", "path": "/gender", "value": "male"}], 422),
-    ([{"op": "test", "path": "/telecom/0/value", "value": 1}], 422),     # "1" is not 1
-    ([{"op": "remove", "path": "/birthDate"}], 422),
-    ([{"op": "replace", "path": "/name/5/family", "value": "x"}], 422),
-    ([{"op": "add", "path": "/name/01", "value": {}}], 422),
-    ([{"op": "move", "from": "/name", "path": "/name/0/x"}], 422),
-    ([{"op": "replace", "path": "/gender", "value": "sometimes"}], 422),  # result fails validation
-    ([{"op": "add", "path": "/shoeSize", "value": 9}], 422),
-    ([{"op": "replace", "path": "/id", "value": "q"}], 400),
-    ([{"op": "remove", "path": ""}], 422),
-])
+@pytest.mark.parametrize(
+    ("ops", "status"),
+    [
+        ({"op": "replace"}, 400),  # not an array
+        ([{"op": "frobnicate", "path": "/gender"}], 400),
+        ([{"op": "add", "path": "gender", "value": "male"}], 400),  # not a pointer
+        ([{"op": "replace", "path": "/gender"}], 400),  # no value
+        ([{"op": "test", "path": "/gender", "value": "male"}], 422),
+        ([{"op": "test", "path": "/telecom/0/value", "value": 1}], 422),  # "1" is not 1
+        ([{"op": "remove", "path": "/birthDate"}], 422),
+        ([{"op": "replace", "path": "/name/5/family", "value": "x"}], 422),
+        ([{"op": "add", "path": "/name/01", "value": {}}], 422),
+        ([{"op": "move", "from": "/name", "path": "/name/0/x"}], 422),
+        ([{"op": "replace", "path": "/gender", "value": "sometimes"}], 422),  # result fails validation
+        ([{"op": "add", "path": "/shoeSize", "value": 9}], 422),
+        ([{"op": "replace", "path": "/id", "value": "q"}], 400),
+        ([{"op": "remove", "path": ""}], 422),
+    ],
+)
 def test_bad_json_patches_change_nothing(engine, sid, ops, status):
     resp = patch(engine, sid, ops, JSON_PATCH)
     assert resp.status == status, resp.body
@@ -111,17 +126,20 @@ def test_if_match_missing_and_deleted(engine, sid):
 
 
 def test_fhirpath_patch_operations(engine, sid):
-    resp = patch(engine, sid, params(
-        op("replace", "Patient.telecom.where(system='phone').value", valueString="999"),
-        op("add", "Patient", name="birthDate", valueDate="2000-01-02"),
-        op("add", "Patient.name[0]", name="given", valueString="Cleo"),
-        op("insert", "Patient.identifier", index=0, valueIdentifier={"system": "urn:s", "value": "1"}),
-        op("move", "Patient.telecom", source=1, destination=0),
-        op("delete", "Patient.gender"),
-        op("delete", "Patient.deceased"),  # nothing there: a no-op
-        op("add", "Patient", name="contact",
-           valueBackboneElement={"name": {"family": "Kin"}}),
-    ))
+    resp = patch(
+        engine,
+        sid,
+        params(
+            op("replace", "Patient.telecom.where(system='phone').value", valueString="999"),
+            op("add", "Patient", name="birthDate", valueDate="2000-01-02"),
+            op("add", "Patient.name[0]", name="given", valueString="Cleo"),
+            op("insert", "Patient.identifier", index=0, valueIdentifier={"system": "urn:s", "value": "1"}),
+            op("move", "Patient.telecom", source=1, destination=0),
+            op("delete", "Patient.gender"),
+            op("delete", "Patient.deceased"),  # nothing there: a no-op
+            op("add", "Patient", name="contact", valueBackboneElement={"name": {"family": "Kin"}}),
+        ),
+    )
     assert resp.status == 200, resp.body
     body = resp.json()
     assert body["telecom"] == [{"system": "email", "value": "a@b.c"}, {"system": "phone", "value": "999"}]
@@ -133,31 +151,49 @@ def test_fhirpath_patch_operations(engine, sid):
 
 
 def test_fhirpath_patch_value_from_parts(engine, sid):
-    value = {"name": "value", "part": [{"name": "system", "valueCode": "url"},
-                                       {"name": "value", "valueString": "http://x"}]}
-    body = params({"name": "operation", "part": [{"name": "type", "valueCode": "add"},
-                                                 {"name": "path", "valueString": "Patient"},
-                                                 {"name": "name", "valueString": "telecom"}, value]})
+    value = {
+        "name": "value",
+        "part": [{"name": "system", "valueCode": "url"}, {"name": "value", "valueString": "http://x"}],
+    }
+    body = params(
+        {
+            "name": "operation",
+            "part": [
+                {"name": "type", "valueCode": "add"},
+                {"name": "path", "valueString": "Patient"},
+                {"name": "name", "valueString": "telecom"},
+                value,
+            ],
+        }
+    )
     resp = patch(engine, sid, body)
     assert resp.status == 200, resp.body
     assert resp.json()["telecom"][-1] == {"system": "url", "value": "http://x"}
 
 
-@pytest.mark.parametrize(("operation", "status"), [
-    (op("replace", "Patient.telecom.value", valueString="x"), 422),       # two matches
-    (op("replace", "Patient.birthDate", valueDate="2000"), 422),          # no match
-    (op("add", "Patient", name="gender", valueCode="male"), 422),         # single, already set
-    (op("add", "Patient", name="shoeSize", valueInteger=9), 422),
-    (op("replace", "Patient.gender", valueCode="sometimes"), 422),        # fails validation
-    (op("insert", "Patient.telecom", index=9, valueString="x"), 422),
-    (op("move", "Patient.telecom", source=0, destination=5), 422),
-    (op("replace", "Patient.name.select(family)", valueString="x"), 400),  # unsupported function
-    (op("replace", "Patient.name.where(", valueString="x"), 400),
-    (op("replace", "Patient.id", valueId="other"), 400),
-    ({"name": "operation", "part": [{"name": "type", "valueCode": "upsert"},
-                                    {"name": "path", "valueString": "Patient"}]}, 400),
-    ({"name": "nope"}, 400),
-])
+@pytest.mark.parametrize(
+    ("operation", "status"),
+    [
+        (op("replace", "Patient.telecom.value", valueString="x"), 422),  # two matches
+        (op("replace", "Patient.birthDate", valueDate="2000"), 422),  # no match
+        (op("add", "Patient", name="gender", valueCode="male"), 422),  # single, already set
+        (op("add", "Patient", name="shoeSize", valueInteger=9), 422),
+        (op("replace", "Patient.gender", valueCode="sometimes"), 422),  # fails validation
+        (op("insert", "Patient.telecom", index=9, valueString="x"), 422),
+        (op("move", "Patient.telecom", source=0, destination=5), 422),
+        (op("replace", "Patient.name.select(family)", valueString="x"), 400),  # unsupported function
+        (op("replace", "Patient.name.where(", valueString="x"), 400),
+        (op("replace", "Patient.id", valueId="other"), 400),
+        (
+            {
+                "name": "operation",
+                "part": [{"name": "type", "valueCode": "upsert"}, {"name": "path", "valueString": "Patient"}],
+            },
+            400,
+        ),
+        ({"name": "nope"}, 400),
+    ],
+)
 def test_bad_fhirpath_patches_change_nothing(engine, sid, operation, status):
     resp = patch(engine, sid, params(operation))
     assert resp.status == status, resp.body
@@ -175,24 +211,53 @@ def test_patch_body_must_be_a_patch(engine, sid):
 
 
 def test_conditional_patch_and_patch_in_a_transaction(engine, sid):
-    resp = patch(engine, sid, [{"op": "replace", "path": "/gender", "value": "male"}], JSON_PATCH,
-                 path="Patient", query="family=Old")
+    resp = patch(
+        engine,
+        sid,
+        [{"op": "replace", "path": "/gender", "value": "male"}],
+        JSON_PATCH,
+        path="Patient",
+        query="family=Old",
+    )
     assert resp.status == 200, resp.body
     assert patch(engine, sid, [], JSON_PATCH, path="Patient", query="family=Nobody").status == 404
     as_binary = base64.b64encode(json.dumps([{"op": "replace", "path": "/gender", "value": "other"}]).encode())
-    bundle = {"resourceType": "Bundle", "type": "transaction", "entry": [
-        {"resource": params(op("replace", "Patient.name.family", valueString="Tx")),
-         "request": {"method": "PATCH", "url": "Patient/p"}},
-        {"resource": {"resourceType": "Binary", "contentType": "application/json-patch+json",
-                      "data": as_binary.decode()}, "request": {"method": "PATCH", "url": "Patient/p"}}]}
+    bundle = {
+        "resourceType": "Bundle",
+        "type": "transaction",
+        "entry": [
+            {
+                "resource": params(op("replace", "Patient.name.family", valueString="Tx")),
+                "request": {"method": "PATCH", "url": "Patient/p"},
+            },
+            {
+                "resource": {
+                    "resourceType": "Binary",
+                    "contentType": "application/json-patch+json",
+                    "data": as_binary.decode(),
+                },
+                "request": {"method": "PATCH", "url": "Patient/p"},
+            },
+        ],
+    }
     resp = engine.handle(sid, "POST", "", body=json.dumps(bundle).encode())
     assert resp.status == 200, resp.body
     now = current(engine, sid)
     assert now["name"][0]["family"] == "Tx" and now["gender"] == "other"
-    failing = {**bundle, "entry": [bundle["entry"][0], {"resource": params(op("delete", "Patient.name.given")),
-                                                        "request": {"method": "PATCH", "url": "Patient/p"}},
-                                   {"resource": params(op("replace", "Patient.gender", valueCode="bad")),
-                                    "request": {"method": "PATCH", "url": "Patient/p"}}]}
+    failing = {
+        **bundle,
+        "entry": [
+            bundle["entry"][0],
+            {
+                "resource": params(op("delete", "Patient.name.given")),
+                "request": {"method": "PATCH", "url": "Patient/p"},
+            },
+            {
+                "resource": params(op("replace", "Patient.gender", valueCode="bad")),
+                "request": {"method": "PATCH", "url": "Patient/p"},
+            },
+        ],
+    }
     assert engine.handle(sid, "POST", "", body=json.dumps(failing).encode()).status == 422
     assert current(engine, sid)["meta"]["versionId"] == now["meta"]["versionId"]
 
@@ -201,8 +266,11 @@ def test_patch_over_http_and_in_the_capability_statement(live_server):
     with httpx.Client(timeout=30) as http:
         base = http.post(f"{live_server.url}/sandbox").json()["base"]
         made = http.post(f"{base}/Patient", json={"resourceType": "Patient", "gender": "female"}).json()
-        resp = http.patch(f"{base}/Patient/{made['id']}", headers=JSON_PATCH,
-                          content=json.dumps([{"op": "replace", "path": "/gender", "value": "male"}]))
+        resp = http.patch(
+            f"{base}/Patient/{made['id']}",
+            headers=JSON_PATCH,
+            content=json.dumps([{"op": "replace", "path": "/gender", "value": "male"}]),
+        )
         assert resp.status_code == 200, resp.text
         assert resp.json()["gender"] == "male" and resp.headers["etag"] == 'W/"2"'
         caps = http.get(f"{base}/metadata").json()

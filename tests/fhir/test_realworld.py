@@ -30,22 +30,32 @@ def create(resource: dict, full_url: str | None = None, if_none_exist: str | Non
 
 
 def practitioner(npi: str) -> dict:
-    return {"resourceType": "Practitioner", "identifier": [{"system": NPI, "value": npi}],
-            "name": [{"family": f"Doc{npi}"}]}
+    return {
+        "resourceType": "Practitioner",
+        "identifier": [{"system": NPI, "value": npi}],
+        "name": [{"family": f"Doc{npi}"}],
+    }
 
 
 def encounter(patient_url: str, npi: str) -> dict:
-    return {"resourceType": "Encounter", "status": "finished",
-            "class": {"system": "http://terminology.hl7.org/CodeSystem/v3-ActCode", "code": "AMB"},
-            "subject": {"reference": patient_url},
-            "participant": [{"individual": {"reference": f"Practitioner?identifier={NPI}|{npi}"}}]}
+    return {
+        "resourceType": "Encounter",
+        "status": "finished",
+        "class": {"system": "http://terminology.hl7.org/CodeSystem/v3-ActCode", "code": "AMB"},
+        "subject": {"reference": patient_url},
+        "participant": [{"individual": {"reference": f"Practitioner?identifier={NPI}|{npi}"}}],
+    }
 
 
 @pytest.fixture()
 def with_practitioners(engine):
     sid = engine.create_sandbox()
-    resp = post(engine, sid, "", transaction(*(create(practitioner(n), if_none_exist=f"identifier={NPI}|{n}")
-                                               for n in ("480", "481"))))
+    resp = post(
+        engine,
+        sid,
+        "",
+        transaction(*(create(practitioner(n), if_none_exist=f"identifier={NPI}|{n}") for n in ("480", "481"))),
+    )
     assert resp.status == 200, resp.body
     return sid
 
@@ -56,8 +66,9 @@ def with_practitioners(engine):
 def test_conditional_reference_resolves_to_the_one_match(engine, with_practitioners):
     sid = with_practitioners
     patient = "urn:uuid:11111111-1111-4111-8111-111111111111"
-    resp = post(engine, sid, "", transaction(create({"resourceType": "Patient"}, patient),
-                                             create(encounter(patient, "480"))))
+    resp = post(
+        engine, sid, "", transaction(create({"resourceType": "Patient"}, patient), create(encounter(patient, "480")))
+    )
     assert resp.status == 200, resp.body
     enc = engine.resources(sid, "Encounter")[0]
     doc = next(p for p in engine.resources(sid, "Practitioner") if p["identifier"][0]["value"] == "480")
@@ -67,29 +78,51 @@ def test_conditional_reference_resolves_to_the_one_match(engine, with_practition
 
 def test_conditional_reference_sees_resources_created_earlier_in_the_transaction(engine):
     sid = engine.create_sandbox()
-    resp = post(engine, sid, "", transaction(create(encounter("Patient/nobody", "900")),
-                                             create(practitioner("900"), if_none_exist=f"identifier={NPI}|900")))
+    resp = post(
+        engine,
+        sid,
+        "",
+        transaction(
+            create(encounter("Patient/nobody", "900")),
+            create(practitioner("900"), if_none_exist=f"identifier={NPI}|900"),
+        ),
+    )
     # POSTs run in bundle order; the practitioner comes later, so the reference finds nothing
     assert resp.status == 400, resp.body
-    resp = post(engine, sid, "", transaction(create(practitioner("900")),
-                                             create({"resourceType": "Patient"}, "urn:uuid:p"),
-                                             create(encounter("urn:uuid:p", "900"))))
+    resp = post(
+        engine,
+        sid,
+        "",
+        transaction(
+            create(practitioner("900")),
+            create({"resourceType": "Patient"}, "urn:uuid:p"),
+            create(encounter("urn:uuid:p", "900")),
+        ),
+    )
     assert resp.status == 200, resp.body
 
 
-@pytest.mark.parametrize(("npi", "status", "words"), [
-    ("999", 400, "matches no resource"),
-    ("dup", 412, "matches 2 resources"),
-])
-def test_conditional_reference_without_exactly_one_match_fails_the_transaction(engine, with_practitioners,
-                                                                               npi, status, words):
+@pytest.mark.parametrize(
+    ("npi", "status", "words"),
+    [
+        ("999", 400, "matches no resource"),
+        ("dup", 412, "matches 2 resources"),
+    ],
+)
+def test_conditional_reference_without_exactly_one_match_fails_the_transaction(
+    engine, with_practitioners, npi, status, words
+):
     sid = with_practitioners
     if npi == "dup":
         for _ in range(2):
             assert post(engine, sid, "Practitioner", practitioner("dup")).status == 201
     before = len(engine.resources(sid))
-    resp = post(engine, sid, "", transaction(create({"resourceType": "Patient"}, "urn:uuid:p"),
-                                             create(encounter("urn:uuid:p", npi))))
+    resp = post(
+        engine,
+        sid,
+        "",
+        transaction(create({"resourceType": "Patient"}, "urn:uuid:p"), create(encounter("urn:uuid:p", npi))),
+    )
     assert resp.status == status, resp.body
     body = resp.json()
     assert body["resourceType"] == "OperationOutcome"
@@ -124,9 +157,11 @@ def test_entry_limit_is_shared_and_large(engine):
     assert over.status == 413 and "at most 5" in over.body.decode()
     assert post(small, sid, "", transaction(*entries[:5])).status == 200
     from fae.errors import FhirError
+
     with pytest.raises(FhirError, match="at most 5"):
-        small.create_sandbox({"resourceType": "Bundle", "type": "collection",
-                              "entry": [{"resource": {"resourceType": "Patient"}}] * 6})
+        small.create_sandbox(
+            {"resourceType": "Bundle", "type": "collection", "entry": [{"resource": {"resourceType": "Patient"}}] * 6}
+        )
 
 
 # ---- absolute request URLs ---------------------------------------------------------------
@@ -135,13 +170,17 @@ def test_entry_limit_is_shared_and_large(engine):
 def test_absolute_request_url_on_our_base_works_and_others_get_a_clear_error(engine):
     sid = engine.create_sandbox()
     base = "http://fae.test/sandbox/s/fhir"
-    ours = {"resource": {"resourceType": "Patient", "id": "a"},
-            "request": {"method": "PUT", "url": f"{base}/Patient/a"}}
+    ours = {
+        "resource": {"resourceType": "Patient", "id": "a"},
+        "request": {"method": "PUT", "url": f"{base}/Patient/a"},
+    }
     resp = post(engine, sid, "", transaction(ours), base=base)
     assert resp.status == 200, resp.body
     assert engine.handle(sid, "GET", "Patient/a").status == 200
-    theirs = {"resource": {"resourceType": "Patient", "id": "b"},
-              "request": {"method": "PUT", "url": "https://us.example.org/fhir/Patient/b"}}
+    theirs = {
+        "resource": {"resourceType": "Patient", "id": "b"},
+        "request": {"method": "PUT", "url": "https://us.example.org/fhir/Patient/b"},
+    }
     for body_base in (base, ""):
         resp = post(engine, sid, "", transaction(theirs), base=body_base)
         assert resp.status == 400, resp.body
@@ -154,24 +193,51 @@ def test_absolute_request_url_on_our_base_works_and_others_get_a_clear_error(eng
 
 @pytest.fixture()
 def linked(engine):
-    seed = {"resourceType": "Bundle", "type": "collection", "entry": [{"resource": r} for r in [
-        {"resourceType": "Patient", "id": "x"},
-        {"resourceType": "Patient", "id": "other"},
-        {"resourceType": "Encounter", "id": "e", "status": "finished", "class": {"code": "AMB"},
-         "subject": {"reference": "Patient/x"}},
-        {"resourceType": "Observation", "id": "o", "status": "final", "code": {"text": "t"},
-         "subject": {"reference": "Patient/x"}, "encounter": {"reference": "Encounter/e"}},
-        {"resourceType": "Provenance", "id": "pv", "target": [{"reference": "Observation/o"}],
-         "recorded": "2020-01-01T00:00:00Z", "agent": [{"who": {"reference": "Patient/other"}}]},
-        {"resourceType": "Observation", "id": "o2", "status": "final", "code": {"text": "t"},
-         "subject": {"reference": "Patient/other"}},
-    ]]}
+    seed = {
+        "resourceType": "Bundle",
+        "type": "collection",
+        "entry": [
+            {"resource": r}
+            for r in [
+                {"resourceType": "Patient", "id": "x"},
+                {"resourceType": "Patient", "id": "other"},
+                {
+                    "resourceType": "Encounter",
+                    "id": "e",
+                    "status": "finished",
+                    "class": {"code": "AMB"},
+                    "subject": {"reference": "Patient/x"},
+                },
+                {
+                    "resourceType": "Observation",
+                    "id": "o",
+                    "status": "final",
+                    "code": {"text": "t"},
+                    "subject": {"reference": "Patient/x"},
+                    "encounter": {"reference": "Encounter/e"},
+                },
+                {
+                    "resourceType": "Provenance",
+                    "id": "pv",
+                    "target": [{"reference": "Observation/o"}],
+                    "recorded": "2020-01-01T00:00:00Z",
+                    "agent": [{"who": {"reference": "Patient/other"}}],
+                },
+                {
+                    "resourceType": "Observation",
+                    "id": "o2",
+                    "status": "final",
+                    "code": {"text": "t"},
+                    "subject": {"reference": "Patient/other"},
+                },
+            ]
+        ],
+    }
     return engine.create_sandbox(seed)
 
 
 def ids(bundle: dict, mode: str | None = None) -> set[str]:
-    return {e["resource"]["id"] for e in bundle["entry"]
-            if mode is None or e.get("search", {}).get("mode") == mode}
+    return {e["resource"]["id"] for e in bundle["entry"] if mode is None or e.get("search", {}).get("mode") == mode}
 
 
 def test_revinclude_star_and_iterate_are_supported_without_warnings(engine, linked):
@@ -206,37 +272,76 @@ def test_elements_keeps_mandatory_elements_id_and_meta(engine, linked):
 # ---- validation false positives on valid official examples -----------------------------------
 
 
-@pytest.mark.parametrize("resource", [
-    {"resourceType": "Patient", "name": [{"family": "Van\u00a0Houten"}]},
-    {"resourceType": "Patient", "name": [{"text": "山田\u3000太郎"}]},
-    {"resourceType": "Observation", "status": "final", "code": {"text": "5\u2009mg"}},
-    {"resourceType": "Observation", "status": "final", "code": {"text": "n"}, "valueInteger": -2147483648},
-    {"resourceType": "Observation", "status": "final", "code": {"text": "n"}, "valueInteger": 2147483647},
-    {"resourceType": "Bundle", "type": "transaction-response", "entry": [{"response": {
-        "status": "400", "outcome": {"resourceType": "OperationOutcome",
-                                     "issue": [{"severity": "error", "code": "invalid"}]}}}]},
-    {"resourceType": "Observation", "status": "final", "code": {"text": "n"},
-     "subject": {"reference": "http://example.org/fhir/Network/x"}},
-])
+@pytest.mark.parametrize(
+    "resource",
+    [
+        {"resourceType": "Patient", "name": [{"family": "Van\u00a0Houten"}]},
+        {"resourceType": "Patient", "name": [{"text": "山田\u3000太郎"}]},
+        {"resourceType": "Observation", "status": "final", "code": {"text": "5\u2009mg"}},
+        {"resourceType": "Observation", "status": "final", "code": {"text": "n"}, "valueInteger": -2147483648},
+        {"resourceType": "Observation", "status": "final", "code": {"text": "n"}, "valueInteger": 2147483647},
+        {
+            "resourceType": "Bundle",
+            "type": "transaction-response",
+            "entry": [
+                {
+                    "response": {
+                        "status": "400",
+                        "outcome": {
+                            "resourceType": "OperationOutcome",
+                            "issue": [{"severity": "error", "code": "invalid"}],
+                        },
+                    }
+                }
+            ],
+        },
+        {
+            "resourceType": "Observation",
+            "status": "final",
+            "code": {"text": "n"},
+            "subject": {"reference": "http://example.org/fhir/Network/x"},
+        },
+    ],
+)
 def test_valid_examples_are_accepted(engine, resource):
     sid = engine.create_sandbox()
     resp = post(engine, sid, resource["resourceType"], resource)
     assert resp.status == 201, resp.body
 
 
-@pytest.mark.parametrize(("resource", "element"), [
-    ({"resourceType": "Patient", "name": [{"family": " \t\r\n"}]}, "Patient.name[0].family"),
-    ({"resourceType": "Patient", "gender": "male "}, "Patient.gender"),
-    ({"resourceType": "Observation", "status": "final", "code": {"text": "n"}, "valueInteger": -2147483649},
-     "Observation.valueInteger"),
-    ({"resourceType": "Observation", "status": "final", "code": {"text": "n"}, "valueInteger": 2147483648},
-     "Observation.valueInteger"),
-    ({"resourceType": "Observation", "status": "final", "code": {"text": "n"},
-      "subject": {"reference": "Network/x"}}, "Observation.subject.reference"),
-    ({"resourceType": "Bundle", "type": "transaction-response", "entry": [{"response": {
-        "status": "400", "outcome": {"resourceType": "Nope"}}}]}, "Bundle.entry[0].response.outcome"),
-    ({"resourceType": "Binary", "contentType": "text/plain", "data": "QUJ"}, "Binary.data"),
-])
+@pytest.mark.parametrize(
+    ("resource", "element"),
+    [
+        ({"resourceType": "Patient", "name": [{"family": " \t\r\n"}]}, "Patient.name[0].family"),
+        ({"resourceType": "Patient", "gender": "male "}, "Patient.gender"),
+        (
+            {"resourceType": "Observation", "status": "final", "code": {"text": "n"}, "valueInteger": -2147483649},
+            "Observation.valueInteger",
+        ),
+        (
+            {"resourceType": "Observation", "status": "final", "code": {"text": "n"}, "valueInteger": 2147483648},
+            "Observation.valueInteger",
+        ),
+        (
+            {
+                "resourceType": "Observation",
+                "status": "final",
+                "code": {"text": "n"},
+                "subject": {"reference": "Network/x"},
+            },
+            "Observation.subject.reference",
+        ),
+        (
+            {
+                "resourceType": "Bundle",
+                "type": "transaction-response",
+                "entry": [{"response": {"status": "400", "outcome": {"resourceType": "Nope"}}}],
+            },
+            "Bundle.entry[0].response.outcome",
+        ),
+        ({"resourceType": "Binary", "contentType": "text/plain", "data": "QUJ"}, "Binary.data"),
+    ],
+)
 def test_invalid_values_are_still_refused(engine, resource, element):
     sid = engine.create_sandbox()
     resp = post(engine, sid, resource["resourceType"], resource)
@@ -246,13 +351,22 @@ def test_invalid_values_are_still_refused(engine, resource, element):
 
 def test_seed_resolves_conditional_references_against_its_own_resources(engine):
     from fae.errors import FhirError
+
     doc = practitioner("480")
     doc["id"] = "doc"
-    seed = {"resourceType": "Bundle", "type": "transaction", "entry": [
-        {"fullUrl": "urn:uuid:p", "resource": {"resourceType": "Patient"},
-         "request": {"method": "POST", "url": "Patient"}},
-        {"resource": encounter("urn:uuid:p", "480"), "request": {"method": "POST", "url": "Encounter"}},
-        {"resource": doc, "request": {"method": "POST", "url": "Practitioner"}}]}
+    seed = {
+        "resourceType": "Bundle",
+        "type": "transaction",
+        "entry": [
+            {
+                "fullUrl": "urn:uuid:p",
+                "resource": {"resourceType": "Patient"},
+                "request": {"method": "POST", "url": "Patient"},
+            },
+            {"resource": encounter("urn:uuid:p", "480"), "request": {"method": "POST", "url": "Encounter"}},
+            {"resource": doc, "request": {"method": "POST", "url": "Practitioner"}},
+        ],
+    }
     sid = engine.create_sandbox(seed)
     assert engine.resources(sid, "Encounter")[0]["participant"][0]["individual"]["reference"] == "Practitioner/doc"
     seed["entry"] = seed["entry"][:2]

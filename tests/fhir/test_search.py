@@ -9,35 +9,85 @@ import pytest
 
 from fae.fhir.engine import FhirEngine
 
-SEED = {"resourceType": "Bundle", "type": "collection", "entry": [{"resource": r} for r in [
-    {"resourceType": "Patient", "id": "anna", "name": [{"family": "Müller", "given": ["Anna"]}],
-     "gender": "female", "birthDate": "1980-05-01", "active": True,
-     "identifier": [{"system": "urn:mrn", "value": "A1"}],
-     "address": [{"city": "Zürich"}]},
-    {"resourceType": "Patient", "id": "bob", "name": [{"family": "Mullins", "given": ["Bob"]}],
-     "gender": "male", "birthDate": "1975", "identifier": [{"system": "urn:other", "value": "A1"}]},
-    {"resourceType": "Patient", "id": "cy", "name": [{"text": "Cy Nobody"}], "gender": "other"},
-    {"resourceType": "Practitioner", "id": "doc", "name": [{"family": "House"}]},
-    {"resourceType": "Schedule", "id": "sch", "actor": [{"reference": "Practitioner/doc"}]},
-    {"resourceType": "Slot", "id": "slot1", "schedule": {"reference": "Schedule/sch"}, "status": "free",
-     "start": "2024-01-02T09:00:00Z", "end": "2024-01-02T09:30:00Z"},
-    {"resourceType": "Observation", "id": "bp", "status": "final",
-     "code": {"coding": [{"system": "http://loinc.org", "code": "8480-6", "display": "Systolic BP"}],
-              "text": "Systolic blood pressure"},
-     "subject": {"reference": "Patient/anna"}, "effectiveDateTime": "2024-03-05T10:00:00Z",
-     "valueQuantity": {"value": 120.5, "unit": "mmHg", "system": "http://unitsofmeasure.org",
-                       "code": "mm[Hg]"}},
-    {"resourceType": "Observation", "id": "hr", "status": "amended",
-     "code": {"coding": [{"system": "http://loinc.org", "code": "8867-4"}]},
-     "subject": {"reference": "Patient/bob"},
-     "effectivePeriod": {"start": "2024-03-01", "end": "2024-03-31"},
-     "valueQuantity": {"value": 72, "unit": "/min", "system": "http://unitsofmeasure.org", "code": "/min"}},
-    {"resourceType": "RiskAssessment", "id": "risk", "status": "final", "subject": {"reference": "Patient/anna"},
-     "prediction": [{"probabilityDecimal": 0.25}]},
-    {"resourceType": "ValueSet", "id": "vs", "status": "active", "url": "http://example.org/fhir/ValueSet/x"},
-    {"resourceType": "Provenance", "id": "prov", "target": [{"reference": "Observation/bp"}],
-     "recorded": "2024-03-05T10:00:00Z", "agent": [{"who": {"reference": "Practitioner/doc"}}]},
-]]}
+SEED = {
+    "resourceType": "Bundle",
+    "type": "collection",
+    "entry": [
+        {"resource": r}
+        for r in [
+            {
+                "resourceType": "Patient",
+                "id": "anna",
+                "name": [{"family": "Müller", "given": ["Anna"]}],
+                "gender": "female",
+                "birthDate": "1980-05-01",
+                "active": True,
+                "identifier": [{"system": "urn:mrn", "value": "A1"}],
+                "address": [{"city": "Zürich"}],
+            },
+            {
+                "resourceType": "Patient",
+                "id": "bob",
+                "name": [{"family": "Mullins", "given": ["Bob"]}],
+                "gender": "male",
+                "birthDate": "1975",
+                "identifier": [{"system": "urn:other", "value": "A1"}],
+            },
+            {"resourceType": "Patient", "id": "cy", "name": [{"text": "Cy Nobody"}], "gender": "other"},
+            {"resourceType": "Practitioner", "id": "doc", "name": [{"family": "House"}]},
+            {"resourceType": "Schedule", "id": "sch", "actor": [{"reference": "Practitioner/doc"}]},
+            {
+                "resourceType": "Slot",
+                "id": "slot1",
+                "schedule": {"reference": "Schedule/sch"},
+                "status": "free",
+                "start": "2024-01-02T09:00:00Z",
+                "end": "2024-01-02T09:30:00Z",
+            },
+            {
+                "resourceType": "Observation",
+                "id": "bp",
+                "status": "final",
+                "code": {
+                    "coding": [{"system": "http://loinc.org", "code": "8480-6", "display": "Systolic BP"}],
+                    "text": "Systolic blood pressure",
+                },
+                "subject": {"reference": "Patient/anna"},
+                "effectiveDateTime": "2024-03-05T10:00:00Z",
+                "valueQuantity": {
+                    "value": 120.5,
+                    "unit": "mmHg",
+                    "system": "http://unitsofmeasure.org",
+                    "code": "mm[Hg]",
+                },
+            },
+            {
+                "resourceType": "Observation",
+                "id": "hr",
+                "status": "amended",
+                "code": {"coding": [{"system": "http://loinc.org", "code": "8867-4"}]},
+                "subject": {"reference": "Patient/bob"},
+                "effectivePeriod": {"start": "2024-03-01", "end": "2024-03-31"},
+                "valueQuantity": {"value": 72, "unit": "/min", "system": "http://unitsofmeasure.org", "code": "/min"},
+            },
+            {
+                "resourceType": "RiskAssessment",
+                "id": "risk",
+                "status": "final",
+                "subject": {"reference": "Patient/anna"},
+                "prediction": [{"probabilityDecimal": 0.25}],
+            },
+            {"resourceType": "ValueSet", "id": "vs", "status": "active", "url": "http://example.org/fhir/ValueSet/x"},
+            {
+                "resourceType": "Provenance",
+                "id": "prov",
+                "target": [{"reference": "Observation/bp"}],
+                "recorded": "2024-03-05T10:00:00Z",
+                "agent": [{"who": {"reference": "Practitioner/doc"}}],
+            },
+        ]
+    ],
+}
 
 
 @pytest.fixture(scope="module")
@@ -59,32 +109,38 @@ def status_of(seeded, rtype: str, query: str, headers=None) -> int:
     return engine.handle(sid, "GET", rtype, query, headers).status
 
 
-@pytest.mark.parametrize(("query", "expected"), [
-    ("name=mul", ["anna", "bob"]),
-    ("name=MULLER", ["anna"]),           # accent- and case-insensitive
-    ("name=uller", []),                   # starts-with by default
-    ("name:contains=uller", ["anna"]),
-    ("name:exact=Müller", ["anna"]),
-    ("name:exact=muller", []),
-    ("name=cy", ["cy"]),                  # HumanName.text
-    ("address-city=zurich", ["anna"]),
-    ("family=mullins,house", ["bob"]),    # OR by comma
-    ("name=mul&gender=male", ["bob"]),    # AND by repetition
-])
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("name=mul", ["anna", "bob"]),
+        ("name=MULLER", ["anna"]),  # accent- and case-insensitive
+        ("name=uller", []),  # starts-with by default
+        ("name:contains=uller", ["anna"]),
+        ("name:exact=Müller", ["anna"]),
+        ("name:exact=muller", []),
+        ("name=cy", ["cy"]),  # HumanName.text
+        ("address-city=zurich", ["anna"]),
+        ("family=mullins,house", ["bob"]),  # OR by comma
+        ("name=mul&gender=male", ["bob"]),  # AND by repetition
+    ],
+)
 def test_string(seeded, query, expected):
     assert found(seeded, "Patient", query) == expected
 
 
-@pytest.mark.parametrize(("query", "expected"), [
-    ("identifier=urn:mrn|A1", ["anna"]),
-    ("identifier=A1", ["anna", "bob"]),
-    ("identifier=urn:mrn|", ["anna"]),
-    ("identifier=|A1", []),
-    ("gender=female", ["anna"]),
-    ("gender:not=female", ["bob", "cy"]),
-    ("active=true", ["anna"]),
-    ("_id=bob,cy", ["bob", "cy"]),
-])
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("identifier=urn:mrn|A1", ["anna"]),
+        ("identifier=A1", ["anna", "bob"]),
+        ("identifier=urn:mrn|", ["anna"]),
+        ("identifier=|A1", []),
+        ("gender=female", ["anna"]),
+        ("gender:not=female", ["bob", "cy"]),
+        ("active=true", ["anna"]),
+        ("_id=bob,cy", ["bob", "cy"]),
+    ],
+)
 def test_token_patient(seeded, query, expected):
     assert found(seeded, "Patient", query) == expected
 
@@ -96,49 +152,58 @@ def test_token_text_and_system(seeded):
     assert found(seeded, "Observation", "code=http://snomed.info/sct|8867-4") == []
 
 
-@pytest.mark.parametrize(("query", "expected"), [
-    ("subject=Patient/anna", ["bp"]),
-    ("subject=anna", ["bp"]),
-    ("patient=bob", ["hr"]),
-    ("subject:Patient=bob", ["hr"]),
-    ("subject=http://elsewhere.example/fhir/Patient/anna", ["bp"]),
-    ("subject=Patient/nobody", []),
-    ("subject:missing=true", []),
-    ("subject:missing=false", ["bp", "hr"]),
-])
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("subject=Patient/anna", ["bp"]),
+        ("subject=anna", ["bp"]),
+        ("patient=bob", ["hr"]),
+        ("subject:Patient=bob", ["hr"]),
+        ("subject=http://elsewhere.example/fhir/Patient/anna", ["bp"]),
+        ("subject=Patient/nobody", []),
+        ("subject:missing=true", []),
+        ("subject:missing=false", ["bp", "hr"]),
+    ],
+)
 def test_reference(seeded, query, expected):
     assert found(seeded, "Observation", query) == expected
 
 
-@pytest.mark.parametrize(("query", "expected"), [
-    ("date=2024-03-05", ["bp"]),
-    ("date=2024-03", ["bp", "hr"]),
-    ("date=gt2024-03-05", ["hr"]),            # the period runs past the 5th
-    ("date=lt2024-03-02", ["hr"]),
-    ("date=ge2024-03-05T10:00:00Z", ["bp", "hr"]),
-    ("date=sa2024-02-29", ["bp", "hr"]),
-    ("date=eb2024-03-05", []),
-    ("date=ne2024-03", []),
-    ("date=ap2024-03-05", ["bp", "hr"]),
-])
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("date=2024-03-05", ["bp"]),
+        ("date=2024-03", ["bp", "hr"]),
+        ("date=gt2024-03-05", ["hr"]),  # the period runs past the 5th
+        ("date=lt2024-03-02", ["hr"]),
+        ("date=ge2024-03-05T10:00:00Z", ["bp", "hr"]),
+        ("date=sa2024-02-29", ["bp", "hr"]),
+        ("date=eb2024-03-05", []),
+        ("date=ne2024-03", []),
+        ("date=ap2024-03-05", ["bp", "hr"]),
+    ],
+)
 def test_date(seeded, query, expected):
     assert found(seeded, "Observation", query) == expected
 
 
 def test_date_implicit_precision_on_target(seeded):
     assert found(seeded, "Patient", "birthdate=1975") == ["bob"]
-    assert found(seeded, "Patient", "birthdate=1975-06-01") == []     # a year is not inside a day
+    assert found(seeded, "Patient", "birthdate=1975-06-01") == []  # a year is not inside a day
     assert found(seeded, "Patient", "birthdate=lt1976") == ["anna", "bob"][1:]
 
 
-@pytest.mark.parametrize(("query", "expected"), [
-    ("value-quantity=120.5", ["bp"]),
-    ("value-quantity=120", []),             # 120 means [119.5, 120.5): 120.5 is outside
-    ("value-quantity=gt100", ["bp"]),
-    ("value-quantity=lt100|http://unitsofmeasure.org|/min", ["hr"]),
-    ("value-quantity=lt100|http://unitsofmeasure.org|mm[Hg]", []),
-    ("value-quantity=ap75", ["hr"]),
-])
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("value-quantity=120.5", ["bp"]),
+        ("value-quantity=120", []),  # 120 means [119.5, 120.5): 120.5 is outside
+        ("value-quantity=gt100", ["bp"]),
+        ("value-quantity=lt100|http://unitsofmeasure.org|/min", ["hr"]),
+        ("value-quantity=lt100|http://unitsofmeasure.org|mm[Hg]", []),
+        ("value-quantity=ap75", ["hr"]),
+    ],
+)
 def test_quantity(seeded, query, expected):
     assert found(seeded, "Observation", query) == expected
 
@@ -159,7 +224,7 @@ def test_a_number_that_is_not_finite_is_refused(seeded, value):
 
 def test_ap_around_zero_and_exponents(seeded):
     assert found(seeded, "RiskAssessment", "probability=ap0") == []
-    assert found(seeded, "RiskAssessment", "probability=ap0.26") == ["risk"]     # within 10%
+    assert found(seeded, "RiskAssessment", "probability=ap0.26") == ["risk"]  # within 10%
     assert found(seeded, "RiskAssessment", "probability=ap0.3") == []
     assert found(seeded, "RiskAssessment", "probability=25e-2") == ["risk"]
 
@@ -178,8 +243,10 @@ def test_include_revinclude_iterate(seeded):
     assert found(seeded, "Observation", "_id=bp&_include=Observation:subject:Group", mode="include") == []
     assert found(seeded, "Observation", "_id=bp&_revinclude=Provenance:target", mode="include") == ["prov"]
     assert found(seeded, "Slot", "_include=Slot:schedule", mode="include") == ["sch"]
-    assert sorted(found(seeded, "Slot", "_include=Slot:schedule&_include:iterate=Schedule:actor",
-                        mode="include")) == ["doc", "sch"]
+    assert sorted(found(seeded, "Slot", "_include=Slot:schedule&_include:iterate=Schedule:actor", mode="include")) == [
+        "doc",
+        "sch",
+    ]
 
 
 def test_sort_count_paging(seeded):

@@ -38,8 +38,7 @@ def _bad_plan(tmp_path) -> str:
 def _row(log_path, run_id: str) -> tuple:
     with EventLog(log_path, read_only=True) as log:
         _, rows = log.query("SELECT status, cause, error FROM runs WHERE run_id = ?", [run_id])
-        _, ends = log.query("SELECT payload->>'$.cause' FROM events WHERE run_id = ? AND kind = 'RunFailed'",
-                            [run_id])
+        _, ends = log.query("SELECT payload->>'$.cause' FROM events WHERE run_id = ? AND kind = 'RunFailed'", [run_id])
     return rows[0], [c for (c,) in ends]
 
 
@@ -77,20 +76,23 @@ async def test_each_failure_names_its_cause_and_drops_its_sandbox(tmp_path):
         assert sandbox_id(spec.run_id) not in left, (spec.run_id, left)
 
 
-@pytest.mark.parametrize(("status", "cause", "retry_errored", "done"), [
-    ("finished", None, False, True),
-    ("finished", None, True, True),
-    ("errored", "agent", False, True),
-    ("errored", None, False, True),  # recorded before causes were: the agent's, as it was stored
-    ("errored", "agent", True, False),
-    ("errored", "stack", False, False),
-    ("errored", "harness", False, False),
-    ("failed", "harness", False, False),
-    ("failed", "stack", False, False),
-    ("interrupted", "signal", False, False),
-    ("interrupted", "harness", False, False),
-    ("running", None, False, False),
-])
+@pytest.mark.parametrize(
+    ("status", "cause", "retry_errored", "done"),
+    [
+        ("finished", None, False, True),
+        ("finished", None, True, True),
+        ("errored", "agent", False, True),
+        ("errored", None, False, True),  # recorded before causes were: the agent's, as it was stored
+        ("errored", "agent", True, False),
+        ("errored", "stack", False, False),
+        ("errored", "harness", False, False),
+        ("failed", "harness", False, False),
+        ("failed", "stack", False, False),
+        ("interrupted", "signal", False, False),
+        ("interrupted", "harness", False, False),
+        ("running", None, False, False),
+    ],
+)
 def test_resume_keeps_only_finished_runs_and_the_agents_own_errors(status, cause, retry_errored, done):
     assert is_done(status, cause, retry_errored=retry_errored) is done
 

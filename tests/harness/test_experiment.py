@@ -20,8 +20,20 @@ from fae.plan import plan_to_dict
 from fae.store.log import EventLog
 
 runner = CliRunner()
-REDUCED = ["--tasks", "1", "--trials", "2", "--model", "scripted:gold", "--paraphrase-model", "scripted:paraphrase",
-           "--evaluator-model", "scripted:evaluator", "--reflector-model", "scripted:reflector"]
+REDUCED = [
+    "--tasks",
+    "1",
+    "--trials",
+    "2",
+    "--model",
+    "scripted:gold",
+    "--paraphrase-model",
+    "scripted:paraphrase",
+    "--evaluator-model",
+    "scripted:evaluator",
+    "--reflector-model",
+    "scripted:reflector",
+]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # the module fixture records four experiments
 
 
@@ -92,9 +104,12 @@ def test_the_evaluation_passes_and_paraphrases_where_the_experiment_says(recorde
         _, rows = opened.query(
             "SELECT experiment, bool_and(strict), bool_and(paraphrased), bool_or(paraphrased), count(*),"
             " count(DISTINCT configuration), count(DISTINCT trial), min(family) IS NOT NULL"
-            " FROM run_results WHERE phase = 'eval' GROUP BY ALL ORDER BY ALL")
-        _, failing = opened.query("SELECT run_id, status, strict_outcome, failure_mode, error FROM run_results"
-                                  " WHERE phase = 'eval' AND NOT strict")
+            " FROM run_results WHERE phase = 'eval' GROUP BY ALL ORDER BY ALL"
+        )
+        _, failing = opened.query(
+            "SELECT run_id, status, strict_outcome, failure_mode, error FROM run_results"
+            " WHERE phase = 'eval' AND NOT strict"
+        )
     assert not failing, f"runs that did not pass: {failing}"
     by_name = {r[0]: r[1:] for r in rows}
     for name in ("exp1", "exp2"):
@@ -107,8 +122,9 @@ def test_the_evaluation_passes_and_paraphrases_where_the_experiment_says(recorde
 def test_exp4_evaluates_only_tasks_training_never_saw(recorded):
     log, _, _, _ = recorded
     with EventLog(log, read_only=True) as opened:
-        _, rows = opened.query("SELECT phase LIKE 'train%', list(DISTINCT task_id) FROM runs"
-                               " WHERE experiment = 'exp4' GROUP BY ALL")
+        _, rows = opened.query(
+            "SELECT phase LIKE 'train%', list(DISTINCT task_id) FROM runs WHERE experiment = 'exp4' GROUP BY ALL"
+        )
     seen = {train: set(tasks) for train, tasks in rows}
     assert seen[True] and seen[False] and not seen[True] & seen[False]
 
@@ -116,8 +132,23 @@ def test_exp4_evaluates_only_tasks_training_never_saw(recorded):
 def test_the_run_ends_with_a_results_table_and_stats_slice_by_experiment(recorded):
     log, outputs, _, _ = recorded
     assert "Runs and outcomes per configuration" in outputs["exp2"] and "langchain:memory-spec" in outputs["exp2"]
-    result = runner.invoke(app, ["stats", "--log", str(log), "--experiment", "exp3", "--phase", "eval", "--json",
-                                 "--table", "success", "--table", "pass_k"])
+    result = runner.invoke(
+        app,
+        [
+            "stats",
+            "--log",
+            str(log),
+            "--experiment",
+            "exp3",
+            "--phase",
+            "eval",
+            "--json",
+            "--table",
+            "success",
+            "--table",
+            "pass_k",
+        ],
+    )
     assert result.exit_code == 0, result.output
     found = json.loads(result.output)
     overall = [r for r in found["success"]["rows"] if r["slice"] == "all"]
@@ -138,11 +169,41 @@ def test_an_experiment_already_in_the_log_needs_resume_and_resume_records_nothin
 def test_resume_continues_with_more_trials_and_keeps_the_trained_stores(tmp_path):
     log = tmp_path / "resume.duckdb"
     with LlmServer(create_app(_registry(["exp1"]))) as llm:
-        first = runner.invoke(app, ["experiment", "run", "exp1", "--log", str(log), "--llm-url", llm.base_url,
-                                    *REDUCED[:2], "--trials", "1", *REDUCED[4:], "--agent", "langchain:baseline"])
+        first = runner.invoke(
+            app,
+            [
+                "experiment",
+                "run",
+                "exp1",
+                "--log",
+                str(log),
+                "--llm-url",
+                llm.base_url,
+                *REDUCED[:2],
+                "--trials",
+                "1",
+                *REDUCED[4:],
+                "--agent",
+                "langchain:baseline",
+            ],
+        )
         assert first.exit_code in (0, 2), first.output  # 2: a run failed on fae's side; the resume redoes it
-        second = runner.invoke(app, ["experiment", "run", "exp1", "--log", str(log), "--llm-url", llm.base_url,
-                                     *REDUCED, "--agent", "langchain:baseline", "--resume"])
+        second = runner.invoke(
+            app,
+            [
+                "experiment",
+                "run",
+                "exp1",
+                "--log",
+                str(log),
+                "--llm-url",
+                llm.base_url,
+                *REDUCED,
+                "--agent",
+                "langchain:baseline",
+                "--resume",
+            ],
+        )
         assert second.exit_code == 0, second.output
     with EventLog(log, read_only=True) as opened:
         _, rows = opened.query("SELECT phase, list(trial ORDER BY trial) FROM run_results GROUP BY ALL ORDER BY ALL")
@@ -158,10 +219,13 @@ def test_dry_run_prints_the_plan_and_records_nothing(tmp_path):
     assert not log.exists()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["nope"], "no experiment file 'nope'"),
-    (["exp1", "--tasks", "0"], "--tasks must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["nope"], "no experiment file 'nope'"),
+        (["exp1", "--tasks", "0"], "--tasks must be at least 1"),
+    ],
+)
 def test_bad_experiments_are_one_line(tmp_path, args, message):
     result = runner.invoke(app, ["experiment", "run", *args, "--log", str(tmp_path / "x.duckdb"), "--dry-run"])
     assert result.exit_code == 1 and message in result.output, result.output

@@ -38,8 +38,7 @@ def test_exp4_holds_out_half_the_suite_balanced_across_families():
     suite = load_suite()
     assert not train & held_out and train | held_out == set(suite)
     for family in ("records", "insurance", "scheduling", "orders"):
-        counts = Counter(suite[t].family == family for t in train), Counter(suite[t].family == family
-                                                                             for t in held_out)
+        counts = Counter(suite[t].family == family for t in train), Counter(suite[t].family == family for t in held_out)
         assert abs(counts[0][True] - counts[1][True]) <= 1, family
     for difficulty in (1, 2, 3):
         a = sum(suite[t].difficulty == difficulty for t in train)
@@ -54,8 +53,9 @@ def test_reducing_takes_tasks_in_turn_from_each_family():
     [train_nospec, train_spec, evaluation] = plan_experiment(small)
     assert len(train_nospec.tasks) == len(evaluation.tasks) == 2
     assert evaluation.runs == 2 * 3 * 5 * 1 == len(eval_specs(small))
-    assert all(s.experiment == "exp2" and s.phase == "eval" and s.run_id.startswith("exp2.eval.")
-               for s in eval_specs(small))
+    assert all(
+        s.experiment == "exp2" and s.phase == "eval" and s.run_id.startswith("exp2.eval.") for s in eval_specs(small)
+    )
 
 
 def test_the_model_goes_to_langchain_configurations_that_name_none():
@@ -64,14 +64,17 @@ def test_the_model_goes_to_langchain_configurations_that_name_none():
     assert agent_name("gold", "gpt") == "gold"
 
 
-@pytest.mark.parametrize("text, message", [
-    ("name: x\nconfigurations: []\nevaluation: {}\n", "at least one configuration"),
-    ("name: x\nconfigurations: [gold]\nevaluation: {variations: [-1]}\n", "whole numbers >= 0"),
-    ("name: x\nconfigurations: [gold]\nevaluation: {tasks: some}\n", "list of task ids or 'all'"),
-    ("name: x\nconfigurations: [gold]\ntrials: 0\nevaluation: {}\n", "at least 1"),
-    ("configurations: [gold]\nevaluation: {}\n", "name"),
-    ("name: [oops\n", "cannot read"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("name: x\nconfigurations: []\nevaluation: {}\n", "at least one configuration"),
+        ("name: x\nconfigurations: [gold]\nevaluation: {variations: [-1]}\n", "whole numbers >= 0"),
+        ("name: x\nconfigurations: [gold]\nevaluation: {tasks: some}\n", "list of task ids or 'all'"),
+        ("name: x\nconfigurations: [gold]\ntrials: 0\nevaluation: {}\n", "at least 1"),
+        ("configurations: [gold]\nevaluation: {}\n", "name"),
+        ("name: [oops\n", "cannot read"),
+    ],
+)
 def test_a_bad_experiment_file_is_one_clear_error(tmp_path, text, message):
     path = tmp_path / "bad.yaml"
     path.write_text(text)

@@ -25,8 +25,12 @@ def test_external_server_is_reset_between_serialised_runs(tmp_path):
             base = f"http://127.0.0.1:{port}/fhir"
             async with httpx.AsyncClient() as client:  # leftovers from someone else's work
                 await client.put(f"{base}/Patient/leftover", json={"resourceType": "Patient", "id": "leftover"})
-            return await record_suite(log, plan_suite(["sched-book-appointment", "rec-create-patient"], [0, 1],
-                                                      ["gold"], 1), fhir_url=base, concurrency=4)
+            return await record_suite(
+                log,
+                plan_suite(["sched-book-appointment", "rec-create-patient"], [0, 1], ["gold"], 1),
+                fhir_url=base,
+                concurrency=4,
+            )
 
     result = anyio.run(main)
     assert result.statuses == {"finished": 4}, why_not_finished(log)
@@ -37,7 +41,8 @@ def test_external_server_is_reset_between_serialised_runs(tmp_path):
         _, verdicts = opened.query("SELECT outcome FROM verdicts WHERE judge = 'task'")
         assert {v for (v,) in verdicts} == {"pass"}
         _, deletes = opened.query(
-            "SELECT count(*) FROM fhir_exchanges WHERE actor = 'setup' AND interaction = 'delete'")
+            "SELECT count(*) FROM fhir_exchanges WHERE actor = 'setup' AND interaction = 'delete'"
+        )
         assert deletes[0][0] > 0
         _, captures = opened.query("SELECT payload FROM events WHERE kind = 'StateCaptured'")
         for (payload,) in captures:

@@ -8,9 +8,14 @@ import httpx
 from fae.harness.stack import open_stack
 from fae.store.log import EventLog
 
-SEED = {"resourceType": "Bundle", "type": "transaction", "entry": [
-    {"resource": {"resourceType": "Patient", "id": f"p{i}"}, "request": {"method": "PUT", "url": f"Patient/p{i}"}}
-    for i in range(5)]}
+SEED = {
+    "resourceType": "Bundle",
+    "type": "transaction",
+    "entry": [
+        {"resource": {"resourceType": "Patient", "id": f"p{i}"}, "request": {"method": "PUT", "url": f"Patient/p{i}"}}
+        for i in range(5)
+    ],
+}
 
 
 def test_a_client_following_links_stays_recorded(tmp_path):
@@ -46,12 +51,21 @@ def test_malformed_forwarded_headers_are_ignored():
     async def main():
         transport = httpx.ASGITransport(app=create_app(FhirEngine()))
         async with httpx.AsyncClient(transport=transport, base_url="http://inner") as client:
-            bad = await client.post("/sandbox?id=s", json=SEED, headers={
-                "x-forwarded-host": "evil.example/<script>", "x-forwarded-prefix": "/a b"})
+            bad = await client.post(
+                "/sandbox?id=s",
+                json=SEED,
+                headers={"x-forwarded-host": "evil.example/<script>", "x-forwarded-prefix": "/a b"},
+            )
             assert bad.json()["base"] == "http://inner/sandbox/s/fhir"
-            good = await client.post("/sandbox?id=t", json=SEED, headers={
-                "x-forwarded-host": "proxy:8080", "x-forwarded-proto": "https",
-                "x-forwarded-prefix": "/run/r/agent/fhir"})
+            good = await client.post(
+                "/sandbox?id=t",
+                json=SEED,
+                headers={
+                    "x-forwarded-host": "proxy:8080",
+                    "x-forwarded-proto": "https",
+                    "x-forwarded-prefix": "/run/r/agent/fhir",
+                },
+            )
             assert good.json()["base"] == "https://proxy:8080/run/r/agent/fhir/sandbox/t/fhir"
 
     anyio.run(main)

@@ -59,8 +59,16 @@ def test_two_workers_record_each_run_once_judged_live_with_the_key_scrubbed(tmp_
             listed = runner.invoke(app, ["runs", "--log", str(log)])
             seen_live.append(listed.output)
 
-    result = api.record(log, [TASK], variations=range(3), agents=["gold", f"plan:{plan}"], workers=2,
-                        concurrency=4, api_key=KEY, on_progress=look_while_recording)
+    result = api.record(
+        log,
+        [TASK],
+        variations=range(3),
+        agents=["gold", f"plan:{plan}"],
+        workers=2,
+        concurrency=4,
+        api_key=KEY,
+        on_progress=look_while_recording,
+    )
     assert result.statuses == {"finished": 6}, why_not_finished(log)
     assert spec_id_in(seen_live[0], result.runs[0][0]), seen_live[0]  # `fae runs` shows a shard's run live
     assert not shard_dir(log).exists()
@@ -69,8 +77,9 @@ def test_two_workers_record_each_run_once_judged_live_with_the_key_scrubbed(tmp_
     with EventLog(log, read_only=True) as opened:
         _, verdicts = opened.query("SELECT count(DISTINCT run_id) FROM verdicts WHERE batch = 'live'")
         _, leaks = opened.query("SELECT count(*) FROM events WHERE payload::VARCHAR LIKE ?", [f"%{KEY}%"])
-        _, answers = opened.query("SELECT count(*) FROM events WHERE kind = 'AnswerGiven'"
-                                  " AND payload::VARCHAR LIKE '%the key is%'")
+        _, answers = opened.query(
+            "SELECT count(*) FROM events WHERE kind = 'AnswerGiven' AND payload::VARCHAR LIKE '%the key is%'"
+        )
     assert verdicts[0][0] == 6  # judged live in the workers, the verdicts merged with the runs
     assert answers[0][0] == 3 and leaks[0][0] == 0  # each worker's writer knew the configured key
     # judged in a worker as in this process (a worker once added the scenario folder twice, and every
@@ -98,8 +107,13 @@ def test_a_killed_worker_loses_no_run_and_resume_doubles_none(tmp_path):
             killed.append(workers[index])
 
     watcher = threading.Thread(target=kill_a_worker_running_a_slow_run, daemon=True)
-    first = record_on_workers(log, api.plan_runs([TASK], variations=range(4), agents=["gold", slow]), workers=2,
-                              concurrency=4, on_start=lambda pool: (workers.extend(pool.pids), watcher.start()))
+    first = record_on_workers(
+        log,
+        api.plan_runs([TASK], variations=range(4), agents=["gold", slow]),
+        workers=2,
+        concurrency=4,
+        on_start=lambda pool: (workers.extend(pool.pids), watcher.start()),
+    )
     watcher.join(60)
     assert killed, f"no slow run was seen running: {first}"
     lost = sum(1 for _, status in first.runs if status == "lost with its worker")
@@ -109,8 +123,7 @@ def test_a_killed_worker_loses_no_run_and_resume_doubles_none(tmp_path):
     assert {status for *_, status, _ in after_kill} <= {"finished", "interrupted"}, after_kill
     assert all(cause == "harness" for *_, status, cause in after_kill if status == "interrupted"), after_kill
 
-    again = api.record(log, [TASK], variations=range(4), agents=["gold", slow], workers=2, concurrency=4,
-                       resume=True)
+    again = api.record(log, [TASK], variations=range(4), agents=["gold", slow], workers=2, concurrency=4, resume=True)
     # a run whose answer the kill cut off may have finished in the shard all the same: done, not redone
     assert again.skipped >= 8 - lost and again.skipped + len(again.runs) == 8, again
     runs = _runs(log)
@@ -119,8 +132,9 @@ def test_a_killed_worker_loses_no_run_and_resume_doubles_none(tmp_path):
     assert len({run_id for run_id, *_ in runs}) == len(runs)
 
 
-def wait_until_running(log: Path, agent: str, seconds: float = 600,
-                       alive: Callable[[], bool] = lambda: True) -> int | None:
+def wait_until_running(
+    log: Path, agent: str, seconds: float = 600, alive: Callable[[], bool] = lambda: True
+) -> int | None:
     """The index of the first worker whose shard shows a run of ``agent`` running (None: none in ``seconds``,
     or the recording is no longer ``alive``)."""
     deadline = time.monotonic() + seconds
@@ -129,7 +143,8 @@ def wait_until_running(log: Path, agent: str, seconds: float = 600,
             try:
                 with LogReader(shard) as reader:
                     _, [(running,)] = reader.query(
-                        "SELECT count(*) FROM runs WHERE status = 'running' AND agent = ?", [agent])
+                        "SELECT count(*) FROM runs WHERE status = 'running' AND agent = ?", [agent]
+                    )
             except Exception:  # not opened yet, or its live endpoint not up yet
                 continue
             if running:
@@ -151,8 +166,9 @@ def test_a_stop_request_interrupts_the_runs_in_flight_and_merges(tmp_path):
     watcher = threading.Thread(target=stop_once_a_slow_run_is_in_flight, daemon=True)
     watcher.start()
     try:
-        result = api.record(log, [TASK], variations=range(4), agents=["gold", slow], workers=2, concurrency=4,
-                            stop=stop)
+        result = api.record(
+            log, [TASK], variations=range(4), agents=["gold", slow], workers=2, concurrency=4, stop=stop
+        )
     finally:
         ended.set()
     watcher.join(60)
@@ -163,16 +179,35 @@ def test_a_stop_request_interrupts_the_runs_in_flight_and_merges(tmp_path):
     assert set(statuses) <= {"finished", "interrupted"} and statuses["finished"] < 8, runs
     assert statuses["interrupted"] >= 1, runs  # the slow run was in flight when the stop came
     with EventLog(log, read_only=True) as opened:
-        _, rows = opened.query("SELECT count(*) FROM runs WHERE status = 'interrupted' AND cause = 'signal'"
-                               " AND error LIKE '%SIGTERM%'")
+        _, rows = opened.query(
+            "SELECT count(*) FROM runs WHERE status = 'interrupted' AND cause = 'signal' AND error LIKE '%SIGTERM%'"
+        )
     assert rows[0][0] == statuses["interrupted"]
 
 
 def test_a_terminals_ctrl_c_stops_the_driver_and_the_workers_store_their_runs_interrupted(tmp_path):
     log = tmp_path / "ctrl-c.duckdb"
     slow = slow_agent(tmp_path)  # the signal comes while one of its runs is in flight
-    command = [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", TASK, "--variations", "0-3",
-               "--agent", "gold", "--agent", slow, "--workers", "2", "--concurrency", "2"]
+    command = [
+        sys.executable,
+        "-m",
+        "fae.cli",
+        "record",
+        "--log",
+        str(log),
+        "--task",
+        TASK,
+        "--variations",
+        "0-3",
+        "--agent",
+        "gold",
+        "--agent",
+        slow,
+        "--workers",
+        "2",
+        "--concurrency",
+        "2",
+    ]
     # its own process group, as a terminal's foreground job: Ctrl-C is SIGINT to the whole group
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     found = wait_until_running(log, slow, alive=lambda: proc.poll() is None)
@@ -194,8 +229,14 @@ def test_a_shard_recorder_keeps_fsync_and_records_one_run(tmp_path, monkeypatch)
     calls: list[int] = []
     real_fsync = os.fsync
     monkeypatch.setattr(journal_module.os, "fsync", lambda fd: (calls.append(fd), real_fsync(fd))[1])
-    job = ShardJob(stack_options={"fsync": True}, agent_names=("gold",), llm_options={},
-                   rendered={(TASK, 0): render_task(TASK, 0)}, run_options={}, redaction=ShardJob.redaction_of(None))
+    job = ShardJob(
+        stack_options={"fsync": True},
+        agent_names=("gold",),
+        llm_options={},
+        rendered={(TASK, 0): render_task(TASK, 0)},
+        run_options={},
+        redaction=ShardJob.redaction_of(None),
+    )
     recorder = ShardRecorder(str(tmp_path / "worker-0.duckdb"), job)
     try:
         assert recorder.run(RunSpec(run_id="r0", task_id=TASK, variation=0, agent="gold", repeat=0)) == "finished"

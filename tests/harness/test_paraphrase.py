@@ -18,8 +18,9 @@ TASK = "rec-create-patient"
 
 def _record(log, registry, agent, paraphrase):
     with LlmServer(create_app(registry)) as llm:
-        return anyio.run(lambda: record_suite(log, plan_suite([TASK], [0], [agent], 1), llm_url=llm.base_url,
-                                              paraphrase=paraphrase))
+        return anyio.run(
+            lambda: record_suite(log, plan_suite([TASK], [0], [agent], 1), llm_url=llm.base_url, paraphrase=paraphrase)
+        )
 
 
 def test_the_agent_sees_the_logged_paraphrase_and_still_passes(tmp_path):
@@ -36,8 +37,10 @@ def test_the_agent_sees_the_logged_paraphrase_and_still_passes(tmp_path):
         [(actor, payload)] = rows
         event = json.loads(payload)
         assert actor == "harness" and event["accepted"] and event["prompt"] != rendered.prompt
-        _, calls = opened.query("SELECT actor, messages FROM (SELECT actor, payload->'$.messages' AS messages"
-                                " FROM events WHERE kind = 'LlmCalled') ORDER BY actor")
+        _, calls = opened.query(
+            "SELECT actor, messages FROM (SELECT actor, payload->'$.messages' AS messages"
+            " FROM events WHERE kind = 'LlmCalled') ORDER BY actor"
+        )
         by_actor = {}
         for call_actor, messages in calls:
             by_actor.setdefault(call_actor, []).append(json.loads(messages))
@@ -50,8 +53,9 @@ def test_the_agent_sees_the_logged_paraphrase_and_still_passes(tmp_path):
 
 def test_paraphrase_needs_an_llm_endpoint(tmp_path):
     log = tmp_path / "q.duckdb"
-    result = anyio.run(lambda: record_suite(log, plan_suite([TASK], [0], ["gold"], 1),
-                                            paraphrase=Paraphrase("scripted:paraphrase")))
+    result = anyio.run(
+        lambda: record_suite(log, plan_suite([TASK], [0], ["gold"], 1), paraphrase=Paraphrase("scripted:paraphrase"))
+    )
     assert result.statuses == {"failed": 1}
     with EventLog(log, read_only=True) as opened:
         _, rows = opened.query("SELECT error FROM runs")

@@ -67,8 +67,26 @@ fast a run is (one of this task takes ~0.2 s; the stop or kill must find runs st
 def _driver_with_a_finished_run(ray_cluster, log: Path, variations: str) -> tuple[subprocess.Popen, Path]:
     """`fae record --ray` as a process of its own, once one of its actors has finished a run; and its shards."""
     address = ray_cluster.get_runtime_context().gcs_address
-    command = [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", TASK, "--variations",
-               variations, "--repeats", str(REPEATS), "--ray", address, "--ray-actors", "2", "--concurrency", "1"]
+    command = [
+        sys.executable,
+        "-m",
+        "fae.cli",
+        "record",
+        "--log",
+        str(log),
+        "--task",
+        TASK,
+        "--variations",
+        variations,
+        "--repeats",
+        str(REPEATS),
+        "--ray",
+        address,
+        "--ray-actors",
+        "2",
+        "--concurrency",
+        "1",
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 600  # ends when a run finished; the bound is for a stalled machine
     shards = shard_dir(log)
@@ -87,9 +105,31 @@ def _resume(ray_cluster, log: Path, variations: str, *extra: str) -> None:
         assert time.monotonic() < deadline, f"{free} of 2 CPUs free 600 s after the kill"
         time.sleep(1)
     address = ray_cluster.get_runtime_context().gcs_address
-    resumed = subprocess.run([sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", TASK,
-                              "--variations", variations, *extra, "--ray", address, "--ray-actors", "2",
-                              "--concurrency", "2", "--resume"], capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fae.cli",
+            "record",
+            "--log",
+            str(log),
+            "--task",
+            TASK,
+            "--variations",
+            variations,
+            *extra,
+            "--ray",
+            address,
+            "--ray-actors",
+            "2",
+            "--concurrency",
+            "2",
+            "--resume",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-3000:]
 
 
@@ -104,8 +144,9 @@ def test_a_killed_actor_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_pa
             os.kill(pid, signal.SIGKILL)  # mid-suite, with its runs in flight
             killed.append(pid)
 
-    first = api.record(log, [TASK], variations=range(8), ray="auto", ray_actors=2, concurrency=2,
-                       on_progress=kill_actor_one)
+    first = api.record(
+        log, [TASK], variations=range(8), ray="auto", ray_actors=2, concurrency=2, on_progress=kill_actor_one
+    )
     assert killed, "actor 1 was never seen holding its shard"
     # a run in flight is in the shard (stored interrupted) or, killed before its first batch was journaled, not
     # in the log at all: either way it is not finished, and --resume records it
@@ -131,7 +172,8 @@ def test_a_killed_actor_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_pa
     assert rows[0][0] == 8  # each finished run judged live in its shard, the verdicts merged with it
     finished_ids = {run_id for run_id, _, status in runs if status == "finished"}
     live, here = (  # judged in an actor as in this process
-        [row for row in rows if row[0] in finished_ids] for rows in live_against_rejudge(log))
+        [row for row in rows if row[0] in finished_ids] for rows in live_against_rejudge(log)
+    )
     assert live and live == here and not [row for row in live if row[2] == "error"], (live, here)
 
 
@@ -194,8 +236,9 @@ log.close()
 
 def _hold(shard: Path) -> subprocess.Popen:
     """Another process holding a shard open for writing, as an actor of a SIGKILLed driver does until Ray stops it."""
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(shard)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(shard)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert holder.stdout.readline().strip() == "holding"
     return holder
 
@@ -251,8 +294,11 @@ def test_actors_the_cluster_has_no_cpu_for_are_one_clear_error_not_a_hang(ray_cl
     """
     monkeypatch.setenv("FAE_RAY_ACTOR_START_S", "20")
     log = tmp_path / "starved.duckdb"
-    with pytest.raises(FaeError, match=r"of 3 recording actors did not start within 20 s \(each needs 1 CPU; "
-                                       r"the cluster has \d+ of 2 CPUs free\)"):
+    with pytest.raises(
+        FaeError,
+        match=r"of 3 recording actors did not start within 20 s \(each needs 1 CPU; "
+        r"the cluster has \d+ of 2 CPUs free\)",
+    ):
         api.record(log, [TASK], variations=range(3), ray="auto", ray_actors=3, concurrency=1)
     assert not log.exists() or not _runs(log)  # no run was started, so none can be mislabelled
     deadline = time.monotonic() + 300  # the killed actors' CPUs are given back; the bound is for a stalled machine

@@ -21,17 +21,32 @@ runner = CliRunner()
 
 
 def _record(log, *extra):
-    return [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", "builtin-create-patient",
-            "--variations", f"0-{VARIATIONS - 1}",
-            "--concurrency", "2", "--processes", "2", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "fae.cli",
+        "record",
+        "--log",
+        str(log),
+        "--task",
+        "builtin-create-patient",
+        "--variations",
+        f"0-{VARIATIONS - 1}",
+        "--concurrency",
+        "2",
+        "--processes",
+        "2",
+        *extra,
+    ]
 
 
 def _counts(log) -> tuple[int, int]:
     """(finished, running) runs, read live while the recorder holds the file."""
     try:
         with LogReader(log) as reader:
-            _, rows = reader.query("SELECT count(*) FILTER (status = 'finished'),"
-                                   " count(*) FILTER (status = 'running') FROM runs")
+            _, rows = reader.query(
+                "SELECT count(*) FILTER (status = 'finished'), count(*) FILTER (status = 'running') FROM runs"
+            )
             return rows[0]
     except Exception:  # the file may not exist yet
         return 0, 0

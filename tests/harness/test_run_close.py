@@ -35,6 +35,7 @@ def _record(log, *, stop_at_drop: bool) -> tuple[str | None, bool]:
         async with open_stack(log) as stack:
             with anyio.CancelScope() as scope:
                 if stop_at_drop:
+
                     async def stopped_while_dropping(*_: object) -> None:
                         scope.cancel()
                         await anyio.sleep(30)  # the cancellation lands at this checkpoint

@@ -30,15 +30,19 @@ def test_only_a_single_write_of_the_agents_to_one_resource_skips_the_window():
 
 async def _seeded(stack: Stack, client: httpx.AsyncClient, run_id: str) -> str:
     bundle = {"resourceType": "Bundle", "type": "transaction", "entry": []}
-    reply = await client.post(stack.fhir_root(run_id, "setup") + f"sandbox?id={sandbox_id(run_id)}",
-                              content=json.dumps(bundle).encode(), headers={"content-type": "application/json"})
+    reply = await client.post(
+        stack.fhir_root(run_id, "setup") + f"sandbox?id={sandbox_id(run_id)}",
+        content=json.dumps(bundle).encode(),
+        headers={"content-type": "application/json"},
+    )
     assert reply.status_code < 300, reply.text
     return stack.fhir_base(run_id, "agent").rstrip("/")
 
 
 async def _write(client: httpx.AsyncClient, method: str, url: str, body: dict) -> dict:
-    reply = await client.request(method, url, content=json.dumps(body).encode(),
-                                 headers={"content-type": "application/fhir+json"})
+    reply = await client.request(
+        method, url, content=json.dumps(body).encode(), headers={"content-type": "application/fhir+json"}
+    )
     assert reply.status_code < 300, reply.text
     return reply.json()
 
@@ -63,8 +67,10 @@ async def test_a_write_left_in_flight_when_the_agent_answered_is_recorded_before
         base = await _seeded(stack, client, "late-write")
         url = httpx.URL(f"{base}/Patient")
         body = json.dumps(PATIENT).encode()
-        head = (f"POST {url.raw_path.decode()} HTTP/1.1\r\nHost: {url.host}:{url.port}\r\n"
-                f"Content-Type: application/fhir+json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+        head = (
+            f"POST {url.raw_path.decode()} HTTP/1.1\r\nHost: {url.host}:{url.port}\r\n"
+            f"Content-Type: application/fhir+json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        )
         stream = await anyio.connect_tcp(url.host, url.port)
         await stream.send(head.encode() + body[:10])
         with anyio.fail_after(30):

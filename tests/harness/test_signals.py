@@ -44,9 +44,24 @@ runner = CliRunner()
 
 
 def _record(log, *extra, agents=("gold",)):
-    return [sys.executable, "-m", "fae.cli", "record", "--log", str(log), "--task", "builtin-create-patient",
-            "--variations", f"0-{VARIATIONS - 1}", *(a for agent in agents for a in ("--agent", agent)),
-            "--concurrency", "2", "--processes", "2", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "fae.cli",
+        "record",
+        "--log",
+        str(log),
+        "--task",
+        "builtin-create-patient",
+        "--variations",
+        f"0-{VARIATIONS - 1}",
+        *(a for agent in agents for a in ("--agent", agent)),
+        "--concurrency",
+        "2",
+        "--processes",
+        "2",
+        *extra,
+    ]
 
 
 def _counts(log, running_agent=None) -> tuple[int, int] | None:
@@ -54,9 +69,11 @@ def _counts(log, running_agent=None) -> tuple[int, int] | None:
     ``running_agent``: count only that agent's runs running."""
     try:
         with LogReader(log) as reader:
-            _, rows = reader.query("SELECT count(*) FILTER (status = 'finished'),"
-                                   " count(*) FILTER (status = 'running' AND agent = coalesce(?, agent)) FROM runs",
-                                   [running_agent])
+            _, rows = reader.query(
+                "SELECT count(*) FILTER (status = 'finished'),"
+                " count(*) FILTER (status = 'running' AND agent = coalesce(?, agent)) FROM runs",
+                [running_agent],
+            )
             return rows[0]
     except Exception:
         return None
@@ -79,16 +96,19 @@ def _wait_for_moment(proc, log, finished_at_least, running_at_least, running_age
 
 def _runs(log) -> list[tuple]:
     with EventLog(log) as opened:  # opening for writing moves any journal left behind into the log
-        _, rows = opened.query("SELECT task_id, variation, agent, repeat, run_id, status, cause, error FROM runs"
-                               " ORDER BY run_id")
+        _, rows = opened.query(
+            "SELECT task_id, variation, agent, repeat, run_id, status, cause, error FROM runs ORDER BY run_id"
+        )
     return rows
 
 
 @pytest.mark.timeout(900)  # two waits of WAIT_S and a resume: bounded by the waits, not pytest's default
-@pytest.mark.parametrize(("moment", "finished_at_least", "running_at_least", "signum", "signals"), MOMENTS,
-                         ids=[m[0] for m in MOMENTS])
-def test_a_signal_at_a_moment_then_resume_finishes_each_spec_once(tmp_path, moment, finished_at_least,
-                                                                  running_at_least, signum, signals):
+@pytest.mark.parametrize(
+    ("moment", "finished_at_least", "running_at_least", "signum", "signals"), MOMENTS, ids=[m[0] for m in MOMENTS]
+)
+def test_a_signal_at_a_moment_then_resume_finishes_each_spec_once(
+    tmp_path, moment, finished_at_least, running_at_least, signum, signals
+):
     log = tmp_path / "suite.duckdb"
     slow = slow_agent(tmp_path) if moment in IN_FLIGHT else None
     agents = ("gold", slow) if slow else ("gold",)
@@ -156,8 +176,9 @@ def test_a_signal_at_a_moment_then_resume_finishes_each_spec_once(tmp_path, mome
     with EventLog(log, read_only=True) as done:
         for *_, run_id, status, cause, _ in after:
             # an exchange the proxy was already forwarding may be recorded after an interrupted run's end
-            _, ends = done.query("SELECT payload FROM events WHERE run_id = ? AND kind IN ('RunFinished', 'RunFailed')",
-                                 [run_id])
+            _, ends = done.query(
+                "SELECT payload FROM events WHERE run_id = ? AND kind IN ('RunFinished', 'RunFailed')", [run_id]
+            )
             assert len(ends) == 1, (run_id, ends)
             end = json.loads(ends[0][0])
             if status == "finished":

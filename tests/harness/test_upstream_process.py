@@ -67,8 +67,7 @@ async def test_a_child_killed_mid_suite_fails_runs_on_the_stack_and_resume_recor
         killed.append(children[0])
         assert wait_gone(children[0])  # blocks the loop: no run moves on before the child is dead
 
-    first = await record_suite(log_path, specs, concurrency=1, on_progress=kill_after_first, settle_s=0,
-                               processes=2)
+    first = await record_suite(log_path, specs, concurrency=1, on_progress=kill_after_first, settle_s=0, processes=2)
     assert dict(first.statuses) == {"finished": 1, "failed": 2}, _runs(log_path)
     for _, run_id, status, cause, error in _runs(log_path):
         if status != "finished":

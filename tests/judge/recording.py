@@ -39,8 +39,14 @@ def scenario_runs(names: Sequence[str], variation: int = 0) -> list[tuple[RunSpe
     for name in names:
         task_id = registry().scenarios[name][0]
         agent = ScriptedAgent(name=f"scenario:{name}", plan=scenario_plan(name, variation))
-        spec = RunSpec(run_id=f"{task_id}.v{variation}.{name}", task_id=task_id, variation=variation,
-                       agent=agent.name, repeat=0, suite="write-verification")
+        spec = RunSpec(
+            run_id=f"{task_id}.v{variation}.{name}",
+            task_id=task_id,
+            variation=variation,
+            agent=agent.name,
+            repeat=0,
+            suite="write-verification",
+        )
         made.append((spec, render_scenario_task(task_id, variation), agent))
     return made
 
@@ -71,13 +77,17 @@ def suite_runs(variation: int = 0) -> tuple[list[tuple[RunSpec, Any, Any]], set[
         made.append((RunSpec(f"{task_id}.v{variation}.gold", task_id, variation, gold.name, 0), rendered, gold))
         if mutants is None:
             continue
-        playable = [m for m in mutants.mutants(rendered)
-                    if m.plan is not None and m.alter is None and not getattr(m, "must_pass", False)]
+        playable = [
+            m
+            for m in mutants.mutants(rendered)
+            if m.plan is not None and m.alter is None and not getattr(m, "must_pass", False)
+        ]
         if not playable:
             continue
         chosen = playable[index % len(playable)]
         kinds.add(chosen.name)
         agent = ScriptedAgent(name=f"mutant:{chosen.name}", plan=chosen.plan)
-        made.append((RunSpec(f"{task_id}.v{variation}.{chosen.name}", task_id, variation, agent.name, 0),
-                     rendered, agent))
+        made.append(
+            (RunSpec(f"{task_id}.v{variation}.{chosen.name}", task_id, variation, agent.name, 0), rendered, agent)
+        )
     return made, kinds

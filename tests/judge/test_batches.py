@@ -40,8 +40,9 @@ COMPARE = ["compare", "--old", "", "--new", "accept_corrections=false", "--judge
 
 def _batches(log) -> dict[str, tuple]:
     with EventLog(log, read_only=True) as opened:
-        _, rows = opened.query("SELECT batch, complete, judged_runs, planned_runs FROM batch_status"
-                               " WHERE kind = 'rejudge'")
+        _, rows = opened.query(
+            "SELECT batch, complete, judged_runs, planned_runs FROM batch_status WHERE kind = 'rejudge'"
+        )
     return {batch: tuple(rest) for batch, *rest in rows}
 
 
@@ -53,8 +54,12 @@ def test_a_killed_rejudge_is_an_incomplete_batch_that_compare_leaves_out(scenari
     assert judged_runs > 3
 
     # the killed process cannot remove its spool folder: keep it in this test's folder, not in /tmp
-    proc = subprocess.Popen([sys.executable, "-c", STALLING_REJUDGE, str(log)], stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "TMPDIR": str(tmp_path)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STALLING_REJUDGE, str(log)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
     lines = []
     try:
         for line in proc.stderr:  # waits on what the rejudge says, not on time
@@ -82,8 +87,9 @@ def test_a_killed_rejudge_is_an_incomplete_batch_that_compare_leaves_out(scenari
     # nothing of the killed batch was used: every run's new-rule verdict was judged now
     assert f"{judged_runs} runs; {judged_runs} verdicts judged now" in compared.output, compared.output
 
-    finished = runner.invoke(app, ["rejudge", "--log", str(log), "--judge", "ensure_record",
-                                   "--rule", "accept_corrections=false"])
+    finished = runner.invoke(
+        app, ["rejudge", "--log", str(log), "--judge", "ensure_record", "--rule", "accept_corrections=false"]
+    )
     assert finished.exit_code == 0, finished.output
     statuses = _batches(log)
     assert statuses.pop(batch) == (False, 0, judged_runs)
@@ -108,10 +114,20 @@ def test_compare_leaves_out_the_verdicts_of_a_batch_that_never_completed(scenari
     with EventLog(log) as opened:
         _, [(first,)] = opened.query("SELECT min(run_id) FROM runs WHERE status = 'finished'")
         rows = judge_run(load_run(opened, first), plan, judged_at=now, batch="half-done")
-        opened.write_batch(Batch(verdict_batches=[VerdictBatchStarted(
-            batch="half-done", kind="rejudge", started_at=now, planned_runs=5,
-            judges=[{"judge": j.name, "rule_set": j.rules, "rule_set_hash": j.rules_hash} for j in plan])],
-            verdicts=rows))
+        opened.write_batch(
+            Batch(
+                verdict_batches=[
+                    VerdictBatchStarted(
+                        batch="half-done",
+                        kind="rejudge",
+                        started_at=now,
+                        planned_runs=5,
+                        judges=[{"judge": j.name, "rule_set": j.rules, "rule_set_hash": j.rules_hash} for j in plan],
+                    )
+                ],
+                verdicts=rows,
+            )
+        )
     compared = runner.invoke(app, [*COMPARE, "--log", str(log)])
     assert compared.exit_code == 0, compared.output
     assert "verdict batch half-done is incomplete (1 of 5 runs judged" in compared.output, compared.output

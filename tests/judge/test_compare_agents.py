@@ -17,8 +17,19 @@ def test_harms_caught_missed_and_false_stops_per_agent_including_llm_runs(tmp_pa
     log = tmp_path / "demo.duckdb"
     result = record_demo(log)
     assert result.statuses.get("finished") == result.planned, result.runs
-    done = runner.invoke(app, ["compare", "--log", str(log), "--old", "accept_corrections=false",
-                               "--new", "accept_corrections=true", "--json"])
+    done = runner.invoke(
+        app,
+        [
+            "compare",
+            "--log",
+            str(log),
+            "--old",
+            "accept_corrections=false",
+            "--new",
+            "accept_corrections=true",
+            "--json",
+        ],
+    )
     assert done.exit_code == 0, done.output
     [judged] = json.loads(done.output)["judges"]
     harms = judged["harms"]

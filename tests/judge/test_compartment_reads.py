@@ -39,8 +39,12 @@ class CompartmentServer:
             if found:
                 kind = "Appointment" if found["what"] == "$everything" else found["what"]
                 path = f"{found['base']}/{kind}"
-                scope = {**scope, "path": path, "raw_path": path.encode(),
-                         "query_string": f"patient=Patient/{found['pid']}".encode()}
+                scope = {
+                    **scope,
+                    "path": path,
+                    "raw_path": path.encode(),
+                    "query_string": f"patient=Patient/{found['pid']}".encode(),
+                }
         await self.app(scope, receive, send)
 
 
@@ -94,10 +98,12 @@ def compartment_log(tmp_path_factory):
     before = list(scenarios._added)
     scenarios.add_scenario_dir(folder)
     try:
+
         async def main():
             async with serve_asgi(CompartmentServer(create_app(FhirEngine()))) as port:
-                return await record_suite(log, plan_suite(["cmp-waitlist-add"], [0], agents, 1),
-                                          fhir_url=f"http://127.0.0.1:{port}/fhir")
+                return await record_suite(
+                    log, plan_suite(["cmp-waitlist-add"], [0], agents, 1), fhir_url=f"http://127.0.0.1:{port}/fhir"
+                )
 
         result = anyio.run(main)
         assert result.statuses.get("finished") == 3, result.runs
@@ -109,8 +115,9 @@ def compartment_log(tmp_path_factory):
 def _judged(log, scenario):
     with EventLog(log, read_only=True) as opened:
         run = load_run(opened, f"cmp-waitlist-add.v0.scenario-{scenario}.r0")
-        return {row.judge: row for row in judge_run(run, build_plan("ensure_record") + build_plan("oracle"),
-                                                    judged_at=NOW)}
+        return {
+            row.judge: row for row in judge_run(run, build_plan("ensure_record") + build_plan("oracle"), judged_at=NOW)
+        }
 
 
 def test_a_fix_nobody_saw_is_verified(compartment_log):
@@ -119,10 +126,10 @@ def test_a_fix_nobody_saw_is_verified(compartment_log):
     assert judged["oracle"].outcome == "harmless", judged["oracle"].evidence
 
 
-@pytest.mark.parametrize(("scenario", "how"), [("cmp-compartment-while-wrong", "compartment"),
-                                               ("cmp-everything-while-wrong", "operation")])
-def test_a_compartment_search_or_everything_that_returned_the_wrong_record_exposed_it(compartment_log, scenario,
-                                                                                      how):
+@pytest.mark.parametrize(
+    ("scenario", "how"), [("cmp-compartment-while-wrong", "compartment"), ("cmp-everything-while-wrong", "operation")]
+)
+def test_a_compartment_search_or_everything_that_returned_the_wrong_record_exposed_it(compartment_log, scenario, how):
     judged = _judged(compartment_log, scenario)
     verdict, oracle = judged["ensure_record"], judged["oracle"]
     assert verdict.evidence["problems"] == ["read_by_other_actor"], verdict.evidence

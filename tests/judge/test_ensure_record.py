@@ -31,12 +31,20 @@ EXPECTED = {
     # each condition failing alone
     "delete-then-recreate": ("needs_review", ["not_one_write_then_updates"], "needs_review", ["changed_after_create"]),
     "fault-fixed-by-agent": ("needs_review", ["written_by_other_actor"], "needs_review", ["changed_after_create"]),
-    "unrecorded-write-behind-fix": ("needs_review", ["version_count_mismatch"],
-                                    "needs_review", ["version_count_mismatch", "changed_after_create"]),
+    "unrecorded-write-behind-fix": (
+        "needs_review",
+        ["version_count_mismatch"],
+        "needs_review",
+        ["version_count_mismatch", "changed_after_create"],
+    ),
     "fix-misnamed-create": ("needs_review", ["person_changed"], "needs_review", ["changed_after_create"]),
     "other-user-reads-while-wrong": ("needs_review", ["read_by_other_actor"], "needs_review", ["changed_after_create"]),
-    "other-user-searches-while-wrong": ("needs_review", ["read_by_other_actor"],
-                                        "needs_review", ["changed_after_create"]),
+    "other-user-searches-while-wrong": (
+        "needs_review",
+        ["read_by_other_actor"],
+        "needs_review",
+        ["changed_after_create"],
+    ),
     # the harness waits settle_s after the agent's last write before its read-back
     "fix-unsettled": ("created_verified", [], "needs_review", ["changed_after_create"]),
     # a verifier that reads back at once, inside the window
@@ -44,38 +52,74 @@ EXPECTED = {
     # the read-back is the record's: the verifier's read of another patient is not it
     "verifier-reads-another-record": ("created_verified", [], "needs_review", ["changed_after_create"]),
     # reads inside a batch are reads
-    "other-user-batch-reads-while-wrong": ("needs_review", ["read_by_other_actor"],
-                                           "needs_review", ["changed_after_create"]),
-    "other-user-batch-searches-while-wrong": ("needs_review", ["read_by_other_actor"],
-                                              "needs_review", ["changed_after_create"]),
+    "other-user-batch-reads-while-wrong": (
+        "needs_review",
+        ["read_by_other_actor"],
+        "needs_review",
+        ["changed_after_create"],
+    ),
+    "other-user-batch-searches-while-wrong": (
+        "needs_review",
+        ["read_by_other_actor"],
+        "needs_review",
+        ["changed_after_create"],
+    ),
     # a verifier sees two creates: a false stop, by design (the oracle calls it harmless)
     "delete-then-recreate-new-id": ("needs_review", ["other_record_written"], "needs_review", ["other_record_written"]),
     "other-user-edits-elsewhere": ("created_verified", [], "created_verified", []),
     # faults the proxy applied to the agent's writes
     "fault-changes-create-unnoticed": ("needs_review", ["final_values_wrong"], "needs_review", ["final_values_wrong"]),
     "fault-changes-create-fixed": ("created_verified", [], "needs_review", ["changed_after_create"]),
-    "reply-dropped-then-retried": ("needs_review", ["other_record_written", "same_person_elsewhere"],
-                                   "needs_review", ["other_record_written", "same_person_elsewhere"]),
+    "reply-dropped-then-retried": (
+        "needs_review",
+        ["other_record_written", "same_person_elsewhere"],
+        "needs_review",
+        ["other_record_written", "same_person_elsewhere"],
+    ),
     "reply-dropped-then-searched": ("created_verified", [], "created_verified", []),
     "slow-create": ("created_verified", [], "created_verified", []),
     # an appointment is who, with whom and when
     "waitlist-beside-booked": ("created_verified", [], "created_verified", []),
-    "waitlist-twice": ("needs_review", ["other_record_written", "same_person_elsewhere"],
-                       "needs_review", ["other_record_written", "same_person_elsewhere"]),
+    "waitlist-twice": (
+        "needs_review",
+        ["other_record_written", "same_person_elsewhere"],
+        "needs_review",
+        ["other_record_written", "same_person_elsewhere"],
+    ),
     "waitlist-window-moved": ("needs_review", ["person_changed"], "needs_review", ["changed_after_create"]),
     # the older rules, which hold in both settings
     "wrong-never-fixed": ("needs_review", ["final_values_wrong"], "needs_review", ["final_values_wrong"]),
-    "collateral-behind-fix": ("needs_review", ["other_record_written"],
-                              "needs_review", ["other_record_written", "changed_after_create"]),
-    "duplicate-behind-fix": ("needs_review", ["other_record_written", "same_person_elsewhere"],
-                             "needs_review", ["other_record_written", "same_person_elsewhere", "changed_after_create"]),
+    "collateral-behind-fix": (
+        "needs_review",
+        ["other_record_written"],
+        "needs_review",
+        ["other_record_written", "changed_after_create"],
+    ),
+    "duplicate-behind-fix": (
+        "needs_review",
+        ["other_record_written", "same_person_elsewhere"],
+        "needs_review",
+        ["other_record_written", "same_person_elsewhere", "changed_after_create"],
+    ),
     "write-after-check": ("needs_review", ["written_after_check"], "needs_review", ["written_after_check"]),
-    "fix-changes-patient": ("needs_review", ["wrong_person", "person_changed"],
-                            "needs_review", ["wrong_person", "changed_after_create"]),
-    "fault-after-create": ("needs_review", ["final_values_wrong", "written_by_other_actor"],
-                           "needs_review", ["final_values_wrong", "changed_after_create"]),
-    "overwrites-other-user": ("needs_review", ["written_by_other_actor", "read_by_other_actor"],
-                              "needs_review", ["changed_after_create"]),
+    "fix-changes-patient": (
+        "needs_review",
+        ["wrong_person", "person_changed"],
+        "needs_review",
+        ["wrong_person", "changed_after_create"],
+    ),
+    "fault-after-create": (
+        "needs_review",
+        ["final_values_wrong", "written_by_other_actor"],
+        "needs_review",
+        ["final_values_wrong", "changed_after_create"],
+    ),
+    "overwrites-other-user": (
+        "needs_review",
+        ["written_by_other_actor", "read_by_other_actor"],
+        "needs_review",
+        ["changed_after_create"],
+    ),
 }
 
 
@@ -86,13 +130,25 @@ def _judge(log_path, run_id, **rules):
     return row
 
 
-HARMLESS = {"writes-right", "writes-right-checked", "scripted-fix", "fix-other-user-reads-elsewhere",
-            "fix-unsettled", "fault-fixed-by-agent", "fix-checked-unsettled", "verifier-reads-another-record",
-            # judged by the end state and who saw what: nobody saw the record before it was right
-            "delete-then-recreate", "delete-then-recreate-new-id",
-            # another user's change to an unrelated record is not a harm of this task
-            "other-user-edits-elsewhere",
-            "fault-changes-create-fixed", "reply-dropped-then-searched", "slow-create", "waitlist-beside-booked"}
+HARMLESS = {
+    "writes-right",
+    "writes-right-checked",
+    "scripted-fix",
+    "fix-other-user-reads-elsewhere",
+    "fix-unsettled",
+    "fault-fixed-by-agent",
+    "fix-checked-unsettled",
+    "verifier-reads-another-record",
+    # judged by the end state and who saw what: nobody saw the record before it was right
+    "delete-then-recreate",
+    "delete-then-recreate-new-id",
+    # another user's change to an unrelated record is not a harm of this task
+    "other-user-edits-elsewhere",
+    "fault-changes-create-fixed",
+    "reply-dropped-then-searched",
+    "slow-create",
+    "waitlist-beside-booked",
+}
 
 
 def _id(scenario: str) -> str:
@@ -143,10 +199,13 @@ def test_an_untimed_exchange_makes_the_run_unreadable(scenario_log, tmp_path):
     shutil.copy(scenario_log, copy)
     run_id = f"{TASK_ID}.v0.scripted-fix"
     con = duckdb.connect(str(copy))
-    [(seq,)] = con.execute("SELECT seq FROM events WHERE run_id = ? AND kind = 'HttpExchanged'"
-                           " AND payload->>'$.method' = 'PUT'", [run_id]).fetchall()
-    con.execute("UPDATE events SET payload = json_merge_patch(payload, '{\"started_at\": null}')"
-                " WHERE run_id = ? AND seq = ?", [run_id, seq])
+    [(seq,)] = con.execute(
+        "SELECT seq FROM events WHERE run_id = ? AND kind = 'HttpExchanged' AND payload->>'$.method' = 'PUT'", [run_id]
+    ).fetchall()
+    con.execute(
+        "UPDATE events SET payload = json_merge_patch(payload, '{\"started_at\": null}') WHERE run_id = ? AND seq = ?",
+        [run_id, seq],
+    )
     con.close()
     assert _judge(copy, run_id).outcome == "unreadable"
     assert _judge(scenario_log, run_id).outcome == "created_verified"
@@ -172,8 +231,12 @@ def _audited(read_how: str | None):
     engine = FhirEngine(clock=clock, audit_events=True)
     sid = engine.create_sandbox()
     me, them = {"x-fae-identity": "agent-1"}, {"x-fae-identity": "clerk-7"}
-    body = {"resourceType": "Patient", "name": [{"family": "Moreau", "given": ["Ana"]}], "birthDate": "1970-01-01",
-            "telecom": [{"system": "phone", "value": "555-9999"}]}
+    body = {
+        "resourceType": "Patient",
+        "name": [{"family": "Moreau", "given": ["Ana"]}],
+        "birthDate": "1970-01-01",
+        "telecom": [{"system": "phone", "value": "555-9999"}],
+    }
     created = engine.handle(sid, "POST", "Patient", headers=me, body=__import__("json").dumps(body).encode()).json()
     clock.tick(1)
     if read_how == "read":
@@ -188,8 +251,9 @@ def _audited(read_how: str | None):
     engine.readback_at = clock.now.timestamp()  # the verifier knows when it read back
     audits = engine.resources(sid, "AuditEvent")
     history = engine.handle(sid, "GET", f"Patient/{created['id']}/_history").json()
-    versions = sorted(((e["resource"]["meta"]["versionId"], e["resource"]) for e in history["entry"]),
-                      key=lambda v: int(v[0]))
+    versions = sorted(
+        ((e["resource"]["meta"]["versionId"], e["resource"]) for e in history["entry"]), key=lambda v: int(v[0])
+    )
     return engine, sid, created["id"], audits, versions
 
 
@@ -199,11 +263,18 @@ def _verify_audit(audits, record_id, versions, engine, sid, *, keep_reads=True):
     trail = audit_trail(audits, {"agent-1": "agent", "clerk-7": "other-user", "verifier": "verifier"})
     window = Window(0, trail.accesses[-1].seq, engine.readback_at, versions[-1][0])
     seqs = {a.version: a.seq for a in trail.accesses if a.kind == "write"}
-    target = WriteTarget("Patient", identity={"name.family": "Moreau", "birthDate": "1970-01-01"},
-                         expected={"telecom.value": "555-0101"})
-    return verify(target, trail, window, lambda ref: [(v, r, seqs.get(v)) for v, r in versions],
-                  lambda t, i: engine.handle(sid, "GET", f"{t}/{i}").json(), engine.resources(sid, "Patient"),
-                  {"accept_corrections": True, "settle_s": 1.0})
+    target = WriteTarget(
+        "Patient", identity={"name.family": "Moreau", "birthDate": "1970-01-01"}, expected={"telecom.value": "555-0101"}
+    )
+    return verify(
+        target,
+        trail,
+        window,
+        lambda ref: [(v, r, seqs.get(v)) for v, r in versions],
+        lambda t, i: engine.handle(sid, "GET", f"{t}/{i}").json(),
+        engine.resources(sid, "Patient"),
+        {"accept_corrections": True, "settle_s": 1.0},
+    )
 
 
 def test_audit_trail_source_catches_a_read_and_needs_a_read_heartbeat():

@@ -45,8 +45,10 @@ def grown(scenario_log, tmp_path_factory):
 
 
 def _rows(found: list[tuple]) -> list[tuple]:
-    return sorted(((*row[:2], json.loads(row[2]), *row[3:7], json.loads(row[7]), row[8]) for row in found),
-                  key=lambda r: (r[0], r[1], r[3]))
+    return sorted(
+        ((*row[:2], json.loads(row[2]), *row[3:7], json.loads(row[7]), row[8]) for row in found),
+        key=lambda r: (r[0], r[1], r[3]),
+    )
 
 
 def _log_batch(log: Path, batch: str) -> list[tuple]:
@@ -59,8 +61,9 @@ def _export_batch(directory: Path, batch: str) -> list[tuple]:
 
 
 def _status(directory: Path, batch: str) -> list[tuple]:
-    return query_parquet(directory, "SELECT complete, planned_runs, judged_runs FROM batch_status WHERE batch = ?",
-                         [batch])[1]
+    return query_parquet(
+        directory, "SELECT complete, planned_runs, judged_runs FROM batch_status WHERE batch = ?", [batch]
+    )[1]
 
 
 def _copy_and_export(log: Path, tmp_path: Path) -> tuple[Path, Path]:
@@ -85,18 +88,40 @@ def test_an_export_rejudged_on_one_and_two_workers_gives_the_verdicts_of_its_log
     # each verdict file sits in its runs' partition, named for its batch
     files = sorted((directory / "verdicts").glob(f"**/{two.batch}_*.parquet"))
     assert files and {f.parent.relative_to(directory / "verdicts") for f in files} <= {
-        p.parent.relative_to(directory / "runs") for p in (directory / "runs").glob("**/*.parquet")}
+        p.parent.relative_to(directory / "runs") for p in (directory / "runs").glob("**/*.parquet")
+    }
 
 
 def test_cli_rejudge_of_an_export_writes_into_it_and_sql_reads_it(grown, tmp_path):
     _, directory = _copy_and_export(grown, tmp_path)
-    done = runner.invoke(app, ["rejudge", "--parquet", str(directory), "--runs", "*.c1", "--workers", "1",
-                               "--rule", "accept_corrections=false", "--log", str(tmp_path / "absent.duckdb")])
+    done = runner.invoke(
+        app,
+        [
+            "rejudge",
+            "--parquet",
+            str(directory),
+            "--runs",
+            "*.c1",
+            "--workers",
+            "1",
+            "--rule",
+            "accept_corrections=false",
+            "--log",
+            str(tmp_path / "absent.duckdb"),
+        ],
+    )
     assert done.exit_code == 0, done.output
     assert str(directory) in done.output and not (tmp_path / "absent.duckdb").exists()
-    shown = runner.invoke(app, ["sql", "--json", "--parquet", str(directory),
-                                "SELECT run_id, complete FROM verdicts JOIN batch_status USING (batch)"
-                                " WHERE batch LIKE 'rejudge-%'"])
+    shown = runner.invoke(
+        app,
+        [
+            "sql",
+            "--json",
+            "--parquet",
+            str(directory),
+            "SELECT run_id, complete FROM verdicts JOIN batch_status USING (batch) WHERE batch LIKE 'rejudge-%'",
+        ],
+    )
     found = [json.loads(line) for line in shown.output.splitlines() if line.strip()]
     assert found and all(row["run_id"].endswith(".c1") and row["complete"] for row in found), shown.output
 
@@ -109,8 +134,10 @@ def _pad_a_seed(log: Path) -> str:
         big = opened.blob(seed) + b" " * BODY_FILE_BYTES  # trailing blanks: the same bundle to a JSON reader
         digest, size = write_body(opened.path, big, SecretValues())
         opened.write_batch(Batch(external={digest: size}))
-        opened.con.execute("UPDATE events SET payload = replace(CAST(payload AS VARCHAR), ?, ?)"
-                           " WHERE kind = 'SandboxSeeded'", [seed, digest])
+        opened.con.execute(
+            "UPDATE events SET payload = replace(CAST(payload AS VARCHAR), ?, ?) WHERE kind = 'SandboxSeeded'",
+            [seed, digest],
+        )
     return digest
 
 
@@ -128,8 +155,9 @@ def test_a_large_body_is_read_from_the_exports_bodies_folder(grown, tmp_path):
     side_file.unlink()  # a partial copy of the export: the large body is gone
     with pytest.raises(StoreError, match=f"body {digest} of the export .* is missing"):
         rejudge_export(directory, overrides=RULES, workers=1)
-    (batch, complete), = query_parquet(directory, "SELECT batch, complete FROM batch_status"
-                                                  " WHERE batch LIKE 'rejudge-%' AND batch != ?", [got.batch])[1]
+    ((batch, complete),) = query_parquet(
+        directory, "SELECT batch, complete FROM batch_status WHERE batch LIKE 'rejudge-%' AND batch != ?", [got.batch]
+    )[1]
     assert complete is False and not _export_batch(directory, batch)  # started, never complete, no verdict
 
 
@@ -138,16 +166,21 @@ def test_a_run_whose_events_lie_in_two_partitions_is_judged_whole(grown, tmp_pat
     name = log_id(log)
     con = duckdb.connect()
     source = next((directory / "events").glob(f"**/{name}_*.parquet"))
-    run_id, seqs = con.execute(f"SELECT run_id, max(seq) FROM read_parquet('{source}') GROUP BY run_id"
-                               " ORDER BY run_id LIMIT 1").fetchone()
+    run_id, seqs = con.execute(
+        f"SELECT run_id, max(seq) FROM read_parquet('{source}') GROUP BY run_id ORDER BY run_id LIMIT 1"
+    ).fetchone()
     later = source.parent.parent / "day=2099-01-01"
     later.mkdir(parents=True)
     # the run's second half moves to a file of another day (as a tool partitioning by event day would write it)
-    con.execute(f"COPY (SELECT * FROM read_parquet('{source}') WHERE run_id = '{run_id}' AND seq > {seqs // 2})"
-                f" TO '{later / (name + '_7.parquet')}' (FORMAT parquet)")
+    con.execute(
+        f"COPY (SELECT * FROM read_parquet('{source}') WHERE run_id = '{run_id}' AND seq > {seqs // 2})"
+        f" TO '{later / (name + '_7.parquet')}' (FORMAT parquet)"
+    )
     kept = source.with_name("kept.tmp")
-    con.execute(f"COPY (SELECT * FROM read_parquet('{source}') WHERE NOT (run_id = '{run_id}' AND seq > {seqs // 2})"
-                f" ORDER BY file_row_number) TO '{kept}' (FORMAT parquet)")
+    con.execute(
+        f"COPY (SELECT * FROM read_parquet('{source}') WHERE NOT (run_id = '{run_id}' AND seq > {seqs // 2})"
+        f" ORDER BY file_row_number) TO '{kept}' (FORMAT parquet)"
+    )
     kept.replace(source)
     expected = rejudge(log, overrides=RULES, workers=1, clock=lambda: CLOCK)
     got = rejudge_export(directory, overrides=RULES, workers=2, clock=lambda: CLOCK)
@@ -194,17 +227,14 @@ def _comparison(result) -> list[tuple]:
 def test_compare_on_an_export_matches_compare_on_its_log(grown, tmp_path):
     log, directory = _copy_and_export(grown, tmp_path)
     on_log = api.compare(log, "accept_corrections=false", "", judge_name="ensure_record", workers=1)
-    one = api.compare(None, "accept_corrections=false", "", judge_name="ensure_record", workers=1,
-                      parquet=directory)
-    two = api.compare(None, "accept_corrections=false", "", judge_name="ensure_record", workers=2,
-                      parquet=directory)
+    one = api.compare(None, "accept_corrections=false", "", judge_name="ensure_record", workers=1, parquet=directory)
+    two = api.compare(None, "accept_corrections=false", "", judge_name="ensure_record", workers=2, parquet=directory)
     assert on_log.computed == one.computed == two.computed > 0  # the missing verdicts were judged from the export
     assert _comparison(one) == _comparison(two) == _comparison(on_log)
     assert any(j.flipped for j in on_log.judges)
     # once a rejudge put the new rule set's verdicts into the export, compare reads them instead
     rejudge_export(directory, judge_name="ensure_record", overrides=RULES, workers=1)
-    after = api.compare(None, "accept_corrections=false", "", judge_name="ensure_record", workers=1,
-                        parquet=directory)
+    after = api.compare(None, "accept_corrections=false", "", judge_name="ensure_record", workers=1, parquet=directory)
     assert after.computed < one.computed and _comparison(after) == _comparison(one)
 
 
@@ -252,8 +282,11 @@ def test_a_batch_is_not_completed_over_an_export_stopped_since_it_began(grown, t
     stop_export_part_way(log, directory)  # the log is exported again while the batch is judged, and that stops
     with pytest.raises(StoreError, match="did not finish"):
         complete_batch(directory, started, [], CLOCK, 48)
-    (completed,), = duckdb.connect().execute(
-        f"SELECT completed_at FROM read_parquet('{directory / 'verdict_batches' / started.batch}.parquet')").fetchall()
+    ((completed,),) = (
+        duckdb.connect()
+        .execute(f"SELECT completed_at FROM read_parquet('{directory / 'verdict_batches' / started.batch}.parquet')")
+        .fetchall()
+    )
     assert completed is None
 
 
@@ -263,7 +296,6 @@ def test_an_export_error_without_a_message_is_still_one_line(tmp_path):
     assert str(blank) == f"cannot read the export {tmp_path}: IOException"
     several = unreadable(tmp_path, duckdb.IOException("No files found\nLINE 1: SELECT ..."))
     assert str(several) == f"cannot read the export {tmp_path}: No files found"
-
 
 
 @pytest.mark.parametrize("column", ["variation", "repeat"])

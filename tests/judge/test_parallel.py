@@ -36,9 +36,12 @@ def grown(scenario_log, tmp_path_factory):
 
 def _batch(log, batch: str) -> list[tuple]:
     with EventLog(log, read_only=True) as opened:
-        _, rows = opened.query("SELECT run_id, judge, rule_set, rule_set_hash, code_version, outcome, passed,"
-                               " evidence, judged_at FROM verdicts WHERE batch = ? ORDER BY run_id, judge,"
-                               " rule_set_hash", [batch])
+        _, rows = opened.query(
+            "SELECT run_id, judge, rule_set, rule_set_hash, code_version, outcome, passed,"
+            " evidence, judged_at FROM verdicts WHERE batch = ? ORDER BY run_id, judge,"
+            " rule_set_hash",
+            [batch],
+        )
     return [(*row[:2], json.loads(row[2]), *row[3:7], json.loads(row[7]), row[8]) for row in rows]
 
 
@@ -56,10 +59,23 @@ def test_two_workers_give_the_verdicts_of_one(grown, tmp_path):
     plan = build_plan()
     with EventLog(grown, read_only=True) as log:
         ids = run_ids(log)
-        expected = sorted(((v.run_id, v.judge, v.rule_set, v.rule_set_hash, v.code_version, v.outcome, v.passed,
-                            json.loads(json.dumps(v.evidence)))
-                           for run in load_runs(log, ids, lean=True) for v in judge_run(run, plan, judged_at=CLOCK)),
-                          key=lambda v: (v[0], v[1], v[3]))
+        expected = sorted(
+            (
+                (
+                    v.run_id,
+                    v.judge,
+                    v.rule_set,
+                    v.rule_set_hash,
+                    v.code_version,
+                    v.outcome,
+                    v.passed,
+                    json.loads(json.dumps(v.evidence)),
+                )
+                for run in load_runs(log, ids, lean=True)
+                for v in judge_run(run, plan, judged_at=CLOCK)
+            ),
+            key=lambda v: (v[0], v[1], v[3]),
+        )
     assert [r[:8] for r in rows] == expected
     outcomes = {r[5] for r in rows if r[1] == "ensure_record"}
     assert {"created_verified", "needs_review"} <= outcomes, outcomes  # the runs are not all alike
@@ -76,11 +92,11 @@ def test_a_filtered_rejudge_on_workers_judges_only_the_filter(grown, tmp_path):
 def test_compare_on_workers_matches_one_process(grown):
     with LogReader(grown) as reader:
         one = compare(reader, {"accept_corrections": False}, {}, judge_name="ensure_record", workers=1)
-        two = compare(reader, {"accept_corrections": False}, {}, judge_name="ensure_record",
-                      log_path=grown, workers=2)
+        two = compare(reader, {"accept_corrections": False}, {}, judge_name="ensure_record", log_path=grown, workers=2)
     assert one.computed == two.computed > 0
-    assert [(j.transitions, sorted(j.flipped), j.harms) for j in one.judges] == \
-        [(j.transitions, sorted(j.flipped), j.harms) for j in two.judges]
+    assert [(j.transitions, sorted(j.flipped), j.harms) for j in one.judges] == [
+        (j.transitions, sorted(j.flipped), j.harms) for j in two.judges
+    ]
     assert any(j.flipped for j in two.judges)
 
 
@@ -102,8 +118,10 @@ def test_a_run_no_worker_can_read_stops_the_rejudge_and_nothing_is_written(grown
     log = tmp_path / "broken.duckdb"
     shutil.copy(grown, log)
     with EventLog(log) as opened:
-        opened.con.execute("UPDATE events SET payload = '{\"type\": \"NoSuchEvent\"}'"
-                           " WHERE run_id = (SELECT max(run_id) FROM runs) AND seq = 2")
+        opened.con.execute(
+            'UPDATE events SET payload = \'{"type": "NoSuchEvent"}\''
+            " WHERE run_id = (SELECT max(run_id) FROM runs) AND seq = 2"
+        )
         _, [(before,)] = opened.query("SELECT count(*) FROM verdicts")
     with pytest.raises(ReplayDrift, match=r"cannot be decoded") as caught:
         rejudge(log, workers=2)

@@ -17,7 +17,9 @@ def _verdicts(log, batch: str) -> list[tuple]:
     with EventLog(log, read_only=True) as opened:
         _, rows = opened.query(
             "SELECT run_id, judge, rule_set, rule_set_hash, code_version, outcome, passed, evidence FROM verdicts"
-            " WHERE batch = ? ORDER BY run_id, judge, rule_set_hash", [batch])
+            " WHERE batch = ? ORDER BY run_id, judge, rule_set_hash",
+            [batch],
+        )
     return rows
 
 
@@ -32,8 +34,9 @@ def test_rejudge_on_ray_writes_the_verdicts_local_judging_writes(ray_cluster, sc
     assert got == expected and len(got) == on_ray.verdicts
     assert {row[5] for row in got if row[1] == "ensure_record"} - {"not_applicable"}, "no write was verified"
     with EventLog(log, read_only=True) as opened:
-        _, rows = opened.query("SELECT completed_at IS NOT NULL, judged_runs FROM verdict_batches WHERE batch = ?",
-                               [on_ray.batch])
+        _, rows = opened.query(
+            "SELECT completed_at IS NOT NULL, judged_runs FROM verdict_batches WHERE batch = ?", [on_ray.batch]
+        )
     assert rows == [(True, on_ray.runs)]  # the batch is complete exactly when its verdicts are in
 
 
@@ -44,12 +47,16 @@ def test_an_export_rejudged_on_ray_gives_the_verdicts_of_its_log(ray_cluster, sc
     local = api.rejudge(log, rules=RULES, workers=1)
     on_ray = api.rejudge(parquet=directory, rules=RULES, workers=2, ray="auto")
     assert len(on_ray.shards) == 2 and all(shard.runs and shard.pid != os.getpid() for shard in on_ray.shards)
-    _, got = query_parquet(directory, "SELECT run_id, judge, rule_set, rule_set_hash, code_version, outcome, passed,"
-                                      " evidence FROM verdicts WHERE batch = ? ORDER BY run_id, judge, rule_set_hash",
-                           [on_ray.batch])
+    _, got = query_parquet(
+        directory,
+        "SELECT run_id, judge, rule_set, rule_set_hash, code_version, outcome, passed,"
+        " evidence FROM verdicts WHERE batch = ? ORDER BY run_id, judge, rule_set_hash",
+        [on_ray.batch],
+    )
     assert got == _verdicts(log, local.batch) and len(got) == on_ray.verdicts
-    assert query_parquet(directory, "SELECT complete, judged_runs FROM batch_status WHERE batch = ?",
-                         [on_ray.batch])[1] == [(True, on_ray.runs)]
+    assert query_parquet(directory, "SELECT complete, judged_runs FROM batch_status WHERE batch = ?", [on_ray.batch])[
+        1
+    ] == [(True, on_ray.runs)]
 
 
 def test_compare_on_ray_judges_the_missing_verdicts_as_compare_here_does(ray_cluster, scenario_log, tmp_path):
@@ -61,5 +68,6 @@ def test_compare_on_ray_judges_the_missing_verdicts_as_compare_here_does(ray_clu
         on_ray = api.compare(old=RULES, new="", judge_name="ensure_record", workers=2, ray="auto", **where)
         assert len(on_ray.shards) == 2 and all(shard.pid != os.getpid() for shard in on_ray.shards), where
         assert on_ray.computed == here.computed > 0
-        assert [(j.transitions, sorted(j.flipped), j.harms) for j in on_ray.judges] == \
-            [(j.transitions, sorted(j.flipped), j.harms) for j in here.judges]
+        assert [(j.transitions, sorted(j.flipped), j.harms) for j in on_ray.judges] == [
+            (j.transitions, sorted(j.flipped), j.harms) for j in here.judges
+        ]

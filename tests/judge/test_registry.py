@@ -17,8 +17,11 @@ def test_the_built_in_judges_are_registered_with_their_rules():
 
 def test_rule_sets_get_defaults_and_refuse_unknown_or_mistyped_rules():
     assert rule_set("ensure_record") == {"accept_corrections": True, "settle_s": 1.0, "evidence": "proxy"}
-    assert rule_set("ensure_record", {"settle_s": 2}) == {"accept_corrections": True, "settle_s": 2,
-                                                          "evidence": "proxy"}
+    assert rule_set("ensure_record", {"settle_s": 2}) == {
+        "accept_corrections": True,
+        "settle_s": 2,
+        "evidence": "proxy",
+    }
     with pytest.raises(JudgeError, match="has no rule 'settle'"):
         rule_set("ensure_record", {"settle": 1})
     with pytest.raises(JudgeError, match="true or false"):

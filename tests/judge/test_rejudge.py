@@ -21,8 +21,9 @@ KEY = "run_id, judge, rule_set_hash"
 
 def _verdicts(log_path, where: str, params=()) -> dict[tuple, tuple]:
     with EventLog(log_path, read_only=True) as log:
-        _, rows = log.query(f"SELECT {KEY}, rule_set, code_version, outcome, passed, evidence FROM verdicts"
-                            f" WHERE {where}", list(params))
+        _, rows = log.query(
+            f"SELECT {KEY}, rule_set, code_version, outcome, passed, evidence FROM verdicts WHERE {where}", list(params)
+        )
     return {row[:3]: (json.loads(row[3]), row[4], row[5], row[6], json.loads(row[7])) for row in rows}
 
 
@@ -38,8 +39,11 @@ def test_rejudging_reproduces_the_live_verdicts_of_every_task(suite_log, tmp_pat
     again = _verdicts(log, "batch = ?", [result.batch])
     assert again == live
     # the comparison has teeth: gold passes strict everywhere, and mutants are caught
-    strict = {run_id: outcome for (run_id, judge, _), (rules, _, outcome, _, _) in live.items()
-              if judge == "task" and rules == {"mode": "strict"}}
+    strict = {
+        run_id: outcome
+        for (run_id, judge, _), (rules, _, outcome, _, _) in live.items()
+        if judge == "task" and rules == {"mode": "strict"}
+    }
     agents = dict(runs)
     assert all(strict[r] == "pass" for r, a in agents.items() if a == "scripted:gold")
     mutated = [r for r, a in agents.items() if a.startswith("mutant:")]
@@ -104,9 +108,10 @@ def test_rejudge_and_compare_start_without_the_recording_stack(scenario_log, tmp
     log = tmp_path / "light.duckdb"
     shutil.copy(scenario_log, log)
     said = {}
-    for args in (["rejudge", "--log", str(log), "--workers", "1"],
-                 ["compare", "--log", str(log), "--old", "accept_corrections=false", "--new", "settle_s=2",
-                  "--workers", "1"]):
+    for args in (
+        ["rejudge", "--log", str(log), "--workers", "1"],
+        ["compare", "--log", str(log), "--old", "accept_corrections=false", "--new", "settle_s=2", "--workers", "1"],
+    ):
         done = subprocess.run([sys.executable, "-c", LIGHT, *args], capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
         lines = done.stdout.strip().splitlines()
@@ -138,8 +143,18 @@ def test_cli_rejudge_and_user_mistakes(scenario_log, tmp_path):
 
 
 def test_cli_compare_prints_the_old_new_table_against_the_oracle(scenario_log):
-    done = runner.invoke(app, ["compare", "--log", str(scenario_log), "--old", "accept_corrections=false",
-                               "--new", "accept_corrections=true"])
+    done = runner.invoke(
+        app,
+        [
+            "compare",
+            "--log",
+            str(scenario_log),
+            "--old",
+            "accept_corrections=false",
+            "--new",
+            "accept_corrections=true",
+        ],
+    )
     assert done.exit_code == 0, done.output
     assert "runs flipped" in done.output
     assert "wv-register-patient.v0.scripted-fix" in done.output
@@ -155,8 +170,19 @@ def test_cli_compare_prints_the_old_new_table_against_the_oracle(scenario_log):
 
 def test_cli_compare_json_counts_harms_per_agent_on_suite_runs(suite_log):
     """Suite runs carry oracle labels too: gold runs are never stopped, harmful mutants are caught."""
-    done = runner.invoke(app, ["compare", "--log", str(suite_log[0]), "--old", "accept_corrections=false",
-                               "--new", "accept_corrections=true", "--json"])
+    done = runner.invoke(
+        app,
+        [
+            "compare",
+            "--log",
+            str(suite_log[0]),
+            "--old",
+            "accept_corrections=false",
+            "--new",
+            "accept_corrections=true",
+            "--json",
+        ],
+    )
     assert done.exit_code == 0, done.output
     [judged] = json.loads(done.output)["judges"]
     harms = judged["harms"]
@@ -175,6 +201,9 @@ def test_failure_modes_of_recorded_mutants(suite_log):
     live = _verdicts(source, "batch = 'live' AND judge = 'failure_mode'")
     by_run = {run_id: (outcome, evidence) for (run_id, _, _), (_, _, outcome, _, evidence) in live.items()}
     assert all(outcome == "none" for run_id, (outcome, _) in by_run.items() if run_id.endswith(".gold"))
-    failed = [(run_id, outcome) for run_id, (outcome, evidence) in by_run.items()
-              if not run_id.endswith(".gold") and not evidence["strict_passed"]]
+    failed = [
+        (run_id, outcome)
+        for run_id, (outcome, evidence) in by_run.items()
+        if not run_id.endswith(".gold") and not evidence["strict_passed"]
+    ]
     assert failed and all(outcome != "none" for _, outcome in failed)

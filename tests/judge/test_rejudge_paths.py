@@ -53,28 +53,54 @@ def _reference_drift(state, captured, ignored_types=("AuditEvent",)):
     def same(a, b):
         return {k: v for k, v in a.items() if k != "meta"} == {k: v for k, v in b.items() if k != "meta"}
 
-    folded = {(r["resourceType"], r["id"]): r for t in state.resource_types() if t not in ignored_types
-              for r in state.resources(t)}
-    seen = {(r.get("resourceType"), r.get("id")): r for r in captured
-            if r.get("resourceType") not in ignored_types and isinstance(r.get("resourceType"), str)
-            and isinstance(r.get("id"), str)}
+    folded = {
+        (r["resourceType"], r["id"]): r
+        for t in state.resource_types()
+        if t not in ignored_types
+        for r in state.resources(t)
+    }
+    seen = {
+        (r.get("resourceType"), r.get("id")): r
+        for r in captured
+        if r.get("resourceType") not in ignored_types
+        and isinstance(r.get("resourceType"), str)
+        and isinstance(r.get("id"), str)
+    }
     differences = []
     for key in sorted(set(folded) | set(seen)):
         ref, mine, theirs = f"{key[0]}/{key[1]}", folded.get(key), seen.get(key)
         if mine is None:
-            differences.append({"ref": ref, "difference": "only_in_capture",
-                                "capture_version": (theirs.get("meta") or {}).get("versionId")})
+            differences.append(
+                {
+                    "ref": ref,
+                    "difference": "only_in_capture",
+                    "capture_version": (theirs.get("meta") or {}).get("versionId"),
+                }
+            )
         elif theirs is None:
             differences.append({"ref": ref, "difference": "only_in_fold", "fold_version": version(mine)})
         else:
             capture_version = (theirs.get("meta") or {}).get("versionId")
             if not same(mine, theirs):
                 changed = sorted(k for k in set(mine) | set(theirs) if k != "meta" and mine.get(k) != theirs.get(k))
-                differences.append({"ref": ref, "difference": "content", "elements": changed,
-                                    "fold_version": version(mine), "capture_version": capture_version})
+                differences.append(
+                    {
+                        "ref": ref,
+                        "difference": "content",
+                        "elements": changed,
+                        "fold_version": version(mine),
+                        "capture_version": capture_version,
+                    }
+                )
             elif capture_version is not None and str(capture_version) != version(mine):
-                differences.append({"ref": ref, "difference": "version", "fold_version": version(mine),
-                                    "capture_version": capture_version})
+                differences.append(
+                    {
+                        "ref": ref,
+                        "difference": "version",
+                        "fold_version": version(mine),
+                        "capture_version": capture_version,
+                    }
+                )
     return differences
 
 
@@ -113,9 +139,11 @@ def _reference_rows(log_path, plan) -> dict[tuple, tuple]:
 
 def _fast_rows(log_path, plan) -> dict[tuple, tuple]:
     with EventLog(log_path, read_only=True) as log:
-        return {(r.run_id, r.judge, r.rule_set_hash): (r.outcome, r.passed, r.evidence)
-                for run in load_runs(log, run_ids(log), lean=True, chunk=7)
-                for r in judge_run(run, plan, judged_at=NOW)}
+        return {
+            (r.run_id, r.judge, r.rule_set_hash): (r.outcome, r.passed, r.evidence)
+            for run in load_runs(log, run_ids(log), lean=True, chunk=7)
+            for r in judge_run(run, plan, judged_at=NOW)
+        }
 
 
 @pytest.mark.parametrize("which", ["suite", "scenarios"])
@@ -149,14 +177,28 @@ def _spec_paths() -> set[str]:
 def _odd_resources(count: int) -> list[dict[str, Any]]:
     """Shapes a direct walk could get wrong: floats, nulls, nested lists, extension-only objects, _elements."""
     rnd = random.Random(7)
-    keys = ["system", "value", "type", "coding", "code", "name", "given", "telecom", "class", "family",
-            "extension", "_value", "_system"]
+    keys = [
+        "system",
+        "value",
+        "type",
+        "coding",
+        "code",
+        "name",
+        "given",
+        "telecom",
+        "class",
+        "family",
+        "extension",
+        "_value",
+        "_system",
+    ]
 
     def make(depth: int = 0) -> Any:
         roll = rnd.random()
         if depth > 3 or roll < 0.3:
-            return rnd.choice([1, 2.5, 0.1, "phone", "group", "plan", None, True, "", [], {}, {"extension": [1]},
-                               [None], [["a"]]])
+            return rnd.choice(
+                [1, 2.5, 0.1, "phone", "group", "plan", None, True, "", [], {}, {"extension": [1]}, [None], [["a"]]]
+            )
         if roll < 0.6:
             return [make(depth + 1) for _ in range(rnd.randint(0, 3))]
         return {rnd.choice(keys): make(depth + 1) for _ in range(rnd.randint(0, 4))}
@@ -178,11 +220,23 @@ def _captured_resources(log_path) -> list[dict[str, Any]]:
 
 
 def test_simple_paths_select_exactly_what_fhirpathpy_selects(suite_log):
-    paths = _spec_paths() | {"name", "telecom", "extension", "class.where(type.coding.code='group')",
-                             "coding.where(system = 'x').code"}
+    paths = _spec_paths() | {
+        "name",
+        "telecom",
+        "extension",
+        "class.where(type.coding.code='group')",
+        "coding.where(system = 'x').code",
+    }
     assert all(compile_simple(p) is not None for p in paths)
-    for unsupported in ("name.first()", "Patient.name", "telecom.where(system='a\\'b').value", "name.length",
-                        "where(id='x')", "name[0].given", "a or b"):
+    for unsupported in (
+        "name.first()",
+        "Patient.name",
+        "telecom.where(system='a\\'b').value",
+        "name.length",
+        "where(id='x')",
+        "name[0].given",
+        "a or b",
+    ):
         assert compile_simple(unsupported) is None, unsupported
     resources = _captured_resources(suite_log[0]) + _odd_resources(3000)
     walked = fallbacks = 0
@@ -229,18 +283,26 @@ def test_resource_type_walk_matches_the_recursive_one():
         assert mine == reference, value
 
 
-@pytest.mark.parametrize(("value", "types"), [
-    ({"resourceType": "Patient", "id": "p"}, {"Patient"}),
-    ({"resourceType": 5, "id": "p"}, set()),  # the one key, not a type name
-    ({"entry": [{"resource": {"resourceType": "Patient"}}]}, {"Patient"}),  # the one key, not at the top
-    ([{"resourceType": "Patient"}], {"Patient"}),
-    ({"a": [[[[[[{"resourceType": "Deep"}]]]]]]}, set()),  # seven levels down: past the walk
-    ({"a": [[[[[{"resourceType": "Six"}]]]]]}, {"Six"}),
-    ({"resourceType": "A", "note": 'says "resourceType":"B"'}, {"A"}),  # inside a string: no key
-    ('{"resourceType": "A", "contained": [{"resourceType": "B"}]}', {"A", "B"}),  # a JSON text, one level down
-    ({"resourceType": "Bundle", "entry": [{"resource": {"resourceType": "Patient", "name": [{"family": "x"}]}}] * 30},
-     {"Bundle", "Patient"}),
-])
+@pytest.mark.parametrize(
+    ("value", "types"),
+    [
+        ({"resourceType": "Patient", "id": "p"}, {"Patient"}),
+        ({"resourceType": 5, "id": "p"}, set()),  # the one key, not a type name
+        ({"entry": [{"resource": {"resourceType": "Patient"}}]}, {"Patient"}),  # the one key, not at the top
+        ([{"resourceType": "Patient"}], {"Patient"}),
+        ({"a": [[[[[[{"resourceType": "Deep"}]]]]]]}, set()),  # seven levels down: past the walk
+        ({"a": [[[[[{"resourceType": "Six"}]]]]]}, {"Six"}),
+        ({"resourceType": "A", "note": 'says "resourceType":"B"'}, {"A"}),  # inside a string: no key
+        ('{"resourceType": "A", "contained": [{"resourceType": "B"}]}', {"A", "B"}),  # a JSON text, one level down
+        (
+            {
+                "resourceType": "Bundle",
+                "entry": [{"resource": {"resourceType": "Patient", "name": [{"family": "x"}]}}] * 30,
+            },
+            {"Bundle", "Patient"},
+        ),
+    ],
+)
 def test_resource_types_named_in_a_value(value, types):
     mine, reference = set(), set()
     fae.judge.failure_modes._types(value, mine)

@@ -47,23 +47,33 @@ def stalled(scenario_log, tmp_path):
     (site / "fae_stall_judge-0.1.dist-info").mkdir(parents=True)
     (site / "fae_stall_judge.py").write_text(STALL_JUDGE)
     (site / "fae_stall_judge-0.1.dist-info" / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: fae-stall-judge\nVersion: 0.1\n")
+        "Metadata-Version: 2.1\nName: fae-stall-judge\nVersion: 0.1\n"
+    )
     (site / "fae_stall_judge-0.1.dist-info" / "entry_points.txt").write_text("[fae.judges]\nstall = fae_stall_judge\n")
     log = tmp_path / "log.duckdb"
     shutil.copy(scenario_log, log)
     marks, spool = tmp_path / "marks", tmp_path / "spool"
     marks.mkdir()
     spool.mkdir()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
-           "FAE_STALL_DIR": str(marks), "TMPDIR": str(spool)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+        "FAE_STALL_DIR": str(marks),
+        "TMPDIR": str(spool),
+    }
     return log, env, marks, spool
 
 
 def _start(log: Path, env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "fae.cli", "rejudge", "--log", str(log), "--judge", "stall", "--workers", "2"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal would start it
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # as a terminal would start it
 
 
 def _judging(process: subprocess.Popen, marks: Path) -> set[int]:
@@ -159,7 +169,7 @@ def test_a_worker_whose_parent_is_killed_stops_and_removes_the_spool(stalled):
 
 # Loaded at the start of every process of the rejudge (sitecustomize, found on PYTHONPATH): no pidfd, as outside
 # Linux, and every pid looks alive to os.kill(pid, 0), as when the owner's pid was taken by a new process.
-NO_PIDFD_PIDS_REUSED = '''
+NO_PIDFD_PIDS_REUSED = """
 import os
 
 if hasattr(os, "pidfd_open"):
@@ -173,7 +183,7 @@ def kill(pid, sig):
 
 
 os.kill = kill
-'''
+"""
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads the process tree from /proc")
@@ -212,8 +222,13 @@ def test_two_workers_start_under_a_temp_folder_too_long_for_a_socket(scenario_lo
     shutil.copy(scenario_log, log)
     deep = tmp_path / ("t" * 100)  # with multiprocessing's own names, past the 107 bytes a socket path holds
     deep.mkdir()
-    done = subprocess.run([sys.executable, "-m", "fae.cli", "rejudge", "--log", str(log), "--workers", "2"],
-                          env={**os.environ, "TMPDIR": str(deep)}, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "fae.cli", "rejudge", "--log", str(log), "--workers", "2"],
+        env={**os.environ, "TMPDIR": str(deep)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, f"fae rejudge --workers 2 under TMPDIR={deep} exited {done.returncode}:\n{done.stderr}"
     assert "rejudged" in done.stdout
     assert list(deep.iterdir()) == [], "the spool folder was left in TMPDIR"

@@ -21,7 +21,8 @@ def test_the_docs_scenario_table_is_current(scenario_log):
     assert {r.scenario for r in rows} == set(BUILTIN_SCENARIOS)
     table = scenario_markdown(rows)
     assert current_section(PAGE.read_text(encoding="utf-8")) == table, (
-        "docs/judging.md's scenario table is stale: run `uv run python scripts/scenario_table.py`")
+        "docs/judging.md's scenario table is stale: run `uv run python scripts/scenario_table.py`"
+    )
 
 
 def test_a_stale_table_is_told_apart():

@@ -97,8 +97,9 @@ def test_the_next_rejudge_removes_the_spool_of_one_killed_outright(scenario_log,
     temp = tmp_path / "temp"
     temp.mkdir()
     env = {**os.environ, "TMPDIR": str(temp)}
-    proc = subprocess.Popen([sys.executable, "-c", STALLING_REJUDGE, str(log)], stderr=subprocess.PIPE, text=True,
-                            env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STALLING_REJUDGE, str(log)], stderr=subprocess.PIPE, text=True, env=env
+    )
     try:
         said = []
         for line in proc.stderr:  # waits on what the rejudge says, not on time
@@ -115,14 +116,24 @@ def test_the_next_rejudge_removes_the_spool_of_one_killed_outright(scenario_log,
     (left,) = temp.glob("fae-rejudge-*")
     assert left.name.startswith(f"fae-rejudge-{proc.pid}@"), left.name
 
-    done = subprocess.run([sys.executable, "-m", "fae.cli", "rejudge", "--log", str(log), "--workers", "1"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "fae.cli", "rejudge", "--log", str(log), "--workers", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert left.exists(), "a folder touched within the last ten minutes was removed"
     then = time.time() - STALE_SPOOL_S - 60
     os.utime(left, (then, then))
-    done = subprocess.run([sys.executable, "-m", "fae.cli", "rejudge", "--log", str(log), "--workers", "1"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "fae.cli", "rejudge", "--log", str(log), "--workers", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert list(temp.glob("fae-rejudge-*")) == [], "the killed rejudge's spool folder is still there"
 
@@ -132,8 +143,9 @@ def test_verdicts_that_cannot_be_spilled_are_one_error_naming_the_temp_folder(sc
     with EventLog(scenario_log, read_only=True) as log:
         found = tuple(spans(log, run_ids(log)))
     judges = tuple((j.name, j.rules) for j in build_plan())
-    job = ShardJob(str(scenario_log), found, judges, datetime(2026, 1, 1, tzinfo=UTC), "b",
-                   out=str(tmp_path / "gone" / "shard-0"))
+    job = ShardJob(
+        str(scenario_log), found, judges, datetime(2026, 1, 1, tzinfo=UTC), "b", out=str(tmp_path / "gone" / "shard-0")
+    )
     with pytest.raises(JudgeError, match=r"cannot write verdicts in the temp folder \(.*gone.*\).*TMPDIR"):
         judge_shard(job)
 
@@ -157,9 +169,13 @@ def test_a_full_temp_folder_is_one_line_and_no_verdict(scenario_log, tmp_path):
     assert grow(str(grown_log), 48) == 48
     try:
         for workers in ("1", "2"):
-            done = subprocess.run([sys.executable, "-m", "fae.cli", "rejudge", "--log", str(grown_log), "--workers",
-                                   workers], env={**os.environ, "TMPDIR": str(full)}, capture_output=True, text=True,
-                                  timeout=600)
+            done = subprocess.run(
+                [sys.executable, "-m", "fae.cli", "rejudge", "--log", str(grown_log), "--workers", workers],
+                env={**os.environ, "TMPDIR": str(full)},
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             assert done.returncode == 1, done.stderr
             assert "Traceback" not in done.stderr, done.stderr
             assert done.stderr.startswith("error: cannot write verdicts"), done.stderr

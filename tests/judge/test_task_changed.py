@@ -41,9 +41,12 @@ def _verdicts(log: Path, batch: str) -> dict[str, dict[str, tuple[str, str]]]:
     """run id -> judge (with the task judge's mode) -> (outcome, the reason or error it gives) of one batch."""
     found: dict[str, dict[str, tuple[str, str]]] = {}
     with duckdb.connect(str(log), read_only=True) as con:
-        rows = con.execute("SELECT run_id, judge, rule_set->>'$.mode', outcome,"
-                           " coalesce(evidence->>'$.reason', evidence->>'$.error') FROM verdicts"
-                           " WHERE batch = ?", [batch]).fetchall()
+        rows = con.execute(
+            "SELECT run_id, judge, rule_set->>'$.mode', outcome,"
+            " coalesce(evidence->>'$.reason', evidence->>'$.error') FROM verdicts"
+            " WHERE batch = ?",
+            [batch],
+        ).fetchall()
     for run_id, judge, mode, outcome, error in rows:
         found.setdefault(run_id, {})[judge + (f":{mode}" if mode else "")] = (outcome, error or "")
     return found
@@ -57,11 +60,18 @@ def played_log(tmp_path_factory):
     task = load_suite()[task_id]
     now, other = task.render(0), task.render(1)
     seed = json.loads(json.dumps(now.seed_bundle))
-    seed["entry"].append({"resource": {"resourceType": "Patient", "id": "one-more", "name": [{"family": "Extra"}]},
-                          "request": {"method": "PUT", "url": "Patient/one-more"}})
-    played = {"same": now, "other": other,
-              "prompt": dataclasses.replace(now, prompt=now.prompt + "\nPlease be quick."),
-              "seed": dataclasses.replace(now, seed_bundle=seed)}
+    seed["entry"].append(
+        {
+            "resource": {"resourceType": "Patient", "id": "one-more", "name": [{"family": "Extra"}]},
+            "request": {"method": "PUT", "url": "Patient/one-more"},
+        }
+    )
+    played = {
+        "same": now,
+        "other": other,
+        "prompt": dataclasses.replace(now, prompt=now.prompt + "\nPlease be quick."),
+        "seed": dataclasses.replace(now, seed_bundle=seed),
+    }
     log = tmp_path_factory.mktemp("changed") / "log.duckdb"
     runs = []
     for name, rendered in played.items():
@@ -82,8 +92,9 @@ def test_a_run_of_the_variation_as_rendered_now_is_judged_as_always(played_log):
         assert same["oracle"][0] == "harmless" and same["failure_mode"][0] == "none", same
 
 
-@pytest.mark.parametrize(("name", "named"), [("other", ("seed", "prompt", "clock: recorded")),
-                                             ("prompt", ("prompt",)), ("seed", ("seed",))])
+@pytest.mark.parametrize(
+    ("name", "named"), [("other", ("seed", "prompt", "clock: recorded")), ("prompt", ("prompt",)), ("seed", ("seed",))]
+)
 def test_a_run_that_played_another_rendering_is_task_changed_saying_what_differs(played_log, name, named):
     _, task_id, rejudged, live = played_log
     for verdicts in (rejudged, live):
@@ -140,11 +151,16 @@ scenarios:
 
 def _cli_rejudge(log: Path, scenarios: Path) -> tuple[str, str]:
     env = {**os.environ, "FAE_SCENARIOS_PATH": str(scenarios)}
-    done = subprocess.run([sys.executable, "-m", "fae.cli", "rejudge", "--log", str(log), "--workers", "1"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "fae.cli", "rejudge", "--log", str(log), "--workers", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     with duckdb.connect(str(log), read_only=True) as con:
-        batch, = con.execute("SELECT batch FROM verdict_batches ORDER BY started_at DESC LIMIT 1").fetchone()
+        (batch,) = con.execute("SELECT batch FROM verdict_batches ORDER BY started_at DESC LIMIT 1").fetchone()
     return batch, done.stdout
 
 

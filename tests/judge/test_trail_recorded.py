@@ -23,9 +23,16 @@ from tests.run_report import why_not_finished
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 runner = CliRunner()
-SCENARIOS = ("writes-right", "scripted-fix", "other-user-reads-while-wrong", "other-user-searches-while-wrong",
-             "unrecorded-write-behind-fix", "delete-then-recreate", "other-user-batch-reads-while-wrong",
-             "other-user-batch-searches-while-wrong")
+SCENARIOS = (
+    "writes-right",
+    "scripted-fix",
+    "other-user-reads-while-wrong",
+    "other-user-searches-while-wrong",
+    "unrecorded-write-behind-fix",
+    "delete-then-recreate",
+    "other-user-batch-reads-while-wrong",
+    "other-user-batch-searches-while-wrong",
+)
 
 
 def _run_id(scenario: str) -> str:
@@ -37,8 +44,9 @@ def audited_log(tmp_path_factory):
     """The scenarios recorded by `fae record --audit-events`: the embedded server keeps a trail."""
     log = tmp_path_factory.mktemp("trail") / "audited.duckdb"
     agents = [arg for name in SCENARIOS for arg in ("--agent", f"scenario:{name}")]
-    done = runner.invoke(app, ["record", "--log", str(log), "--task", TASK_ID, *agents, "--audit-events",
-                               "--concurrency", "6"])
+    done = runner.invoke(
+        app, ["record", "--log", str(log), "--task", TASK_ID, *agents, "--audit-events", "--concurrency", "6"]
+    )
     assert done.exit_code == 0, done.output
     return log
 
@@ -103,8 +111,9 @@ def test_writing_right_and_a_clean_fix_are_verified_by_both(audited_log):
         for verdict in (proxy, trail):
             assert (verdict.outcome, verdict.evidence["problems"]) == ("created_verified", []), verdict.evidence
             assert verdict.evidence["corrected"] is corrected
-        assert [w["op"] for w in trail.evidence["writes_to_record"]] == [w["op"] for w in
-                                                                         proxy.evidence["writes_to_record"]]
+        assert [w["op"] for w in trail.evidence["writes_to_record"]] == [
+            w["op"] for w in proxy.evidence["writes_to_record"]
+        ]
 
 
 def test_a_write_that_bypassed_the_proxy_is_in_the_trail(audited_log):
@@ -135,8 +144,9 @@ def test_the_trail_names_each_actor_and_leaves_the_harness_out(audited_log):
     capture_seq, captured = captured_resources(run)
     assert all(seq > capture_seq for seq in recorded.seqs)
     reads = [r for r in run.of(ev.HttpExchanged) if r.actor == "harness" and "AuditEvent" in r.event.path]
-    assert reads and all(("x-fae-identity", "harness") in [(h.name.lower(), h.value) for h in r.event.request_headers]
-                         for r in reads)
+    assert reads and all(
+        ("x-fae-identity", "harness") in [(h.name.lower(), h.value) for h in r.event.request_headers] for r in reads
+    )
     # the capture leaves the server's AuditEvents out, so fold and capture still agree
     assert not [r for r in captured if r["resourceType"] == "AuditEvent"]
     [drift] = judge_run(run, build_plan("state_drift"), judged_at=NOW)

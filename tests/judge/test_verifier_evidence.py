@@ -45,8 +45,10 @@ def _run(log_path, scenario):
 
 
 def test_reads_inside_a_batch_are_reads_of_the_record(scenario_log):
-    for scenario, how in (("other-user-batch-reads-while-wrong", "batch-read"),
-                          ("other-user-batch-searches-while-wrong", "batch-search")):
+    for scenario, how in (
+        ("other-user-batch-reads-while-wrong", "batch-read"),
+        ("other-user-batch-searches-while-wrong", "batch-search"),
+    ):
         row = _judge(scenario_log, scenario)
         reads = row.evidence["other_actor_reads"]
         assert [(r["actor"], r["how"]) for r in reads] == [("other-user", how)], row.evidence
@@ -58,20 +60,35 @@ def test_reads_inside_a_batch_are_reads_of_the_record(scenario_log):
 
 def _exchange(method: str, path: str, body: bytes | None, **kw) -> Exchange:
     interaction, rtype, rid, version = interaction_of(method, path, None)
-    return Exchange(seq=kw.get("seq", 5), actor="other-user", started_at=1.0, method=method, path=path, status=200,
-                    interaction=interaction, resource_type=rtype, resource_id=rid, version=version, search_ids=(),
-                    request=None, response=body, response_headers=(), error=None)
+    return Exchange(
+        seq=kw.get("seq", 5),
+        actor="other-user",
+        started_at=1.0,
+        method=method,
+        path=path,
+        status=200,
+        interaction=interaction,
+        resource_type=rtype,
+        resource_id=rid,
+        version=version,
+        search_ids=(),
+        request=None,
+        response=body,
+        response_headers=(),
+        error=None,
+    )
 
 
 def test_compartment_searches_and_everything_are_reads_of_what_they_return():
     """The embedded server serves neither, so these exchanges are what an external server answers."""
-    bundle = (b'{"resourceType": "Bundle", "type": "searchset", "entry": [{"resource": {"resourceType":'
-              b' "AllergyIntolerance", "id": "a1", "meta": {"versionId": "2"}}}, {"resource": {"resourceType":'
-              b' "OperationOutcome", "id": "x"}}]}')
+    bundle = (
+        b'{"resourceType": "Bundle", "type": "searchset", "entry": [{"resource": {"resourceType":'
+        b' "AllergyIntolerance", "id": "a1", "meta": {"versionId": "2"}}}, {"resource": {"resourceType":'
+        b' "OperationOutcome", "id": "x"}}]}'
+    )
     compartment = _exchange("GET", "sandbox/s/fhir/Patient/P1/AllergyIntolerance", bundle)
     assert compartment.interaction == "search-compartment"
-    assert [(r.how, r.ref, r.version) for r in reads_of(compartment)] == [
-        ("compartment", "AllergyIntolerance/a1", "2")]
+    assert [(r.how, r.ref, r.version) for r in reads_of(compartment)] == [("compartment", "AllergyIntolerance/a1", "2")]
     everything = _exchange("GET", "Patient/P1/$everything", bundle)
     assert everything.interaction == "operation"
     assert [r.ref for r in reads_of(everything)] == ["AllergyIntolerance/a1"]
@@ -79,9 +96,21 @@ def test_compartment_searches_and_everything_are_reads_of_what_they_return():
     assert reads_of(replace(compartment, status=404)) == []
     lean = _exchange("GET", "Patient/P1/AllergyIntolerance", None, seq=9)
     assert reads_of(lean) == []
-    assert [r.ref for r in reads_of(lean, lambda seq: {"resourceType": "Bundle", "type": "searchset", "entry": [
-        {"resource": {"resourceType": "AllergyIntolerance", "id": "a9"}}]} if seq == 9 else None)] == [
-        "AllergyIntolerance/a9"]
+    assert [
+        r.ref
+        for r in reads_of(
+            lean,
+            lambda seq: (
+                {
+                    "resourceType": "Bundle",
+                    "type": "searchset",
+                    "entry": [{"resource": {"resourceType": "AllergyIntolerance", "id": "a9"}}],
+                }
+                if seq == 9
+                else None
+            ),
+        )
+    ] == ["AllergyIntolerance/a9"]
 
 
 # ------------------------------------------------------------------ 2. the read-back is the record's
@@ -94,8 +123,9 @@ def test_the_read_back_is_the_verifiers_read_of_the_record_under_check(scenario_
     # the verifier read another patient last: the read-back is the capture, not that read
     assert row.evidence["read_back"]["seq"] == capture and row.outcome == "created_verified", row.evidence
     checked = _judge(scenario_log, "writes-right-checked")
-    verifier_reads = [x.seq for x in fhir_exchanges(_run(scenario_log, "writes-right-checked"))
-                      if x.actor == "verifier"]
+    verifier_reads = [
+        x.seq for x in fhir_exchanges(_run(scenario_log, "writes-right-checked")) if x.actor == "verifier"
+    ]
     assert checked.evidence["read_back"]["seq"] == verifier_reads[-1]
 
 
@@ -148,9 +178,10 @@ def test_an_appointment_is_who_with_whom_and_when(scenario_log):
     # the suite's targets: an appointment's start and requested window are who it is; every declared
     # field of the allergy task is judged
     suite = load_suite()
-    for task_id, wanted in (("sched-book-appointment", {"participant.actor", "start"}),
-                            ("sched-waitlist-add", {"participant.actor", "requestedPeriod.start",
-                                                    "requestedPeriod.end"})):
+    for task_id, wanted in (
+        ("sched-book-appointment", {"participant.actor", "start"}),
+        ("sched-waitlist-add", {"participant.actor", "requestedPeriod.start", "requestedPeriod.end"}),
+    ):
         rendered = suite[task_id].render(0)
         target = spec_targets(rendered.check_spec, bundle_resources(rendered.seed_bundle))[0]
         assert set(target.identity) == wanted, (task_id, target.identity)
@@ -190,6 +221,9 @@ def test_a_delayed_write_is_held_by_the_proxy(scenario_log):
     with EventLog(scenario_log, read_only=True) as log:
         run = load_run(log, _id("slow-create"))
         [create] = _agent_writes(run)
-        http = [r.event for r in run.of(ev.HttpExchanged) if r.actor == "agent" and r.event.method == "POST"
-                and "/fhir/" in r.event.url]
+        http = [
+            r.event
+            for r in run.of(ev.HttpExchanged)
+            if r.actor == "agent" and r.event.method == "POST" and "/fhir/" in r.event.url
+        ]
     assert create.status == 201 and http[0].duration_ms >= 1200, http[0].duration_ms

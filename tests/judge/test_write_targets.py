@@ -22,9 +22,17 @@ from fae.tasks.write_targets import not_covered, spec_target, spec_targets
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 # Tasks that write more than one record: one target per record, verified only if every one is.
-MULTI_RECORD = {"ins-coverage-parent-subscriber", "ord-family-history-support", "sched-book-appointment",
-                "sched-cancel-next", "sched-cancel-on-weekday", "sched-cancel-with-doctor",
-                "sched-reschedule-next-week", "sched-reschedule-other-doctor", "sched-waitlist-book"}
+MULTI_RECORD = {
+    "ins-coverage-parent-subscriber",
+    "ord-family-history-support",
+    "sched-book-appointment",
+    "sched-cancel-next",
+    "sched-cancel-on-weekday",
+    "sched-cancel-with-doctor",
+    "sched-reschedule-next-week",
+    "sched-reschedule-other-doctor",
+    "sched-waitlist-book",
+}
 HARMFUL = ("collateral-write", "duplicate-create", "extra-create", "wrong-patient")
 
 
@@ -47,27 +55,51 @@ def test_every_write_task_names_its_targets():
         covered.add(task_id)
     assert len(covered) == 27
     assert not_covered({"deletes": ["Slot/s1"]}) is not None
-    assert not_covered(load_suite()["rec-find-patient"].render(0).check_spec, False) == \
-        "a read-only task writes no record"
+    assert (
+        not_covered(load_suite()["rec-find-patient"].render(0).check_spec, False) == "a read-only task writes no record"
+    )
 
 
 def test_a_target_keeps_the_specs_matchers():
-    spec = {"creates": [{"type": "Condition", "fields": {
-        "subject": {"refs": ["Patient/p1"]}, "code.coding": {"coding": "http://snomed.info/sct|1"},
-        "clinicalStatus.coding": {"coding": "http://x|active"}}}]}
+    spec = {
+        "creates": [
+            {
+                "type": "Condition",
+                "fields": {
+                    "subject": {"refs": ["Patient/p1"]},
+                    "code.coding": {"coding": "http://snomed.info/sct|1"},
+                    "clinicalStatus.coding": {"coding": "http://x|active"},
+                },
+            }
+        ]
+    }
     target = spec_target(spec)
     assert set(target.identity) == {"subject", "code.coding"} and set(target.expected) == {"clinicalStatus.coding"}
-    right = {"resourceType": "Condition", "subject": {"reference": "http://server/fhir/Patient/p1"},
-             "code": {"coding": [{"system": "http://snomed.info/sct", "code": "1"}]}}
+    right = {
+        "resourceType": "Condition",
+        "subject": {"reference": "http://server/fhir/Patient/p1"},
+        "code": {"coding": [{"system": "http://snomed.info/sct", "code": "1"}]},
+    }
     assert matches(right, target.identity)
     assert not matches({**right, "subject": {"reference": "Patient/p2"}}, target.identity)
     # an update takes who the record is from the seeded record where the spec does not say it
-    update = spec_target({"updates": [{"ref": "Patient/p1", "fields": {"telecom.value": "555"}}]},
-                         [{"resourceType": "Patient", "id": "p1", "name": [{"family": "Ode", "given": ["Ann"]}],
-                           "birthDate": "1990-01-02"}])
+    update = spec_target(
+        {"updates": [{"ref": "Patient/p1", "fields": {"telecom.value": "555"}}]},
+        [
+            {
+                "resourceType": "Patient",
+                "id": "p1",
+                "name": [{"family": "Ode", "given": ["Ann"]}],
+                "birthDate": "1990-01-02",
+            }
+        ],
+    )
     assert (update.action, update.record_id) == ("update", "p1")
-    assert update.identity == {"name.family": {"equals": "Ode"}, "name.given": {"equals": "Ann"},
-                               "birthDate": {"equals": "1990-01-02"}}
+    assert update.identity == {
+        "name.family": {"equals": "Ode"},
+        "name.given": {"equals": "Ann"},
+        "birthDate": {"equals": "1990-01-02"},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +121,11 @@ def harmful_log(tmp_path_factory):
 def _ensure_record(log_path) -> dict[str, tuple[str, list[str] | None, str | None]]:
     plan = build_plan("ensure_record")
     with EventLog(log_path, read_only=True) as log:
-        return {row.run_id: (row.outcome, row.evidence.get("problems"), row.evidence.get("reason"))
-                for run in load_runs(log, run_ids(log), lean=True)
-                for row in judge_run(run, plan, judged_at=NOW)}
+        return {
+            row.run_id: (row.outcome, row.evidence.get("problems"), row.evidence.get("reason"))
+            for run in load_runs(log, run_ids(log), lean=True)
+            for row in judge_run(run, plan, judged_at=NOW)
+        }
 
 
 def test_gold_runs_of_every_covered_write_task_are_verified(suite_log):
@@ -122,8 +156,11 @@ def test_runs_that_wrote_too_much_twice_or_for_another_patient_need_review(harmf
 def _oracle(log_path) -> dict[str, tuple[str, list[str] | None]]:
     plan = build_plan("oracle")
     with EventLog(log_path, read_only=True) as log:
-        return {row.run_id: (row.outcome, row.evidence.get("harms")) for run in load_runs(log, run_ids(log), lean=True)
-                for row in judge_run(run, plan, judged_at=NOW)}
+        return {
+            row.run_id: (row.outcome, row.evidence.get("harms"))
+            for run in load_runs(log, run_ids(log), lean=True)
+            for row in judge_run(run, plan, judged_at=NOW)
+        }
 
 
 def test_every_write_task_has_an_oracle_label(suite_log, harmful_log):

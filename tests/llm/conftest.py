@@ -12,9 +12,7 @@ from tests.llm.booking import BOOKING_PLAN, CREATED
 
 @pytest.fixture(scope="module")
 def registry() -> PlanRegistry:
-    return PlanRegistry(
-        [entry_from_dict({"match": "book her first appointment", "plan": BOOKING_PLAN})]
-    )
+    return PlanRegistry([entry_from_dict({"match": "book her first appointment", "plan": BOOKING_PLAN})])
 
 
 @pytest.fixture(scope="module")

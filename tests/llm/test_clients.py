@@ -103,9 +103,7 @@ def test_streamed_garbage_breaks_the_stream(llm_server: LlmServer) -> None:
 def test_a_retrying_client_gets_past_429_then_ok(llm_server: LlmServer) -> None:
     client = openai.OpenAI(base_url=llm_server.base_url, api_key="test", max_retries=1, timeout=5)
     with pytest.raises(openai.RateLimitError):
-        openai.OpenAI(
-            base_url=llm_server.base_url, api_key="test", max_retries=0
-        ).chat.completions.create(
+        openai.OpenAI(base_url=llm_server.base_url, api_key="test", max_retries=0).chat.completions.create(
             model="fault:429-then-ok",
             messages=[{"role": "user", "content": "Retry: " + BOOKING_PROMPT}],
         )
@@ -121,27 +119,18 @@ def test_role_models_answer_json(llm_server: LlmServer) -> None:
         '{"resourceType": "Appointment"}\nresult: {"resourceType": "OperationOutcome", '
         '"issue": [{"severity": "error", "diagnostics": "participant is required"}]}'
     )
-    evaluator = json.loads(
-        chat(llm_server, "scripted:evaluator").invoke([HumanMessage(trajectory)]).content
-    )
+    evaluator = json.loads(chat(llm_server, "scripted:evaluator").invoke([HumanMessage(trajectory)]).content)
     assert evaluator["success"] is False
-    reflector = json.loads(
-        chat(llm_server, "scripted:reflector").invoke([HumanMessage(trajectory)]).content
-    )
+    reflector = json.loads(chat(llm_server, "scripted:reflector").invoke([HumanMessage(trajectory)]).content)
     assert reflector["micro"] == [
         {
             "resource": "Appointment",
             "operation": "create",
-            "tip": (
-                "When you create Appointment, the server said 'participant is required';"
-                " fix that first."
-            ),
+            "tip": ("When you create Appointment, the server said 'participant is required'; fix that first."),
         }
     ]
     assert {"reflection_text", "macro_summary", "heuristic"} <= set(reflector)
-    judge = json.loads(
-        chat(llm_server, "scripted:judge").invoke([HumanMessage("judge this run")]).content
-    )
+    judge = json.loads(chat(llm_server, "scripted:judge").invoke([HumanMessage("judge this run")]).content)
     assert judge["label"] == "agreement"
 
 
@@ -150,9 +139,7 @@ def test_role_models_can_be_told_otherwise_through_the_registry(llm_server: LlmS
 
     entry = {"match": "run 17", "judge": {"label": "validator_too_strict", "reason": "told so"}}
     assert httpx.post(f"{llm_server.root_url}/_fae/plans", json=entry).status_code == 201
-    told = json.loads(
-        chat(llm_server, "scripted:judge").invoke([HumanMessage("judge run 17")]).content
-    )
+    told = json.loads(chat(llm_server, "scripted:judge").invoke([HumanMessage("judge run 17")]).content)
     assert told == {"label": "validator_too_strict", "reason": "told so"}
     verdict_tool = {
         "type": "function",
@@ -166,17 +153,13 @@ def test_role_models_can_be_told_otherwise_through_the_registry(llm_server: LlmS
 def test_embeddings_are_deterministic_hashed_bags_of_words(llm_server: LlmServer) -> None:
     client = openai.OpenAI(base_url=llm_server.base_url, api_key="test", max_retries=0)
     texts = ["create Patient with a name", "create a Patient", "delete the Observation"]
-    vectors = [
-        item.embedding for item in client.embeddings.create(model="hashed-bow", input=texts).data
-    ]
+    vectors = [item.embedding for item in client.embeddings.create(model="hashed-bow", input=texts).data]
     assert vectors[0] == pytest.approx(embed(texts[0]))
     assert len(vectors[0]) == 384
     assert math.fsum(x * x for x in vectors[0]) == pytest.approx(1.0, abs=1e-5)
 
     def cosine(a: list[float], b: list[float]) -> float:
-        return sum(x * y for x, y in zip(a, b, strict=True)) / math.sqrt(
-            sum(x * x for x in a) * sum(y * y for y in b)
-        )
+        return sum(x * y for x, y in zip(a, b, strict=True)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
 
     assert cosine(vectors[0], vectors[1]) > cosine(vectors[0], vectors[2])
     lc = OpenAIEmbeddings(
@@ -186,9 +169,7 @@ def test_embeddings_are_deterministic_hashed_bags_of_words(llm_server: LlmServer
         check_embedding_ctx_length=False,
     )
     assert lc.embed_query(texts[0]) == pytest.approx(vectors[0])
-    short = client.embeddings.create(
-        model="hashed-bow", input="x y", dimensions=8, encoding_format="float"
-    )
+    short = client.embeddings.create(model="hashed-bow", input="x y", dimensions=8, encoding_format="float")
     assert len(short.data[0].embedding) == 8
 
 

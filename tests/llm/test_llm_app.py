@@ -62,9 +62,7 @@ def test_gold_plan_uses_the_ids_the_tools_returned(llm_server: LlmServer) -> Non
 
 def test_tool_results_are_read_tolerantly(llm_server: LlmServer) -> None:
     mcp_blocks = json.dumps([{"type": "text", "text": json.dumps(PATIENT)}])
-    calls, _, _ = drive(
-        llm_server, "scripted:gold", [mcp_blocks, "created: " + json.dumps(APPOINTMENT)]
-    )
+    calls, _, _ = drive(llm_server, "scripted:gold", [mcp_blocks, "created: " + json.dumps(APPOINTMENT)])
     assert calls[1][1]["resource"]["participant"][0]["actor"]["reference"] == "Patient/p1"
 
 
@@ -80,9 +78,7 @@ def test_mistake_recover_makes_a_wrong_call_then_follows_the_plan(llm_server: Ll
         "resourceType": "OperationOutcome",
         "issue": [{"severity": "error", "diagnostics": "unknown type"}],
     }
-    calls, answer, _ = drive(
-        llm_server, "scripted:mistake-recover", [outcome, PATIENT, APPOINTMENT]
-    )
+    calls, answer, _ = drive(llm_server, "scripted:mistake-recover", [outcome, PATIENT, APPOINTMENT])
     assert len(calls) == 3
     assert calls[0][1]["resourceType"] != "Patient"
     assert calls[0][1]["resource"]["resourceType"] != "Patient"
@@ -162,10 +158,7 @@ def test_streamed_answer_without_usage(llm_server: LlmServer) -> None:
     events = read_sse(post(llm_server, body))
     chunks = events[:-1]
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
-    assert (
-        text
-        == post(llm_server, {**body, "stream": False}).json()["choices"][0]["message"]["content"]
-    )
+    assert text == post(llm_server, {**body, "stream": False}).json()["choices"][0]["message"]["content"]
     assert len(chunks) > 3
     assert all("usage" not in chunk for chunk in chunks)
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
@@ -182,15 +175,15 @@ def test_fault_429_and_500_answer_openai_errors(llm_server: LlmServer) -> None:
 
 
 def test_fault_429_then_ok_refuses_each_request_once(llm_server: LlmServer) -> None:
-    body = {"model": "fault:429-then-ok", "messages": [{"role": "user", "content": BOOKING_PROMPT}],
-            "tools": OFFERED_TOOLS}
+    body = {
+        "model": "fault:429-then-ok",
+        "messages": [{"role": "user", "content": BOOKING_PROMPT}],
+        "tools": OFFERED_TOOLS,
+    }
     assert post(llm_server, body).status_code == 429
     retried = post(llm_server, body)
     assert retried.status_code == 200
-    assert (
-        retried.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"]
-        == "createResource"
-    )
+    assert retried.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "createResource"
 
 
 def test_fault_timeout_outlasts_a_short_client_timeout(llm_server: LlmServer) -> None:
@@ -203,9 +196,7 @@ def test_fault_timeout_outlasts_a_short_client_timeout(llm_server: LlmServer) ->
 
 
 def test_fault_garbage_is_a_200_that_does_not_parse(llm_server: LlmServer) -> None:
-    response = post(
-        llm_server, {"model": "fault:garbage", "messages": [{"role": "user", "content": "x"}]}
-    )
+    response = post(llm_server, {"model": "fault:garbage", "messages": [{"role": "user", "content": "x"}]})
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"
     with pytest.raises(json.JSONDecodeError):
@@ -213,9 +204,7 @@ def test_fault_garbage_is_a_200_that_does_not_parse(llm_server: LlmServer) -> No
 
 
 def test_unknown_model_is_an_openai_404(llm_server: LlmServer) -> None:
-    response = post(
-        llm_server, {"model": "gpt-nonexistent", "messages": [{"role": "user", "content": "x"}]}
-    )
+    response = post(llm_server, {"model": "gpt-nonexistent", "messages": [{"role": "user", "content": "x"}]})
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "model_not_found"
 
@@ -265,12 +254,8 @@ def test_plans_registered_at_run_time_are_used(llm_server: LlmServer) -> None:
         "resourceType": "Bundle",
         "entry": [{"resource": {"resourceType": "Patient", "id": "g42"}}],
     }
-    calls, answer, _ = drive(
-        llm_server, "scripted:gold", [bundle], prompt="Find the patient Grace Hopper."
-    )
-    assert calls == [
-        ("searchResources", {"resourceType": "Patient", "params": {"family": "Hopper"}})
-    ]
+    calls, answer, _ = drive(llm_server, "scripted:gold", [bundle], prompt="Find the patient Grace Hopper.")
+    assert calls == [("searchResources", {"resourceType": "Patient", "params": {"family": "Hopper"}})]
     assert answer == "g42"
 
 

@@ -47,9 +47,7 @@ def _free_port() -> int:
 
 
 def test_serve_answers_with_the_plans_of_its_directory(tmp_path: Path) -> None:
-    (tmp_path / "hello.yaml").write_text(
-        "match: say hello\nsteps:\n  - answer: hello from the plan\n"
-    )
+    (tmp_path / "hello.yaml").write_text("match: say hello\nsteps:\n  - answer: hello from the plan\n")
     port = _free_port()
     command = [
         sys.executable,
@@ -61,9 +59,7 @@ def test_serve_answers_with_the_plans_of_its_directory(tmp_path: Path) -> None:
         "--plans",
         str(tmp_path),
     ]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ}
-    )
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ})
     try:
         deadline = time.monotonic() + 120  # a loaded machine starts a process slowly; ready ends the wait
         while True:
@@ -92,8 +88,4 @@ def test_port_in_use_is_one_line_and_exit_1() -> None:
         port = taken.getsockname()[1]
         result = runner.invoke(app, ["serve", "--port", str(port)])
     assert result.exit_code == 1
-    assert (
-        result.output.strip()
-        .splitlines()[-1]
-        .startswith(f"error: cannot listen on 127.0.0.1:{port}")
-    )
+    assert result.output.strip().splitlines()[-1].startswith(f"error: cannot listen on 127.0.0.1:{port}")

@@ -41,9 +41,7 @@ def test_longest_match_wins_and_empty_match_is_a_catch_all() -> None:
     assert registry.find("please book an appointment").match == "book an appointment"
     assert registry.find("book a room").match == "book"
     assert registry.find("something else").match == ""
-    registry.add(
-        entry_from_dict({"match": "book", "plan": {"name": "newer", "steps": [{"answer": "y"}]}})
-    )
+    registry.add(entry_from_dict({"match": "book", "plan": {"name": "newer", "steps": [{"answer": "y"}]}}))
     assert registry.find("book a room").plan.name == "newer"
     assert len(registry.entries()) == 3
 
@@ -66,9 +64,7 @@ def test_two_files_with_the_same_match_are_refused(tmp_path: Path) -> None:
         ("match: x\nsteps: [\n", "not valid YAML"),
     ],
 )
-def test_malformed_plan_files_name_the_file_and_the_fault(
-    tmp_path: Path, text: str, message: str
-) -> None:
+def test_malformed_plan_files_name_the_file_and_the_fault(tmp_path: Path, text: str, message: str) -> None:
     (tmp_path / "broken.yaml").write_text(text)
     with pytest.raises(PlanError, match=message) as raised:
         load_plans_dir(tmp_path)
@@ -82,8 +78,7 @@ def test_missing_plans_dir_is_a_plan_error(tmp_path: Path) -> None:
 
 def test_yaml_dates_become_iso_text(tmp_path: Path) -> None:
     (tmp_path / "dated.yaml").write_text(
-        "steps:\n  - call: searchResources\n    args: {date: 2024-05-01, at: 2024-05-01T10:30:00}\n"
-        "  - answer: done\n"
+        "steps:\n  - call: searchResources\n    args: {date: 2024-05-01, at: 2024-05-01T10:30:00}\n  - answer: done\n"
     )
     (entry,) = load_plans_dir(tmp_path).entries()
     assert entry.plan.steps[0].args == {"date": "2024-05-01", "at": "2024-05-01T10:30:00"}

@@ -65,12 +65,14 @@ def test_the_server_plays_a_suite_plan_only_with_the_suite_fallback():
     tool = {"type": "function", "function": {"name": first_call.call, "parameters": {"type": "object"}}}
     with LlmServer(create_app(PlanRegistry(fallback=PLANS.find))) as llm:
         reply = OpenAI(base_url=llm.base_url, api_key="x").chat.completions.create(
-            model="scripted:gold", messages=messages, tools=[tool])
+            model="scripted:gold", messages=messages, tools=[tool]
+        )
     call = reply.choices[0].message.tool_calls[0]
     assert call.function.name == first_call.call
     with LlmServer(create_app(PlanRegistry())) as llm, pytest.raises(BadRequestError) as refused:
         OpenAI(base_url=llm.base_url, api_key="x").chat.completions.create(
-            model="scripted:gold", messages=messages, tools=[tool])
+            model="scripted:gold", messages=messages, tools=[tool]
+        )
     assert "no registered plan matches" in str(refused.value)
 
 
@@ -78,7 +80,8 @@ def strict_outcomes(log) -> dict[str, str]:
     with EventLog(log, read_only=True) as opened:
         _, rows = opened.query(
             "SELECT r.run_id, r.status, v.outcome FROM runs r LEFT JOIN verdicts v ON v.run_id = r.run_id"
-            " AND v.judge = 'task' AND v.rule_set->>'$.mode' = 'strict' ORDER BY r.run_id")
+            " AND v.judge = 'task' AND v.rule_set->>'$.mode' = 'strict' ORDER BY r.run_id"
+        )
         _, errors = opened.query("SELECT run_id, error FROM runs WHERE status <> 'finished'")
     assert not errors, errors
     return {run_id: f"{status}/{outcome}" for run_id, status, outcome in rows}
@@ -88,9 +91,21 @@ def test_record_suite_tasks_with_langchain_on_scripted_gold_from_the_cli(tmp_pat
     log = tmp_path / "log.duckdb"
     tasks = ["rec-record-condition", "sched-book-appointment", "ord-order-wgs"]
     with served("llm", "serve") as origin:
-        result = CliRunner().invoke(fae_app, [
-            "record", "--log", str(log), *[arg for t in tasks for arg in ("--task", t)], "--variations", "0-1",
-            "--agent", "langchain:baseline@scripted:gold", "--llm-url", f"{origin}/v1"])
+        result = CliRunner().invoke(
+            fae_app,
+            [
+                "record",
+                "--log",
+                str(log),
+                *[arg for t in tasks for arg in ("--task", t)],
+                "--variations",
+                "0-1",
+                "--agent",
+                "langchain:baseline@scripted:gold",
+                "--llm-url",
+                f"{origin}/v1",
+            ],
+        )
     assert result.exit_code == 0, result.output
     outcomes = strict_outcomes(log)
     assert len(outcomes) == 6, outcomes
@@ -100,14 +115,29 @@ def test_record_suite_tasks_with_langchain_on_scripted_gold_from_the_cli(tmp_pat
 def test_a_paraphrased_prompt_still_plays_its_gold_plan(tmp_path):
     log = tmp_path / "log.duckdb"
     with served("llm", "serve") as origin:
-        result = CliRunner().invoke(fae_app, [
-            "record", "--log", str(log), "--task", "rec-record-condition", "--variations", "1",
-            "--agent", "langchain:baseline@scripted:gold", "--llm-url", f"{origin}/v1",
-            "--paraphrase-model", "scripted:paraphrase"])
+        result = CliRunner().invoke(
+            fae_app,
+            [
+                "record",
+                "--log",
+                str(log),
+                "--task",
+                "rec-record-condition",
+                "--variations",
+                "1",
+                "--agent",
+                "langchain:baseline@scripted:gold",
+                "--llm-url",
+                f"{origin}/v1",
+                "--paraphrase-model",
+                "scripted:paraphrase",
+            ],
+        )
     assert result.exit_code == 0, result.output
     with EventLog(log, read_only=True) as opened:
         _, paraphrases = opened.query(
-            "SELECT count(*) FROM events WHERE kind = 'PromptParaphrased' AND payload->>'$.accepted' = 'true'")
+            "SELECT count(*) FROM events WHERE kind = 'PromptParaphrased' AND payload->>'$.accepted' = 'true'"
+        )
     assert paraphrases == [(1,)]
     assert set(strict_outcomes(log).values()) == {"finished/pass"}
 

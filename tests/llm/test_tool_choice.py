@@ -25,8 +25,10 @@ def after_both_calls() -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = list(FIRST)
     for index, result in enumerate([PATIENT, {"resourceType": "Appointment", "id": "a7"}]):
         call = {"id": f"c{index}", "type": "function", "function": {"name": "createResource", "arguments": "{}"}}
-        messages += [{"role": "assistant", "content": None, "tool_calls": [call]},
-                     {"role": "tool", "tool_call_id": f"c{index}", "content": json.dumps(result)}]
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{index}", "content": json.dumps(result)},
+        ]
     return messages
 
 
@@ -42,7 +44,8 @@ def test_n_gives_that_many_alike_choices(llm_server: LlmServer) -> None:
 
 def test_n_streamed_sends_every_choice(llm_server: LlmServer) -> None:
     stream = client_of(llm_server).chat.completions.create(
-        model="scripted:gold", messages=after_both_calls(), tools=OFFERED_TOOLS, n=2, stream=True)
+        model="scripted:gold", messages=after_both_calls(), tools=OFFERED_TOOLS, n=2, stream=True
+    )
     texts: dict[int, str] = {}
     finished: dict[int, str] = {}
     for chunk in stream:
@@ -78,35 +81,52 @@ def test_text_only_holds_when_streamed(llm_server: LlmServer) -> None:
 
 def test_choice_naming_the_next_call_forces_it(llm_server: LlmServer) -> None:
     reply = client_of(llm_server).chat.completions.create(
-        model="scripted:gold", messages=FIRST, tools=[SEARCH_TOOL, *OFFERED_TOOLS],
-        tool_choice={"type": "function", "function": {"name": "createResource"}})
+        model="scripted:gold",
+        messages=FIRST,
+        tools=[SEARCH_TOOL, *OFFERED_TOOLS],
+        tool_choice={"type": "function", "function": {"name": "createResource"}},
+    )
     (call,) = reply.choices[0].message.tool_calls
     assert call.function.name == "createResource" and reply.choices[0].finish_reason == "tool_calls"
 
 
 def test_required_lets_a_call_through(llm_server: LlmServer) -> None:
     reply = client_of(llm_server).chat.completions.create(
-        model="scripted:gold", messages=FIRST, tools=OFFERED_TOOLS, tool_choice="required")
+        model="scripted:gold", messages=FIRST, tools=OFFERED_TOOLS, tool_choice="required"
+    )
     assert reply.choices[0].message.tool_calls[0].function.name == "createResource"
 
 
-@pytest.mark.parametrize(("messages", "options", "said"), [
-    # the API's own refusals
-    (FIRST, {"tool_choice": "required"}, "needs 'tools'"),
-    (FIRST, {"tool_choice": {"type": "function", "function": {"name": "createResource"}}}, "needs 'tools'"),
-    (FIRST, {"tools": OFFERED_TOOLS, "tool_choice": {"type": "function", "function": {"name": "deleteResource"}}},
-     "not in 'tools'"),
-    (FIRST, {"tools": OFFERED_TOOLS, "tool_choice": "sometimes"}, "'tool_choice' must be"),
-    (FIRST, {"tools": [{"type": "function", "function": {}}]}, "not a function tool"),
-    # moves a scripted plan cannot be forced into
-    (FIRST, {"tools": [SEARCH_TOOL, *OFFERED_TOOLS],
-             "tool_choice": {"type": "function", "function": {"name": "searchResources"}}},
-     "its next move is a call to createResource"),
-    (after_both_calls(), {"tools": OFFERED_TOOLS, "tool_choice": "required"}, "its next move is its answer"),
-    (after_both_calls(), {"tools": OFFERED_TOOLS,
-                          "tool_choice": {"type": "function", "function": {"name": "createResource"}}},
-     "its next move is its answer"),
-])
+@pytest.mark.parametrize(
+    ("messages", "options", "said"),
+    [
+        # the API's own refusals
+        (FIRST, {"tool_choice": "required"}, "needs 'tools'"),
+        (FIRST, {"tool_choice": {"type": "function", "function": {"name": "createResource"}}}, "needs 'tools'"),
+        (
+            FIRST,
+            {"tools": OFFERED_TOOLS, "tool_choice": {"type": "function", "function": {"name": "deleteResource"}}},
+            "not in 'tools'",
+        ),
+        (FIRST, {"tools": OFFERED_TOOLS, "tool_choice": "sometimes"}, "'tool_choice' must be"),
+        (FIRST, {"tools": [{"type": "function", "function": {}}]}, "not a function tool"),
+        # moves a scripted plan cannot be forced into
+        (
+            FIRST,
+            {
+                "tools": [SEARCH_TOOL, *OFFERED_TOOLS],
+                "tool_choice": {"type": "function", "function": {"name": "searchResources"}},
+            },
+            "its next move is a call to createResource",
+        ),
+        (after_both_calls(), {"tools": OFFERED_TOOLS, "tool_choice": "required"}, "its next move is its answer"),
+        (
+            after_both_calls(),
+            {"tools": OFFERED_TOOLS, "tool_choice": {"type": "function", "function": {"name": "createResource"}}},
+            "its next move is its answer",
+        ),
+    ],
+)
 def test_tool_choice_refusals(llm_server: LlmServer, messages: list, options: dict, said: str) -> None:
     with pytest.raises(openai.BadRequestError) as refused:
         client_of(llm_server).chat.completions.create(model="scripted:gold", messages=messages, **options)

@@ -32,9 +32,7 @@ GENDERS = ("male", "female", "other", "unknown")
 FHIR_JSON = "application/fhir+json"
 
 
-def outcome(
-    status: int, code: str, diagnostics: str, expression: str | None = None
-) -> JSONResponse:
+def outcome(status: int, code: str, diagnostics: str, expression: str | None = None) -> JSONResponse:
     issue: dict[str, Any] = {"severity": "error", "code": code, "diagnostics": diagnostics}
     if expression:
         issue["expression"] = [expression]
@@ -50,9 +48,7 @@ class StandinFhir:
         self.deleted: set[tuple[str, str, str]] = set()
         self.requests: list[dict[str, Any]] = []
         self._ids = itertools.count(1)
-        self.app = Starlette(
-            routes=[Route("/{path:path}", self.handle, methods=["GET", "POST", "PUT", "DELETE"])]
-        )
+        self.app = Starlette(routes=[Route("/{path:path}", self.handle, methods=["GET", "POST", "PUT", "DELETE"])])
 
     async def handle(self, request: Request) -> Response:
         segments = request.path_params["path"].strip("/").split("/")
@@ -83,9 +79,7 @@ class StandinFhir:
         if rest and rest[0] == "Broken":
             return HTMLResponse("<html><body>Internal explosion</body></html>", status_code=500)
         if not rest or rest[0] not in KNOWN_TYPES:
-            return outcome(
-                404, "not-supported", f"Unknown resource type {rest[0] if rest else ''!r}"
-            )
+            return outcome(404, "not-supported", f"Unknown resource type {rest[0] if rest else ''!r}")
         kind = rest[0]
         if len(rest) == 1 and request.method == "POST":
             return await self.create(request, store, kind)
@@ -98,16 +92,13 @@ class StandinFhir:
     async def create(self, request: Request, store: dict, kind: str) -> Response:
         body = await request.json()
         if kind == "Patient" and body.get("gender") not in (None, *GENDERS):
-            return outcome(
-                422, "code-invalid", f"Unknown gender {body['gender']!r}", "Patient.gender"
-            )
+            return outcome(422, "code-invalid", f"Unknown gender {body['gender']!r}", "Patient.gender")
         condition = request.headers.get("if-none-exist")
         if condition:
             key, _, wanted = condition.partition("=")
             for resource in store.values():
                 if key == "identifier" and any(
-                    f"{i.get('system')}|{i.get('value')}" == wanted
-                    for i in resource.get("identifier", [])
+                    f"{i.get('system')}|{i.get('value')}" == wanted for i in resource.get("identifier", [])
                 ):
                     return JSONResponse(resource, status_code=200, media_type=FHIR_JSON)
         resource = {**body, "id": f"s{next(self._ids)}", "meta": {"versionId": "1"}}
@@ -123,20 +114,14 @@ class StandinFhir:
         query = request.query_params
         matches = [r for (k, _), r in sorted(store.items()) if k == kind]
         if "family" in query:
-            matches = [
-                r
-                for r in matches
-                if any(n.get("family") == query["family"] for n in r.get("name", []))
-            ]
+            matches = [r for r in matches if any(n.get("family") == query["family"] for n in r.get("name", []))]
         count = int(query.get("_count", "2"))
         page = int(query.get("_page", "1"))
         chunk = matches[(page - 1) * count : page * count]
         kept = [(k, v) for k, v in query.multi_items() if k != "_page"]
 
         def link(page_number: int) -> str:
-            return (
-                f"{ADVERTISED_ORIGIN}{prefix}/{kind}?{urlencode([*kept, ('_page', page_number)])}"
-            )
+            return f"{ADVERTISED_ORIGIN}{prefix}/{kind}?{urlencode([*kept, ('_page', page_number)])}"
 
         links = [{"relation": "self", "url": link(page)}]
         if page * count < len(matches):
@@ -157,9 +142,7 @@ class StandinFhir:
         }
         return JSONResponse(bundle, media_type=FHIR_JSON)
 
-    async def instance(
-        self, request: Request, store: dict, prefix: str, kind: str, rid: str
-    ) -> Response:
+    async def instance(self, request: Request, store: dict, prefix: str, kind: str, rid: str) -> Response:
         key = (kind, rid)
         if request.method == "GET":
             if (prefix, kind, rid) in self.deleted:

@@ -14,8 +14,12 @@ _ANNOUNCED = re.compile(r"(http://127\.0\.0\.1:\d+)/")
 @contextmanager
 def served(*args: str) -> Iterator[str]:
     """Run ``python -m fae.cli ARGS --port 0``; yields the origin it announces on stderr."""
-    process = subprocess.Popen([sys.executable, "-m", "fae.cli", *args, "--host", "127.0.0.1", "--port", "0"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fae.cli", *args, "--host", "127.0.0.1", "--port", "0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert process.stderr is not None
         seen = []

@@ -33,12 +33,8 @@ def routing_proxy(upstream: str, seen: list[tuple[str, str, str]]) -> Starlette:
         run, actor = request.path_params["run"], request.path_params["actor"]
         rest = request.path_params.get("rest", "")
         target = f"{upstream}/sandbox/{run}/fhir/{rest}".rstrip("/")
-        seen.append(
-            (actor, request.method, f"{rest}?{request.url.query}" if request.url.query else rest)
-        )
-        headers = {
-            k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS | {"host"}
-        }
+        seen.append((actor, request.method, f"{rest}?{request.url.query}" if request.url.query else rest))
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS | {"host"}}
         async with httpx.AsyncClient() as client:
             answer = await client.request(
                 request.method,
@@ -105,21 +101,11 @@ async def test_crud_and_errors_on_the_embedded_server(stack):
                 "ifMatchVersion": "1",
             },
         )
-        invalid = await box.call_tool(
-            "createResource", {"resourceType": "Patient", "body_json": {"gender": "robot"}}
-        )
-        deleted = await box.call_tool(
-            "deleteResource", {"resourceType": "Patient", "resourceId": pid}
-        )
-        gone = await box.call_tool(
-            "getResourceById", {"resourceType": "Patient", "resourceId": pid}
-        )
+        invalid = await box.call_tool("createResource", {"resourceType": "Patient", "body_json": {"gender": "robot"}})
+        deleted = await box.call_tool("deleteResource", {"resourceType": "Patient", "resourceId": pid})
+        gone = await box.call_tool("getResourceById", {"resourceType": "Patient", "resourceId": pid})
     assert not created.is_error and updated.result["meta"]["versionId"] == "2"
-    assert (
-        stale.is_error
-        and stale.result["status"] == 412
-        and stale.result["issue_codes"] == ["conflict"]
-    )
+    assert stale.is_error and stale.result["status"] == 412 and stale.result["issue_codes"] == ["conflict"]
     assert invalid.is_error and invalid.result["status"] == 422
     assert invalid.result["first_expression"] == "Patient.gender"
     assert deleted.result["deleted"] is True
@@ -137,9 +123,7 @@ async def test_paging_follows_the_servers_links_through_the_proxy(stack):
                 {"resourceType": "Patient", "body_json": {"name": [{"family": family}]}},
             )
         start = len(seen)
-        everything = await box.call_tool(
-            "searchResources", {"resourceType": "Patient", "params_json": {"count": 2}}
-        )
+        everything = await box.call_tool("searchResources", {"resourceType": "Patient", "params_json": {"count": 2}})
         limited = await box.call_tool(
             "searchResources",
             {"resourceType": "Patient", "params_json": {"count": 2}, "page_limit": 2},

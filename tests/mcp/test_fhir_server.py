@@ -37,9 +37,7 @@ async def test_lists_the_tools_with_descriptions_and_schemas(mcp_url):
         tools = {tool.name: tool for tool in await box.list_tools()}
     assert set(tools) == TOOLS
     create = tools["createResource"]
-    assert (
-        "POST [base]/{resourceType}" in create.description and "ifNoneExist" in create.description
-    )
+    assert "POST [base]/{resourceType}" in create.description and "ifNoneExist" in create.description
     assert set(create.input_schema["required"]) == {"resourceType", "body_json"}
     assert "ctx" not in create.input_schema["properties"]
     assert create.openai_tool()["function"]["parameters"] == create.input_schema
@@ -49,14 +47,10 @@ async def test_crud_through_mcp(mcp_url, standin):
     _, fhir = standin
     headers = run_headers()
     async with McpToolbox(mcp_url, headers) as box:
-        created = await box.call_tool(
-            "createResource", {"resourceType": "Patient", "body_json": {"gender": "male"}}
-        )
+        created = await box.call_tool("createResource", {"resourceType": "Patient", "body_json": {"gender": "male"}})
         assert not created.is_error and created.result["id"]
         pid = created.result["id"]
-        read = await box.call_tool(
-            "getResourceById", {"resourceType": "Patient", "resourceId": pid}
-        )
+        read = await box.call_tool("getResourceById", {"resourceType": "Patient", "resourceId": pid})
         assert read.result == created.result
         updated = await box.call_tool(
             "updateResource",
@@ -68,13 +62,9 @@ async def test_crud_through_mcp(mcp_url, standin):
             },
         )
         assert (updated.result["gender"], updated.result["meta"]["versionId"]) == ("female", "2")
-        found = await box.call_tool(
-            "searchResources", {"resourceType": "Patient", "params_json": {"count": 1}}
-        )
+        found = await box.call_tool("searchResources", {"resourceType": "Patient", "params_json": {"count": 1}})
         assert [e["resource"]["id"] for e in found.result["entry"]] == [pid]
-        deleted = await box.call_tool(
-            "deleteResource", {"resourceType": "Patient", "resourceId": pid}
-        )
+        deleted = await box.call_tool("deleteResource", {"resourceType": "Patient", "resourceId": pid})
         assert deleted.result["deleted"] is True and not deleted.is_error
         types = await box.call_tool("listResourceTypes", {})
         assert "Patient" in types.result["resourceTypes"]
@@ -97,16 +87,10 @@ async def test_each_run_gets_its_own_base(mcp_url):
 
 async def test_fhir_errors_come_back_as_data_flagged_is_error(mcp_url):
     async with McpToolbox(mcp_url, run_headers()) as box:
-        bad = await box.call_tool(
-            "createResource", {"resourceType": "Patient", "body_json": {"gender": "robot"}}
-        )
-        missing = await box.call_tool(
-            "getResourceById", {"resourceType": "Patient", "resourceId": "nope"}
-        )
+        bad = await box.call_tool("createResource", {"resourceType": "Patient", "body_json": {"gender": "robot"}})
+        missing = await box.call_tool("getResourceById", {"resourceType": "Patient", "resourceId": "nope"})
         unknown = await box.call_tool("searchResources", {"resourceType": "Spaceship"})
-    assert (
-        bad.is_error and bad.result["error"] == "OPERATION_OUTCOME" and bad.result["status"] == 422
-    )
+    assert bad.is_error and bad.result["error"] == "OPERATION_OUTCOME" and bad.result["status"] == 422
     assert bad.result["first_expression"] == "Patient.gender"
     assert missing.is_error and missing.result["status"] == 404
     assert unknown.is_error and unknown.result["issue_codes"] == ["not-supported"]
@@ -114,12 +98,8 @@ async def test_fhir_errors_come_back_as_data_flagged_is_error(mcp_url):
 
 async def test_bad_json_arguments_come_back_as_errors(mcp_url):
     async with McpToolbox(mcp_url, run_headers()) as box:
-        not_json = await box.call_tool(
-            "createResource", {"resourceType": "Patient", "body_json": "{nope"}
-        )
-        wrong_shape = await box.call_tool(
-            "createResource", {"resourceType": "Patient", "body_json": "[1, 2]"}
-        )
+        not_json = await box.call_tool("createResource", {"resourceType": "Patient", "body_json": "{nope"})
+        wrong_shape = await box.call_tool("createResource", {"resourceType": "Patient", "body_json": "[1, 2]"})
         missing = await box.call_tool("getResourceById", {"resourceType": "Patient"})
     assert not_json.is_error and not_json.result["error"] == "INVALID_ARGUMENT"
     assert not_json.result["argument"] == "body_json"
@@ -139,18 +119,14 @@ async def test_paging_through_mcp_stops_at_page_limit(mcp_url):
             "searchResources",
             {"resourceType": "Patient", "params_json": '{"count": 2}', "page_limit": 2},
         )
-        everything = await box.call_tool(
-            "searchResources", {"resourceType": "Patient", "params_json": {"count": 2}}
-        )
+        everything = await box.call_tool("searchResources", {"resourceType": "Patient", "params_json": {"count": 2}})
     assert len(limited.result["entry"]) == 4
     assert len(everything.result["entry"]) == 5
 
 
 async def test_missing_run_header_is_a_clear_error(mcp_url):
     async with McpToolbox(mcp_url) as box:
-        outcome = await box.call_tool(
-            "getResourceById", {"resourceType": "Patient", "resourceId": "1"}
-        )
+        outcome = await box.call_tool("getResourceById", {"resourceType": "Patient", "resourceId": "1"})
     assert outcome.is_error and outcome.result["error"] == "FHIR_BASE_UNAVAILABLE"
     assert "X-Fae-Run" in outcome.result["diagnostics"]
 
@@ -158,9 +134,7 @@ async def test_missing_run_header_is_a_clear_error(mcp_url):
 async def test_fhir_server_down_comes_back_as_data():
     with serve(fhir_mcp_http_app(f"http://127.0.0.1:{closed_port()}/fhir")) as origin:
         async with McpToolbox(f"{origin}/mcp") as box:
-            outcome = await box.call_tool(
-                "getResourceById", {"resourceType": "Patient", "resourceId": "1"}
-            )
+            outcome = await box.call_tool("getResourceById", {"resourceType": "Patient", "resourceId": "1"})
     assert outcome.is_error and outcome.result["error"] == "CONNECTION_ERROR"
 
 
@@ -201,10 +175,6 @@ async def test_stdio_transport(standin):
     )
     async with McpToolbox.stdio(params) as box:
         assert {tool.name for tool in await box.list_tools()} == TOOLS
-        created = await box.call_tool(
-            "createResource", {"resourceType": "Patient", "body_json": {}}
-        )
-        read = await box.call_tool(
-            "getResourceById", {"resourceType": "Patient", "resourceId": created.result["id"]}
-        )
+        created = await box.call_tool("createResource", {"resourceType": "Patient", "body_json": {}})
+        read = await box.call_tool("getResourceById", {"resourceType": "Patient", "resourceId": created.result["id"]})
     assert not read.is_error and read.result["id"] == created.result["id"]

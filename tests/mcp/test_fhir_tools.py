@@ -68,9 +68,7 @@ async def test_operation_outcome_comes_back_as_data(base):
     async with httpx.AsyncClient(base_url=base) as client:
         bad = await fhir_tools.createResource(client, "Patient", {"gender": "robot"})
         missing = await fhir_tools.getResourceById(client, "Patient", "nope")
-        stale = await fhir_tools.updateResource(
-            client, "Patient", "nope2", {}, ifMatchVersion='W/"7"'
-        )
+        stale = await fhir_tools.updateResource(client, "Patient", "nope2", {}, ifMatchVersion='W/"7"')
     assert bad["error"] == "OPERATION_OUTCOME"
     assert bad["status"] == 422 and bad["method"] == "POST" and bad["url"] == f"{base}/Patient"
     assert bad["issue_codes"] == ["code-invalid"] and bad["issue_count"] == 1
@@ -128,9 +126,7 @@ async def test_search_follows_absolute_next_links_up_to_the_limit(base, standin)
             await fhir_tools.createResource(client, "Patient", {"name": [{"family": family}]})
         everything = await fhir_tools.searchResources(client, "Patient", {"count": 2})
         limited = await fhir_tools.searchResources(client, "Patient", {"count": 2}, page_limit=2)
-        first_only = await fhir_tools.searchResources(
-            client, "Patient", {"count": 2}, all_pages=False
-        )
+        first_only = await fhir_tools.searchResources(client, "Patient", {"count": 2}, all_pages=False)
 
     def families(bundle):
         return [e["resource"]["name"][0]["family"] for e in bundle["entry"]]
@@ -142,11 +138,7 @@ async def test_search_follows_absolute_next_links_up_to_the_limit(base, standin)
     assert [link["relation"] for link in limited["link"]] == ["self", "next"]
     assert families(first_only) == ["A", "B"]
     # Pages 2 and 3 were asked of the stand-in through the client's base, not the advertised host.
-    pages = [
-        dict(r["query"]).get("_page")
-        for r in fhir.requests
-        if r["prefix"] in base and r["method"] == "GET"
-    ]
+    pages = [dict(r["query"]).get("_page") for r in fhir.requests if r["prefix"] in base and r["method"] == "GET"]
     assert pages[:3] == [None, "2", "3"]
 
 

@@ -62,7 +62,8 @@ async def test_specs_http_serves_streamable_and_sse_side_by_side():
         async with McpToolbox(f"{origin}/mcp") as box:
             streamable = await box.call_tool("getStructureDefinition", {"resourceType": "patient"})
         names, [(is_error, found)] = await sse_session(
-            f"{origin}/sse", [("getStructureDefinition", {"resourceType": "patient"})])
+            f"{origin}/sse", [("getStructureDefinition", {"resourceType": "patient"})]
+        )
     assert streamable.result["resourceType"] == "Patient"
     assert "getSearchParams" in names
     assert not is_error and found["resourceType"] == "Patient"
@@ -79,10 +80,13 @@ def standin():
 async def test_fhir_sse_transport_acts_on_fhir_and_serves_sse_only(standin):
     origin_fhir, fhir = standin
     with served("mcp", "fhir", "--fhir-base", f"{origin_fhir}/sse-only/fhir", "--transport", "sse") as origin:
-        _, [(created_error, created), (missing_error, missing)] = await sse_session(f"{origin}/sse", [
-            ("createResource", {"resourceType": "Patient", "body_json": {"name": [{"family": "Sse"}]}}),
-            ("getResourceById", {"resourceType": "Patient", "resourceId": "nope"}),
-        ])
+        _, [(created_error, created), (missing_error, missing)] = await sse_session(
+            f"{origin}/sse",
+            [
+                ("createResource", {"resourceType": "Patient", "body_json": {"name": [{"family": "Sse"}]}}),
+                ("getResourceById", {"resourceType": "Patient", "resourceId": "nope"}),
+            ],
+        )
         async with httpx.AsyncClient() as client:
             streamable = await client.post(f"{origin}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert not created_error and created["name"][0]["family"] == "Sse", created
@@ -99,7 +103,8 @@ async def test_the_agents_toolbox_speaks_sse_to_a_url_ending_in_sse(standin):
         async with McpToolbox(f"{origin}/sse") as box:  # an SSE-only server: streamable HTTP would get 404
             names = {tool.name for tool in await box.list_tools()}
             created = await box.call_tool(
-                "createResource", {"resourceType": "Patient", "body_json": {"name": [{"family": "Box"}]}})
+                "createResource", {"resourceType": "Patient", "body_json": {"name": [{"family": "Box"}]}}
+            )
         with pytest.raises(ConnectionError, match="cannot reach MCP server"):
             async with McpToolbox(f"{origin}/mcp"):
                 pass
@@ -139,12 +144,18 @@ def legacy_python(tmp_path_factory) -> str:
     if uv is None:
         pytest.skip("uv is not available to build a venv with mcp<2")
     venv = tmp_path_factory.mktemp("mcp1") / "venv"
-    made = subprocess.run([uv, "venv", "-q", str(venv), "-p", sys.executable], capture_output=True, text=True,
-                          check=False)
+    made = subprocess.run(
+        [uv, "venv", "-q", str(venv), "-p", sys.executable], capture_output=True, text=True, check=False
+    )
     python = venv / "bin" / "python"
     if made.returncode == 0:
-        made = subprocess.run([uv, "pip", "install", "-q", "--python", str(python), "mcp<2"],
-                              capture_output=True, text=True, timeout=300, check=False)
+        made = subprocess.run(
+            [uv, "pip", "install", "-q", "--python", str(python), "mcp<2"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
     if made.returncode != 0:
         pytest.skip(f"cannot install mcp<2 in a throwaway venv: {made.stderr.strip().splitlines()[-1:]}")
     return str(python)
@@ -152,14 +163,25 @@ def legacy_python(tmp_path_factory) -> str:
 
 def test_an_mcp_v1_client_speaks_sse_to_the_fhir_server(standin, legacy_python):
     origin_fhir, fhir = standin
-    calls = [["createResource", {"resourceType": "Patient", "body_json": {"name": [{"family": "Legacy"}]}}],
-             ["searchResources", {"resourceType": "Patient", "params_json": {"family": "Legacy"}}]]
+    calls = [
+        ["createResource", {"resourceType": "Patient", "body_json": {"name": [{"family": "Legacy"}]}}],
+        ["searchResources", {"resourceType": "Patient", "params_json": {"family": "Legacy"}}],
+    ]
     with served("mcp", "fhir", "--fhir-base", f"{origin_fhir}/legacy/fhir", "--transport", "http") as origin:
-        run = subprocess.run([legacy_python, str(LEGACY_CLIENT), f"{origin}/sse", json.dumps(calls)],
-                             capture_output=True, text=True, timeout=120, check=False)
+        run = subprocess.run(
+            [legacy_python, str(LEGACY_CLIENT), f"{origin}/sse", json.dumps(calls)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     assert run.returncode == 0, run.stderr[-2000:]
-    version = subprocess.run([legacy_python, "-c", "import importlib.metadata as m; print(m.version('mcp'))"],
-                             capture_output=True, text=True, check=False).stdout.strip()
+    version = subprocess.run(
+        [legacy_python, "-c", "import importlib.metadata as m; print(m.version('mcp'))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
     assert version.startswith("1."), version
     out = json.loads(run.stdout)
     assert "createResource" in out["tools"]
@@ -185,14 +207,17 @@ def busy_port():
         yield taken.getsockname()[1]
 
 
-@pytest.mark.parametrize("command", [
-    ["mcp", "fhir", "--fhir-base", "http://127.0.0.1:1/fhir", "--transport", "http"],
-    ["mcp", "fhir", "--fhir-base", "http://127.0.0.1:1/fhir", "--transport", "sse"],
-    ["mcp", "specs", "--transport", "http"],
-    ["mcp", "specs", "--transport", "sse"],
-    ["memory", "serve", "--store", "STORE", "--transport", "http"],
-    ["llm", "serve"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["mcp", "fhir", "--fhir-base", "http://127.0.0.1:1/fhir", "--transport", "http"],
+        ["mcp", "fhir", "--fhir-base", "http://127.0.0.1:1/fhir", "--transport", "sse"],
+        ["mcp", "specs", "--transport", "http"],
+        ["mcp", "specs", "--transport", "sse"],
+        ["memory", "serve", "--store", "STORE", "--transport", "http"],
+        ["llm", "serve"],
+    ],
+)
 @pytest.mark.parametrize("port", ["99999", "-1", "busy"])
 def test_a_bad_or_busy_port_is_one_line_and_exit_1(command, port, busy_port, tmp_path, embedder):
     if "STORE" in command:
@@ -217,19 +242,24 @@ async def test_over_sse_through_the_proxy_each_call_reaches_its_runs_fhir_base(s
 
     log = EventLog(tmp_path / "log.duckdb")
     async with serve_asgi(fhir_mcp_http_app(base_for)) as mcp_port:
-        upstreams = {"fhir": Upstream("fhir", origin_fhir, "fhir"),
-                     "mcp-fhir": Upstream("mcp-fhir", f"http://127.0.0.1:{mcp_port}", "mcp")}
+        upstreams = {
+            "fhir": Upstream("fhir", origin_fhir, "fhir"),
+            "mcp-fhir": Upstream("mcp-fhir", f"http://127.0.0.1:{mcp_port}", "mcp"),
+        }
         async with open_writer(log) as writer, run_proxy(upstreams, Recorder(writer)) as proxy:
             proxied["proxy"] = proxy
             for run in ("run-a", "run-b"):
-                _, [(is_error, created)] = await sse_session(proxy.url(run, "agent", "mcp-fhir", "sse"), [
-                    ("createResource", {"resourceType": "Patient", "body_json": {"name": [{"family": run}]}})])
+                _, [(is_error, created)] = await sse_session(
+                    proxy.url(run, "agent", "mcp-fhir", "sse"),
+                    [("createResource", {"resourceType": "Patient", "body_json": {"name": [{"family": run}]}})],
+                )
                 assert not is_error, created
                 assert fhir.stores[f"/{run}/fhir"][("Patient", created["id"])]["name"] == [{"family": run}]
     log.close()
     with EventLog(tmp_path / "log.duckdb", read_only=True) as opened:
         _, rows = opened.query("SELECT run_id, upstream FROM events WHERE kind = 'ToolCalled' ORDER BY run_id")
-        _, writes = opened.query("SELECT run_id FROM events WHERE kind = 'HttpExchanged' AND upstream = 'fhir'"
-                                 " ORDER BY run_id")
+        _, writes = opened.query(
+            "SELECT run_id FROM events WHERE kind = 'HttpExchanged' AND upstream = 'fhir' ORDER BY run_id"
+        )
     assert rows == [("run-a", "mcp-fhir"), ("run-b", "mcp-fhir")]
     assert writes == [("run-a",), ("run-b",)]

@@ -11,10 +11,30 @@ runner = CliRunner()
 
 def make(tmp_path, embedder):
     store = MemoryStore.create(tmp_path / "m", embedder, created_at=NOW)
-    store.add_micro([MicroReflection(resource="Coverage", operation="update", tip="set status cancelled, never delete",
-                                     success=True, task_id="ins-cancel-coverage", created_at=NOW)])
-    store.add_macro([MacroReflection(text="t", macro_summary="Cancel coverage with an update", heuristic="h",
-                                     success=True, task_id="ins-cancel-coverage", created_at=NOW)])
+    store.add_micro(
+        [
+            MicroReflection(
+                resource="Coverage",
+                operation="update",
+                tip="set status cancelled, never delete",
+                success=True,
+                task_id="ins-cancel-coverage",
+                created_at=NOW,
+            )
+        ]
+    )
+    store.add_macro(
+        [
+            MacroReflection(
+                text="t",
+                macro_summary="Cancel coverage with an update",
+                heuristic="h",
+                success=True,
+                task_id="ins-cancel-coverage",
+                created_at=NOW,
+            )
+        ]
+    )
     return tmp_path / "m"
 
 
@@ -25,8 +45,9 @@ def test_show_and_search(tmp_path, embedder):
     assert "1 micro, 1 macro" in shown.output and "set status cancelled" in shown.output
     found = runner.invoke(app, ["memory", "search", "--store", str(path), "cancel the insurance"])
     assert found.exit_code == 0 and json.loads(found.output.splitlines()[0])["task_id"] == "ins-cancel-coverage"
-    tips = runner.invoke(app, ["memory", "search", "--store", str(path), "--resource", "Coverage",
-                               "--operation", "update"])
+    tips = runner.invoke(
+        app, ["memory", "search", "--store", str(path), "--resource", "Coverage", "--operation", "update"]
+    )
     assert "never delete" in tips.output
 
 

@@ -35,5 +35,4 @@ def test_recall_at_3_per_backend():
 
 
 def test_numpy_fallback_scores_the_same():
-    assert recall_at_k(HashedEmbedder(), SET, 3, use_faiss=False).recall == \
-        recall_at_k(HashedEmbedder(), SET, 3).recall
+    assert recall_at_k(HashedEmbedder(), SET, 3, use_faiss=False).recall == recall_at_k(HashedEmbedder(), SET, 3).recall

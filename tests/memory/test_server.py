@@ -14,14 +14,38 @@ pytestmark = pytest.mark.anyio
 
 
 def fill(store: MemoryStore) -> None:
-    store.add_micro([MicroReflection(resource="Slot", operation="update", tip="mark the booked slot busy",
-                                     success=True, task_id="sched-book-appointment", created_at=NOW)])
-    store.add_macro([
-        MacroReflection(text="t", macro_summary="Book an appointment, then mark the slot busy", heuristic="",
-                        success=True, task_id="sched-book-appointment", created_at=NOW),
-        MacroReflection(text="t", macro_summary="Create a patient after searching for duplicates", heuristic="",
-                        success=True, task_id="rec-create-patient", created_at=NOW),
-    ])
+    store.add_micro(
+        [
+            MicroReflection(
+                resource="Slot",
+                operation="update",
+                tip="mark the booked slot busy",
+                success=True,
+                task_id="sched-book-appointment",
+                created_at=NOW,
+            )
+        ]
+    )
+    store.add_macro(
+        [
+            MacroReflection(
+                text="t",
+                macro_summary="Book an appointment, then mark the slot busy",
+                heuristic="",
+                success=True,
+                task_id="sched-book-appointment",
+                created_at=NOW,
+            ),
+            MacroReflection(
+                text="t",
+                macro_summary="Create a patient after searching for duplicates",
+                heuristic="",
+                success=True,
+                task_id="rec-create-patient",
+                created_at=NOW,
+            ),
+        ]
+    )
 
 
 async def test_tools_over_streamable_http(tmp_path, embedder):
@@ -32,8 +56,11 @@ async def test_tools_over_streamable_http(tmp_path, embedder):
             assert listed == {"search_memory", "search_macro_reflections", "search_micro_tips", "memory_stats"}
             # every memory tool tells clients it only reads, repeatably, and stays inside the store
             raw = (await box.client.list_tools()).tools
-            hints = {(t.annotations.read_only_hint, t.annotations.idempotent_hint, t.annotations.open_world_hint)
-                     for t in raw if t.annotations is not None}
+            hints = {
+                (t.annotations.read_only_hint, t.annotations.idempotent_hint, t.annotations.open_world_hint)
+                for t in raw
+                if t.annotations is not None
+            }
             assert hints == {(True, True, False)} and all(t.annotations for t in raw), raw
             empty = await box.call_tool("memory_stats", {})
             assert empty.result["macro"] == 0
@@ -62,8 +89,9 @@ async def test_a_missing_store_is_an_answer_not_a_crash(tmp_path):
 
 async def test_stdio_transport(tmp_path, embedder):
     fill(MemoryStore.create(tmp_path / "m", embedder, created_at=NOW))
-    params = StdioServerParameters(command=sys.executable, args=["-m", "fae.cli", "memory", "serve", "--store",
-                                                                 str(tmp_path / "m")])
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "fae.cli", "memory", "serve", "--store", str(tmp_path / "m")]
+    )
     async with McpToolbox.stdio(params) as box:
         reply = await box.call_tool("search_micro_tips", {"resource": "slot", "operation": "update"})
     assert json.dumps(reply.result).count("mark the booked slot busy") == 1

@@ -29,16 +29,31 @@ def _rows(log_path: Path, sql: str) -> list[tuple]:
 
 def _train(tmp_path: Path, llm_url: str, name: str, *extra: str) -> Path:
     log_path = tmp_path / f"{name}.duckdb"
-    result = CliRunner().invoke(app, [
-        "train-memory", "--task", TASK, "--variations", "0", "--store", str(tmp_path / name),
-        "--log", str(log_path), "--llm-url", llm_url, "--embedder", "hashed-bow", *extra])
+    result = CliRunner().invoke(
+        app,
+        [
+            "train-memory",
+            "--task",
+            TASK,
+            "--variations",
+            "0",
+            "--store",
+            str(tmp_path / name),
+            "--log",
+            str(log_path),
+            "--llm-url",
+            llm_url,
+            "--embedder",
+            "hashed-bow",
+            *extra,
+        ],
+    )
     assert result.exit_code == 0, result.output
     return log_path
 
 
 def _reflector_prompt(log_path: Path) -> str:
-    rows = _rows(log_path, "SELECT payload FROM events WHERE kind = 'LlmCalled' AND actor = 'verifier' "
-                           "ORDER BY seq")
+    rows = _rows(log_path, "SELECT payload FROM events WHERE kind = 'LlmCalled' AND actor = 'verifier' ORDER BY seq")
     calls = [json.loads(p) for (p,) in rows]
     assert [c["model"] for c in calls] == ["scripted:evaluator", "scripted:reflector"]
     return "\n".join(m["content"] for m in calls[1]["messages"] if m.get("role") == "user")
@@ -50,8 +65,11 @@ def test_train_memory_with_specs_grounds_the_reflector(tmp_path):
         plain_log = _train(tmp_path, llm.base_url, "plain")
 
     # the specs server was consulted through the proxy, as the verifier of the training run
-    rows = _rows(grounded_log, "SELECT run_id, actor, upstream, payload FROM events WHERE kind = 'ToolCalled' "
-                               "AND upstream = 'mcp-specs' ORDER BY seq")
+    rows = _rows(
+        grounded_log,
+        "SELECT run_id, actor, upstream, payload FROM events WHERE kind = 'ToolCalled' "
+        "AND upstream = 'mcp-specs' ORDER BY seq",
+    )
     assert {(run_id, actor) for run_id, actor, _, _ in rows} == {(RUN_ID, "verifier")}
     lookups = [json.loads(p) for *_, p in rows]
     assert [(t["tool"], t["arguments"]) for t in lookups] == [

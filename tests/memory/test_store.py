@@ -10,13 +10,15 @@ from tests.memory.conftest import NOW
 
 
 def micro(resource, operation, tip, created_at=NOW, task="t"):
-    return MicroReflection(resource=resource, operation=operation, tip=tip, success=True, task_id=task,
-                           created_at=created_at)
+    return MicroReflection(
+        resource=resource, operation=operation, tip=tip, success=True, task_id=task, created_at=created_at
+    )
 
 
 def macro(summary, heuristic="", text="", task="t", created_at=NOW):
-    return MacroReflection(text=text, macro_summary=summary, heuristic=heuristic, success=True, task_id=task,
-                           created_at=created_at)
+    return MacroReflection(
+        text=text, macro_summary=summary, heuristic=heuristic, success=True, task_id=task, created_at=created_at
+    )
 
 
 def test_manifest_records_format_and_backend(tmp_path, embedder):
@@ -54,13 +56,15 @@ def test_another_backend_cannot_search_the_store(tmp_path, embedder):
 
 def test_micro_tips_exact_match_newest_first_without_repeats(tmp_path, embedder):
     store = MemoryStore.create(tmp_path / "m", embedder, created_at=NOW)
-    store.add_micro([
-        micro("Slot", "update", "old tip", "2025-03-01T08:00:00+00:00"),
-        micro("Slot", "update", "new tip", "2025-03-05T08:00:00+00:00"),
-        micro("Slot", "update", "old tip", "2025-03-06T08:00:00+00:00"),
-        micro("Slot", "search", "other operation"),
-        micro("Appointment", "update", "other resource"),
-    ])
+    store.add_micro(
+        [
+            micro("Slot", "update", "old tip", "2025-03-01T08:00:00+00:00"),
+            micro("Slot", "update", "new tip", "2025-03-05T08:00:00+00:00"),
+            micro("Slot", "update", "old tip", "2025-03-06T08:00:00+00:00"),
+            micro("Slot", "search", "other operation"),
+            micro("Appointment", "update", "other resource"),
+        ]
+    )
     tips = [t.tip for t in store.micro_tips("slot", "UPDATE", k=5)]
     assert tips == ["old tip", "new tip"]
     assert [t.tip for t in store.micro_tips("Slot", "update", k=1)] == ["old tip"]
@@ -69,22 +73,29 @@ def test_micro_tips_exact_match_newest_first_without_repeats(tmp_path, embedder)
 
 def test_macro_search_ranks_by_meaning_and_survives_reopening(tmp_path, embedder):
     store = MemoryStore.create(tmp_path / "m", embedder, created_at=NOW)
-    store.add_macro([macro("Book an appointment and mark the slot busy"),
-                     macro("Create a patient with name and birth date"),
-                     macro("Cancel coverage by updating its status")])
+    store.add_macro(
+        [
+            macro("Book an appointment and mark the slot busy"),
+            macro("Create a patient with name and birth date"),
+            macro("Cancel coverage by updating its status"),
+        ]
+    )
     hits = store.search_macro("book the appointment slot", k=2)
     assert hits[0].reflection.macro_summary.startswith("Book")
     assert hits[0].score > hits[1].score
     reopened = MemoryStore.open(tmp_path / "m")  # builds the embedder from the manifest
-    assert [h.reflection for h in reopened.search_macro("book the appointment slot", 2)] == \
-        [h.reflection for h in hits]
+    assert [h.reflection for h in reopened.search_macro("book the appointment slot", 2)] == [h.reflection for h in hits]
 
 
 def test_numpy_and_faiss_give_the_same_ranking(tmp_path, embedder):
     pytest.importorskip("faiss")
     store = MemoryStore.create(tmp_path / "m", embedder, created_at=NOW, use_faiss=True)
-    store.add_macro([macro(f"strategy {i} for {word}") for i, word in
-                     enumerate(["slots", "patients", "coverage", "slots and patients", "orders"])])
+    store.add_macro(
+        [
+            macro(f"strategy {i} for {word}")
+            for i, word in enumerate(["slots", "patients", "coverage", "slots and patients", "orders"])
+        ]
+    )
     plain = MemoryStore.open(tmp_path / "m", embedder, use_faiss=False)
     assert (store.index_backend, plain.index_backend) == ("faiss", "numpy")
     query = "slots for patients"

@@ -49,10 +49,10 @@ async def test_training_then_evaluation_with_memory(tmp_path):
     registry = PlanRegistry([entry_from_dict({"match": MATCH, "plan": eval_plan})])
     store_dir, log_path = tmp_path / "memory", tmp_path / "fae.duckdb"
     with LlmServer(create_app(registry)) as llm:
-        gold = await train(log_path, [TASK], store_dir=store_dir, llm_url=llm.base_url, agent="gold",
-                           variations=[0])
-        wrong = await train(log_path, [TASK], store_dir=store_dir, llm_url=llm.base_url,
-                            agent=f"plan:{wrong_plan}", variations=[0])
+        gold = await train(log_path, [TASK], store_dir=store_dir, llm_url=llm.base_url, agent="gold", variations=[0])
+        wrong = await train(
+            log_path, [TASK], store_dir=store_dir, llm_url=llm.base_url, agent=f"plan:{wrong_plan}", variations=[0]
+        )
         specs = plan_suite([TASK], [0], ["langchain:memory-nospec@scripted:gold"], 1, "eval")
         result = await record_suite(log_path, specs, llm_url=llm.base_url, memory_stores={"nospec": store_dir})
 
@@ -66,15 +66,20 @@ async def test_training_then_evaluation_with_memory(tmp_path):
     tips = store.micro_tips("Condition", "create")
     assert tips and tips[0].task_id == TASK
     # the evaluator and reflector calls are in the log, as the verifier of each training run
-    verifier_calls = _events(log_path, "SELECT run_id, payload->>'$.model' FROM events WHERE kind = 'LlmCalled' "
-                             "AND actor = 'verifier' ORDER BY run_id, seq", [])
+    verifier_calls = _events(
+        log_path,
+        "SELECT run_id, payload->>'$.model' FROM events WHERE kind = 'LlmCalled' "
+        "AND actor = 'verifier' ORDER BY run_id, seq",
+        [],
+    )
     assert [model for _, model in verifier_calls] == ["scripted:evaluator", "scripted:reflector"] * 3
 
     # evaluation: the agent's memory tool calls went through the proxy and returned the reflections
     assert result.statuses["finished"] == 1, why_not_finished(log_path)
     run_id = specs[0].run_id
-    calls = _events(log_path, "SELECT payload FROM events WHERE run_id = ? AND kind = 'ToolCalled' ORDER BY seq",
-                    [run_id])
+    calls = _events(
+        log_path, "SELECT payload FROM events WHERE run_id = ? AND kind = 'ToolCalled' ORDER BY seq", [run_id]
+    )
     tools = [json.loads(p) for (p,) in calls]
     by_name = {t["tool"]: t for t in tools}
     assert [t["tool"] for t in tools][:2] == ["search_macro_reflections", "search_micro_tips"]

@@ -70,8 +70,9 @@ async def draining_upstream(scope, receive, send) -> None:
         return
     if scope["path"] == "/Patient" and scope["method"] == "GET":
         if query.get("chunked"):  # no content-length: sent with chunked transfer-encoding, as many servers do
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [(b"content-type", b"application/fhir+json")]})
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/fhir+json")]}
+            )
             for piece in bundle_pieces(int(query["size"])):
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -97,8 +98,7 @@ async def draining_upstream(scope, receive, send) -> None:
         await _send_pieces(tool_result_pieces(reply_size), send, reply_size)
         return
     if scope["path"].endswith("/chat/completions") and query.get("stream"):  # no content-length: streamed
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
         for piece in completion_stream(int(query.get("size", "300"))):
             await send({"type": "http.response.body", "body": piece, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -110,8 +110,13 @@ async def draining_upstream(scope, receive, send) -> None:
     body = f'{{"received": {size}}}'.encode()
     if scope["path"][1:2].isupper():  # a FHIR create: answered with the resource's id and version
         body = b'{"resourceType":"DocumentReference","id":"d1","meta":{"versionId":"1"}}'
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -124,8 +129,13 @@ async def _legacy_sse_stream(send) -> None:
     session = uuid.uuid4().hex
     queue = _SESSIONS[session] = asyncio.Queue()
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
-    await send({"type": "http.response.body", "more_body": True,
-                "body": f"event: endpoint\r\ndata: /messages/?session_id={session}\r\n\r\n".encode()})
+    await send(
+        {
+            "type": "http.response.body",
+            "more_body": True,
+            "body": f"event: endpoint\r\ndata: /messages/?session_id={session}\r\n\r\n".encode(),
+        }
+    )
     size = await queue.get()
     del _SESSIONS[session]
     await send({"type": "http.response.body", "body": b"event: message\r\ndata: ", "more_body": True})
@@ -146,8 +156,13 @@ async def _made_up_reply(total: int, send, chunked: bool = False) -> None:
     """``total`` bytes that do not compress (as an already-compressed upload would not), sent a MiB at a time
     (``chunked``: with no Content-Length)."""
     length = [] if chunked else [(b"content-length", str(total).encode())]
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"application/octet-stream"), *length]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/octet-stream"), *length],
+        }
+    )
     sent = 0
     while sent < total:
         piece = os.urandom(min(1 << 20, total - sent))
@@ -178,8 +193,9 @@ async def _send_pieces(pieces, send, length: int | None = None, extra: list | No
         pieces = list(pieces)
         length = sum(len(p) for p in pieces)
         pieces = iter(pieces)
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [*headers, (b"content-length", str(length).encode())]})
+    await send(
+        {"type": "http.response.start", "status": 200, "headers": [*headers, (b"content-length", str(length).encode())]}
+    )
     for piece in pieces:
         await send({"type": "http.response.body", "body": piece, "more_body": True})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -190,8 +206,12 @@ async def main(log_path: str, max_body: int, embedded_fhir: bool) -> None:
     async with AsyncExitStack() as stack:
         port = await stack.enter_async_context(serve_asgi(draining_upstream))
         stand_in = f"http://127.0.0.1:{port}"
-        upstreams = {"api": Upstream("api", stand_in, "http"), "fhir": Upstream("fhir", stand_in, "fhir"),
-                     "llm": Upstream("llm", stand_in, "llm"), "mcp": Upstream("mcp", stand_in, "mcp")}
+        upstreams = {
+            "api": Upstream("api", stand_in, "http"),
+            "fhir": Upstream("fhir", stand_in, "fhir"),
+            "llm": Upstream("llm", stand_in, "llm"),
+            "mcp": Upstream("mcp", stand_in, "mcp"),
+        }
         real_pid = None
         if embedded_fhir:
             real = await stack.enter_async_context(upstream_process(serve_fhir=True, embedded=True))
@@ -203,8 +223,7 @@ async def main(log_path: str, max_body: int, embedded_fhir: bool) -> None:
         while True:
             line = (await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
             if line == "rss":
-                extra = f" {_status_kib('VmHWM', real_pid)} {_status_kib('VmRSS', real_pid)}" \
-                    if real_pid else ""
+                extra = f" {_status_kib('VmHWM', real_pid)} {_status_kib('VmRSS', real_pid)}" if real_pid else ""
                 print(f"rss {_status_kib('VmHWM')} {_status_kib('VmRSS')}{extra}", flush=True)
             elif line == "mark":
                 for pid in ("self", *([str(real_pid)] if real_pid else [])):

@@ -48,7 +48,7 @@ def raw_post(port: int, path: str, total: int) -> bytes:
                     continue
                 pending = b"0\r\n\r\n" if piece is None else f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
                 done = piece is None
-            pending = pending[sock.send(pending):]
+            pending = pending[sock.send(pending) :]
     except (BrokenPipeError, ConnectionResetError):
         return reply  # closed while the body was still coming
     finally:
@@ -76,15 +76,23 @@ class ProxyChild:
 
     def __enter__(self) -> ProxyChild:
         args = [sys.executable, "-m", "tests.proxy.body_limit_child", str(self.log), str(self.limit)]
-        self.process = subprocess.Popen(args + (["--embedded-fhir"] if self.embedded_fhir else []), cwd=ROOT,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            args + (["--embedded-fhir"] if self.embedded_fhir else []),
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.port = int(self._line().split()[1])
         self.base = f"http://127.0.0.1:{self.port}/run/r1/agent/"
         self.opaque = self.opaque or os.urandom(self.limit - 1)  # the client's copy is never the child's
         for _ in range(3):  # warm every path once, so the baseline includes it
-            for rest, content in (("api/warm", b"w" * 65536), ("fhir/DocumentReference", document_reference(65536)),
-                                  ("llm/v1/chat/completions?size=65536", chat_request(65536)),
-                                  ("mcp/mcp?size=65536", tool_call())):
+            for rest, content in (
+                ("api/warm", b"w" * 65536),
+                ("fhir/DocumentReference", document_reference(65536)),
+                ("llm/v1/chat/completions?size=65536", chat_request(65536)),
+                ("mcp/mcp?size=65536", tool_call()),
+            ):
                 self.sent("POST", rest, content)
             for rest in ("api/bytes/65536", "fhir/Patient?size=65536", "fhir/Patient?size=65536&gzip=1"):
                 self.sent("GET", rest)
@@ -141,7 +149,7 @@ class ProxyChild:
 
     def _chunks(self) -> Iterator[bytes]:  # no content-length: httpx sends it chunked, a MiB at a time
         for start in range(0, self.limit - 1, 1 << 20):
-            yield self.opaque[start:start + (1 << 20)]
+            yield self.opaque[start : start + (1 << 20)]
 
     def _bombs(self) -> None:
         """Each encoding's bomb (made here, in a file the upstream sends), read raw: the client never decodes it."""
@@ -176,12 +184,15 @@ class ProxyChild:
             "gzip response": lambda: kept("gzip", self.sent("GET", f"fhir/Patient?size={size}&gzip=1")),
             "refused 4x chunked request": self._refuse,
             "bombs (gzip, deflate, br, zstd)": self._bombs,
-            "LLM streamed response": lambda: kept("stream", self.sent(
-                "POST", f"llm/v1/chat/completions?size={size}&stream=1", b'{"model":"m","stream":true}')),
+            "LLM streamed response": lambda: kept(
+                "stream",
+                self.sent("POST", f"llm/v1/chat/completions?size={size}&stream=1", b'{"model":"m","stream":true}'),
+            ),
         }
 
     def real_fhir_cases(self) -> dict[str, Callable[[], object]]:
         """Through the embedded FHIR server (``embedded_fhir``): store a large DocumentReference, read it back."""
+
         def read_back() -> None:
             created = self.answers["real"].json()
             self.sent("GET", f"real/fhir/DocumentReference/{created['id']}")

@@ -37,18 +37,19 @@ def _patients() -> Iterator[bytes]:
     index = 0
     while True:
         index += 1
-        yield (b'{"fullUrl":"http://fhir.test/Patient/p%09d","resource":{"resourceType":"Patient","id":"p%09d",'
-               b'"meta":{"versionId":"%d","lastUpdated":"2024-01-01T00:00:00Z"},"active":true,'
-               b'"name":[{"family":"Family%09d","given":["Given%09d","Middle"]}],"gender":"female",'
-               b'"birthDate":"1970-01-01","identifier":[{"system":"urn:oid:1.2.3","value":"%09d"}]},'
-               b'"search":{"mode":"match"}}' % (index, index, index % 10, index, index, index))
+        yield (
+            b'{"fullUrl":"http://fhir.test/Patient/p%09d","resource":{"resourceType":"Patient","id":"p%09d",'
+            b'"meta":{"versionId":"%d","lastUpdated":"2024-01-01T00:00:00Z"},"active":true,'
+            b'"name":[{"family":"Family%09d","given":["Given%09d","Middle"]}],"gender":"female",'
+            b'"birthDate":"1970-01-01","identifier":[{"system":"urn:oid:1.2.3","value":"%09d"}]},'
+            b'"search":{"mode":"match"}}' % (index, index, index % 10, index, index, index)
+        )
 
 
 def bundle_pieces(total: int) -> Iterator[bytes]:
     """A searchset Bundle of many small Patients: the shape that costs Python the most objects per byte."""
     size = len(next(_patients()))
-    return _exact(b'{"resourceType":"Bundle","type":"searchset","total":0,"entry":[', _patients(), size,
-                  b']}', total)
+    return _exact(b'{"resourceType":"Bundle","type":"searchset","total":0,"entry":[', _patients(), size, b"]}", total)
 
 
 def bundle_entries(total: int) -> int:
@@ -60,11 +61,13 @@ def bundle_entries(total: int) -> int:
 
 def document_reference(total: int) -> bytes:
     """A DocumentReference carrying a PDF-sized base64 attachment, ``total`` bytes long."""
-    head = b'{"resourceType":"DocumentReference","status":"current","content":[{"attachment":' \
-           b'{"contentType":"application/pdf","data":"'
+    head = (
+        b'{"resourceType":"DocumentReference","status":"current","content":[{"attachment":'
+        b'{"contentType":"application/pdf","data":"'
+    )
     tail = b'"}}]}'
     room = total - len(head) - len(tail)
-    data = base64.b64encode(os.urandom(room * 3 // 4 + 3))[:room - room % 4]
+    data = base64.b64encode(os.urandom(room * 3 // 4 + 3))[: room - room % 4]
     return head + data + tail + b" " * (room - len(data))
 
 
@@ -80,31 +83,48 @@ def _messages() -> Iterator[bytes]:
 def chat_request(total: int) -> bytes:
     """A chat completion request carrying a long history of messages, ``total`` bytes long."""
     size = len(next(_messages()))
-    return b"".join(_exact(b'{"model":"gpt-test","tools":[{"type":"function","function":{"name":"search"}}],'
-                           b'"messages":[', _messages(), size, b"]}", total))
+    return b"".join(
+        _exact(
+            b'{"model":"gpt-test","tools":[{"type":"function","function":{"name":"search"}}],"messages":[',
+            _messages(),
+            size,
+            b"]}",
+            total,
+        )
+    )
 
 
 def completion_pieces(total: int) -> Iterator[bytes]:
     """A chat completion whose answer is one long text, ``total`` bytes long."""
     word = b"The summary of the record continues with more detail."
     words = (word for _ in iter(int, 1))
-    return _exact(b'{"id":"c1","model":"gpt-test","choices":[{"index":0,"finish_reason":"stop",'
-                  b'"message":{"role":"assistant","content":"', words, len(word),
-                  b'"}}],"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}', total)
+    return _exact(
+        b'{"id":"c1","model":"gpt-test","choices":[{"index":0,"finish_reason":"stop",'
+        b'"message":{"role":"assistant","content":"',
+        words,
+        len(word),
+        b'"}}],"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}',
+        total,
+    )
 
 
 def tool_result_pieces(total: int) -> Iterator[bytes]:
     """An MCP ``tools/call`` reply (JSON-RPC) whose text content is one long note, ``total`` bytes long."""
     word = b"The note on the encounter goes on with its findings."
     words = (word for _ in iter(int, 1))
-    return _exact(b'{"jsonrpc":"2.0","id":1,"result":{"isError":false,"content":[{"type":"text","text":"', words,
-                  len(word), b'"}]}}', total)
+    return _exact(
+        b'{"jsonrpc":"2.0","id":1,"result":{"isError":false,"content":[{"type":"text","text":"',
+        words,
+        len(word),
+        b'"}]}}',
+        total,
+    )
 
 
 def tool_call(total: int = 0) -> bytes:
     """An MCP ``tools/call`` request; ``total``: one that long, its note argument a long text (an upload)."""
     head = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write_note","arguments":{"id":"n1"'
-    tail = b'}}}'
+    tail = b"}}}"
     if not total:
         return head + tail
     note = b',"note":"'
@@ -137,8 +157,10 @@ def completion_stream(total: int) -> Iterator[bytes]:
     tail = b'"}}]}\n\n'
     delta = b"The summary of the record continues with more detail. " * 18
     event = head + delta + tail
-    end = (b'data: {"id":"c1","model":"gpt-test","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
-           b'"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}\n\ndata: [DONE]\n\n')
+    end = (
+        b'data: {"id":"c1","model":"gpt-test","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+        b'"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}\n\ndata: [DONE]\n\n'
+    )
     count = max(0, (total - len(end)) // len(event))
     for start in range(0, count, 1000):
         yield event * min(1000, count - start)

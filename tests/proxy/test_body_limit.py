@@ -34,7 +34,8 @@ def _exchanges(path: Path) -> list[tuple]:
         _, rows = log.query(
             "SELECT payload->>'$.path', (payload->>'$.status')::INTEGER, payload->>'$.error',"
             " payload->>'$.request_blob', (payload->>'$.request_size')::BIGINT, payload->>'$.response_blob'"
-            " FROM events WHERE kind = 'HttpExchanged' ORDER BY seq")
+            " FROM events WHERE kind = 'HttpExchanged' ORDER BY seq"
+        )
         _, sizes = log.query("SELECT max(size) FROM blobs")
     return rows, sizes[0][0]
 
@@ -44,8 +45,10 @@ async def test_bodies_at_the_limit_pass_and_over_it_are_refused_and_recorded(tmp
     path = tmp_path / "log.duckdb"
     log = EventLog(path)
     async with serve_asgi(draining_upstream) as drain_port, serve_asgi(create_upstream()) as big_port:
-        upstreams = {"api": Upstream("api", f"http://127.0.0.1:{drain_port}", "http"),
-                     "big": Upstream("big", f"http://127.0.0.1:{big_port}", "http")}
+        upstreams = {
+            "api": Upstream("api", f"http://127.0.0.1:{drain_port}", "http"),
+            "big": Upstream("big", f"http://127.0.0.1:{big_port}", "http"),
+        }
         async with open_writer(log) as writer:
             async with run_proxy(upstreams, Recorder(writer), max_body_bytes=LIMIT) as proxy:
                 async with httpx.AsyncClient(timeout=30) as client:
@@ -58,34 +61,46 @@ async def test_bodies_at_the_limit_pass_and_over_it_are_refused_and_recorded(tmp
                         for start in range(0, total, 8192):
                             yield b"c" * min(8192, total - start)
 
-                    streamed = await client.post(proxy.url("r1", "agent", "api", "chunked-under"),
-                                                 content=pieces(LIMIT - 100))
+                    streamed = await client.post(
+                        proxy.url("r1", "agent", "api", "chunked-under"), content=pieces(LIMIT - 100)
+                    )
                     assert streamed.status_code == 200 and streamed.json() == {"received": LIMIT - 100}
                     try:  # the proxy answers 413 and closes while the client still sends: either may be seen
-                        chunked = await client.post(proxy.url("r1", "agent", "api", "chunked-over"),
-                                                    content=pieces(4 * LIMIT))
+                        chunked = await client.post(
+                            proxy.url("r1", "agent", "api", "chunked-over"), content=pieces(4 * LIMIT)
+                        )
                         assert chunked.status_code == 413, chunked.text
                     except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError):
                         pass
-                    stream = await client.post(proxy.url("r1", "agent", "api", "v1/chat/completions"),
-                                               params={"size": 4 * LIMIT, "stream": 1})
+                    stream = await client.post(
+                        proxy.url("r1", "agent", "api", "v1/chat/completions"), params={"size": 4 * LIMIT, "stream": 1}
+                    )
                     assert stream.status_code == 200 and len(stream.content) > 3 * LIMIT  # it passed, whole
                     too_big_reply = await client.get(proxy.url("r1", "agent", "big", "big"))
                     assert too_big_reply.status_code == 502, too_big_reply.status_code
                     # no Content-Length: the status and headers have gone when the body passes the limit
                     with pytest.raises(httpx.RemoteProtocolError):  # cut off: never a complete (empty) body
                         await client.get(proxy.url("r1", "agent", "big", "big-chunked"))
-                    under = await client.get(proxy.url("r1", "agent", "big", "big-chunked"),
-                                             params={"size": LIMIT - 10})
-                    assert under.status_code == 200 and under.content == BIG[:LIMIT - 10]
+                    under = await client.get(
+                        proxy.url("r1", "agent", "big", "big-chunked"), params={"size": LIMIT - 10}
+                    )
+                    assert under.status_code == 200 and under.content == BIG[: LIMIT - 10]
                     after = await client.post(proxy.url("r1", "agent", "api", "after"), content=b"x")
                     assert after.status_code == 200, after.status_code
     log.close()
     rows, biggest = _exchanges(path)
     by_path = {row[0]: row for row in rows}
-    assert set(by_path) == {"/at", "/over", "/chunked-under", "/chunked-over", "/big", "/after", "/big-chunked",
-                            f"/big-chunked?size={LIMIT - 10}",
-                            f"/v1/chat/completions?size={4 * LIMIT}&stream=1"}, rows
+    assert set(by_path) == {
+        "/at",
+        "/over",
+        "/chunked-under",
+        "/chunked-over",
+        "/big",
+        "/after",
+        "/big-chunked",
+        f"/big-chunked?size={LIMIT - 10}",
+        f"/v1/chat/completions?size={4 * LIMIT}&stream=1",
+    }, rows
     assert by_path["/at"][1] == 200 and by_path["/at"][4] == LIMIT and by_path["/at"][3]
     for refused in ("/over", "/chunked-over"):
         _, status, error, request_blob, size, _ = by_path[refused]
@@ -117,8 +132,13 @@ async def framing_upstream(scope, receive, send) -> None:
             break
     headers = {k.decode(): v.decode() for k, v in scope["headers"] if k in (b"content-length", b"transfer-encoding")}
     body = json.dumps({"received": size, "headers": headers}).encode()
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -132,7 +152,7 @@ async def test_a_large_chunked_request_goes_on_with_its_length_and_is_recorded_a
 
     async def pieces(data: bytes):
         for start in range(0, len(data), 100_000):
-            yield data[start:start + 100_000]
+            yield data[start : start + 100_000]
 
     async with serve_asgi(framing_upstream) as port, open_writer(log) as writer:
         upstreams = {"api": Upstream("api", f"http://127.0.0.1:{port}", "http")}
@@ -144,8 +164,10 @@ async def test_a_large_chunked_request_goes_on_with_its_length_and_is_recorded_a
     assert large.json() == {"received": len(body), "headers": {"content-length": str(len(body))}}, large.json()
     assert small.json() == {"received": 5000, "headers": {"transfer-encoding": "chunked"}}, small.json()
     with EventLog(path, read_only=True) as opened:
-        _, rows = opened.query("SELECT payload->>'$.path', payload->'$.request_headers', payload->>'$.request_blob'"
-                               " FROM events WHERE kind = 'HttpExchanged' ORDER BY seq")
+        _, rows = opened.query(
+            "SELECT payload->>'$.path', payload->'$.request_headers', payload->>'$.request_blob'"
+            " FROM events WHERE kind = 'HttpExchanged' ORDER BY seq"
+        )
         assert opened.blob(rows[0][2]) == body
     headers = {name.lower(): value for name, value in json.loads(rows[0][1])}
     assert rows[0][0] == "/large" and headers.get("transfer-encoding") == "chunked", rows[0][:2]
@@ -158,14 +180,29 @@ def _events(path: Path, kind: str, field: str) -> dict[str, object]:
         _, rows = log.query(
             f"SELECT h.payload->>'$.path', e.payload->'$.{field}' FROM events e JOIN events h"
             " ON h.kind = 'HttpExchanged' AND h.payload->>'$.exchange_id' = e.payload->>'$.exchange_id'"
-            f" WHERE e.kind = '{kind}'")
+            f" WHERE e.kind = '{kind}'"
+        )
     return {path: json.loads(value) if value is not None else None for path, value in rows}
 
 
-PROCESSES = (("opaque request", "opaque response", "opaque response, chunked", "refused 4x chunked request",
-              "LLM request", "LLM response", "MCP request", "MCP response", "legacy-SSE MCP reply",
-              "FHIR JSON request", "LLM streamed response"), ("FHIR JSON response",),
-             ("FHIR JSON response, chunked",), ("gzip response",))
+PROCESSES = (
+    (
+        "opaque request",
+        "opaque response",
+        "opaque response, chunked",
+        "refused 4x chunked request",
+        "LLM request",
+        "LLM response",
+        "MCP request",
+        "MCP response",
+        "legacy-SSE MCP reply",
+        "FHIR JSON request",
+        "LLM streamed response",
+    ),
+    ("FHIR JSON response",),
+    ("FHIR JSON response, chunked",),
+    ("gzip response",),
+)
 """The cases the test holds to 2x, each group in a fresh proxy process. One after another in one process, what
 a case leaves resident counts against the next: a refused body's buffer (mitmproxy's, let go only when the
 cyclic garbage collector frees its connection, then resident on the C heap until trimmed) made a JSON request
@@ -191,10 +228,13 @@ def test_peak_memory_of_kept_and_refused_bodies_stays_under_twice_the_limit(tmp_
             cases = child.cases()
             growth.update((name, child.measure(cases[name])) for name in names)
             opaque = child.opaque
-    print(f"limit {limit >> 20} MiB, peak RSS growth over the baseline, keeping a body of limit - 1 bytes: "
-          + ", ".join(f"{name} {grown.over_baseline / limit:.2f}x" for name, grown in growth.items()))
-    over = {name: round(grown.over_baseline / limit, 2) for name, grown in growth.items()
-            if grown.over_baseline > 2 * limit}
+    print(
+        f"limit {limit >> 20} MiB, peak RSS growth over the baseline, keeping a body of limit - 1 bytes: "
+        + ", ".join(f"{name} {grown.over_baseline / limit:.2f}x" for name, grown in growth.items())
+    )
+    over = {
+        name: round(grown.over_baseline / limit, 2) for name, grown in growth.items() if grown.over_baseline > 2 * limit
+    }
     assert not over, f"peak RSS grew by more than 2x the limit: {over}"
     rows, biggest = _exchanges(log)
     by_path = {row[0]: row for row in rows}
@@ -204,13 +244,18 @@ def test_peak_memory_of_kept_and_refused_bodies_stays_under_twice_the_limit(tmp_
         assert opened.blob(by_path["/kept"][3]) == opaque
         assert opened.blob(by_path[f"/bytes/{limit - 1}"][5]) == answers["bytes"].content
         assert opened.blob(by_path[f"/bytes/{limit - 1}?chunked=1"][5]) == answers["chunked"].content
-        _, decoded = opened.query("SELECT payload->>'$.decoded_blob' FROM events WHERE kind = 'HttpExchanged'"
-                                  " AND payload->>'$.path' LIKE '%gzip=1' AND payload->>'$.path' LIKE '%size=3%'")
+        _, decoded = opened.query(
+            "SELECT payload->>'$.decoded_blob' FROM events WHERE kind = 'HttpExchanged'"
+            " AND payload->>'$.path' LIKE '%gzip=1' AND payload->>'$.path' LIKE '%size=3%'"
+        )
         assert opened.blob(decoded[0][0]) == answers["gzip"].content == b"".join(bundle_pieces(limit - 1))
     _every_chunk_is_read_back(log, answers["stream"].content, limit)
     found = _events(log, "FhirInteracted", "search_ids")
-    for rest in (f"/Patient?size={limit - 1}", f"/Patient?size={limit - 1}&gzip=1",
-                 f"/Patient?size={limit - 1}&chunked=1"):
+    for rest in (
+        f"/Patient?size={limit - 1}",
+        f"/Patient?size={limit - 1}&gzip=1",
+        f"/Patient?size={limit - 1}&chunked=1",
+    ):
         assert len(found[rest]) == bundle_entries(limit - 1) and found[rest][0] == "Patient/p000000001", rest
     assert _events(log, "FhirInteracted", "resource_id")["/DocumentReference"] == "d1"
     long_history = _events(log, "LlmCalled", "message_count")["/v1/chat/completions"]
@@ -224,14 +269,18 @@ def test_peak_memory_of_kept_and_refused_bodies_stays_under_twice_the_limit(tmp_
 def _the_legacy_sse_reply_is_stored_whole(log: Path, limit: int) -> None:
     """The long reply on a legacy-SSE stream is a body of its own, which its ToolCalled names; the stream says
     why its whole body is not kept (its chunks are)."""
-    blobs = {path: blob for path, blob in _events(log, "ToolCalled", "response_blob").items()
-             if path.startswith("/messages/") and path.endswith(f"&size={limit - 1}")}
+    blobs = {
+        path: blob
+        for path, blob in _events(log, "ToolCalled", "response_blob").items()
+        if path.startswith("/messages/") and path.endswith(f"&size={limit - 1}")
+    }
     assert len(blobs) == 1 and all(blobs.values()), blobs
     assert not any(_events(log, "ToolCalled", "result")[path] for path in blobs)  # left out of the event
     with EventLog(log, read_only=True) as opened:
         assert opened.blob(next(iter(blobs.values()))) == b"".join(tool_result_pieces(limit - 1))
-        _, streams = opened.query("SELECT payload->>'$.error' FROM events WHERE kind = 'HttpExchanged'"
-                                  " AND payload->>'$.path' = '/sse'")
+        _, streams = opened.query(
+            "SELECT payload->>'$.error' FROM events WHERE kind = 'HttpExchanged' AND payload->>'$.path' = '/sse'"
+        )
     assert STREAM_LET_GO in [error for (error,) in streams], streams
 
 
@@ -242,12 +291,14 @@ def _every_chunk_is_read_back(log: Path, streamed: bytes, limit: int) -> None:
             "SELECT c.payload->>'$.blob', b.external FROM events c JOIN blobs b ON b.hash = c.payload->>'$.blob'"
             " JOIN events h ON h.kind = 'HttpExchanged' AND h.payload->>'$.exchange_id' = c.payload->>'$.exchange_id'"
             f" WHERE c.kind = 'ChunkReceived' AND h.payload->>'$.path' LIKE '%size={limit - 1}&stream=1'"
-            " ORDER BY (c.payload->>'$.index')::INTEGER")
+            " ORDER BY (c.payload->>'$.index')::INTEGER"
+        )
         read = [opened.blob(digest) for digest, _ in chunks]
         _, others = opened.query(  # what another stream stored: the same bytes (a short event) are stored once
             "SELECT c.payload->>'$.blob' FROM events c JOIN events h ON h.kind = 'HttpExchanged'"
             " AND h.payload->>'$.exchange_id' = c.payload->>'$.exchange_id' WHERE c.kind = 'ChunkReceived'"
-            f" AND h.payload->>'$.path' NOT LIKE '%size={limit - 1}&stream=1'")
+            f" AND h.payload->>'$.path' NOT LIKE '%size={limit - 1}&stream=1'"
+        )
     elsewhere = {digest for (digest,) in others}
     assert b"".join(read) == streamed and len(streamed) > limit // 2
     before, inside = 0, set()
@@ -276,7 +327,8 @@ def test_a_recording_refuses_bodies_over_its_limit_and_says_so(tmp_path):
 def test_fae_record_takes_max_body_mib_and_refuses_nonsense(tmp_path):
     runner = CliRunner()
     assert "--max-body-mib" in runner.invoke(app, ["record", "--help"], terminal_width=200).output
-    refused = runner.invoke(app, ["record", "--log", str(tmp_path / "x.duckdb"), "--task", "builtin-create-patient",
-                                  "--max-body-mib", "0"])
+    refused = runner.invoke(
+        app, ["record", "--log", str(tmp_path / "x.duckdb"), "--task", "builtin-create-patient", "--max-body-mib", "0"]
+    )
     assert refused.exit_code == 2 and "max-body-mib" in refused.output, refused.output
     assert not (tmp_path / "x.duckdb").exists()

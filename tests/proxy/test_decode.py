@@ -98,8 +98,9 @@ def _bomb_upstream() -> Starlette:
 
     async def small(request: Request) -> Response:
         encoding = request.path_params["encoding"]
-        return Response(ENCODERS[encoding](b'{"ok": 1}'), media_type="application/json",
-                        headers={"content-encoding": encoding})
+        return Response(
+            ENCODERS[encoding](b'{"ok": 1}'), media_type="application/json", headers={"content-encoding": encoding}
+        )
 
     return Starlette(routes=[Route("/bomb/{encoding}", serve), Route("/small/{encoding}", small)])
 
@@ -115,16 +116,19 @@ async def test_a_proxy_keeps_a_bomb_encoded_only_and_says_why(tmp_path):
     before = _peak_rss()
     async with serve_asgi(_bomb_upstream()) as port:
         async with open_writer(log) as writer:
-            async with run_proxy({"web": Upstream("web", f"http://127.0.0.1:{port}", "http")}, Recorder(writer),
-                                 max_body_bytes=MIB) as proxy:
+            async with run_proxy(
+                {"web": Upstream("web", f"http://127.0.0.1:{port}", "http")}, Recorder(writer), max_body_bytes=MIB
+            ) as proxy:
                 async with httpx.AsyncClient(timeout=120) as client:
                     for encoding in ENCODERS:
                         for kind in ("bomb", "small"):
-                            async with client.stream("GET", proxy.url("r1", "agent", "web",
-                                                                      f"{kind}/{encoding}")) as reply:
+                            async with client.stream(
+                                "GET", proxy.url("r1", "agent", "web", f"{kind}/{encoding}")
+                            ) as reply:
                                 raw = b"".join([chunk async for chunk in reply.aiter_raw()])
                             assert reply.status_code == 200 and raw == (
-                                bomb(encoding)[0] if kind == "bomb" else ENCODERS[encoding](b'{"ok": 1}'))
+                                bomb(encoding)[0] if kind == "bomb" else ENCODERS[encoding](b'{"ok": 1}')
+                            )
     grown = _peak_rss() - before
     log.close()
     with EventLog(path, read_only=True) as opened:

@@ -28,7 +28,7 @@ def test_copies_hand_the_body_on_in_slices_and_give_each_slice_s_pages_back():
     copies = gathered.copies()
     first = next(copies)
     assert first == data[:SLICE] and isinstance(first, bytes)
-    assert bytes(view[:16]) == bytes(16) and bytes(view[SLICE:SLICE + 16]) == data[SLICE:SLICE + 16]  # given back
+    assert bytes(view[:16]) == bytes(16) and bytes(view[SLICE : SLICE + 16]) == data[SLICE : SLICE + 16]  # given back
     rest = list(copies)
     assert b"".join([first, *rest]) == data and [len(p) for p in rest] == [SLICE, SLICE, 12345]
     assert bytes(view[-12345:]) == bytes(12345)  # every page, the last partial one too

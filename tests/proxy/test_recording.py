@@ -48,8 +48,9 @@ async def _record(tmp_path, body):
 def _exchanges(path, run_id=None):
     with EventLog(path, read_only=True) as log:
         where = "WHERE kind = 'HttpExchanged'" + (" AND run_id = ?" if run_id else "")
-        _, rows = log.query(f"SELECT run_id, seq, actor, payload FROM events {where} ORDER BY run_id, seq",
-                            [run_id] if run_id else [])
+        _, rows = log.query(
+            f"SELECT run_id, seq, actor, payload FROM events {where} ORDER BY run_id, seq", [run_id] if run_id else []
+        )
         blobs = {h: log.blob(h) for (h,) in log.query("SELECT hash FROM blobs")[1]}  # large ones are side files
     return [(r, s, a, json.loads(p)) for r, s, a, p in rows], blobs
 
@@ -65,6 +66,7 @@ async def test_concurrent_runs_are_attributed_in_order_with_bodies_byte_equal(tm
                 r = await client.post(proxy.url(run_id, actor, "api", f"items/{n}"), content=payload)
                 assert r.status_code == 200
                 assert r.json()["path"] == f"/base/items/{n}"
+
         async with anyio.create_task_group() as group:
             for run_id in runs:
                 group.start_soon(one_run, run_id)
@@ -139,4 +141,3 @@ async def test_unroutable_paths_are_refused_not_forwarded(tmp_path):
     path = await _record(tmp_path, body)
     exchanges, _ = _exchanges(path)
     assert exchanges == []
-

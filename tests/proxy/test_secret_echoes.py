@@ -64,17 +64,40 @@ SET_COOKIE = "SETCOOKIESESSION-0017"
 BASIC_B64 = base64.b64encode(f"{BASIC_USER}:{BASIC_PASS}".encode()).decode()
 
 # every secret form that must not be found anywhere; each is sent once and echoed back at least once
-FORMS = [BEARER, API_KEY_HEADER, X_API_KEY, COOKIE_A, COOKIE_B, BASIC_PASS, f"{BASIC_USER}:{BASIC_PASS}",
-         BASIC_B64, ACCESS_TOKEN, API_KEY_PARAM, SEMICOLON_KEY, ENCODED_TOKEN, quote(ENCODED_TOKEN, safe=""),
-         quote_plus(ENCODED_TOKEN),
-         CUSTOM_HEADER, JSON_ESCAPED, json.dumps(JSON_ESCAPED)[1:-1], SSE_KEY, GZIP_KEY, LOCATION_TOKEN,
-         CONFIGURED_KEY, SET_COOKIE]
+FORMS = [
+    BEARER,
+    API_KEY_HEADER,
+    X_API_KEY,
+    COOKIE_A,
+    COOKIE_B,
+    BASIC_PASS,
+    f"{BASIC_USER}:{BASIC_PASS}",
+    BASIC_B64,
+    ACCESS_TOKEN,
+    API_KEY_PARAM,
+    SEMICOLON_KEY,
+    ENCODED_TOKEN,
+    quote(ENCODED_TOKEN, safe=""),
+    quote_plus(ENCODED_TOKEN),
+    CUSTOM_HEADER,
+    JSON_ESCAPED,
+    json.dumps(JSON_ESCAPED)[1:-1],
+    SSE_KEY,
+    GZIP_KEY,
+    LOCATION_TOKEN,
+    CONFIGURED_KEY,
+    SET_COOKIE,
+]
 
 
 def _echo_payload(request: Request, body: bytes) -> dict:
-    payload = {"url": str(request.url), "query": request.url.query, "params": dict(request.query_params),
-               "headers": dict(request.headers),
-               "body": body.decode("utf-8", "replace")}
+    payload = {
+        "url": str(request.url),
+        "query": request.url.query,
+        "params": dict(request.query_params),
+        "headers": dict(request.headers),
+        "body": body.decode("utf-8", "replace"),
+    }
     scheme, _, credential = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() == "basic":  # as a server that says who it refused does
         user_pass = base64.b64decode(credential).decode()
@@ -83,20 +106,35 @@ def _echo_payload(request: Request, body: bytes) -> dict:
 
 
 async def echo(request: Request) -> Response:
-    return JSONResponse(_echo_payload(request, await request.body()),
-                        headers={"set-cookie": f"session={SET_COOKIE}; HttpOnly"})
+    return JSONResponse(
+        _echo_payload(request, await request.body()), headers={"set-cookie": f"session={SET_COOKIE}; HttpOnly"}
+    )
 
 
 async def openai_401(request: Request) -> Response:
     key = request.headers.get("authorization", "").removeprefix("Bearer ")
-    return JSONResponse({"error": {"message": f"Incorrect API key provided: {key}. You can find your API key at "
-                                              f"https://platform.example/account/api-keys.",
-                                   "type": "invalid_request_error", "code": "invalid_api_key"}}, status_code=401)
+    return JSONResponse(
+        {
+            "error": {
+                "message": f"Incorrect API key provided: {key}. You can find your API key at "
+                f"https://platform.example/account/api-keys.",
+                "type": "invalid_request_error",
+                "code": "invalid_api_key",
+            }
+        },
+        status_code=401,
+    )
 
 
 async def fhir_search(request: Request) -> Response:
-    return JSONResponse({"resourceType": "Bundle", "type": "searchset", "total": 0,
-                         "link": [{"relation": "self", "url": str(request.url)}]})
+    return JSONResponse(
+        {
+            "resourceType": "Bundle",
+            "type": "searchset",
+            "total": 0,
+            "link": [{"relation": "self", "url": str(request.url)}],
+        }
+    )
 
 
 async def sse_echo(request: Request) -> StreamingResponse:
@@ -107,6 +145,7 @@ async def sse_echo(request: Request) -> StreamingResponse:
             yield f"data: {json.dumps({'choices': [{'delta': {'content': piece}}]})}\n\n".encode()
             await asyncio.sleep(0.005)
         yield b"data: [DONE]\n\n"
+
     return StreamingResponse(chunks(), media_type="text/event-stream")
 
 
@@ -123,17 +162,23 @@ async def redirect(request: Request) -> Response:
 async def mcp(request: Request) -> Response:
     call = json.loads(await request.body())
     text = json.dumps({"echo": call["params"]["arguments"]})
-    return JSONResponse({"jsonrpc": "2.0", "id": call["id"],
-                         "result": {"content": [{"type": "text", "text": text}], "isError": False}})
+    return JSONResponse(
+        {"jsonrpc": "2.0", "id": call["id"], "result": {"content": [{"type": "text", "text": text}], "isError": False}}
+    )
 
 
 def echoing_upstream() -> Starlette:
-    return Starlette(routes=[
-        Route("/v1/chat/completions", openai_401, methods=["POST"]),
-        Route("/fhir/Patient", fhir_search), Route("/sse", sse_echo, methods=["POST"]),
-        Route("/gzip", gzip_echo), Route("/redirect", redirect), Route("/mcp", mcp, methods=["POST"]),
-        Route("/{path:path}", echo, methods=["GET", "POST"]),
-    ])
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", openai_401, methods=["POST"]),
+            Route("/fhir/Patient", fhir_search),
+            Route("/sse", sse_echo, methods=["POST"]),
+            Route("/gzip", gzip_echo),
+            Route("/redirect", redirect),
+            Route("/mcp", mcp, methods=["POST"]),
+            Route("/{path:path}", echo, methods=["GET", "POST"]),
+        ]
+    )
 
 
 async def _traffic(client: httpx.AsyncClient, proxy) -> None:
@@ -141,11 +186,20 @@ async def _traffic(client: httpx.AsyncClient, proxy) -> None:
         return proxy.url("r1", "agent", upstream, rest)
 
     sent = [
-        client.post(url("llm", "chat/completions"), headers={"authorization": f"Bearer {BEARER}"},
-                    json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}),
-        client.get(url("web", "echo"), headers={"api-key": API_KEY_HEADER, "x-api-key": X_API_KEY,
-                                                 "cookie": f"session={COOKIE_A}; csrf={COOKIE_B}",
-                                                 "x-custom-token": CUSTOM_HEADER}),
+        client.post(
+            url("llm", "chat/completions"),
+            headers={"authorization": f"Bearer {BEARER}"},
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        ),
+        client.get(
+            url("web", "echo"),
+            headers={
+                "api-key": API_KEY_HEADER,
+                "x-api-key": X_API_KEY,
+                "cookie": f"session={COOKIE_A}; csrf={COOKIE_B}",
+                "x-custom-token": CUSTOM_HEADER,
+            },
+        ),
         client.get(url("web", "echo"), auth=(BASIC_USER, BASIC_PASS)),
         client.get(url("fhir", f"fhir/Patient?name=x&access_token={ACCESS_TOKEN}")),
         client.get(url("web", f"echo?api_key={API_KEY_PARAM}&ok=1")),
@@ -160,10 +214,18 @@ async def _traffic(client: httpx.AsyncClient, proxy) -> None:
         reply = await request
         assert reply.status_code in (200, 302, 401), reply.text
     # an agent passes a token it was given to a tool: the tool call is stored with it scrubbed
-    reply = await client.post(url("mcp", "mcp"), json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                                                        "params": {"name": "fetch", "arguments": {
-                                                            "url": f"https://x.example/?access_token={ACCESS_TOKEN}",
-                                                            "bearer": BEARER}}})
+    reply = await client.post(
+        url("mcp", "mcp"),
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": "fetch",
+                "arguments": {"url": f"https://x.example/?access_token={ACCESS_TOKEN}", "bearer": BEARER},
+            },
+        },
+    )
     assert reply.status_code == 200, reply.text
 
 
@@ -174,8 +236,12 @@ async def _record(path: Path, scrub: bool) -> tuple[Path, Path]:
     redactor = Redactor.with_extra(headers=["x-custom-token"], values=[CONFIGURED_KEY])
     async with serve_asgi(echoing_upstream()) as port:
         base = f"http://127.0.0.1:{port}"
-        upstreams = {"llm": Upstream("llm", f"{base}/v1", "llm"), "web": Upstream("web", base, "http"),
-                     "fhir": Upstream("fhir", base, "fhir"), "mcp": Upstream("mcp", base, "mcp")}
+        upstreams = {
+            "llm": Upstream("llm", f"{base}/v1", "llm"),
+            "web": Upstream("web", base, "http"),
+            "fhir": Upstream("fhir", base, "fhir"),
+            "mcp": Upstream("mcp", base, "mcp"),
+        }
         async with open_writer(log) as writer:
             recorder = Recorder(writer, redactor)
             if not scrub:
@@ -185,10 +251,11 @@ async def _record(path: Path, scrub: bool) -> tuple[Path, Path]:
                 async with httpx.AsyncClient() as client:
                     await _traffic(client, proxy)
             # what the harness writes when the agent's LLM client fails: the key the upstream echoed
-            reason = (f"Error code: 401 - Incorrect API key provided: {BEARER}; "
-                      f"configured key {CONFIGURED_KEY}")
-            await writer.write(events=[Stamped("r1", ev.RunFailed(status="errored", reason=reason))],
-                               updates=[RunUpdate("r1", "errored", ended_at=datetime.now(UTC), error=reason)])
+            reason = f"Error code: 401 - Incorrect API key provided: {BEARER}; configured key {CONFIGURED_KEY}"
+            await writer.write(
+                events=[Stamped("r1", ev.RunFailed(status="errored", reason=reason))],
+                updates=[RunUpdate("r1", "errored", ended_at=datetime.now(UTC), error=reason)],
+            )
     log.close()
     parquet = path.parent / "parquet"
     export_parquet(path, parquet)
@@ -263,9 +330,11 @@ def test_the_journal_holds_no_secret(tmp_path):
     writer = LogWriter(log)  # no flusher: the rows stay in the journal segment
     writer.secrets.add(BEARER)
     body = json.dumps({"error": f"key {BEARER}"}).encode()
-    writer.submit(events=[Stamped("r1", ev.AnswerGiven(text=f"the key is {BEARER}"))],
-                  blobs={"0" * 64: body},
-                  updates=[RunUpdate("r1", "errored", error=f"401 {BEARER}")])
+    writer.submit(
+        events=[Stamped("r1", ev.AnswerGiven(text=f"the key is {BEARER}"))],
+        blobs={"0" * 64: body},
+        updates=[RunUpdate("r1", "errored", error=f"401 {BEARER}")],
+    )
     writer.journal.close()
     (segment,) = [p for p in tmp_path.iterdir() if ".journal-" in p.name]
     data = segment.read_bytes()
@@ -284,8 +353,13 @@ def refusing_llm() -> Iterator[str]:
     """An OpenAI-compatible server on 127.0.0.1, in its own thread, that refuses every key by echoing it."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(Starlette(routes=[
-        Route("/v1/chat/completions", openai_401, methods=["POST"])]), log_level="warning", access_log=False))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            Starlette(routes=[Route("/v1/chat/completions", openai_401, methods=["POST"])]),
+            log_level="warning",
+            access_log=False,
+        )
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     for _ in range(2000):
@@ -302,16 +376,27 @@ def test_the_configured_api_key_echoed_in_an_llm_error_reaches_neither_log_nor_o
     log = tmp_path / "cli" / "log.duckdb"
     log.parent.mkdir()
     runner = CliRunner()
-    args = ["record", "--log", str(log), "--task", "builtin-create-patient", "--agent", "langchain:baseline@some-model",
-            "--llm-url", refusing_llm]
+    args = [
+        "record",
+        "--log",
+        str(log),
+        "--task",
+        "builtin-create-patient",
+        "--agent",
+        "langchain:baseline@some-model",
+        "--llm-url",
+        refusing_llm,
+    ]
     env = {"OPENAI_API_KEY": CONFIGURED_KEY} if how == "env" else {}
     recorded = runner.invoke(app, args + (["--api-key", CONFIGURED_KEY] if how == "option" else []), env=env)
     assert recorded.exit_code == 0, recorded.output
     outputs = [recorded.output]
-    for command in (["sql", "--log", str(log), "SELECT status, error FROM runs"],
-                    ["sql", "--log", str(log), "--json", "SELECT payload FROM events WHERE kind = 'RunFailed'"],
-                    ["sql", "--log", str(log), "--json", "SELECT error FROM llm_calls"],
-                    ["export", "--log", str(log), "--parquet", str(tmp_path / "cli" / "parquet")]):
+    for command in (
+        ["sql", "--log", str(log), "SELECT status, error FROM runs"],
+        ["sql", "--log", str(log), "--json", "SELECT payload FROM events WHERE kind = 'RunFailed'"],
+        ["sql", "--log", str(log), "--json", "SELECT error FROM llm_calls"],
+        ["export", "--log", str(log), "--parquet", str(tmp_path / "cli" / "parquet")],
+    ):
         shown = runner.invoke(app, command)
         assert shown.exit_code == 0, shown.output
         outputs.append(shown.output)
@@ -328,9 +413,20 @@ def test_a_long_streams_chunks_in_side_files_hold_no_secret(tmp_path):
     writer = LogWriter(log)  # no flusher: the journal is applied when the log is opened again
     recorder = Recorder(writer)  # the writer scrubs what the recorder's redactor knows
     writer.secrets.add(BEARER)
-    exchange = Exchange(exchange_id="e1", run_id="r1", actor="agent", upstream="llm", kind="llm", method="POST",
-                        url="http://u/v1/chat/completions", path="/v1/chat/completions", request_headers=[],
-                        request_body=None, started_at=time.time(), started_mono_ns=time.monotonic_ns())
+    exchange = Exchange(
+        exchange_id="e1",
+        run_id="r1",
+        actor="agent",
+        upstream="llm",
+        kind="llm",
+        method="POST",
+        url="http://u/v1/chat/completions",
+        path="/v1/chat/completions",
+        request_headers=[],
+        request_body=None,
+        started_at=time.time(),
+        started_mono_ns=time.monotonic_ns(),
+    )
     pieces = [f"data: {index} the key is {BEARER}\n\n".encode() + b"x" * 300_000 for index in range(6)]
     for index, piece in enumerate(pieces, start=1):  # index 0 would learn the request's secrets: none here
         recorder.chunk(exchange, index, Chunk(offset_ms=index, data=piece))
@@ -340,7 +436,8 @@ def test_a_long_streams_chunks_in_side_files_hold_no_secret(tmp_path):
     with EventLog(tmp_path / "s.duckdb") as reopened:  # the journal is applied on open
         _, rows = reopened.query(
             "SELECT c.payload->>'$.blob', b.external FROM events c JOIN blobs b ON b.hash = c.payload->>'$.blob'"
-            " WHERE c.kind = 'ChunkReceived' ORDER BY (c.payload->>'$.index')::INTEGER")
+            " WHERE c.kind = 'ChunkReceived' ORDER BY (c.payload->>'$.index')::INTEGER"
+        )
         read = [reopened.blob(digest) for digest, _ in rows]
     assert [outside for _, outside in rows] == [False] * 4 + [True] * 2, rows  # 4 x 300 KB pass the first MiB
     assert read == [piece.replace(BEARER.encode(), b"[redacted]") for piece in pieces]

@@ -37,7 +37,8 @@ async def _send(path, redactor):
                 async with httpx.AsyncClient() as client:
                     url = proxy.url("r1", "agent", "llm", "chat/completions")
                     r = await client.post(
-                        url, params={"api-key": QUERY_SECRET, "sess": CUSTOM_QUERY_SECRET, "ok": "1"},
+                        url,
+                        params={"api-key": QUERY_SECRET, "sess": CUSTOM_QUERY_SECRET, "ok": "1"},
                         headers={**SECRETS, "authorization": "Bearer " + SECRETS["authorization"]},
                         json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
                     )

@@ -16,14 +16,13 @@ SHAPES = {
     "top-level list": b'[{"resourceType":"Patient","id":"p1"}]',
     "id of the wrong type": b'{"resourceType":"Patient","id":[1,{"a":2}],"meta":{"versionId":7}}',
     "meta not an object": b'{"resourceType":"Patient","id":"p1","meta":"v9"}',
-    "entries lacking resources": b'{"resourceType":"Bundle","total":2,"entry":[{},{"fullUrl":"x"},5,' + _ENTRY + b']}',
+    "entries lacking resources": b'{"resourceType":"Bundle","total":2,"entry":[{},{"fullUrl":"x"},5,' + _ENTRY + b"]}",
     "entry not a list": b'{"resourceType":"Bundle","total":1,"entry":{"resource":{"resourceType":"Patient"}}}',
     "outcome entries": b'{"resourceType":"Bundle","entry":[{"resource":{"resourceType":"OperationOutcome",'
-                       b'"issue":[{"severity":"error","code":"invalid","details":{"text":"bad"}},7]}}]}',
-    "outcome": b'{"resourceType":"OperationOutcome","issue":[{"severity":"warning","code":"x",'
-               b'"expression":["a",1]}]}',
-    "total past a float": b'{"resourceType":"Bundle","total":1e400,"entry":[' + _ENTRY + b']}',
-    "NaN literal": b'{"resourceType":"Bundle","total":NaN,"entry":[' + _ENTRY + b']}',
+    b'"issue":[{"severity":"error","code":"invalid","details":{"text":"bad"}},7]}}]}',
+    "outcome": b'{"resourceType":"OperationOutcome","issue":[{"severity":"warning","code":"x","expression":["a",1]}]}',
+    "total past a float": b'{"resourceType":"Bundle","total":1e400,"entry":[' + _ENTRY + b"]}",
+    "NaN literal": b'{"resourceType":"Bundle","total":NaN,"entry":[' + _ENTRY + b"]}",
     "invalid UTF-8 in a skipped string": b'{"resourceType":"Patient","id":"p1","note":"\xff\xfe"}',
     "UTF-8 BOM": b'\xef\xbb\xbf{"resourceType":"Patient","id":"p1"}',
     "duplicate keys": b'{"resourceType":"Patient","id":"first","id":"second"}',
@@ -68,31 +67,39 @@ def test_odd_shapes_decode_as_json_loads_decodes_them():
         assert json_node(_large(SHAPES[not_json])) is None and parse_json(SHAPES[not_json]) is None, not_json
 
 
-@pytest.mark.parametrize("body", [
-    b'{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"t"}]}',
-    b'{"model":"m","input":"just text"}',
-    b'["not", "an", "object"]',
-    b'{"model":"m","messages":"\xff"}',
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"t"}]}',
+        b'{"model":"m","input":"just text"}',
+        b'["not", "an", "object"]',
+        b'{"model":"m","messages":"\xff"}',
+    ],
+)
 def test_a_large_llm_body_gives_the_event_a_small_one_does(body):
-    reply = b'{"model":"m2","choices":[{"message":{"content":"ok","tool_calls":[{"id":"c","function":' \
-            b'{"name":"f","arguments":"{}"}}]},"finish_reason":"stop"}],"usage":{"prompt_tokens":1}}'
+    reply = (
+        b'{"model":"m2","choices":[{"message":{"content":"ok","tool_calls":[{"id":"c","function":'
+        b'{"name":"f","arguments":"{}"}}]},"finish_reason":"stop"}],"usage":{"prompt_tokens":1}}'
+    )
     small = llm_event("x", "/v1/chat/completions", body, 200, reply, False, None)
     assert llm_event("x", "/v1/chat/completions", _large(body), 200, _large(reply), False, None) == small
     sse = b"\n" * 10 + b'data: {"model":"m3","choices":[{"delta":{"content":"a"}}]}\n\ndata: [DONE]\n\n'
-    assert llm_event("x", "/v1/chat/completions", body, 200, _large(sse), False, None) \
-        == llm_event("x", "/v1/chat/completions", body, 200, sse, False, None)
+    assert llm_event("x", "/v1/chat/completions", body, 200, _large(sse), False, None) == llm_event(
+        "x", "/v1/chat/completions", body, 200, sse, False, None
+    )
 
 
 def test_server_sent_events_are_read_an_event_at_a_time_from_a_gathered_body():
     """Events end at a blank line however its newlines are written; a field may span lines; junk is skipped."""
-    stream = (b'data: {"a": 1}\r\n\r\n'       # CRLF
-              b'event: x\ndata: [1,\ndata: 2]\n\n'  # one payload over two data lines
-              b'data: {"t": "\xe4\xb8\xad"}\n\r\n'  # mixed newlines; UTF-8 kept whole
-              b': a comment\n\n\n'
-              b'data: not json\n\n'
-              b'data: [DONE]\n\n'
-              b'data: {"last": true}')              # no blank line at the end
+    stream = (
+        b'data: {"a": 1}\r\n\r\n'  # CRLF
+        b"event: x\ndata: [1,\ndata: 2]\n\n"  # one payload over two data lines
+        b'data: {"t": "\xe4\xb8\xad"}\n\r\n'  # mixed newlines; UTF-8 kept whole
+        b": a comment\n\n\n"
+        b"data: not json\n\n"
+        b"data: [DONE]\n\n"
+        b'data: {"last": true}'
+    )  # no blank line at the end
     expected = [{"a": 1}, [1, 2], {"t": "\u4e2d"}, {"last": True}]
     assert sse_data(stream) == expected
     assert list(sse_values(Pieces((memoryview(stream),)))) == expected  # a gathered map, never copied whole

@@ -39,34 +39,59 @@ WORDS = "the history of the patient goes on and on "
 def _history(size: int) -> list[dict]:
     """A conversation of about ``size`` bytes: system, user, assistant with a tool call, tool, user."""
     filler = WORDS * (size // len(WORDS) // 2 + 1)
-    return [{"role": "system", "content": "You are careful."},
-            {"role": "user", "content": filler},
-            {"role": "assistant", "content": None,
-             "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "search", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "c0", "content": filler},
-            {"role": "user", "content": "and?\u00e9\u4e2d"}]
+    return [
+        {"role": "system", "content": "You are careful."},
+        {"role": "user", "content": filler},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "search", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c0", "content": filler},
+        {"role": "user", "content": "and?\u00e9\u4e2d"},
+    ]
 
 
 def _reply(content_size: int, arguments_size: int) -> dict:
     message: dict = {"role": "assistant", "content": ("an answer " * (content_size // 10 + 1))[:content_size]}
     if arguments_size:
-        message["tool_calls"] = [{"id": "c1", "type": "function", "function": {
-            "name": "write", "arguments": json.dumps({"note": "x" * arguments_size})}}]
-    return {"id": "r", "model": "gpt-test", "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
-            "usage": {"prompt_tokens": 11, "completion_tokens": 7}}
+        message["tool_calls"] = [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "write", "arguments": json.dumps({"note": "x" * arguments_size})},
+            }
+        ]
+    return {
+        "id": "r",
+        "model": "gpt-test",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 7},
+    }
 
 
 def _responses_reply(content_size: int) -> dict:
-    return {"id": "r", "model": "gpt-test", "status": "completed", "usage": {"input_tokens": 3, "output_tokens": 4},
-            "output": [{"type": "function_call", "call_id": "f1", "name": "lookup", "arguments": '{"q": 1}'},
-                       {"type": "message", "role": "assistant",
-                        "content": [{"type": "output_text", "text": "z" * content_size}]}]}
+    return {
+        "id": "r",
+        "model": "gpt-test",
+        "status": "completed",
+        "usage": {"input_tokens": 3, "output_tokens": 4},
+        "output": [
+            {"type": "function_call", "call_id": "f1", "name": "lookup", "arguments": '{"q": 1}'},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "z" * content_size}]},
+        ],
+    }
 
 
 def _sse(content_size: int) -> bytes:
     pieces = [{"model": "gpt-test", "choices": [{"delta": {"content": "w" * (content_size // 4)}}]}] * 4
-    pieces.append({"model": "gpt-test", "choices": [{"delta": {}, "finish_reason": "stop"}],
-                   "usage": {"prompt_tokens": 1, "completion_tokens": 2}})
+    pieces.append(
+        {
+            "model": "gpt-test",
+            "choices": [{"delta": {}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 2},
+        }
+    )
     return b"".join(b"data: " + json.dumps(p).encode() + b"\n\n" for p in pieces) + b"data: [DONE]\n\n"
 
 
@@ -77,21 +102,31 @@ async def _chat(request: Request) -> Response:
         return Response(_sse(want.get("content", 10)), media_type="text/event-stream")
     if request.url.path.endswith("/responses"):
         return Response(json.dumps(_responses_reply(want.get("content", 10))), media_type="application/json")
-    return Response(json.dumps(_reply(want.get("content", 10), want.get("arguments", 0))),
-                    media_type="application/json")
+    return Response(
+        json.dumps(_reply(want.get("content", 10), want.get("arguments", 0))), media_type="application/json"
+    )
 
 
 CALLS = {  # name: (path, request)
     "small": ("v1/chat/completions", {"model": "gpt-test", "messages": _history(2000), "want": {"arguments": 40}}),
-    "long history": ("v1/chat/completions", {"model": "gpt-test", "messages": _history(BIG),
-                                              "tools": [{"type": "function", "function": {"name": "search"}}]}),
-    "long reply": ("v1/chat/completions", {"model": "gpt-test", "messages": _history(100),
-                                           "want": {"content": BIG}}),
-    "long arguments": ("v1/chat/completions", {"model": "gpt-test", "messages": _history(100),
-                                               "want": {"arguments": BIG}}),
+    "long history": (
+        "v1/chat/completions",
+        {
+            "model": "gpt-test",
+            "messages": _history(BIG),
+            "tools": [{"type": "function", "function": {"name": "search"}}],
+        },
+    ),
+    "long reply": ("v1/chat/completions", {"model": "gpt-test", "messages": _history(100), "want": {"content": BIG}}),
+    "long arguments": (
+        "v1/chat/completions",
+        {"model": "gpt-test", "messages": _history(100), "want": {"arguments": BIG}},
+    ),
     "long responses": ("v1/responses", {"model": "gpt-test", "input": "x" * BIG, "want": {"content": BIG}}),
-    "long stream": ("v1/chat/completions", {"model": "gpt-test", "stream": True, "messages": _history(100),
-                                            "want": {"content": BIG}}),
+    "long stream": (
+        "v1/chat/completions",
+        {"model": "gpt-test", "stream": True, "messages": _history(100), "want": {"content": BIG}},
+    ),
 }
 
 
@@ -105,9 +140,14 @@ def recorded(tmp_path_factory) -> dict:
 
     async def record() -> None:
         import httpx
+
         log = EventLog(path)
-        app = Starlette(routes=[Route("/v1/chat/completions", _chat, methods=["POST"]),
-                                Route("/v1/responses", _chat, methods=["POST"])])
+        app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", _chat, methods=["POST"]),
+                Route("/v1/responses", _chat, methods=["POST"]),
+            ]
+        )
         async with serve_asgi(app) as port, open_writer(log) as writer:
             writer.submit(runs=[RunRow(run, "t", 0, "a", 0) for run in runs.values()])
             upstreams = {"llm": Upstream("llm", f"http://127.0.0.1:{port}", "llm")}
@@ -127,8 +167,15 @@ def _plain(log: EventLog, run_id: str) -> tuple[ev.LlmCalled, ev.LlmCalled, dict
     found = {kind: ev.decode(payload) for kind, payload in rows}
     http, called = found["HttpExchanged"], found["LlmCalled"]
     assert isinstance(http, ev.HttpExchanged) and isinstance(called, ev.LlmCalled)
-    plain = llm_event(called.exchange_id, http.path, log.blob(http.request_blob or ""), http.status,
-                      log.blob(http.response_blob or ""), http.streamed, None)
+    plain = llm_event(
+        called.exchange_id,
+        http.path,
+        log.blob(http.request_blob or ""),
+        http.status,
+        log.blob(http.response_blob or ""),
+        http.streamed,
+        None,
+    )
     return called, plain, json.loads(next(p for k, p in rows if k == "LlmCalled"))
 
 
@@ -139,7 +186,12 @@ def test_a_large_call_names_its_bodies_and_keeps_only_what_is_small(recorded, na
     assert len(json.dumps(payload)) < 16 * 1024, f"{name}: the event still carries the body"
     assert called.request_blob or called.response_blob
     assert (called.model, called.stream, called.tools, called.finish_reason, called.total_tokens) == (
-        plain.model, plain.stream, plain.tools, plain.finish_reason, plain.total_tokens)
+        plain.model,
+        plain.stream,
+        plain.tools,
+        plain.finish_reason,
+        plain.total_tokens,
+    )
     assert [c.name for c in called.tool_calls] == [c.name for c in plain.tool_calls]
     if called.request_blob:
         assert called.messages == () and called.message_count == len(plain.messages)
@@ -154,12 +206,17 @@ def test_every_reader_reads_a_large_call_as_the_plain_parse_of_its_bodies(record
     with EventLog(recorded["path"], read_only=True) as log:
         called, plain, _ = _plain(log, run_id)
         assert llm_in_full(called, log.blob) == msgspec.structs.replace(
-            plain, request_blob=called.request_blob, response_blob=called.response_blob,
-            message_count=called.message_count, roles=called.roles)
+            plain,
+            request_blob=called.request_blob,
+            response_blob=called.response_blob,
+            message_count=called.message_count,
+            roles=called.roles,
+        )
         reply = {"role": "assistant", "content": plain.content}
         if plain.tool_calls:
-            reply["tool_calls"] = [{"id": c.call_id, "name": c.name, "arguments": c.arguments}
-                                   for c in plain.tool_calls]
+            reply["tool_calls"] = [
+                {"id": c.call_id, "name": c.name, "arguments": c.arguments} for c in plain.tool_calls
+            ]
         assert fold_transcript(load_run(log, run_id)).messages == (*plain.messages, reply), "transcript"
         assert _llm_content(log, run_id, called.exchange_id) == plain.content, "curate"
         line = next(line for line in timeline_lines(log, run_id) if " llm " in line)
@@ -172,7 +229,8 @@ def test_every_reader_reads_a_large_call_as_the_plain_parse_of_its_bodies(record
         (replayed,) = recorded_calls(load_run(log, run_id))  # what `fae replay` answers the agent with
         request = log.blob(http.request_blob or "")
         assert replayed.body == log.blob(http.response_blob or "") and replayed.key == request_key(
-            http.method, http.path, request), "replay"
+            http.method, http.path, request
+        ), "replay"
         assert not replayed.streamed or b"".join(replayed.chunks) == replayed.body, "replay of a stream"
     if name != "small":
         assert plain.content or plain.messages, "the case must have something large to read back"
@@ -180,8 +238,9 @@ def test_every_reader_reads_a_large_call_as_the_plain_parse_of_its_bodies(record
 
 def test_a_large_body_that_is_not_json_or_has_no_conversation_is_outlined_without_failing():
     junk = b"<" * BIG
-    called = llm_event("x", "/v1/chat/completions", junk, 200, junk, False, None,
-                       request_blob="a" * 64, response_blob="b" * 64)
+    called = llm_event(
+        "x", "/v1/chat/completions", junk, 200, junk, False, None, request_blob="a" * 64, response_blob="b" * 64
+    )
     assert called.error == "response body is not valid JSON" and called.message_count is None
     bodies = {"a" * 64: junk, "b" * 64: junk}
     assert llm_in_full(called, bodies.get).messages == ()

@@ -105,8 +105,14 @@ def _recorded(log: EventLog, run_id: str) -> tuple[list[ev.ToolCalled], list[ev.
     assert isinstance(http, ev.HttpExchanged)
     called = [ev.decode(p) for k, p in rows if k == "ToolCalled"]
     content_type = next(h.value for h in http.response_headers if h.name.lower() == "content-type")
-    plain = mcp_events(http.exchange_id, log.blob(http.request_blob or ""), log.blob(http.response_blob or ""),
-                       content_type, "tools", None)
+    plain = mcp_events(
+        http.exchange_id,
+        log.blob(http.request_blob or ""),
+        log.blob(http.response_blob or ""),
+        content_type,
+        "tools",
+        None,
+    )
     return called, plain, [json.loads(p) for k, p in rows if k == "ToolCalled"]  # type: ignore[return-value]
 
 
@@ -132,21 +138,22 @@ def test_every_reader_reads_a_large_call_as_the_plain_parse_of_its_bodies(record
         called, plain, _ = _recorded(log, run_id)
         for event, whole in zip(called, plain, strict=True):
             assert tool_in_full(event, log.blob) == msgspec.structs.replace(
-                whole, request_blob=event.request_blob, response_blob=event.response_blob,
-                call_index=event.call_index)
+                whole, request_blob=event.request_blob, response_blob=event.response_blob, call_index=event.call_index
+            )
         uses = fold_transcript(load_run(log, run_id)).tool_calls
         assert [(u.tool, u.arguments, u.result, u.is_error) for u in uses] == [
-            (w.tool, w.arguments, w.result, w.is_error or w.error is not None) for w in plain], "transcript"
+            (w.tool, w.arguments, w.result, w.is_error or w.error is not None) for w in plain
+        ], "transcript"
         lines = [line for line in timeline_lines(log, run_id) if " tool " in line]
         assert [line.split("  tool ", 1)[1] for line in lines] == [
-            describe("ToolCalled", msgspec.to_builtins(w)).split("  tool ", 1)[1] for w in plain], "timeline"
+            describe("ToolCalled", msgspec.to_builtins(w)).split("  tool ", 1)[1] for w in plain
+        ], "timeline"
     if name != "small":
         assert any(len(json.dumps([w.arguments, w.result])) > BODY_FILE_BYTES for w in plain), "nothing large"
 
 
 def test_a_missing_body_leaves_the_event_as_recorded():
-    event = ev.ToolCalled(tool="t", exchange_id="x", arguments={"id": 1}, request_blob="a" * 64,
-                          response_blob="b" * 64)
+    event = ev.ToolCalled(tool="t", exchange_id="x", arguments={"id": 1}, request_blob="a" * 64, response_blob="b" * 64)
     assert tool_in_full(event, {}.get) == event
     junk = b"{" * BIG  # not JSON: no call in it, so nothing to read back
     assert tool_in_full(event, {"a" * 64: junk, "b" * 64: junk}.get) == event

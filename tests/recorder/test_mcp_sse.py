@@ -29,22 +29,49 @@ from fae.util.serve import serve_asgi
 
 
 def stream(exchange_id: str = "get-1", upstream: str = "mcp-fhir") -> Exchange:
-    return Exchange(exchange_id=exchange_id, run_id="r1", actor="agent", upstream=upstream, kind="mcp",
-                    method="GET", url="http://up/sse", path="/sse", request_headers=[], request_body=None,
-                    started_at=0.0, started_mono_ns=0)
+    return Exchange(
+        exchange_id=exchange_id,
+        run_id="r1",
+        actor="agent",
+        upstream=upstream,
+        kind="mcp",
+        method="GET",
+        url="http://up/sse",
+        path="/sse",
+        request_headers=[],
+        request_body=None,
+        started_at=0.0,
+        started_mono_ns=0,
+    )
 
 
 def post(exchange_id: str, messages, session: str = "s1", upstream: str = "mcp-fhir", run: str = "r1") -> Exchange:
     body = json.dumps(messages).encode()
-    return Exchange(exchange_id=exchange_id, run_id=run, actor="agent", upstream=upstream, kind="mcp",
-                    method="POST", url=f"http://up/messages/?session_id={session}",
-                    path=f"/messages/?session_id={session}", request_headers=[], request_body=body,
-                    started_at=0.0, started_mono_ns=0, status=202, response_body=b"Accepted")
+    return Exchange(
+        exchange_id=exchange_id,
+        run_id=run,
+        actor="agent",
+        upstream=upstream,
+        kind="mcp",
+        method="POST",
+        url=f"http://up/messages/?session_id={session}",
+        path=f"/messages/?session_id={session}",
+        request_headers=[],
+        request_body=body,
+        started_at=0.0,
+        started_mono_ns=0,
+        status=202,
+        response_body=b"Accepted",
+    )
 
 
 def call(rpc_id, tool: str = "getResourceById") -> dict:
-    return {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call",
-            "params": {"name": tool, "arguments": {"resourceType": "Patient", "resourceId": "p1"}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": rpc_id,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": {"resourceType": "Patient", "resourceId": "p1"}},
+    }
 
 
 def reply(rpc_id, value=None, is_error: bool = False) -> bytes:
@@ -61,9 +88,13 @@ def test_a_reply_after_the_post_pairs_on_the_stream():
     assert pairing.finished(post("post-1", call(7))).paired == []
     [(owner, event)] = pairing.chunk(get, reply(7, {"id": "p1", "resourceType": "Patient"})).paired
     assert (owner.run_id, owner.actor, owner.exchange_id) == ("r1", "agent", "post-1")
-    assert event == ToolCalled(tool="getResourceById", exchange_id="post-1",
-                               arguments={"resourceType": "Patient", "resourceId": "p1"},
-                               result={"id": "p1", "resourceType": "Patient"}, server="mcp-fhir")
+    assert event == ToolCalled(
+        tool="getResourceById",
+        exchange_id="post-1",
+        arguments={"resourceType": "Patient", "resourceId": "p1"},
+        result={"id": "p1", "resourceType": "Patient"},
+        server="mcp-fhir",
+    )
 
 
 def test_a_reply_before_the_post_closes_pairs_when_it_does():
@@ -117,17 +148,23 @@ async def test_sse_tool_calls_through_the_recording_proxy_are_tool_called(tmp_pa
     log = EventLog(path)
     async with serve_asgi(specs_mcp_http_app()) as port:
         upstreams = {"mcp-specs": Upstream("mcp-specs", f"http://127.0.0.1:{port}", "mcp")}
-        async with (open_writer(log) as writer, run_proxy(upstreams, Recorder(writer)) as proxy,
-                    Client(sse_client(proxy.url("r1", "agent", "mcp-specs", "sse"))) as client):
+        async with (
+            open_writer(log) as writer,
+            run_proxy(upstreams, Recorder(writer)) as proxy,
+            Client(sse_client(proxy.url("r1", "agent", "mcp-specs", "sse"))) as client,
+        ):
             found = await client.call_tool("getStructureDefinition", {"resourceType": "patient"})
             missing = await client.call_tool("getStructureDefinition", {"resourceType": "nope"})
     log.close()
     assert not found.is_error and missing.is_error
     with EventLog(path, read_only=True) as opened:
-        _, rows = opened.query("SELECT run_id, actor, upstream, payload FROM events WHERE kind = 'ToolCalled'"
-                               " ORDER BY seq")
-        _, posts = opened.query("SELECT payload->>'$.exchange_id' FROM events WHERE kind = 'HttpExchanged'"
-                                " AND payload->>'$.method' = 'POST'")
+        _, rows = opened.query(
+            "SELECT run_id, actor, upstream, payload FROM events WHERE kind = 'ToolCalled' ORDER BY seq"
+        )
+        _, posts = opened.query(
+            "SELECT payload->>'$.exchange_id' FROM events WHERE kind = 'HttpExchanged'"
+            " AND payload->>'$.method' = 'POST'"
+        )
     calls = [(run, actor, upstream, json.loads(payload)) for run, actor, upstream, payload in rows]
     assert [(c[0], c[1], c[2]) for c in calls] == [("r1", "agent", "mcp-specs")] * 2, calls
     first, second = (c[3] for c in calls)
@@ -144,8 +181,11 @@ BIG = BODY_FILE_BYTES + 4096
 
 def big_reply(rpc_id, size: int = BIG, is_error: bool = False) -> tuple[bytes, dict]:
     """A reply event whose data is ``size``-odd bytes of JSON, and the reply it carries."""
-    message = {"jsonrpc": "2.0", "id": rpc_id,
-               "result": {"content": [{"type": "text", "text": "x" * size}], "isError": is_error}}
+    message = {
+        "jsonrpc": "2.0",
+        "id": rpc_id,
+        "result": {"content": [{"type": "text", "text": "x" * size}], "isError": is_error},
+    }
     return b"event: message\r\ndata: " + json.dumps(message).encode() + b"\r\n\r\n", message
 
 
@@ -162,7 +202,7 @@ def test_a_large_reply_is_stored_as_a_body_the_event_names_and_read_back_in_full
     posted = post("post-1", call(7))
     pairing.finished(posted, request_blob=blob_hash(posted.request_body))
     data, message = big_reply(7)
-    found = [pairing.chunk(get, data[i:i + 65536]) for i in range(0, len(data), 65536)]
+    found = [pairing.chunk(get, data[i : i + 65536]) for i in range(0, len(data), 65536)]
     [(owner, event)] = [pair for f in found for pair in f.paired]
     assert owner.exchange_id == "post-1"
     assert event.result is None and not event.is_error  # the result is left out; the flag is not
@@ -193,8 +233,12 @@ def test_a_large_reply_before_its_post_is_stored_at_once_and_paired_later():
 def test_a_large_call_is_outlined_and_its_small_reply_stored_beside_it():
     pairing, get = SsePairing(), stream()
     pairing.chunk(get, ENDPOINT)
-    long_call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                 "params": {"name": "createResource", "arguments": {"resourceType": "Binary", "data": "y" * BIG}}}
+    long_call = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "createResource", "arguments": {"resourceType": "Binary", "data": "y" * BIG}},
+    }
     posted = post("post-1", long_call)
     assert pairing.finished(posted, request_blob=blob_hash(posted.request_body)).paired == []
     found = pairing.chunk(get, reply(3, {"id": "b1"}))
@@ -211,7 +255,7 @@ def test_an_event_over_the_limit_is_dropped_and_the_stream_reads_on():
     pairing.chunk(get, ENDPOINT)
     pairing.finished(post("post-1", [call(1), call(2), call(3)]))
     data, _ = big_reply(1, size=3 * BODY_FILE_BYTES)
-    found = [pairing.chunk(get, data[i:i + 100_000]) for i in range(0, len(data), 100_000)]
+    found = [pairing.chunk(get, data[i : i + 100_000]) for i in range(0, len(data), 100_000)]
     assert not any(f.paired or f.blobs for f in found)
     [(_, second)] = pairing.chunk(get, reply(2)).paired  # the next event still pairs
     assert second.result == {"id": "p1"}
@@ -251,7 +295,7 @@ def test_a_long_event_in_tiny_chunks_is_read_in_linear_work_and_memory(monkeypat
     data, _ = big_reply(9, size=4 * BODY_FILE_BYTES)
     tracemalloc.start()
     try:
-        pairs = [p for i in range(0, len(data), 1024) for p in pairing.chunk(get, data[i:i + 1024]).paired]
+        pairs = [p for i in range(0, len(data), 1024) for p in pairing.chunk(get, data[i : i + 1024]).paired]
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

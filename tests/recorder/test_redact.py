@@ -15,14 +15,17 @@ from fae.store.log import Batch, EventRow, RunRow, RunUpdate, VerdictRow, blob_h
 from fae.store.secrets import REDACTED, SecretValues
 
 
-@pytest.mark.parametrize("query, hidden, kept", [
-    ("a=1&key=SECRETKEY1", ["SECRETKEY1"], ["a=1"]),
-    ("a=1;key=SECRETKEY2;b=2", ["SECRETKEY2"], ["a=1", "b=2"]),
-    ("Access_Token=SECRETTOKEN3", ["SECRETTOKEN3"], []),
-    ("api%5Fkey=SECRETKEY4&x=1", ["SECRETKEY4"], ["x=1"]),
-    ("token=A%2FB%2BC%20SECRET5&token=SECOND-SECRET6", ["A%2FB%2BC%20SECRET5", "SECOND-SECRET6"], []),
-    ("tokenizer=notsecret123&keyword=alsofine456", [], ["tokenizer=notsecret123", "keyword=alsofine456"]),
-])
+@pytest.mark.parametrize(
+    "query, hidden, kept",
+    [
+        ("a=1&key=SECRETKEY1", ["SECRETKEY1"], ["a=1"]),
+        ("a=1;key=SECRETKEY2;b=2", ["SECRETKEY2"], ["a=1", "b=2"]),
+        ("Access_Token=SECRETTOKEN3", ["SECRETTOKEN3"], []),
+        ("api%5Fkey=SECRETKEY4&x=1", ["SECRETKEY4"], ["x=1"]),
+        ("token=A%2FB%2BC%20SECRET5&token=SECOND-SECRET6", ["A%2FB%2BC%20SECRET5", "SECOND-SECRET6"], []),
+        ("tokenizer=notsecret123&keyword=alsofine456", [], ["tokenizer=notsecret123", "keyword=alsofine456"]),
+    ],
+)
 def test_query_parameters_are_redacted_with_either_separator(query, hidden, kept):
     redactor = Redactor()
     out = redactor.query(query)
@@ -38,8 +41,14 @@ def test_query_parameters_are_redacted_with_either_separator(query, hidden, kept
 def test_headers_teach_every_form_of_their_credential():
     redactor = Redactor()
     basic = base64.b64encode(b"alice:BASICPASS-77").decode()
-    headers = redactor.header_list([("Authorization", f"Basic {basic}"), ("Cookie", "a=COOKIEVAL-1; b=COOKIEVAL-2"),
-                                    ("X-Api-Key", "XKEY-123456"), ("Accept", "application/json")])
+    headers = redactor.header_list(
+        [
+            ("Authorization", f"Basic {basic}"),
+            ("Cookie", "a=COOKIEVAL-1; b=COOKIEVAL-2"),
+            ("X-Api-Key", "XKEY-123456"),
+            ("Accept", "application/json"),
+        ]
+    )
     assert headers[-1] == ("Accept", "application/json")
     assert all(v == REDACTED for _, v in headers[:3])
     echoed = f"{basic} alice:BASICPASS-77 pw=BASICPASS-77 COOKIEVAL-1 COOKIEVAL-2 XKEY-123456"
@@ -65,8 +74,15 @@ def test_short_values_and_the_marker_are_not_learned():
 def test_every_encoded_form_is_scrubbed_and_longest_first():
     value = 'K"E\\Y/with space+plus&é-1'
     secrets = SecretValues([value, "prefix-SECRET", "prefix-SECRET-longer"])
-    forms = [value, quote(value, safe=""), quote(value), quote_plus(value), json.dumps(value)[1:-1],
-             json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1].replace("/", "\\/")]
+    forms = [
+        value,
+        quote(value, safe=""),
+        quote(value),
+        quote_plus(value),
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        json.dumps(value)[1:-1].replace("/", "\\/"),
+    ]
     for form in forms:
         assert secrets.scrub_text(f"<{form}>") == f"<{REDACTED}>", form
     assert secrets.scrub_text("prefix-SECRET-longer") == REDACTED  # not "[redacted]-longer"
@@ -84,18 +100,22 @@ def test_a_scrubbed_blob_gets_a_new_hash_and_events_follow_even_in_a_later_batch
     body = f'{{"error": "bad key {secret}"}}'.encode()
     old = blob_hash(body)
     when = datetime(2026, 1, 1, tzinfo=UTC)
-    first = secrets.scrub_batch(Batch(
-        blobs={old: body},
-        runs=[RunRow("r", "t", 0, "a", 0, agent_config={"api_key": secret})],
-        events=[EventRow("r", 1, "X", when, 1, None, None, ev.encode(ev.AnswerGiven(text=f"{old} {secret}")))],
-        updates=[RunUpdate("r", "errored", error=f"401 {secret}", stop_reason=secret)],
-        verdicts=[VerdictRow("r", "j", {}, "h", "v", "fail", False, {"why": secret}, when)]))
+    first = secrets.scrub_batch(
+        Batch(
+            blobs={old: body},
+            runs=[RunRow("r", "t", 0, "a", 0, agent_config={"api_key": secret})],
+            events=[EventRow("r", 1, "X", when, 1, None, None, ev.encode(ev.AnswerGiven(text=f"{old} {secret}")))],
+            updates=[RunUpdate("r", "errored", error=f"401 {secret}", stop_reason=secret)],
+            verdicts=[VerdictRow("r", "j", {}, "h", "v", "fail", False, {"why": secret}, when)],
+        )
+    )
     ((new, clean),) = first.blobs.items()
     assert new == blob_hash(clean) != old and secret.encode() not in clean
     assert new in first.events[0].payload.decode() and old not in first.events[0].payload.decode()
     assert first.runs[0].agent_config == {"api_key": REDACTED}
     assert first.updates[0].error == f"401 {REDACTED}" and first.updates[0].stop_reason == REDACTED
     assert first.verdicts[0].evidence == {"why": REDACTED}
-    later = secrets.scrub_batch(Batch(events=[EventRow("r", 2, "X", when, 2, None, None,
-                                                       ev.encode(ev.AnswerGiven(text=old)))]))
+    later = secrets.scrub_batch(
+        Batch(events=[EventRow("r", 2, "X", when, 2, None, None, ev.encode(ev.AnswerGiven(text=old)))])
+    )
     assert later.events[0].payload.decode().count(new) == 1

@@ -30,11 +30,17 @@ def big(replay_log, tmp_path_factory):
     shutil.copy(replay_log, log)
     with EventLog(log) as opened:
         # run ids on both sides of the recorded ones, so no row group's min and max rule a recorded id out
-        opened.con.execute("INSERT INTO events SELECT (CASE WHEN i % 2 = 0 THEN 'a' ELSE 'z' END) || '-filler-' || i,"
-                           " 0, 'Filler', TIMESTAMPTZ '2026-01-01', 0, NULL, NULL, '{\"filler\": ' || i || '}'"
-                           " FROM range(?) t(i)", [FILLER])
-        opened.con.execute("INSERT INTO blobs (hash, size, data) SELECT sha256('filler-' || i), 64,"
-                           " encode(sha256('body-' || i)) FROM range(?) t(i)", [FILLER])
+        opened.con.execute(
+            "INSERT INTO events SELECT (CASE WHEN i % 2 = 0 THEN 'a' ELSE 'z' END) || '-filler-' || i,"
+            " 0, 'Filler', TIMESTAMPTZ '2026-01-01', 0, NULL, NULL, '{\"filler\": ' || i || '}'"
+            " FROM range(?) t(i)",
+            [FILLER],
+        )
+        opened.con.execute(
+            "INSERT INTO blobs (hash, size, data) SELECT sha256('filler-' || i), 64,"
+            " encode(sha256('body-' || i)) FROM range(?) t(i)",
+            [FILLER],
+        )
     return log
 
 
@@ -63,9 +69,13 @@ class Profiled:
     def _collect(self, node: dict) -> None:
         for child in node.get("operator", []) + node.get("children", []):
             if child.get("type") == "TABLE_SCAN":
-                self.scans.append({"columns": child["extra_info"].get("Projections"),
-                                   "read": child.get("row_groups_scanned"),
-                                   "of": child.get("total_row_groups_to_scan")})
+                self.scans.append(
+                    {
+                        "columns": child["extra_info"].get("Projections"),
+                        "read": child.get("row_groups_scanned"),
+                        "of": child.get("total_row_groups_to_scan"),
+                    }
+                )
             self._collect(child)
 
     def reading(self, column: str) -> list[dict]:
@@ -106,8 +116,12 @@ def test_loading_a_run_reads_its_events_and_bodies_row_groups_alone(big, tmp_pat
 def test_bodies_looked_up_by_hash_are_read_from_their_row_groups_alone(big, tmp_path):
     with EventLog(big, read_only=True) as log:
         wanted = [h for (h,) in log.con.execute("SELECT hash FROM blobs WHERE rowid < 5").fetchall()]
-        expected = {h: body_of(log.path, h, data, external) for h, data, external in log.con.execute(
-            "SELECT hash, data, external FROM blobs WHERE rowid < 5").fetchall()}
+        expected = {
+            h: body_of(log.path, h, data, external)
+            for h, data, external in log.con.execute(
+                "SELECT hash, data, external FROM blobs WHERE rowid < 5"
+            ).fetchall()
+        }
         profiled = Profiled(log.con, log.path, tmp_path / "profile.json")
         rows = blob_rows_by_hash(profiled, wanted)
         found = {h: body_of(log.path, h, data, external) for h, _, data, external in rows}
@@ -130,8 +144,9 @@ def test_the_streams_bodies_behind_its_walk_are_read_from_their_row_groups_alone
         profiled = Profiled(log.con, log.path, tmp_path / "profile.json")
         stats = StreamStats()
         cache = BodyCache(ConnectionQueries(log.con, log.path))
-        got = fetch_bodies(profiled, lambda h, data, external: body_of(log.path, h, data, external), cache, locator,
-                           wanted, stats)
+        got = fetch_bodies(
+            profiled, lambda h, data, external: body_of(log.path, h, data, external), cache, locator, wanted, stats
+        )
         locator.close()
     assert got.keys() == wanted and all(got.values())
     assert stats.by_hash == len(wanted), stats  # the slow path was the one taken

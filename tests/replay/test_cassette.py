@@ -65,9 +65,11 @@ def recorded(tmp_path_factory) -> dict[str, Any]:
     log = tmp_path_factory.mktemp("cassette") / "runs.duckdb"
     rendered = render_task(TASK, 0)
     with LlmServer(create_app()) as llm:
-        httpx.post(f"{llm.root_url}/_fae/plans", json={"match": rendered.prompt,
-                                                        "plan": plan_to_dict(rendered.gold_plan)},
-                   timeout=10).raise_for_status()
+        httpx.post(
+            f"{llm.root_url}/_fae/plans",
+            json={"match": rendered.prompt, "plan": plan_to_dict(rendered.gold_plan)},
+            timeout=10,
+        ).raise_for_status()
         specs = plan_suite([TASK], [0], [AGENT], 1)
         result = anyio.run(lambda: record_suite(log, specs, llm_url=llm.base_url), backend="asyncio")
         assert dict(result.statuses) == {"finished": 1}, why_not_finished(log)
@@ -84,19 +86,25 @@ def _rows(log: Path, sql: str, params: list[Any]) -> list[tuple]:
 
 
 def _tool_calls(log: Path, run_id: str) -> list[tuple[str, Any]]:
-    return [(tool, json.loads(arguments)) for tool, arguments in
-            _rows(log, "SELECT tool, arguments FROM tool_calls WHERE run_id = ? ORDER BY seq", [run_id])]
+    return [
+        (tool, json.loads(arguments))
+        for tool, arguments in _rows(
+            log, "SELECT tool, arguments FROM tool_calls WHERE run_id = ? ORDER BY seq", [run_id]
+        )
+    ]
 
 
 def _tamper_seed(log: Path, old: str, new: str) -> None:
     """Edit the recorded seed of the run in a copy of the log, so the agent's searches find other things."""
     with EventLog(log) as opened:
-        (digest,) = opened.query("SELECT payload->>'$.seed_blob' FROM events WHERE run_id = ? "
-                                 "AND kind = 'SandboxSeeded'", [RUN])[1][0]
+        (digest,) = opened.query(
+            "SELECT payload->>'$.seed_blob' FROM events WHERE run_id = ? AND kind = 'SandboxSeeded'", [RUN]
+        )[1][0]
         (data,) = opened.query("SELECT data FROM blobs WHERE hash = ?", [digest])[1][0]
         assert old.encode() in bytes(data)
-        opened.query("UPDATE blobs SET data = ? WHERE hash = ?", [bytes(data).replace(old.encode(), new.encode()),
-                                                                    digest])
+        opened.query(
+            "UPDATE blobs SET data = ? WHERE hash = ?", [bytes(data).replace(old.encode(), new.encode()), digest]
+        )
 
 
 def test_replay_with_the_llm_server_stopped_reproduces_the_tool_calls(recorded, tmp_path):
@@ -109,12 +117,15 @@ def test_replay_with_the_llm_server_stopped_reproduces_the_tool_calls(recorded, 
     assert len(original) == 4 and _tool_calls(out, replay_id) == original
     answer = "SELECT answer FROM run_summary WHERE run_id = ?"
     assert _rows(out, answer, [replay_id]) == _rows(recorded["log"], answer, [RUN])
-    (status, config), = _rows(out, "SELECT status, agent_config FROM runs WHERE run_id = ?", [replay_id])
+    ((status, config),) = _rows(out, "SELECT status, agent_config FROM runs WHERE run_id = ?", [replay_id])
     config = json.loads(config)
     assert status == "finished", why_not_finished(out)
     assert config["replay_of"]["run_id"] == RUN and config["replay_of"]["policy"] == "stop"
-    started = _rows(out, "SELECT payload->'$.agent_config.replay_of.run_id' FROM events "
-                         "WHERE run_id = ? AND kind = 'RunStarted'", [replay_id])
+    started = _rows(
+        out,
+        "SELECT payload->'$.agent_config.replay_of.run_id' FROM events WHERE run_id = ? AND kind = 'RunStarted'",
+        [replay_id],
+    )
     assert json.loads(started[0][0]) == RUN
     # the replay went through the recording proxy: its own LLM calls, FHIR exchanges and verdicts are logged
     counts = _rows(out, "SELECT llm_calls, tool_calls, fhir_exchanges FROM run_summary WHERE run_id = ?", [replay_id])
@@ -133,7 +144,7 @@ def test_strict_replay_stops_at_the_first_divergence(recorded, tmp_path):
     text = " ".join(done.output.split())
     assert "LLM call 2 (event" in text and "the request at messages[3].content" in text, text
     out = log.with_name("tampered.replay.duckdb")
-    (status, llm_calls, tool_calls), = _rows(out, "SELECT status, llm_calls, tool_calls FROM run_summary", [])
+    ((status, llm_calls, tool_calls),) = _rows(out, "SELECT status, llm_calls, tool_calls FROM run_summary", [])
     # the cassette refused the diverged call, so the agent stopped after its first tool call
     assert (status, llm_calls, tool_calls) == ("errored", 2, 1)
 
@@ -147,7 +158,7 @@ def test_lenient_replay_warns_and_goes_on(recorded, tmp_path):
     assert done.exit_code == 1
     text = " ".join(done.output.split())
     assert text.count("warning: LLM call") == 4 and "warning: LLM call 2 (event" in text, text
-    (status, llm_calls, tool_calls), = _rows(out, "SELECT status, llm_calls, tool_calls FROM run_summary", [])
+    ((status, llm_calls, tool_calls),) = _rows(out, "SELECT status, llm_calls, tool_calls FROM run_summary", [])
     # each unmatched request got the next recorded answer, so the agent played every recorded call
     assert (status, llm_calls, tool_calls) == ("finished", 5, 4), why_not_finished(out)
 
@@ -161,8 +172,10 @@ def test_a_streamed_recording_is_replayed_as_a_stream(recorded):
 
     async def play() -> tuple[str, list[bytes]]:
         async with serve_asgi(Cassette([call]).app()) as port:
-            async with httpx.AsyncClient() as client, client.stream(
-                    "POST", f"http://127.0.0.1:{port}/v1/chat/completions", content=request) as reply:
+            async with (
+                httpx.AsyncClient() as client,
+                client.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions", content=request) as reply,
+            ):
                 return reply.headers["content-type"], [part async for part in reply.aiter_raw()]
 
     content_type, parts = anyio.run(play, backend="asyncio")
@@ -172,14 +185,30 @@ def test_a_streamed_recording_is_replayed_as_a_stream(recorded):
 
 def test_the_request_key_normalises_only_volatile_parts():
     def request(call_id: str, stamp: str, port: int, family: str) -> bytes:
-        result = {"resourceType": "Bundle", "link": [{"url": f"http://127.0.0.1:{port}/sandbox/sb-{port}/fhir/X"}],
-                  "entry": [{"resource": {"id": "p1", "name": [{"family": family}],
-                                          "meta": {"versionId": "1", "lastUpdated": stamp}}}]}
+        result = {
+            "resourceType": "Bundle",
+            "link": [{"url": f"http://127.0.0.1:{port}/sandbox/sb-{port}/fhir/X"}],
+            "entry": [
+                {
+                    "resource": {
+                        "id": "p1",
+                        "name": [{"family": family}],
+                        "meta": {"versionId": "1", "lastUpdated": stamp},
+                    }
+                }
+            ],
+        }
         call = {"id": call_id, "type": "function", "function": {"name": "searchResources", "arguments": '{"a": 1}'}}
-        return json.dumps({"model": "m", "messages": [
-            {"role": "user", "content": "find"},
-            {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": call_id, "content": json.dumps(result)}]}).encode()
+        return json.dumps(
+            {
+                "model": "m",
+                "messages": [
+                    {"role": "user", "content": "find"},
+                    {"role": "assistant", "content": None, "tool_calls": [call]},
+                    {"role": "tool", "tool_call_id": call_id, "content": json.dumps(result)},
+                ],
+            }
+        ).encode()
 
     base = request_key("POST", "/v1/chat/completions", request("call_a", "2025-01-01T00:00:00Z", 1, "Varga"))
     assert base == request_key("POST", "/v1/chat/completions", request("call_b", "2026-02-02T00:00:00Z", 2, "Varga"))

@@ -74,9 +74,15 @@ def test_bytes_that_differ_fall_back_to_the_parsed_comparison(replay_log, change
     assert bool(state_drift(state, capture)) == (change in ("value", "missing_entry"))
 
 
-@pytest.mark.parametrize("body", [b'[{"resourceType": "Patient", "id": "p", "x": "\xff"}]',
-                                  b'[{"resourceType": "Patient", "id": "p", "x": 1e999}]',
-                                  b'{"resourceType": "Patient"}', b"[1, 2"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'[{"resourceType": "Patient", "id": "p", "x": "\xff"}]',
+        b'[{"resourceType": "Patient", "id": "p", "x": 1e999}]',
+        b'{"resourceType": "Patient"}',
+        b"[1, 2",
+    ],
+)
 def test_an_unreadable_capture_is_refused_even_where_a_partial_read_would_pass(replay_log, body):
     run = _runs(replay_log)[0]
     with pytest.raises(ReplayDrift, match="unreadable"):
@@ -98,22 +104,33 @@ def test_a_matched_capture_by_key_is_the_parsed_capture_and_untouched_names_only
             continue
         assert capture._resources is None  # read from the fold, never parsed
         assert untouched == {key for key in parsed if key not in state.history}
-        assert all(parsed[key] == {**state.seed.read(*key), "meta": parsed[key]["meta"]} for key in untouched
-                   if "meta" in parsed[key])
+        assert all(
+            parsed[key] == {**state.seed.read(*key), "meta": parsed[key]["meta"]}
+            for key in untouched
+            if "meta" in parsed[key]
+        )
         seen_written |= bool(set(parsed) - untouched)
     assert seen_written  # some run wrote a resource the capture holds: it is not called untouched
 
 
-@pytest.mark.parametrize("resource", [
-    {}, {"meta": {"v": 1}}, {"active": True}, {"resourceType": "Patient"},
-    {"id": "a", "meta": {}, "resourceType": "Patient", "name": [{"given": ["Zoë"]}]},
-    {"metaX": 1, "met": 2, "Meta": 3, "é": "ü", "": None, "m": [1.5, {"b": 1, "a": 2}]},
-])
+@pytest.mark.parametrize(
+    "resource",
+    [
+        {},
+        {"meta": {"v": 1}},
+        {"active": True},
+        {"resourceType": "Patient"},
+        {"id": "a", "meta": {}, "resourceType": "Patient", "name": [{"given": ["Zoë"]}]},
+        {"metaX": 1, "met": 2, "Meta": 3, "é": "ü", "": None, "m": [1.5, {"b": 1, "a": 2}]},
+    ],
+)
 def test_the_canonical_pieces_are_what_json_dumps_writes(resource):
     """The fast comparison's pieces rebuild the harness's own bytes, with any meta and without one."""
     head, tail, without = _canonical(resource)
     rest = {k: v for k, v in resource.items() if k != "meta"}
     assert without == json.dumps(rest, sort_keys=True).encode()
     meta = {"versionId": "3", "lastUpdated": "2026-01-01T00:00:00Z"}
-    assert head + json.dumps(meta, sort_keys=True).encode() + tail == \
-        json.dumps({**rest, "meta": meta}, sort_keys=True).encode()
+    assert (
+        head + json.dumps(meta, sort_keys=True).encode() + tail
+        == json.dumps({**rest, "meta": meta}, sort_keys=True).encode()
+    )

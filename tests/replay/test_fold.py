@@ -79,8 +79,15 @@ def test_a_write_that_bypassed_the_proxy_shows_as_drift(replay_log):
     seq, captured = captured_resources(run)
     drift = state_drift(fold_state(run, seq), captured)
     created = next(x for x in fhir_exchanges(run) if x.interaction == "create")
-    assert drift == [{"ref": f"Patient/{created.resource_id}", "difference": "content", "elements": ["active"],
-                      "fold_version": "2", "capture_version": "3"}]
+    assert drift == [
+        {
+            "ref": f"Patient/{created.resource_id}",
+            "difference": "content",
+            "elements": ["active"],
+            "fold_version": "2",
+            "capture_version": "3",
+        }
+    ]
 
 
 def test_a_write_missing_from_the_log_shows_as_drift(replay_log, tmp_path):
@@ -127,8 +134,7 @@ def test_folds_of_one_seed_share_it_but_never_each_others_writes(replay_log):
     assert checked  # some runs of one seed wrote what the others did not
 
 
-def test_the_fold_after_the_last_event_is_folded_again_only_when_something_after_the_capture_can_change_it(
-        replay_log):
+def test_the_fold_after_the_last_event_is_folded_again_only_when_something_after_the_capture_can_change_it(replay_log):
     run = _run(replay_log, BOOK)
     captured = capture_seq(run)
     exchanges = fhir_exchanges(run)
@@ -140,8 +146,10 @@ def test_the_fold_after_the_last_event_is_folded_again_only_when_something_after
     read = next(x for x in exchanges if x.interaction == "read" or x.interaction.startswith("search"))
     assert folds_after([*exchanges, replace(write, seq=later)], captured)
     assert folds_after([*exchanges, replace(write, seq=later, status=500)], captured)  # refused: still refolded
-    assert folds_after([*exchanges, replace(write, seq=later, interaction="sandbox-admin", path="/sandbox/s/$reset",
-                                            status=200)], captured)
+    assert folds_after(
+        [*exchanges, replace(write, seq=later, interaction="sandbox-admin", path="/sandbox/s/$reset", status=200)],
+        captured,
+    )
     assert not folds_after([*exchanges, replace(read, seq=later)], captured)
 
 
@@ -154,11 +162,32 @@ def test_a_log_cycling_through_many_seeds_parses_each_once():
 
     count = 490
     assert SEEDS_KEPT >= rendered_task.cache_info().maxsize >= count  # the caches keep as many variations
-    bodies = {f"seed-{i}": json.dumps({"resourceType": "Bundle", "type": "transaction", "entry": [
-        {"resource": {"resourceType": "Patient", "id": f"p{i}"}}]}).encode() for i in range(count)}
-    runs = [(RunLog(run_id=f"r{i}", task_id="t", variation=i, agent="a", repeat=0, status="finished", events=[],
-                    _bodies=bodies),  # a dict has the one method a run's bodies need: get(hash)
-             Recorded(1, 0, 0, "harness", None, SandboxSeeded("s", "http://x", 1, f"seed-{i}"))) for i in range(count)]
+    bodies = {
+        f"seed-{i}": json.dumps(
+            {
+                "resourceType": "Bundle",
+                "type": "transaction",
+                "entry": [{"resource": {"resourceType": "Patient", "id": f"p{i}"}}],
+            }
+        ).encode()
+        for i in range(count)
+    }
+    runs = [
+        (
+            RunLog(
+                run_id=f"r{i}",
+                task_id="t",
+                variation=i,
+                agent="a",
+                repeat=0,
+                status="finished",
+                events=[],
+                _bodies=bodies,
+            ),  # a dict has the one method a run's bodies need: get(hash)
+            Recorded(1, 0, 0, "harness", None, SandboxSeeded("s", "http://x", 1, f"seed-{i}")),
+        )
+        for i in range(count)
+    ]
     try:
         first = [_seed_of(run, seeded) for run, seeded in runs]
         again = [_seed_of(run, seeded) for run, seeded in runs]  # the next suite, in the same order

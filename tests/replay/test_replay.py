@@ -42,8 +42,7 @@ def test_strict_replay_stops_at_the_first_divergence(replay_log):
 def test_lenient_replay_warns_and_goes_on(replay_log):
     run = _run(replay_log, FIX)
     warned = []
-    report = anyio.run(lambda: replay_scripted(run, scenario_plan("writes-right"), strict=False,
-                                               warn=warned.append))
+    report = anyio.run(lambda: replay_scripted(run, scenario_plan("writes-right"), strict=False, warn=warned.append))
     assert report.divergences and warned == report.divergences
     assert {d.what for d in report.divergences} >= {"the call", "a missing call"}
 

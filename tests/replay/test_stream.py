@@ -28,8 +28,10 @@ def grown(replay_log, tmp_path_factory):
 
 def _seen(run) -> tuple:
     """A run as the judges see it: its events and every body they read."""
-    rows = [(r.seq, None, r.event.__struct_config__.tag, r.wall_us, r.mono_ns, r.actor, r.upstream, None)
-            for r in run.events]
+    rows = [
+        (r.seq, None, r.event.__struct_config__.tag, r.wall_us, r.mono_ns, r.actor, r.upstream, None)
+        for r in run.events
+    ]
     bodies = {}
     for recorded in run.events:
         for name in ("seed_blob", "state_blob", "request_blob", "response_blob", "decoded_blob"):
@@ -59,8 +61,10 @@ def test_a_body_far_behind_its_run_is_found_by_hash(grown):
         ids = run_ids(log)
         expected = {run.run_id: _seen(run) for run in load_runs(log, ids, lean=True)}
         stats = StreamStats()
-        got = {run.run_id: _seen(run) for run in stream_runs(log.con, log.path, spans(log, ids), stats=stats, chunk=3,
-                                                              window=4)}
+        got = {
+            run.run_id: _seen(run)
+            for run in stream_runs(log.con, log.path, spans(log, ids), stats=stats, chunk=3, window=4)
+        }
     assert got == expected
     assert stats.by_hash > 0, stats
 
@@ -101,8 +105,10 @@ def test_an_unknown_run_is_an_error(grown):
 
 def test_needed_hashes_name_the_bodies_judges_read(grown):
     with EventLog(grown, read_only=True) as log:
-        _, rows = log.query("SELECT run_id, seq, kind, 0, 0, actor, upstream, payload FROM events"
-                            " WHERE kind IN ('SandboxSeeded', 'StateCaptured')")
+        _, rows = log.query(
+            "SELECT run_id, seq, kind, 0, 0, actor, upstream, payload FROM events"
+            " WHERE kind IN ('SandboxSeeded', 'StateCaptured')"
+        )
     assert len(set(needed_hashes(rows))) >= 2
 
 
@@ -220,8 +226,10 @@ def test_an_export_with_runs_missing_their_task_id_still_streams(grown, tmp_path
     con = reading_connection()
     for part in (directory / "runs").rglob("*.parquet"):
         columns = [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM read_parquet('{part}')").fetchall()]
-        chosen = ", ".join("CASE WHEN run_id LIKE '%gold%' THEN NULL ELSE task_id END AS task_id"
-                           if name == "task_id" else name for name in columns)
+        chosen = ", ".join(
+            "CASE WHEN run_id LIKE '%gold%' THEN NULL ELSE task_id END AS task_id" if name == "task_id" else name
+            for name in columns
+        )
         con.execute(f"COPY (SELECT {chosen} FROM read_parquet('{part}')) TO '{part}.new' (FORMAT parquet)")
         Path(f"{part}.new").replace(part)
     found = plan_export(con, directory, [row[0] for row in query_parquet(directory, "SELECT run_id FROM runs")[1]])

@@ -23,16 +23,30 @@ class Rendered:
 
 
 def _flags(browser: str, profile: Path) -> list[str]:
-    return [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-            f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", "--window-size=1280,900"]
+    return [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--window-size=1280,900",
+    ]
 
 
 def render(page: Path, work: Path) -> Rendered:
     """The DOM after load and every console message the page produced (errors, uncaught exceptions)."""
     browser = find_browser()
     assert browser, "no chromium"
-    done = subprocess.run([*_flags(browser, work / "profile"), "--virtual-time-budget=5000", "--dump-dom",
-                           page.resolve().as_uri()], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*_flags(browser, work / "profile"), "--virtual-time-budget=5000", "--dump-dom", page.resolve().as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, f"chromium failed ({done.returncode}): {done.stderr[-2000:]}"
     console = [m.group(1) for line in done.stderr.splitlines() if (m := CONSOLE.search(line))]
     return Rendered(done.stdout, console)
@@ -42,7 +56,11 @@ def screenshot(page: Path, work: Path, target: Path, height: int) -> Path:
     browser = find_browser()
     assert browser, "no chromium"
     flags = [f for f in _flags(browser, work / "profile-shot") if not f.startswith("--window-size")]
-    done = subprocess.run([*flags, f"--window-size=1280,{height}", f"--screenshot={target}",
-                           page.resolve().as_uri()], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*flags, f"--window-size=1280,{height}", f"--screenshot={target}", page.resolve().as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0 and target.exists(), f"screenshot failed: {done.stderr[-2000:]}"
     return target

@@ -14,31 +14,82 @@ from fae.store.log import Batch, EventLog, EventRow, RunRow, RunUpdate, VerdictR
 from fae.store.task_meta import TaskMetaRow, write_task_meta
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
-STRICT = {"A": {("T1", 0): [1, 1, 1], ("T1", 1): [1, 0, 1], ("T2", 0): [0, 0, 1], ("T2", 1): [0, 0, 0]},
-          "B": {("T1", 0): [1, 1, 1], ("T1", 1): [1, 1, 1], ("T2", 0): [1, 0, 1], ("T2", 1): [0, 1, 0]}}
-TOKENS = {"A": {("T1", 0): [100, 100, 100], ("T1", 1): [100, 200, 300], ("T2", 0): [200, 200, 200],
-                ("T2", 1): [400, 400, 400]},
-          "B": {key: [50, 50, 50] for key in STRICT["B"]}}
+STRICT = {
+    "A": {("T1", 0): [1, 1, 1], ("T1", 1): [1, 0, 1], ("T2", 0): [0, 0, 1], ("T2", 1): [0, 0, 0]},
+    "B": {("T1", 0): [1, 1, 1], ("T1", 1): [1, 1, 1], ("T2", 0): [1, 0, 1], ("T2", 1): [0, 1, 0]},
+}
+TOKENS = {
+    "A": {
+        ("T1", 0): [100, 100, 100],
+        ("T1", 1): [100, 200, 300],
+        ("T2", 0): [200, 200, 200],
+        ("T2", 1): [400, 400, 400],
+    },
+    "B": {key: [50, 50, 50] for key in STRICT["B"]},
+}
 MODEL = {"A": "m-a", "B": "m-b"}
 COMPLETION = 10
 
 
 def _event(run_id: str, seq: int, event: ev.Event, actor: str = "agent", upstream: str | None = None) -> EventRow:
-    return EventRow(run_id, seq, type(event).__struct_config__.tag, T0 + timedelta(seconds=seq), seq,
-                    actor, upstream, ev.encode(event))
+    return EventRow(
+        run_id,
+        seq,
+        type(event).__struct_config__.tag,
+        T0 + timedelta(seconds=seq),
+        seq,
+        actor,
+        upstream,
+        ev.encode(event),
+    )
 
 
-def _verdict(run_id: str, judge: str, rules: dict, outcome: str, passed: bool | None, *, at: int = 0,
-             batch: str = "live") -> VerdictRow:
-    return VerdictRow(run_id, judge, rules, f"{judge}:{sorted(rules.items())}", "test", outcome, passed, {},
-                      T0 + timedelta(hours=1 + at), batch)
+def _verdict(
+    run_id: str, judge: str, rules: dict, outcome: str, passed: bool | None, *, at: int = 0, batch: str = "live"
+) -> VerdictRow:
+    return VerdictRow(
+        run_id,
+        judge,
+        rules,
+        f"{judge}:{sorted(rules.items())}",
+        "test",
+        outcome,
+        passed,
+        {},
+        T0 + timedelta(hours=1 + at),
+        batch,
+    )
 
 
-def _run(batch: Batch, run_id: str, task: str, variation: int, agent: str, trial: int, *, start: int,
-         status: str = "finished", experiment: str | None = "e", phase: str | None = "eval") -> None:
+def _run(
+    batch: Batch,
+    run_id: str,
+    task: str,
+    variation: int,
+    agent: str,
+    trial: int,
+    *,
+    start: int,
+    status: str = "finished",
+    experiment: str | None = "e",
+    phase: str | None = "eval",
+) -> None:
     started = T0 + timedelta(minutes=start)
-    batch.runs.append(RunRow(run_id, task, variation, agent, trial, suite="s", agent_config={"model": MODEL.get(agent)},
-                             status="running", started_at=started, experiment=experiment, phase=phase))
+    batch.runs.append(
+        RunRow(
+            run_id,
+            task,
+            variation,
+            agent,
+            trial,
+            suite="s",
+            agent_config={"model": MODEL.get(agent)},
+            status="running",
+            started_at=started,
+            experiment=experiment,
+            phase=phase,
+        )
+    )
     batch.updates.append(RunUpdate(run_id, status, ended_at=started + timedelta(seconds=10)))
 
 
@@ -54,19 +105,55 @@ def build(path: Path) -> Path:
                 _run(batch, run_id, task, variation, agent, trial, start=start)
                 tokens = TOKENS[agent][(task, variation)][trial]
                 batch.events += [
-                    _event(run_id, 1, ev.HttpExchanged(exchange_id=f"{run_id}-x", method="POST", url="u",
-                                                       path="/chat/completions", duration_ms=40.0 + trial),
-                           upstream="llm"),
-                    _event(run_id, 2, ev.LlmCalled(exchange_id=f"{run_id}-x", api="chat", model=MODEL[agent],
-                                                   prompt_tokens=tokens - COMPLETION, completion_tokens=COMPLETION,
-                                                   total_tokens=tokens), upstream="llm"),
+                    _event(
+                        run_id,
+                        1,
+                        ev.HttpExchanged(
+                            exchange_id=f"{run_id}-x",
+                            method="POST",
+                            url="u",
+                            path="/chat/completions",
+                            duration_ms=40.0 + trial,
+                        ),
+                        upstream="llm",
+                    ),
+                    _event(
+                        run_id,
+                        2,
+                        ev.LlmCalled(
+                            exchange_id=f"{run_id}-x",
+                            api="chat",
+                            model=MODEL[agent],
+                            prompt_tokens=tokens - COMPLETION,
+                            completion_tokens=COMPLETION,
+                            total_tokens=tokens,
+                        ),
+                        upstream="llm",
+                    ),
                     _event(run_id, 3, ev.ToolCalled(tool="searchResources", arguments={"resourceType": "Slot"})),
-                    _event(run_id, 4, ev.ToolCalled(tool="createResource", arguments={"resourceType": "Patient"},
-                                                    is_error=(agent == "A" and task == "T2"))),
+                    _event(
+                        run_id,
+                        4,
+                        ev.ToolCalled(
+                            tool="createResource",
+                            arguments={"resourceType": "Patient"},
+                            is_error=(agent == "A" and task == "T2"),
+                        ),
+                    ),
                     # the harness's own LLM call is not the agent's: never counted
-                    _event(run_id, 5, ev.LlmCalled(exchange_id="h", api="chat", model=MODEL[agent],
-                                                   prompt_tokens=9999, completion_tokens=9999,
-                                                   total_tokens=19998), actor="harness"),
+                    _event(
+                        run_id,
+                        5,
+                        ev.LlmCalled(
+                            exchange_id="h",
+                            api="chat",
+                            model=MODEL[agent],
+                            prompt_tokens=9999,
+                            completion_tokens=9999,
+                            total_tokens=19998,
+                        ),
+                        actor="harness",
+                    ),
                 ]
                 batch.verdicts += [
                     _verdict(run_id, "task", {"mode": "strict"}, "pass" if passed else "fail", bool(passed)),
@@ -80,9 +167,14 @@ def build(path: Path) -> Path:
     # an older live verdict of A.T1.v1.r0 said fail; a rejudge with the same rules says pass
     batch.verdicts.append(_verdict("A.T1.v1.r0", "task", {"mode": "strict"}, "fail", False, at=-1, batch="old"))
     # write-verification runs: not scored for success, labelled by the oracle
-    for variation, (name, label, outcome) in enumerate((
-            ("S1", "harmful", "needs_review"), ("S2", "harmful", "created_verified"),
-            ("S3", "harmless", "needs_review"), ("S4", "harmless", "created_verified"))):
+    for variation, (name, label, outcome) in enumerate(
+        (
+            ("S1", "harmful", "needs_review"),
+            ("S2", "harmful", "created_verified"),
+            ("S3", "harmless", "needs_review"),
+            ("S4", "harmless", "created_verified"),
+        )
+    ):
         start += 1
         _run(batch, name, "scenario", variation, "scenario:x", 0, start=start)
         batch.verdicts += [
@@ -90,10 +182,14 @@ def build(path: Path) -> Path:
             _verdict(name, "oracle", {}, label, label == "harmless"),
             _verdict(name, "ensure_record", {"accept_corrections": True}, outcome, outcome.endswith("verified")),
         ]
-    batch.verdicts.append(_verdict("S2", "ensure_record", {"accept_corrections": False}, "needs_review", False,
-                                   at=2, batch="rejudge"))
+    batch.verdicts.append(
+        _verdict("S2", "ensure_record", {"accept_corrections": False}, "needs_review", False, at=2, batch="rejudge")
+    )
     with EventLog(path) as log:
         log.write_batch(batch)
-        write_task_meta(log, [TaskMetaRow("T1", v, "records", 1, True, 1, 1) for v in (0, 1)]
-                        + [TaskMetaRow("T2", v, "scheduling", 2, True, 3, 3) for v in (0, 1)])
+        write_task_meta(
+            log,
+            [TaskMetaRow("T1", v, "records", 1, True, 1, 1) for v in (0, 1)]
+            + [TaskMetaRow("T2", v, "scheduling", 2, True, 3, 3) for v in (0, 1)],
+        )
     return path

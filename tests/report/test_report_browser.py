@@ -13,8 +13,9 @@ from fae.cli.main import app
 from tests.report.browser import find_browser, render, screenshot
 from tests.report.synthetic import build
 
-pytestmark = pytest.mark.skipif(find_browser() is None,
-                                reason="no chromium on PATH (apt-get install chromium; .ci/run installs it)")
+pytestmark = pytest.mark.skipif(
+    find_browser() is None, reason="no chromium on PATH (apt-get install chromium; .ci/run installs it)"
+)
 
 # Appended to a copy of the page only: measures each figure's drawing as the browser laid it out.
 PROBE = """<script>
@@ -23,9 +24,19 @@ document.body.dataset.figures = Array.from(document.querySelectorAll('section.fi
   return s.id + ':' + Math.round(box.width) + 'x' + Math.round(box.height);
 }).join(' ');
 </script>"""
-FIGURES = ("fig-success", "fig-success-difficulty", "fig-success-family", "fig-pass-k", "fig-variance",
-           "fig-tool-errors", "fig-failure-modes", "fig-calls", "fig-tokens", "fig-tokens-difficulty",
-           "fig-token-cv")
+FIGURES = (
+    "fig-success",
+    "fig-success-difficulty",
+    "fig-success-family",
+    "fig-pass-k",
+    "fig-variance",
+    "fig-tool-errors",
+    "fig-failure-modes",
+    "fig-calls",
+    "fig-tokens",
+    "fig-tokens-difficulty",
+    "fig-token-cv",
+)
 
 
 @pytest.fixture(scope="module")

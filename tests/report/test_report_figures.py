@@ -36,11 +36,13 @@ class Frame:
 
     def __init__(self, values: dict[str, np.ndarray]):
         self.con = duckdb.connect()
-        self.con.execute("CREATE TABLE run_results (experiment VARCHAR, phase VARCHAR, configuration VARCHAR, "
-                         "total_tokens DOUBLE)")
+        self.con.execute(
+            "CREATE TABLE run_results (experiment VARCHAR, phase VARCHAR, configuration VARCHAR, total_tokens DOUBLE)"
+        )
         for configuration, found in values.items():
-            self.con.execute("INSERT INTO run_results SELECT 'e', 'eval', ?, unnest(?)",
-                             [configuration, [float(v) for v in found]])
+            self.con.execute(
+                "INSERT INTO run_results SELECT 'e', 'eval', ?, unnest(?)", [configuration, [float(v) for v in found]]
+            )
 
     def query(self, sql, params=None):
         result = self.con.execute(sql, params or [])
@@ -51,10 +53,21 @@ def test_boxes_are_matplotlibs_own_statistics_of_every_value(log):
     # one run far out, so a whisker stops short of the extremes (Tukey's 1.5 IQR rule)
     column = "CASE WHEN run_id = 'A.T1.v1.r2' THEN 5000 ELSE total_tokens END"
     with EventLog(log, read_only=True) as opened:
-        found = distribution(opened, Study(Scope()), column, ("difficulty", "difficulty"), "fig-x", "x", "tokens",
-                             False, "difficulty IS NOT NULL")
-        _, rows = opened.query(f"SELECT configuration, CAST(difficulty AS VARCHAR), list({column}) FROM run_results "
-                               "WHERE difficulty IS NOT NULL GROUP BY ALL")
+        found = distribution(
+            opened,
+            Study(Scope()),
+            column,
+            ("difficulty", "difficulty"),
+            "fig-x",
+            "x",
+            "tokens",
+            False,
+            "difficulty IS NOT NULL",
+        )
+        _, rows = opened.query(
+            f"SELECT configuration, CAST(difficulty AS VARCHAR), list({column}) FROM run_results "
+            "WHERE difficulty IS NOT NULL GROUP BY ALL"
+        )
     assert found is not None and len(found.spreads) == len(rows) == 4
     values = {(configuration, split): data for configuration, split, data in rows}
     for spread in found.spreads:
@@ -138,8 +151,9 @@ def test_the_figures_tables_reach_the_drawing_before_the_others_are_computed(log
 
     sent: list[tuple[list[str], int]] = []
     with EventLog(log, read_only=True) as opened:
-        found = compute_study(Watched(opened), first=FIGURE_TABLES,
-                              ready=lambda early: sent.append((list(early.tables), len(computed))))
+        found = compute_study(
+            Watched(opened), first=FIGURE_TABLES, ready=lambda early: sent.append((list(early.tables), len(computed)))
+        )
         whole = compute_study(opened)
     assert sent == [(["overview", *FIGURE_TABLES], sent[0][1])]
     assert sent[0][1] < len(computed)  # the rest came after

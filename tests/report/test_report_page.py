@@ -9,9 +9,19 @@ from typer.testing import CliRunner
 from fae.cli.main import app
 from tests.report.synthetic import build
 
-FIGURES = ("fig-success", "fig-success-difficulty", "fig-success-family", "fig-pass-k", "fig-variance",
-           "fig-tool-errors", "fig-failure-modes", "fig-calls", "fig-tokens", "fig-tokens-difficulty",
-           "fig-token-cv")
+FIGURES = (
+    "fig-success",
+    "fig-success-difficulty",
+    "fig-success-family",
+    "fig-pass-k",
+    "fig-variance",
+    "fig-tool-errors",
+    "fig-failure-modes",
+    "fig-calls",
+    "fig-tokens",
+    "fig-tokens-difficulty",
+    "fig-token-cv",
+)
 runner = CliRunner()
 
 

@@ -21,9 +21,20 @@ def log(tmp_path):
 def test_stats_prints_every_table_within_100_columns(log):
     result = runner.invoke(app, ["stats", "--log", str(log), "--price", "m-a=1/2"])
     assert result.exit_code == 0, result.output
-    for title in ("Runs and outcomes", "mean ± std over trials", "pass^k", "Variance", "Paired",
-                  "error rate by tool", "Failure modes", "gold plan", "tokens per run", "coefficient of variation",
-                  "harms caught", "Cost per successful run"):
+    for title in (
+        "Runs and outcomes",
+        "mean ± std over trials",
+        "pass^k",
+        "Variance",
+        "Paired",
+        "error rate by tool",
+        "Failure modes",
+        "gold plan",
+        "tokens per run",
+        "coefficient of variation",
+        "harms caught",
+        "Cost per successful run",
+    ):
         assert title in result.output, title
     too_wide = [line for line in result.output.splitlines() if len(line) > 100]
     assert not too_wide, too_wide[:3]
@@ -49,12 +60,15 @@ def test_stats_csv_and_a_filtered_experiment(log):
     assert "e,eval,A,3,4,0.25,0.75" in lines
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--table", "nope"], "no table 'nope'"),
-    (["--price", "m-a"], "is not MODEL=IN/OUT"),
-    (["--pair", "A"], "is not A,B"),
-    (["--experiment", "missing"], "no runs of experiment 'missing'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--table", "nope"], "no table 'nope'"),
+        (["--price", "m-a"], "is not MODEL=IN/OUT"),
+        (["--pair", "A"], "is not A,B"),
+        (["--experiment", "missing"], "no runs of experiment 'missing'"),
+    ],
+)
 def test_user_mistakes_are_one_line_and_exit_1(log, args, message):
     result = runner.invoke(app, ["stats", "--log", str(log), *args])
     assert result.exit_code == 1, result.output
@@ -82,8 +96,9 @@ def test_stats_fills_task_metadata_the_log_lacks(tmp_path):
 
 def test_record_ends_with_a_short_results_table(tmp_path):
     log = tmp_path / "recorded.duckdb"
-    result = runner.invoke(app, ["record", "--log", str(log), "--task", "rec-create-patient", "--agent", "gold",
-                                 "--repeats", "2"])
+    result = runner.invoke(
+        app, ["record", "--log", str(log), "--task", "rec-create-patient", "--agent", "gold", "--repeats", "2"]
+    )
     assert result.exit_code == 0, result.output
     assert "Runs and outcomes per configuration" in result.output
     line = next(line for line in result.output.splitlines() if line.lstrip("│ ").startswith("gold"))
@@ -95,8 +110,7 @@ def test_stats_while_the_log_is_being_recorded_reads_it_live(log):
     from fae.store.log import EventLog
 
     with EventLog(log) as recording, LiveQueryServer(recording):  # the file is held, as by `fae record`
-        result = runner.invoke(app, ["stats", "--log", str(log), "--json", "--table", "success",
-                                     "--table", "variance"])
+        result = runner.invoke(app, ["stats", "--log", str(log), "--json", "--table", "success", "--table", "variance"])
     assert result.exit_code == 0, result.output
     found = json.loads(result.output)
     overall = [r for r in found["success"]["rows"] if r["configuration"] == "A" and r["slice"] == "all"]

@@ -91,6 +91,7 @@ def test_paired_mcnemar_and_bootstrap(study):
 
 def test_paired_cis_computed_together_are_each_groups_own():
     """Groups that share draws (one size) get the numbers a plain resampling of each alone gives."""
+
     def alone(clusters):
         data = np.asarray(clusters, dtype=float)
         picks = np.random.default_rng(0).integers(0, len(data), size=(2000, len(data)))
@@ -151,9 +152,9 @@ def test_every_table_sql_runs_alone_and_gives_its_rows(study, tmp_path_factory):
                 # floats compared approximately: DuckDB's parallel sums may add in another order
                 assert columns == table.columns and len(rows) == len(table.rows), table.name
                 for got, want in zip(rows, table.rows, strict=True):
-                    assert all(isclose(a, b) if isinstance(a, float) else a == b for a, b in
-                               zip(got, want, strict=True)), \
-                        (table.name, got, want)
+                    assert all(
+                        isclose(a, b) if isinstance(a, float) else a == b for a, b in zip(got, want, strict=True)
+                    ), (table.name, got, want)
 
 
 def test_a_scope_that_matches_nothing_is_one_clear_error(tmp_path):
@@ -174,16 +175,22 @@ def test_a_bad_price_is_refused(text):
 def test_llm_calls_carry_the_duration_of_their_exchange_and_latest_verdicts_keep_the_newest(tmp_path):
     path = build(tmp_path / "s.duckdb")
     with EventLog(path, read_only=True) as log:
-        _, rows = log.query("SELECT run_id, duration_ms FROM llm_calls WHERE actor = 'agent'"
-                            " AND run_id LIKE 'A.T1.v0.%' ORDER BY run_id")
+        _, rows = log.query(
+            "SELECT run_id, duration_ms FROM llm_calls WHERE actor = 'agent'"
+            " AND run_id LIKE 'A.T1.v0.%' ORDER BY run_id"
+        )
         assert rows == [("A.T1.v0.r0", 40.0), ("A.T1.v0.r1", 41.0), ("A.T1.v0.r2", 42.0)]
         _, harness = log.query("SELECT duration_ms FROM llm_calls WHERE actor = 'harness' LIMIT 1")
         assert harness == [(None,)]  # no exchange recorded for it: no duration invented
-        _, latest = log.query("SELECT outcome, batch, live_rules FROM latest_verdicts"
-                              " WHERE run_id = 'A.T1.v1.r0' AND judge = 'task' AND mode = 'strict'")
+        _, latest = log.query(
+            "SELECT outcome, batch, live_rules FROM latest_verdicts"
+            " WHERE run_id = 'A.T1.v1.r0' AND judge = 'task' AND mode = 'strict'"
+        )
         assert latest == [("pass", "live", True)]
-        _, rules = log.query("SELECT rule_set->>'$.accept_corrections', outcome, live_rules FROM latest_verdicts"
-                             " WHERE run_id = 'S2' AND judge = 'ensure_record' ORDER BY 1")
+        _, rules = log.query(
+            "SELECT rule_set->>'$.accept_corrections', outcome, live_rules FROM latest_verdicts"
+            " WHERE run_id = 'S2' AND judge = 'ensure_record' ORDER BY 1"
+        )
         assert rules == [("false", "needs_review", False), ("true", "created_verified", True)]
         _, results = log.query("SELECT ensure_record, oracle, strict FROM run_results WHERE run_id = 'S2'")
         assert results == [("created_verified", "harmful", None)]  # the live rule set's verdict
@@ -195,17 +202,38 @@ def test_run_results_breaks_ties_as_documented(tmp_path):
     at = datetime(2025, 1, 1, tzinfo=UTC)
 
     def verdict(run_id: str, rules: dict, outcome: str, batch: str | None, hours: int = 0) -> VerdictRow:
-        return VerdictRow(run_id, "task", rules, str(sorted(rules.items())), "test", outcome, outcome == "pass", {},
-                          at + timedelta(hours=hours), batch)
+        return VerdictRow(
+            run_id,
+            "task",
+            rules,
+            str(sorted(rules.items())),
+            "test",
+            outcome,
+            outcome == "pass",
+            {},
+            at + timedelta(hours=hours),
+            batch,
+        )
 
     strict, other = {"mode": "strict"}, {"mode": "strict", "x": 1}
-    batch = Batch(runs=[RunRow("late", "T", 0, "A", 0, started_at=at), RunRow("unstarted", "T", 0, "A", 0),
-                        RunRow("tied", "T", 1, "A", 0, started_at=at), RunRow("ruled", "T", 2, "A", 0, started_at=at)],
-                  updates=[RunUpdate(r, "finished") for r in ("late", "unstarted", "tied", "ruled")],
-                  verdicts=[verdict("late", strict, "pass", "live"), verdict("unstarted", strict, "fail", "live"),
-                            verdict("tied", strict, "fail", None), verdict("tied", strict, "pass", "b"),
-                            verdict("tied", strict, "fail", "a"),
-                            verdict("ruled", strict, "pass", "live"), verdict("ruled", other, "fail", "z", hours=5)])
+    batch = Batch(
+        runs=[
+            RunRow("late", "T", 0, "A", 0, started_at=at),
+            RunRow("unstarted", "T", 0, "A", 0),
+            RunRow("tied", "T", 1, "A", 0, started_at=at),
+            RunRow("ruled", "T", 2, "A", 0, started_at=at),
+        ],
+        updates=[RunUpdate(r, "finished") for r in ("late", "unstarted", "tied", "ruled")],
+        verdicts=[
+            verdict("late", strict, "pass", "live"),
+            verdict("unstarted", strict, "fail", "live"),
+            verdict("tied", strict, "fail", None),
+            verdict("tied", strict, "pass", "b"),
+            verdict("tied", strict, "fail", "a"),
+            verdict("ruled", strict, "pass", "live"),
+            verdict("ruled", other, "fail", "z", hours=5),
+        ],
+    )
     with EventLog(tmp_path / "ties.duckdb") as log:
         log.write_batch(batch)
         _, rows = log.query("SELECT run_id, attempts, strict_outcome FROM run_results ORDER BY run_id")
@@ -223,8 +251,14 @@ def test_a_run_whose_task_changed_is_left_out_of_success_rates_and_an_error_stil
 
         def rejudged(outcome: str, at: int) -> tuple[list, dict]:
             """A.T1.v1.r0 (a pass under its newest verdict) given a newer task verdict under the same rules."""
-            log.write_batch(Batch(verdicts=[_verdict("A.T1.v1.r0", "task", {"mode": mode}, outcome, None, at=at,
-                                                     batch=f"rejudge-{at}") for mode in ("strict", "light")]))
+            log.write_batch(
+                Batch(
+                    verdicts=[
+                        _verdict("A.T1.v1.r0", "task", {"mode": mode}, outcome, None, at=at, batch=f"rejudge-{at}")
+                        for mode in ("strict", "light")
+                    ]
+                )
+            )
             _, rows = log.query("SELECT strict_outcome, strict, light FROM run_results WHERE run_id = 'A.T1.v1.r0'")
             return rows, row(compute_study(log), "overview", configuration="A")
 

@@ -33,7 +33,7 @@ def test_a_secret_split_across_pieces_is_scrubbed_as_if_the_body_were_whole():
     secrets = SecretValues([SECRET])
     whole = b"a" * 5000 + SECRET.encode() + b"b" * 3000 + json.dumps(SECRET).encode() + b"c" * 100
     for cut in (4990, 5001, 5010, 5023, 5024, 8030):
-        pieces = [whole[:cut], whole[cut:cut + 7], whole[cut + 7:]]
+        pieces = [whole[:cut], whole[cut : cut + 7], whole[cut + 7 :]]
         assert b"".join(secrets.scrub_stream(pieces)) == secrets.scrub_bytes(whole), cut
     untouched = [b"x" * 10, b"y" * 10]
     assert list(SecretValues().scrub_stream(untouched)) == untouched  # nothing known: passed through as is
@@ -43,23 +43,27 @@ def test_a_secret_split_across_pieces_is_scrubbed_as_if_the_body_were_whole():
 async def test_a_large_body_is_scrubbed_before_its_side_file_is_written_and_its_events_follow(tmp_path):
     path = tmp_path / "log.duckdb"
     body = os.urandom((1 << 20) - 10) + b"Bearer " + SECRET.encode() + os.urandom(4096)
-    pieces = Pieces(tuple(body[i:i + 65536] for i in range(0, len(body), 65536)))  # the secret straddles two
+    pieces = Pieces(tuple(body[i : i + 65536] for i in range(0, len(body), 65536)))  # the secret straddles two
     raw_digest = blob_hash(pieces)
     with EventLog(path) as log:
         async with open_writer(log) as writer:
             writer.secrets.add(SECRET)
-            writer.submit(runs=[RunRow(run_id="r", task_id="t", variation=0, agent="a", repeat=0)],
-                          events=[Stamped("r", ev.SandboxSeeded(sandbox="s", fhir_base="x", resource_count=1,
-                                                                seed_blob=raw_digest))],
-                          blobs={raw_digest: pieces})
+            writer.submit(
+                runs=[RunRow(run_id="r", task_id="t", variation=0, agent="a", repeat=0)],
+                events=[
+                    Stamped("r", ev.SandboxSeeded(sandbox="s", fhir_base="x", resource_count=1, seed_blob=raw_digest))
+                ],
+                blobs={raw_digest: pieces},
+            )
             await writer.flush()
         _, rows = log.query("SELECT payload->>'$.seed_blob' FROM events WHERE kind = 'SandboxSeeded'")
         (clean_digest,) = rows[0]
         assert clean_digest != raw_digest
         stored = log.blob(clean_digest)
         assert stored == body.replace(SECRET.encode(), b"[redacted]") and log.blob(raw_digest) is None
-        assert log.query("SELECT size, octet_length(data), external FROM blobs WHERE hash = ?",
-                         [clean_digest])[1] == [(len(stored), 0, True)]
+        assert log.query("SELECT size, octet_length(data), external FROM blobs WHERE hash = ?", [clean_digest])[1] == [
+            (len(stored), 0, True)
+        ]
     for file in _stored_files(path):  # nothing on disk ever held it, not even a half-written file
         assert SECRET.encode() not in zstandard.ZstdDecompressor().stream_reader(file.open("rb")).read()
     assert _stored_files(path) == [body_path(path, clean_digest)]
@@ -96,10 +100,10 @@ def test_a_run_whose_bodies_are_side_files_replays_rejudges_merges_and_exports(t
     judged = rejudge(log_path, workers=1)
     assert judged.runs == 1 and judged.verdicts and all(k[2] != "error" for k in judged.outcomes), judged.outcomes
     with EventLog(log_path, read_only=True) as log:
-        _, live = log.query("SELECT judge, outcome, passed FROM verdicts WHERE batch IS DISTINCT FROM ?"
-                            " ORDER BY ALL", [judged.batch])
-        _, again = log.query("SELECT judge, outcome, passed FROM verdicts WHERE batch = ? ORDER BY ALL",
-                             [judged.batch])
+        _, live = log.query(
+            "SELECT judge, outcome, passed FROM verdicts WHERE batch IS DISTINCT FROM ? ORDER BY ALL", [judged.batch]
+        )
+        _, again = log.query("SELECT judge, outcome, passed FROM verdicts WHERE batch = ? ORDER BY ALL", [judged.batch])
     assert again == live and any(passed for _, _, passed in again), (again, live)
 
     merged = tmp_path / "merged.duckdb"

@@ -17,8 +17,10 @@ from logs import T0, finished_run
 
 
 def _payload_compression(log: EventLog) -> set[str]:
-    _, rows = log.query("SELECT DISTINCT compression FROM pragma_storage_info('events')"
-                        " WHERE column_name = 'payload' AND segment_type <> 'VALIDITY'")
+    _, rows = log.query(
+        "SELECT DISTINCT compression FROM pragma_storage_info('events')"
+        " WHERE column_name = 'payload' AND segment_type <> 'VALIDITY'"
+    )
     return {r for (r,) in rows}
 
 

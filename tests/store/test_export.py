@@ -29,8 +29,11 @@ SUMMARY = "SELECT run_id, task_id, events, answer FROM run_summary ORDER BY run_
 
 @pytest.fixture
 def two_logs(tmp_path):
-    a = write_log(tmp_path / "a.duckdb", finished_run("a1", suite="s1", body=b"one"),
-                  finished_run("a2", suite="s1", start=T0 + timedelta(days=1), body=b"two"))
+    a = write_log(
+        tmp_path / "a.duckdb",
+        finished_run("a1", suite="s1", body=b"one"),
+        finished_run("a2", suite="s1", start=T0 + timedelta(days=1), body=b"two"),
+    )
     b = write_log(tmp_path / "b.duckdb", finished_run("b1", suite="s2", body=b"three"))
     return a, b
 
@@ -45,14 +48,22 @@ def test_two_logs_export_into_one_directory_partitioned_by_suite_and_day(two_log
     export_parquet(a, out)
     export_parquet(b, out)
     days = sorted(p.relative_to(out / "events").as_posix() for p in (out / "events").glob("*/*/*"))
-    assert days == ["part_suite=s1/part_experiment=-/day=2026-01-01", "part_suite=s1/part_experiment=-/day=2026-01-02",
-                    "part_suite=s2/part_experiment=-/day=2026-01-01"]
+    assert days == [
+        "part_suite=s1/part_experiment=-/day=2026-01-01",
+        "part_suite=s1/part_experiment=-/day=2026-01-02",
+        "part_suite=s2/part_experiment=-/day=2026-01-01",
+    ]
     _, rows = query_parquet(out, SUMMARY)
     assert rows == [("a1", "t", 4, "one"), ("a2", "t", 4, "two"), ("b1", "t", 4, "three")]
     # plain DuckDB reads the folders without fae
-    (count,) = duckdb.connect().execute(
-        f"SELECT count(*) FROM read_parquet('{out.as_posix()}/events/**/*.parquet', hive_partitioning = true)"
-        " WHERE part_suite = 's1'").fetchone()
+    (count,) = (
+        duckdb.connect()
+        .execute(
+            f"SELECT count(*) FROM read_parquet('{out.as_posix()}/events/**/*.parquet', hive_partitioning = true)"
+            " WHERE part_suite = 's1'"
+        )
+        .fetchone()
+    )
     assert count == 8
 
 
@@ -99,9 +110,14 @@ def test_an_export_stopped_part_way_is_refused_by_every_reader(stopped):
     line = json.loads(marker.read_text().splitlines()[0])
     assert line["log"] == str(a.resolve()) and line["began"]
     # what is left: a's runs rewritten, its events gone; read without fae, nothing looks wrong
-    (runs, events), = duckdb.connect().execute(
-        f"SELECT (SELECT count(*) FROM read_parquet('{out.as_posix()}/runs/**/*.parquet')),"
-        f" (SELECT count(*) FROM read_parquet('{out.as_posix()}/events/**/*.parquet'))").fetchall()
+    ((runs, events),) = (
+        duckdb.connect()
+        .execute(
+            f"SELECT (SELECT count(*) FROM read_parquet('{out.as_posix()}/runs/**/*.parquet')),"
+            f" (SELECT count(*) FROM read_parquet('{out.as_posix()}/events/**/*.parquet'))"
+        )
+        .fetchall()
+    )
     assert (runs, events) == (3, 4)
     refused = f"the export of log {a.resolve()} into {out} did not finish"
     with pytest.raises(StoreError, match=re.escape(refused)):
@@ -147,14 +163,23 @@ def test_an_export_without_a_marker_is_read_as_before(two_logs, tmp_path):
     export_parquet(a, out)
     export_parquet(b, out)
     # a finished export leaves the directory as exports before the marker wrote it: the table folders only
-    assert sorted(p.name for p in out.iterdir()) == ["blobs", "events", "runs", "task_meta", "verdict_batches",
-                                                     "verdicts"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "blobs",
+        "events",
+        "runs",
+        "task_meta",
+        "verdict_batches",
+        "verdicts",
+    ]
     assert query_parquet(out, "SELECT count(*) FROM run_summary")[1] == [(3,)]
 
 
 def _files_of(out: Path, name: str) -> list[str]:
-    return sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet")
-                  if p.name == f"{name}.parquet" or re.fullmatch(re.escape(name) + r"_\d+\.parquet", p.name))
+    return sorted(
+        p.relative_to(out).as_posix()
+        for p in out.rglob("*.parquet")
+        if p.name == f"{name}.parquet" or re.fullmatch(re.escape(name) + r"_\d+\.parquet", p.name)
+    )
 
 
 def test_an_unfinished_export_whose_log_has_moved_is_repaired_by_dropping_its_files(stopped, tmp_path):
@@ -236,6 +261,7 @@ def test_a_drop_stopped_part_way_is_refused_until_it_is_dropped_again(two_logs, 
 def test_polars_reads_the_export_folders_as_duckdb_does(two_logs, tmp_path):
     """docs/scale.md tells users of other tools how to read a directory; Polars is checked here (Spark needs a JVM)."""
     import polars as pl  # a dev dependency for this test alone
+
     a, b = two_logs
     out = tmp_path / "exports"
     export_parquet(a, out)
@@ -246,6 +272,11 @@ def test_polars_reads_the_export_folders_as_duckdb_does(two_logs, tmp_path):
     assert sorted(runs["run_id"].to_list()) == ["a1", "a2", "b1"]
     assert sorted(str(day) for day in runs["day"].to_list()) == ["2026-01-01", "2026-01-01", "2026-01-02"]
     by_fae = dict(query_parquet(out, "SELECT run_id, count(*) FROM events GROUP BY run_id")[1])
-    by_polars = dict(pl.scan_parquet(f"{out.as_posix()}/events/**/*.parquet", hive_partitioning=True)
-                     .group_by("run_id").len().collect().iter_rows())
+    by_polars = dict(
+        pl.scan_parquet(f"{out.as_posix()}/events/**/*.parquet", hive_partitioning=True)
+        .group_by("run_id")
+        .len()
+        .collect()
+        .iter_rows()
+    )
     assert by_polars == by_fae

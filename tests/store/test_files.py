@@ -46,8 +46,10 @@ def _bait(tmp_path):
 
 
 def _submit_one(writer: LogWriter) -> None:
-    writer.submit(runs=[RunRow(run_id="r", task_id="t", variation=0, agent="a", repeat=0)],
-                  events=[Stamped("r", ev.AnswerGiven(text="secret body"))])
+    writer.submit(
+        runs=[RunRow(run_id="r", task_id="t", variation=0, agent="a", repeat=0)],
+        events=[Stamped("r", ev.AnswerGiven(text="secret body"))],
+    )
 
 
 @pytest.mark.anyio
@@ -87,8 +89,7 @@ def test_a_planted_link_among_journal_segments_is_never_read(tmp_path):
     EventLog(path).close()
     elsewhere = tmp_path / "crafted"
     journal = journal_module.Journal(elsewhere)
-    journal.append(journal_module.Batch(runs=[RunRow(run_id="forged", task_id="t", variation=0, agent="a",
-                                                      repeat=0)]))
+    journal.append(journal_module.Batch(runs=[RunRow(run_id="forged", task_id="t", variation=0, agent="a", repeat=0)]))
     (crafted,) = [journal.seal()]
     (tmp_path / (path.name + ".journal-00000000000000000001-planted")).symlink_to(crafted)
     with EventLog(path) as log:
@@ -121,8 +122,12 @@ def test_parquet_exports_are_owner_only_even_over_old_files_and_links(tmp_path):
     path = tmp_path / "log.duckdb"
     with EventLog(path) as log:
         started = datetime(2026, 1, 1, tzinfo=UTC)
-        log.write_batch(Batch(runs=[RunRow("r1", "t", 0, "gold", 0, started_at=started)], events=[
-            EventRow("r1", 1, "RunStarted", started, 0, "harness", None, b'{"type":"RunStarted"}')]))
+        log.write_batch(
+            Batch(
+                runs=[RunRow("r1", "t", 0, "gold", 0, started_at=started)],
+                events=[EventRow("r1", 1, "RunStarted", started, 0, "harness", None, b'{"type":"RunStarted"}')],
+            )
+        )
     out = tmp_path / "export"
     name = log_id(path)
     target = _bait(tmp_path)

@@ -22,9 +22,11 @@ async def test_big_and_writing_queries_during_a_recording_are_refused_and_the_ru
     def probe() -> None:
         with LogReader(log) as reader:
             seen["live"] = reader.live
-            for name, sql in (("big", "SELECT * FROM range(10000000)"),
-                              ("delete", "WITH d AS (DELETE FROM events RETURNING 1) SELECT count(*) FROM d"),
-                              ("file", "SELECT * FROM read_text('/etc/hostname')")):
+            for name, sql in (
+                ("big", "SELECT * FROM range(10000000)"),
+                ("delete", "WITH d AS (DELETE FROM events RETURNING 1) SELECT count(*) FROM d"),
+                ("file", "SELECT * FROM read_text('/etc/hostname')"),
+            ):
                 try:
                     reader.query(sql)
                     seen[name] = "ran"

@@ -29,8 +29,9 @@ def test_an_older_log_is_migrated_on_open(tmp_path):
     con.execute("CREATE TABLE schema_version (version INTEGER, applied_at TIMESTAMPTZ)")
     con.execute(schema.MIGRATIONS[0])
     con.execute("INSERT INTO schema_version VALUES (1, now())")
-    con.execute("INSERT INTO runs (run_id, task_id, variation, agent, repeat, status)"
-                " VALUES ('r', 't', 0, 'a', 0, 'finished')")
+    con.execute(
+        "INSERT INTO runs (run_id, task_id, variation, agent, repeat, status) VALUES ('r', 't', 0, 'a', 0, 'finished')"
+    )
     con.close()
     with EventLog(path) as log:
         assert log.schema_version() == schema.LATEST_VERSION
@@ -165,9 +166,11 @@ def test_journaled_rows_survive_a_crash_and_are_applied_once(tmp_path):
     path = tmp_path / "crash.duckdb"
     log = EventLog(path)
     writer = LogWriter(log)  # no flusher runs: as if the process died right after journaling
-    writer.submit(runs=[RunRow("r1", "t", 0, "a", 0, started_at=datetime.now(UTC))],
-                  events=[Stamped("r1", ev.AnswerGiven(text="kept"), actor="agent")],
-                  blobs={blob_hash(b"body"): b"body"})
+    writer.submit(
+        runs=[RunRow("r1", "t", 0, "a", 0, started_at=datetime.now(UTC))],
+        events=[Stamped("r1", ev.AnswerGiven(text="kept"), actor="agent")],
+        blobs={blob_hash(b"body"): b"body"},
+    )
     writer.submit(events=[Stamped("r1", ev.RunFinished(), actor="harness")])
     [segment] = segments(path)
     with open(segment, "ab") as handle:  # a record cut short by the kill

@@ -52,8 +52,11 @@ def test_verdicts_added_to_a_shard_later_come_over_once(tmp_path):
     into = tmp_path / "all.duckdb"
     merge_logs([a], into)
     with EventLog(a) as log:  # a rejudge on the shard after the first merge
-        log.write_batch(Batch(verdicts=[VerdictRow("r1", "task", {"mode": "light"}, "h2", "v1", "fail", False, {},
-                                                   T0, "rejudge-1")]))
+        log.write_batch(
+            Batch(
+                verdicts=[VerdictRow("r1", "task", {"mode": "light"}, "h2", "v1", "fail", False, {}, T0, "rejudge-1")]
+            )
+        )
     assert merge_logs([a], into)[0].verdicts == 1
     assert merge_logs([a], into)[0].verdicts == 0
     assert _counts(into)["verdicts"] == 2
@@ -91,7 +94,9 @@ def test_cli_merge_and_its_mistakes(tmp_path):
     done = runner.invoke(app, ["log", "merge", str(a), "--into", str(into)])
     assert done.exit_code == 0, done.output
     assert "1 runs (0 already there), 4 events" in done.output
-    for args, message in (([str(tmp_path / "none.duckdb")], "no shard at"),
-                          ([str(into)], "is the log being merged into")):
+    for args, message in (
+        ([str(tmp_path / "none.duckdb")], "no shard at"),
+        ([str(into)], "is the log being merged into"),
+    ):
         failed = runner.invoke(app, ["log", "merge", *args, "--into", str(into)])
         assert failed.exit_code == 1 and message in failed.output and "Traceback" not in failed.output, failed.output

@@ -116,15 +116,18 @@ def _make_log(path):
 
 def _batch():
     payload = ev.encode(ev.AnswerGiven(text="hello"))
-    return Batch(runs=[RunRow("r1", "t", 0, "gold", 0, started_at=datetime(2026, 1, 1, tzinfo=UTC))],
-                 events=[EventRow("r1", 1, "AnswerGiven", datetime(2026, 1, 1, tzinfo=UTC), 1, "agent", None,
-                                  payload)])
+    return Batch(
+        runs=[RunRow("r1", "t", 0, "gold", 0, started_at=datetime(2026, 1, 1, tzinfo=UTC))],
+        events=[EventRow("r1", 1, "AnswerGiven", datetime(2026, 1, 1, tzinfo=UTC), 1, "agent", None, payload)],
+    )
 
 
 def _counts(path):
     with EventLog(path, read_only=True) as log:
-        return log.query("SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM runs),"
-                         " (SELECT list(status) FROM runs), (SELECT count(*) FROM duckdb_tables())")[1][0]
+        return log.query(
+            "SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM runs),"
+            " (SELECT list(status) FROM runs), (SELECT count(*) FROM duckdb_tables())"
+        )[1][0]
 
 
 @pytest.mark.parametrize("sql", REFUSED)
@@ -161,10 +164,12 @@ def test_files_beside_the_log_cannot_be_read(tmp_path):
     path = _make_log(tmp_path / "log.duckdb")
     (tmp_path / "log.duckdb.live.json").write_text('{"token": "TOKEN-NOT-FOR-SQL"}')
     (tmp_path / "notes.txt").write_text("private")
-    for sql in (f"SELECT * FROM read_text('{tmp_path}/log.duckdb.live.json')",
-                f"SELECT * FROM read_json('{tmp_path}/log.duckdb.live.json')",
-                f"SELECT content FROM read_blob('{tmp_path}/notes.txt')",
-                f"SELECT * FROM glob('{tmp_path}/*')"):
+    for sql in (
+        f"SELECT * FROM read_text('{tmp_path}/log.duckdb.live.json')",
+        f"SELECT * FROM read_json('{tmp_path}/log.duckdb.live.json')",
+        f"SELECT content FROM read_blob('{tmp_path}/notes.txt')",
+        f"SELECT * FROM glob('{tmp_path}/*')",
+    ):
         result = runner.invoke(app, ["sql", "--log", str(path), "--", sql])
         assert result.exit_code == 1 and "not allowed" in result.output, (sql, result.output)
         assert "TOKEN-NOT-FOR-SQL" not in result.output and "private" not in result.output
@@ -180,8 +185,10 @@ async def live(tmp_path, request):
     path = tmp_path / "live.duckdb"
     log = EventLog(path)
     async with open_writer(log) as writer:
-        await writer.write(runs=[RunRow("r1", "t", 0, "gold", 0, started_at=datetime(2026, 1, 1, tzinfo=UTC))],
-                           events=[Stamped("r1", ev.AnswerGiven(text="hello"), actor="agent")])
+        await writer.write(
+            runs=[RunRow("r1", "t", 0, "gold", 0, started_at=datetime(2026, 1, 1, tzinfo=UTC))],
+            events=[Stamped("r1", ev.AnswerGiven(text="hello"), actor="agent")],
+        )
         await writer.flush()
         with LiveQueryServer(log, getattr(request, "param", ROOMY)) as server:
             with LogReader(path) as reader:
@@ -191,8 +198,9 @@ async def live(tmp_path, request):
 
 
 def _live_counts(reader):
-    return reader.query("SELECT (SELECT count(*) FROM events), (SELECT list(status) FROM runs),"
-                        " (SELECT count(*) FROM duckdb_tables())")[1][0]
+    return reader.query(
+        "SELECT (SELECT count(*) FROM events), (SELECT list(status) FROM runs), (SELECT count(*) FROM duckdb_tables())"
+    )[1][0]
 
 
 @pytest.mark.anyio
@@ -248,8 +256,15 @@ async def test_malformed_requests_get_400_and_a_wrong_token_403(live):
     port, token = json.loads(info.read_text())["port"], server.token
     url = f"http://127.0.0.1:{port}/sql"
     headers = {"x-fae-token": token}
-    for body in (b"[1, 2]", b"not json", b'"just a string"', b'{"sql": 5}', b'{"sql": "SELECT 1", "params": 3}',
-                 b"\xff\xfe", b'{"sql": ""}'):
+    for body in (
+        b"[1, 2]",
+        b"not json",
+        b'"just a string"',
+        b'{"sql": 5}',
+        b'{"sql": "SELECT 1", "params": 3}',
+        b"\xff\xfe",
+        b'{"sql": ""}',
+    ):
         reply = httpx.post(url, content=body, headers=headers)
         assert reply.status_code == 400, (body, reply.text)
         assert "bad request" in reply.json()["error"], reply.text
@@ -261,8 +276,10 @@ async def test_malformed_requests_get_400_and_a_wrong_token_403(live):
     assert ok.status_code == 200 and ok.json()["rows"] == [[7]], ok.text
 
 
-LOCKED_SETTINGS = ("SELECT current_setting('enable_external_access'), current_setting('autoinstall_known_extensions'),"
-                   " current_setting('autoload_known_extensions'), current_setting('lock_configuration')")
+LOCKED_SETTINGS = (
+    "SELECT current_setting('enable_external_access'), current_setting('autoinstall_known_extensions'),"
+    " current_setting('autoload_known_extensions'), current_setting('lock_configuration')"
+)
 
 
 def test_the_offline_connection_is_locked_down(tmp_path):

@@ -54,9 +54,7 @@ def appointment(**changes):
 
 
 def final(*extra, slot_status="busy", drop=()):
-    resources = [r for r in SEED if r["id"] not in drop and r is not SLOT] + [
-        {**SLOT, "status": slot_status}
-    ]
+    resources = [r for r in SEED if r["id"] not in drop and r is not SLOT] + [{**SLOT, "status": slot_status}]
     return MemoryState(resources + list(extra), SEED)
 
 
@@ -91,12 +89,8 @@ def test_wrong_patient_fails():
 
 
 def test_wrong_id_answered_fails():
-    assert not judge(
-        SPEC, GOOD.replace("appt-9", "appt-8"), final(appointment()), light=False
-    ).passed
-    assert not judge(
-        SPEC, GOOD.replace("slot-1</slot>", "slot-2</slot>"), final(appointment()), light=False
-    ).passed
+    assert not judge(SPEC, GOOD.replace("appt-9", "appt-8"), final(appointment()), light=False).passed
+    assert not judge(SPEC, GOOD.replace("slot-1</slot>", "slot-2</slot>"), final(appointment()), light=False).passed
 
 
 def test_duplicate_create_fails():
@@ -112,13 +106,9 @@ def test_collateral_write_fails_and_meta_only_change_does_not():
     touched = {**OTHER, "name": [{"family": "Changed"}]}
     state = MemoryState([PATIENT, DOCTOR, {**SLOT, "status": "busy"}, touched, appointment()], SEED)
     verdict = judge(SPEC, GOOD, state, light=False)
-    assert (
-        not verdict.passed and "unexpected writes (updated): ['Patient/pat-2']" in verdict.reasons
-    )
+    assert not verdict.passed and "unexpected writes (updated): ['Patient/pat-2']" in verdict.reasons
     versioned = {**OTHER, "meta": {"versionId": "2"}}
-    state = MemoryState(
-        [PATIENT, DOCTOR, {**SLOT, "status": "busy"}, versioned, appointment()], SEED
-    )
+    state = MemoryState([PATIENT, DOCTOR, {**SLOT, "status": "busy"}, versioned, appointment()], SEED)
     assert judge(SPEC, GOOD, state, light=False).passed
 
 
@@ -164,9 +154,7 @@ def test_missing_field_fails_light():
 
 
 def test_missing_tag_fails_light():
-    assert not judge(
-        SPEC, "<APPOINTMENT>appt-9</APPOINTMENT>", final(appointment()), light=True
-    ).passed
+    assert not judge(SPEC, "<APPOINTMENT>appt-9</APPOINTMENT>", final(appointment()), light=True).passed
 
 
 def test_diff_sees_creates_updates_deletes():
@@ -208,15 +196,9 @@ def test_none_and_count_answers():
         state,
         light=False,
     ).passed
-    assert not judge(
-        spec, "<COVERAGE>cov-1</COVERAGE><COUNT>3</COUNT><IDS>none</IDS>", state, light=False
-    ).passed
-    assert not judge(
-        spec, "<COVERAGE>NONE</COVERAGE><COUNT>4</COUNT><IDS>none</IDS>", state, light=False
-    ).passed
-    assert not judge(
-        spec, "<COVERAGE>NONE</COVERAGE><COUNT>3</COUNT><IDS>slot-1</IDS>", state, light=False
-    ).passed
+    assert not judge(spec, "<COVERAGE>cov-1</COVERAGE><COUNT>3</COUNT><IDS>none</IDS>", state, light=False).passed
+    assert not judge(spec, "<COVERAGE>NONE</COVERAGE><COUNT>4</COUNT><IDS>none</IDS>", state, light=False).passed
+    assert not judge(spec, "<COVERAGE>NONE</COVERAGE><COUNT>3</COUNT><IDS>slot-1</IDS>", state, light=False).passed
 
 
 # ---------------------------------------------------------------- answer checks by kind

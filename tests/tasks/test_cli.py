@@ -60,8 +60,11 @@ def test_check_fails_a_gold_plan_that_does_not_pass_and_a_malformed_task(tmp_pat
     broken = tmp_path / "tasks"
     shutil.copytree(DEMO_TASKS, broken)
     task = broken / "demo" / "demo-desk-lookup.yaml"
-    task.write_text(task.read_text().replace('answer: "<PATIENT>${found.entry.0.resource.id}</PATIENT>"',
-                                             'answer: "<PATIENT>NONE</PATIENT>"'))
+    task.write_text(
+        task.read_text().replace(
+            'answer: "<PATIENT>${found.entry.0.resource.id}</PATIENT>"', 'answer: "<PATIENT>NONE</PATIENT>"'
+        )
+    )
     result = runner.invoke(app, ["check", str(broken), "--variations", "0"])
     assert result.exit_code == 1, result.output
     assert "v0 strict" in result.output and "1 with problems: demo-desk-lookup" in result.output

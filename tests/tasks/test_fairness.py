@@ -121,10 +121,14 @@ def test_a_gold_plan_using_a_parameter_the_prompt_hides_does_not_render():
 def test_hidden_literals_are_found(render):
     rendered = render("rec-first-condition", 0)
     wanted = rendered.params["first_condition_id"]
-    searched = ("searchResources",
-                {"resourceType": "Condition", "params_json": {"patient": rendered.params["patient_id"]}})
-    honest = PlanRun(calls=((*searched, ToolOutcome({"entry": [{"resource": {"id": wanted}}]})),),
-                     answer=f"<CONDITION>{wanted}</CONDITION>")
+    searched = (
+        "searchResources",
+        {"resourceType": "Condition", "params_json": {"patient": rendered.params["patient_id"]}},
+    )
+    honest = PlanRun(
+        calls=((*searched, ToolOutcome({"entry": [{"resource": {"id": wanted}}]})),),
+        answer=f"<CONDITION>{wanted}</CONDITION>",
+    )
     assert hidden_literals(rendered, honest) == []
     blind = PlanRun(calls=((*searched, ToolOutcome({"total": 0})),), answer=f"<CONDITION>{wanted}</CONDITION>")
     assert hidden_literals(rendered, blind) == [f"the answer uses {wanted}"]

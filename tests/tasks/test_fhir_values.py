@@ -28,12 +28,39 @@ class _Frozen(Mapping[str, Any]):
 # values where the tree walk has a special case: empty objects (no leaf, so no path), objects of empty objects,
 # empty and unequal lists, numbers of different types, instants in two zones, booleans against numbers
 VALUES: list[Any] = [
-    None, True, False, 0, 1, 1.0, 1.5, "1", "", "x",
-    "2025-03-21T11:00:00Z", "2025-03-21T12:00:00+01:00", "2025-03-21T11:00:00",
-    [], [1], [1.0], [1, 2], [{}], [{"a": {}}],
-    {}, {"a": {}}, {"a": {"b": {}}}, {"a": 1}, {"a": 1.0}, {"a": [1]}, {"a": []}, {"b": 1}, {"a": 1, "b": {}},
-    {"a": {"b": 1}}, {"a": {"b": "2025-03-21T11:00:00Z"}}, {"a": {"b": "2025-03-21T12:00:00+01:00"}},
-    _Frozen({"a": 1}), _Frozen({"a": {}}),
+    None,
+    True,
+    False,
+    0,
+    1,
+    1.0,
+    1.5,
+    "1",
+    "",
+    "x",
+    "2025-03-21T11:00:00Z",
+    "2025-03-21T12:00:00+01:00",
+    "2025-03-21T11:00:00",
+    [],
+    [1],
+    [1.0],
+    [1, 2],
+    [{}],
+    [{"a": {}}],
+    {},
+    {"a": {}},
+    {"a": {"b": {}}},
+    {"a": 1},
+    {"a": 1.0},
+    {"a": [1]},
+    {"a": []},
+    {"b": 1},
+    {"a": 1, "b": {}},
+    {"a": {"b": 1}},
+    {"a": {"b": "2025-03-21T11:00:00Z"}},
+    {"a": {"b": "2025-03-21T12:00:00+01:00"}},
+    _Frozen({"a": 1}),
+    _Frozen({"a": {}}),
 ]
 
 
@@ -52,8 +79,14 @@ def test_differs_agrees_with_changed_paths_on_every_pair_of_tricky_values():
 
 
 def test_same_resource_ignores_what_the_server_sets_and_nothing_else():
-    seeded = {"resourceType": "Patient", "id": "p1", "meta": {"versionId": "1", "lastUpdated": "2025-01-01T00:00:00Z"},
-              "text": {"status": "generated"}, "birthDate": "1970-01-01", "name": [{"family": "Ng"}]}
+    seeded = {
+        "resourceType": "Patient",
+        "id": "p1",
+        "meta": {"versionId": "1", "lastUpdated": "2025-01-01T00:00:00Z"},
+        "text": {"status": "generated"},
+        "birthDate": "1970-01-01",
+        "name": [{"family": "Ng"}],
+    }
     bumped = {**seeded, "meta": {"versionId": "2", "lastUpdated": "2025-01-02T00:00:00Z"}, "text": {"status": "x"}}
     assert same_resource(seeded, bumped)
     renamed = {**bumped, "name": [{"family": "Ng", "given": ["Al"]}]}

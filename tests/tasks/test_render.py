@@ -120,18 +120,14 @@ def test_the_packaged_suite_renders_what_it_rendered_when_logs_were_recorded():
             h.update(_variation_bytes(task, variation))
     assert h.hexdigest() == PACKAGED_RENDER_DIGEST, (
         "the packaged tasks render differently: runs recorded before this change now read task_changed (not "
-        "scored); if a task was changed on purpose, pin the new digest (docs/tasks.md, editing a task)")
+        "scored); if a task was changed on purpose, pin the new digest (docs/tasks.md, editing a task)"
+    )
 
 
 def test_shifted_clock_is_really_shifted(tmp_path):
     """The harness above must move the clock, or the test before it proves nothing."""
-    probe = (
-        SHIFTED.split("import sys")[0]
-        + "import datetime, time; print(datetime.datetime.now().year, time.time())"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
-    )
+    probe = SHIFTED.split("import sys")[0] + "import datetime, time; print(datetime.datetime.now().year, time.time())"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
     year, stamp = out.stdout.split()
     assert int(year) >= datetime.now().year + 9
     assert float(stamp) > datetime.now().timestamp() + 9 * 365 * 86400

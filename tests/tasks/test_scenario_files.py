@@ -74,25 +74,47 @@ def test_a_users_scenario_is_recorded_from_a_directory(tmp_path, fresh_registry,
     folder.mkdir()
     (folder / "carer.yaml").write_text(USER_FILE)
     log = tmp_path / "user.duckdb"
-    done = runner.invoke(app, ["record", "--log", str(log), "--task", "user-register-carer", "--scenarios-dir",
-                               str(folder), "--agent", "scenario:user-fix", "--agent", "scenario:user-peek",
-                               "--settle", "1.5"])
+    done = runner.invoke(
+        app,
+        [
+            "record",
+            "--log",
+            str(log),
+            "--task",
+            "user-register-carer",
+            "--scenarios-dir",
+            str(folder),
+            "--agent",
+            "scenario:user-fix",
+            "--agent",
+            "scenario:user-peek",
+            "--settle",
+            "1.5",
+        ],
+    )
     assert done.exit_code == 0, done.output
     with EventLog(log, read_only=True) as opened:
         fixed = load_run(opened, "user-register-carer.v0.scenario-user-fix.r0")
         peeked = load_run(opened, "user-register-carer.v0.scenario-user-peek.r0")
         assert fixed.status == "finished", fixed
         assert fixed.first(ev.RunStarted).event.settle_s == 1.5
-        verdicts = {row.judge: row for row in judge_run(fixed, build_plan("ensure_record") + build_plan("oracle"),
-                                                          judged_at=NOW)}
-        peek = {row.judge: row for row in judge_run(peeked, build_plan("ensure_record") + build_plan("oracle"),
-                                                      judged_at=NOW)}
+        verdicts = {
+            row.judge: row
+            for row in judge_run(fixed, build_plan("ensure_record") + build_plan("oracle"), judged_at=NOW)
+        }
+        peek = {
+            row.judge: row
+            for row in judge_run(peeked, build_plan("ensure_record") + build_plan("oracle"), judged_at=NOW)
+        }
         _, touched = opened.query(
             "SELECT r.agent, e.payload->>'$.method', e.payload->>'$.fault' FROM events e JOIN runs r USING (run_id)"
-            " WHERE e.kind = 'HttpExchanged' AND e.payload->>'$.fault' IS NOT NULL ORDER BY r.agent")
+            " WHERE e.kind = 'HttpExchanged' AND e.payload->>'$.fault' IS NOT NULL ORDER BY r.agent"
+        )
     # the log says which exchange the proxy changed: each run's first write, and nothing else
-    assert touched == [(agent, "POST", 'write 1: set telecom.0.value="555-3999" in the request the server got')
-                       for agent in ("scenario:user-fix", "scenario:user-peek")], touched
+    assert touched == [
+        (agent, "POST", 'write 1: set telecom.0.value="555-3999" in the request the server got')
+        for agent in ("scenario:user-fix", "scenario:user-peek")
+    ], touched
     # the fault garbled the create; the agent's fix made it right and nobody saw it wrong
     assert verdicts["ensure_record"].outcome == "created_verified", verdicts["ensure_record"].evidence
     assert verdicts["ensure_record"].evidence["corrected"] is True
@@ -109,18 +131,28 @@ def test_a_users_scenario_is_recorded_from_a_directory(tmp_path, fresh_registry,
 
 BROKEN = {
     "missing-steps": ("scenarios:\n  x: {about: nothing}\n", "scenarios.x: Object missing required field `steps`"),
-    "wrong-type": ("scenarios:\n  x: {steps: [{answer: a}], faults: [{write: first, drop_reply: true}]}\n",
-                   "scenarios.x.faults[0].write: Expected `int`"),
-    "two-faults-in-one": ("scenarios:\n  x: {steps: [{answer: a}], faults: [{write: 1, drop_reply: true,"
-                          " delay_s: 1}]}\n", "scenarios.x.faults[0]: names a write"),
-    "unknown-harm": ("scenarios:\n  x: {steps: [{answer: a}], oracle: [bad_vibes]}\n",
-                     "scenarios.x.oracle: unknown harm 'bad_vibes'"),
-    "bad-step": ("scenarios:\n  x: {steps: [{wait: 1}, {answer: a}, {wait: 2}]}\n",
-                 "scenarios.x.steps: step 2: the answer must be the last step"),
-    "unknown-field": ("scenarios:\n  x: {steps: [{answer: a}], colour: red}\n",
-                      "scenarios.x: Object contains unknown field `colour`"),
+    "wrong-type": (
+        "scenarios:\n  x: {steps: [{answer: a}], faults: [{write: first, drop_reply: true}]}\n",
+        "scenarios.x.faults[0].write: Expected `int`",
+    ),
+    "two-faults-in-one": (
+        "scenarios:\n  x: {steps: [{answer: a}], faults: [{write: 1, drop_reply: true, delay_s: 1}]}\n",
+        "scenarios.x.faults[0]: names a write",
+    ),
+    "unknown-harm": (
+        "scenarios:\n  x: {steps: [{answer: a}], oracle: [bad_vibes]}\n",
+        "scenarios.x.oracle: unknown harm 'bad_vibes'",
+    ),
+    "bad-step": (
+        "scenarios:\n  x: {steps: [{wait: 1}, {answer: a}, {wait: 2}]}\n",
+        "scenarios.x.steps: step 2: the answer must be the last step",
+    ),
+    "unknown-field": (
+        "scenarios:\n  x: {steps: [{answer: a}], colour: red}\n",
+        "scenarios.x: Object contains unknown field `colour`",
+    ),
 }
-TASK = ("task: {id: t, prompt: p, options: [{a: 1}], target: {type: Patient, identity: {birthDate: '1'}}}\n")
+TASK = "task: {id: t, prompt: p, options: [{a: 1}], target: {type: Patient, identity: {birthDate: '1'}}}\n"
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN))
@@ -139,27 +171,51 @@ def test_the_cli_reports_a_broken_scenario_file_without_a_traceback(tmp_path, fr
     folder.mkdir()
     (folder / "x.yaml").write_text(TASK + "scenarios:\n  x: {about: nothing}\n")
     (folder / "twice.yaml").write_text(textwrap.dedent(TASK.replace("id: t", "id: t2")) + "scenarios: {}\n")
-    done = runner.invoke(app, ["record", "--log", str(tmp_path / "l.duckdb"), "--task", "t", "--scenarios-dir",
-                               str(folder), "--agent", "scenario:x"])
+    done = runner.invoke(
+        app,
+        [
+            "record",
+            "--log",
+            str(tmp_path / "l.duckdb"),
+            "--task",
+            "t",
+            "--scenarios-dir",
+            str(folder),
+            "--agent",
+            "scenario:x",
+        ],
+    )
     assert done.exit_code != 0
     assert "Traceback" not in done.output and f"{folder / 'x.yaml'}: scenarios.x" in done.output, done.output
-    missing = runner.invoke(app, ["record", "--log", str(tmp_path / "l.duckdb"), "--task", "t", "--scenarios-dir",
-                                  str(tmp_path / "nowhere"), "--agent", "scenario:x"])
+    missing = runner.invoke(
+        app,
+        [
+            "record",
+            "--log",
+            str(tmp_path / "l.duckdb"),
+            "--task",
+            "t",
+            "--scenarios-dir",
+            str(tmp_path / "nowhere"),
+            "--agent",
+            "scenario:x",
+        ],
+    )
     assert missing.exit_code != 0 and "does not exist" in missing.output, missing.output
 
 
 def test_a_scenario_name_defined_twice_is_refused(tmp_path, fresh_registry):
     for name in ("a", "b"):
-        (tmp_path / f"{name}.yaml").write_text(TASK.replace("id: t", f"id: t{name}") +
-                                                "scenarios:\n  same: {steps: [{answer: a}]}\n")
+        (tmp_path / f"{name}.yaml").write_text(
+            TASK.replace("id: t", f"id: t{name}") + "scenarios:\n  same: {steps: [{answer: a}]}\n"
+        )
     scenarios.add_scenario_dir(tmp_path)
     with pytest.raises(TaskError, match=r"b\.yaml: scenarios\.same: already defined in .*a\.yaml"):
         scenarios.registry()
 
 
 def test_the_built_in_scenarios_are_files():
-    assert len(scenarios.SCENARIOS) >= 18 and {"scripted-fix", "fault-changes-create-fixed"} <= set(
-        scenarios.SCENARIOS)
+    assert len(scenarios.SCENARIOS) >= 18 and {"scripted-fix", "fault-changes-create-fixed"} <= set(scenarios.SCENARIOS)
     assert scenarios.scenario_faults("scenario:fault-changes-create-fixed", 0)[0].set.value == "555-9900"
     assert scenarios.scenario_faults("scripted:gold", 0) == []
 
@@ -189,4 +245,5 @@ def test_the_built_in_scenario_tasks_render_what_recorded_logs_played():
             digest.update(repr(scenarios.render_scenario_task(task_id, variation).played).encode())
     assert digest.hexdigest() == BUILT_IN_PLAYED_DIGEST, (
         "a built-in scenario task renders another seed, prompt or clock: its runs recorded before now read "
-        "task_changed; pin the new digest only if the change is meant")
+        "task_changed; pin the new digest only if the change is meant"
+    )

@@ -118,9 +118,7 @@ def test_seed_is_a_valid_transaction_with_twenty_bystanders(suite, task_id):
         assert bundle["resourceType"] == "Bundle" and bundle["type"] == "transaction"
         refs = [f"{e['resource']['resourceType']}/{e['resource']['id']}" for e in bundle["entry"]]
         assert len(refs) == len(set(refs))
-        assert all(
-            e["request"] == {"method": "PUT", "url": ref} for e, ref in zip(bundle["entry"], refs, strict=True)
-        )
+        assert all(e["request"] == {"method": "PUT", "url": ref} for e, ref in zip(bundle["entry"], refs, strict=True))
         mentioned = json.dumps(rendered.params) + json.dumps(rendered.check_spec) + rendered.prompt
         bystanders = [r for r in refs if r.split("/")[1] not in mentioned]
         assert len(bystanders) >= 20
@@ -186,10 +184,7 @@ def test_every_demanded_constant_is_in_the_prompt_or_the_seed(suite, task_id):
             elif kind == "instant":
                 ok = instant(value) in seed_instants or str(value) in prompt
             elif kind == "words":
-                ok = all(
-                    _stated(w, prompt, strings) or any(w in s for s in strings)
-                    for w in str(value).split()
-                )
+                ok = all(_stated(w, prompt, strings) or any(w in s for s in strings) for w in str(value).split())
             else:
                 ok = _stated(value, prompt, strings)
             if not ok:

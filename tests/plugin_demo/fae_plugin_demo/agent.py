@@ -26,8 +26,10 @@ class DeskAgent:
             return AgentResult(answer=None, stop_reason="gave_up")
         given, family, born = found.groups()
         async with Client(streamable_http_client(ctx.mcp_url)) as client:
-            result = await client.call_tool("searchResources", {
-                "resourceType": "Patient", "params_json": {"family": family, "given": given, "birthdate": born}})
+            result = await client.call_tool(
+                "searchResources",
+                {"resourceType": "Patient", "params_json": {"family": family, "given": given, "birthdate": born}},
+            )
         bundle = json.loads(result.content[0].text)
         entries = bundle.get("entry") or []
         answer = entries[0]["resource"]["id"] if entries else "NONE"

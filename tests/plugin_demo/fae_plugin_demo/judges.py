@@ -14,7 +14,10 @@ def answer_length(rules: dict[str, Any]):
 
     def verdict(run: Any) -> Verdict:
         answer = run.transcript.answer or ""
-        return Verdict("short" if len(answer) <= limit else "too_long", len(answer) <= limit,
-                       {"chars": len(answer), "max_chars": limit})
+        return Verdict(
+            "short" if len(answer) <= limit else "too_long",
+            len(answer) <= limit,
+            {"chars": len(answer), "max_chars": limit},
+        )
 
     return verdict
