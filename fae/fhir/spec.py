@@ -48,6 +48,8 @@ class Element:
     value_set: str | None
     summary: bool
     short: str
+    modifier: bool = False
+    """``isModifier`` in the definition: the element can change the meaning of the resource it is in."""
 
     @property
     def repeats(self) -> bool:
@@ -99,6 +101,7 @@ class Spec:
                 value_set=binding.get("valueSet"),
                 summary=e.get("summary", False),
                 short=e.get("short", ""),
+                modifier=e.get("modifier", False),
             )
         self._elements[type_name] = out
         return out

@@ -37,7 +37,7 @@ async def judge_mutants(engine: FhirEngine, task: Task, variation: int = 0) -> l
     rendered = task.render(variation)
     gold_run, gold_state = await play(engine, rendered, validate_seed=False)
     outcomes = []
-    for mutant in mutants(rendered, gold_run.answer):
+    for mutant in mutants(rendered, gold_run.answer, gold_state):
         if mutant.plan is None:
             answer, state, written = gold_run.answer, gold_state, written_by(gold_run)
         else:

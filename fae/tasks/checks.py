@@ -21,30 +21,20 @@ on the written targets; values and extra writes not enforced.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Collection, Mapping
-from functools import lru_cache
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import msgspec
-from fhirpathpy import compile as fhirpath_compile
 
 from fae.tasks import answers
 from fae.tasks.answer_checks import answer_problems, expected_ids
-from fae.tasks.fhir_values import (
-    changed_paths,
-    content,
-    covered,
-    element_path,
-    instant,
-    is_mapping,
-    same_resource,
-    same_scalar,
-)
-from fae.tasks.fhirpath_walk import Unsupported, compile_simple
+from fae.tasks.fhir_values import changed_paths, content, covered, element_path, instant, is_mapping, same_resource
+from fae.tasks.matchers import ITEM_KINDS, kind_of, match, quantity, reference
+from fae.tasks.selection import values
 from fae.tasks.state import Snapshot, StateView
+from fae.tasks.whole import uninvited
 
-__all__ = ["Check", "diff", "expected_ids", "instant", "judge", "match", "values"]
+__all__ = ["Check", "diff", "expected_ids", "instant", "judge", "match", "reference", "values"]
 
 
 class Check(msgspec.Struct, frozen=True):
@@ -55,115 +45,7 @@ class Check(msgspec.Struct, frozen=True):
     evidence: dict[str, Any] = {}
 
 
-# ---------------------------------------------------------------- values
-
-
-@lru_cache(maxsize=512)
-def _compiled(path: str) -> Callable[[Any], list[Any]]:
-    """A path compiled once: walked directly where it is a plain selection, else by fhirpathpy."""
-    simple = compile_simple(path)
-    if simple is None:
-        return _fhirpath(path)
-
-    def evaluate(resource: Any) -> list[Any]:
-        try:
-            return simple(resource)
-        except Unsupported:
-            return _general(path)(resource)
-
-    return evaluate
-
-
-@lru_cache(maxsize=512)
-def _general(path: str) -> Callable[[Any], list[Any]]:
-    return _fhirpath(path)
-
-
-def _fhirpath(path: str) -> Callable[[Any], list[Any]]:
-    """fhirpathpy's compiled path as a one-argument function (no context, its default), over a copy."""
-    compiled = fhirpath_compile(path)
-    return lambda resource: compiled(dict(resource), None)
-
-
-def values(resource: Mapping[str, Any], path: str) -> list[Any]:
-    """The values a FHIRPath expression selects in a resource."""
-    # the direct walk reads dicts only and never changes them; fhirpathpy is handed a copy (_fhirpath)
-    return list(_compiled(path)(resource if type(resource) is dict else dict(resource)))
-
-
-_HISTORY = re.compile(r"/_history/[^/]+$")
-
-
-def reference(value: Any) -> str | None:
-    """``Type/id`` from a reference string or Reference (absolute URLs and versions dropped)."""
-    if is_mapping(value):
-        value = value.get("reference")
-    if not isinstance(value, str):
-        return None
-    value = value.strip()
-    if "/_history/" in value:
-        value = _HISTORY.sub("", value)
-    parts = [p for p in value.split("/") if p]
-    return "/".join(parts[-2:]) if len(parts) >= 2 else None
-
-
-def _same(found: Any, wanted: Any) -> bool:
-    if isinstance(wanted, bool) or isinstance(found, bool):
-        return found is wanted
-    if isinstance(wanted, int | float) and isinstance(found, int | float):
-        return same_scalar(found, wanted)
-    return found == wanted
-
-
-def _words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9]+", text.lower())
-
-
-def match(found: list[Any], matcher: Any, created: Mapping[str, str] | None = None) -> str | None:
-    """None when the selected values satisfy the matcher, else what is wrong.
-
-    ``created`` maps a resource type to the resource judged as the one created of
-    that type, for ``{created: Type}`` (a reference to what the agent just made).
-    """
-    if not is_mapping(matcher):
-        matcher = {"equals": matcher}
-    (kind, wanted), *rest = matcher.items()
-    if rest:
-        raise ValueError(f"a matcher has one key, got {sorted(matcher)}")
-    if kind == "created":
-        kind, wanted = "refs", [(created or {}).get(wanted, f"{wanted}/(none created)")]
-    if kind == "equals":
-        ok = any(_same(v, wanted) for v in found)
-    elif kind == "ci":
-        ok = any(isinstance(v, str) and v.casefold() == str(wanted).casefold() for v in found)
-    elif kind == "words":
-        need = _words(str(wanted))
-        ok = any(isinstance(v, str) and all(w in _words(v) for w in need) for v in found) or all(
-            w in _words(" ".join(v for v in found if isinstance(v, str))) for w in need
-        )
-    elif kind == "instant":
-        target = instant(wanted)
-        if target is None:
-            raise ValueError(f"matcher instant needs a zoned dateTime, got {wanted!r}")
-        ok = any(instant(v) == target for v in found)
-    elif kind == "day":
-        ok = any(isinstance(v, str) and v[:10] == wanted for v in found)
-    elif kind == "coding":
-        system, _, code = str(wanted).partition("|")
-        ok = any(isinstance(c, Mapping) and c.get("system") == system and c.get("code") == code for c in found)
-    elif kind in ("refs", "has_refs"):
-        got = {reference(v) for v in found}
-        want = {reference(w) for w in wanted}
-        ok = got == want if kind == "refs" else want <= got
-    elif kind == "count":
-        ok = len(found) == int(wanted)
-    elif kind == "absent":
-        ok = not found
-    elif kind == "present":
-        ok = bool(found)
-    else:
-        raise ValueError(f"unknown matcher {kind!r}")
-    return None if ok else f"wanted {kind} {wanted!r}, found {found!r:.200}"
+# ---------------------------------------------------------------- fields
 
 
 def field_problems(
@@ -186,6 +68,27 @@ def field_problems(
         wrong = match(found, matcher, created)
         if wrong:
             problems.append(f"{path}: {wrong}")
+    return problems
+
+
+def created_problems(
+    resource: Mapping[str, Any], entry: Mapping[str, Any], *, light: bool, created: Mapping[str, str]
+) -> list[str]:
+    """What is wrong with a created resource: its fields, and in strict mode its optional fields (checked where
+    given) and every element neither field looks at (``fae.tasks.whole``)."""
+    fields = entry.get("fields", {})
+    problems = field_problems(resource, fields, light=light, created=created)
+    if light:
+        return problems
+    optional = entry.get("optional", {})
+    for path, matcher in optional.items():
+        found = values(resource, path)
+        wrong = match(found, matcher, created) if found else None
+        if wrong:
+            problems.append(f"{path} (optional, given): {wrong}")
+    problems.extend(
+        uninvited(entry["type"], dict(resource), {**fields, **optional}, created=created, allow=entry.get("allow", ()))
+    )
     return problems
 
 
@@ -282,24 +185,10 @@ def judge(
         mine = [ref for ref in created_left if ref.startswith(kind + "/") and mine_written(ref)]
         if not light and len(mine) != count:
             problems.append(f"expected {count} new {kind}, found {len(mine)}: {mine}")
-        fitting = [
-            ref
-            for ref in mine
-            if not field_problems(_read_ref(state, ref) or {}, entry.get("fields", {}), light=light, created=chosen)
-        ]
+        wrong = {ref: created_problems(_read_ref(state, ref) or {}, entry, light=light, created=chosen) for ref in mine}
+        fitting = [ref for ref in mine if not wrong[ref]]
         if len(fitting) < count:
-            detail = (
-                "; ".join(
-                    field_problems(
-                        _read_ref(state, mine[0]) or {},
-                        entry["fields"],
-                        light=light,
-                        created=chosen,
-                    )
-                )
-                if mine and entry.get("fields")
-                else "none created by the agent"
-            )
+            detail = "; ".join(wrong[mine[0]]) if mine else "none created by the agent"
             problems.append(f"new {kind}: {detail}")
         fitting.sort(key=lambda ref: ref not in named.get(kind, set()))
         if fitting:
@@ -361,14 +250,20 @@ def demanded_constants(spec: Mapping[str, Any]) -> list[tuple[str, Any]]:
     found: list[tuple[str, Any]] = []
 
     def add_matcher(matcher: Any) -> None:
-        if not isinstance(matcher, Mapping):
-            found.append(("equals", matcher))
-            return
-        for kind, wanted in matcher.items():
-            if kind in ("refs", "has_refs"):
-                found.extend(("ref", w) for w in wanted)
-            elif kind not in ("absent", "present", "count", "created"):
-                found.append((kind, wanted))
+        kind, wanted = kind_of(matcher)
+        if kind in ITEM_KINDS:
+            for item in [wanted] if kind == "all" else wanted:
+                for inner in item.values():
+                    add_matcher(inner)
+        elif kind in ("refs", "has_refs"):
+            found.extend(("ref", w) for w in wanted)
+        elif kind == "quantity":
+            number, _system, code = quantity(wanted)
+            found.extend((("number", str(number)), ("code", code)))
+        elif kind == "in":
+            return  # any of several values: none of them is demanded
+        elif kind not in ("absent", "present", "count", "created"):
+            found.append((kind, wanted))
 
     for want in spec.get("answer", {}).values():
         found.extend(("id", i) for i in expected_ids(want.get("ids", [])))

@@ -33,8 +33,8 @@ class Unsupported(Exception):
 Step = tuple[str, Any]
 
 
-def compile_simple(path: str) -> Callable[[Any], list[Any]] | None:
-    """A direct evaluator for a plain member path with ``where(x = 'text')`` filters, else None."""
+def parse_simple(path: str) -> tuple[Step, ...] | None:
+    """The steps of a plain member path with ``where(x = 'text')`` filters, else None."""
     steps: list[Step] = []
     at = 0
     while True:
@@ -54,11 +54,17 @@ def compile_simple(path: str) -> Callable[[Any], list[Any]] | None:
             steps.append(("where", (inner, found.group("text"))))
         at = found.end()
         if at == len(path):
-            break
+            return tuple(steps)
         if path[at] != ".":
             return None
         at += 1
-    frozen = tuple(steps)
+
+
+def compile_simple(path: str) -> Callable[[Any], list[Any]] | None:
+    """A direct evaluator for a plain member path with ``where(x = 'text')`` filters, else None."""
+    frozen = parse_simple(path)
+    if frozen is None:
+        return None
     return lambda resource: _output(_walk([resource], frozen))
 
 

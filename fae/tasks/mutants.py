@@ -23,12 +23,13 @@ from fae.plan import Plan
 from fae.tasks import mutant_writes as writes
 from fae.tasks.answer_checks import expected_ids
 from fae.tasks.model import Rendered
+from fae.tasks.mutant_creates import outcome_mutants
 from fae.tasks.state import MemoryState, bundle_resources
 
 Outcome = tuple[str | None, MemoryState, frozenset[str]]
 Alter = Callable[[str | None, MemoryState, frozenset[str]], Outcome]
 
-MUST_PASS = ("equivalent-write-back", "equivalent-write-back-sent")
+MUST_PASS = ("equivalent-write-back", "equivalent-write-back-sent", "equivalent-create")
 """Mutant classes that change only form: a validator that fails them is wrong."""
 
 
@@ -273,6 +274,10 @@ def write_mutants(rendered: Rendered, gold_answer: str | None) -> list[Mutant]:
 # ---------------------------------------------------------------- all of them
 
 
-def mutants(rendered: Rendered, gold_answer: str | None = None) -> list[Mutant]:
-    """The faulty agents for one variation of a task (``gold_answer``: what the gold agent said)."""
-    return [*_answer_mutants(rendered, gold_answer), *write_mutants(rendered, gold_answer)]
+def mutants(rendered: Rendered, gold_answer: str | None = None, gold_state: MemoryState | None = None) -> list[Mutant]:
+    """The faulty agents for one variation of a task (``gold_answer``: what the gold agent said; ``gold_state``: what
+    it left, on which the written-form mutants of ``fae.tasks.mutant_creates`` are built)."""
+    made = [*_answer_mutants(rendered, gold_answer), *write_mutants(rendered, gold_answer)]
+    if gold_state is not None:
+        made.extend(Mutant(name, alter=alter) for name, alter in outcome_mutants(rendered, gold_state))
+    return made

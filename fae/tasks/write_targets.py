@@ -107,7 +107,7 @@ def _entry_target(entry: Mapping[str, Any], seed_resources: list[dict[str, Any]]
     for path in SEED_IDENTITY.get(kind, ()):
         found = values(seeded, path) if seeded is not None else []
         if _top(path) not in named and found:
-            identity[path] = {"equals": found[0]}
+            identity[path] = {"equals": found[0]} if len(found) == 1 else {"set": found}
     return WriteTarget(kind, identity=identity, expected=expected, action="update", record_id=record_id)
 
 

@@ -13,7 +13,7 @@ from fhirpathpy import compile as fhirpath_compile
 
 import fae.judge.drift_judge
 import fae.judge.failure_modes
-import fae.tasks.checks
+import fae.tasks.selection
 from fae.judge.context import RunContext
 from fae.judge.rejudge import build_plan, judge_run
 from fae.replay.source import load_run, load_runs, run_ids
@@ -151,7 +151,7 @@ def test_bulk_judging_gives_the_verdicts_of_the_reference_path(which, suite_log,
     log_path = suite_log[0] if which == "suite" else scenario_log
     plan = build_plan()
     fast = _fast_rows(log_path, plan)
-    monkeypatch.setattr(fae.tasks.checks, "_compiled", fhirpath_compile)
+    monkeypatch.setattr(fae.tasks.selection, "_compiled", fhirpath_compile)
     monkeypatch.setattr(fae.judge.failure_modes, "_types", _reference_types)
     monkeypatch.setattr(fae.judge.drift_judge, "state_drift", _reference_drift)
     reference = _reference_rows(log_path, plan)
@@ -256,7 +256,7 @@ def test_simple_paths_select_exactly_what_fhirpathpy_selects(suite_log):
 
 def test_values_fall_back_to_fhirpathpy_for_primitive_extensions():
     resource = {"resourceType": "Patient", "birthDate": "2000-01-01", "_birthDate": {"id": "x", "extension": []}}
-    assert fae.tasks.checks.values(resource, "birthDate") == list(fhirpath_compile("birthDate")(resource))
+    assert fae.tasks.selection.values(resource, "birthDate") == list(fhirpath_compile("birthDate")(resource))
 
 
 def test_resource_type_walk_matches_the_recursive_one():

@@ -27,8 +27,14 @@ SPEC = {
             "type": "Appointment",
             "fields": {
                 "status": "booked",
-                "participant.actor": {"refs": ["Patient/pat-1", "Practitioner/prac-1"]},
+                "participant": {
+                    "exactly": [
+                        {"actor": {"refs": ["Patient/pat-1"]}, "status": "accepted"},
+                        {"actor": {"refs": ["Practitioner/prac-1"]}, "status": "accepted"},
+                    ]
+                },
                 "start": {"instant": "2025-03-10T09:00:00Z"},
+                "end": {"instant": "2025-03-10T10:00:00Z"},
                 "slot": {"refs": ["Slot/slot-1"]},
             },
         }
@@ -85,7 +91,7 @@ def test_wrong_patient_fails():
         ]
     )
     verdict = judge(SPEC, GOOD, final(wrong), light=False)
-    assert not verdict.passed and "participant.actor" in " ".join(verdict.reasons)
+    assert not verdict.passed and "participant: wanted exactly" in " ".join(verdict.reasons)
 
 
 def test_wrong_id_answered_fails():
@@ -150,7 +156,7 @@ def test_missing_field_fails_light():
     bare = appointment()
     del bare["participant"]
     verdict = judge(SPEC, GOOD, final(bare), light=True)
-    assert not verdict.passed and "participant.actor: missing" in " ".join(verdict.reasons)
+    assert not verdict.passed and "participant: missing" in " ".join(verdict.reasons)
 
 
 def test_missing_tag_fails_light():

@@ -32,6 +32,12 @@ MUST_KILL_CLASSES = {
     "missing-field",
     "wrong-record",
     "nested-collateral",
+    "contradicting-element",
+    "contradicting-sibling",
+    "mixed-items",
+    "unit-swap",
+    "system-swap",
+    "refset-swap",
 }
 
 
