@@ -253,6 +253,40 @@ def _items(found: list[Any], kind: str, matcher: Mapping[str, Any], created: Cre
     )
 
 
+def _item_problems(item: Any, fields: Mapping[str, Any], created: Created) -> list[str]:
+    if not is_mapping(item):
+        return [f"not an object: {item!r:.60}"]
+    return [
+        f"{path} {wrong}" for path, m in fields.items() if (wrong := match(values(item, path), m, created)) is not None
+    ]
+
+
+def _explain_items(found: list[Any], kind: str, matcher: Mapping[str, Any], created: Created) -> str:
+    """Why a list's items do not fit an item matcher, in words: which listed item found no fitting item, and what
+    the nearest item got wrong."""
+    wanted = matcher[kind]
+    if kind == "all":
+        wrong = [(i, p) for i, item in enumerate(found) if (p := _item_problems(item, wanted, created))]
+        if not found:
+            return "wanted one item or more, found none"
+        return "; ".join(f"item {i + 1}: {', '.join(p)}" for i, p in wrong[:3])
+    if kind == "exactly" and len(found) != len(wanted):
+        return f"wanted exactly {len(wanted)} items, found {len(found)}"
+    said = []
+    for spec in wanted:
+        if any(item_fits(item, spec, created) for item in found):
+            continue
+        nearest = min((_item_problems(item, spec, created) for item in found), key=len, default=["no items"])
+        said.append(f"no item fits {dict(spec)!r:.120} (nearest: {', '.join(nearest)})")
+    key = matcher.get("key") or []
+    for spec in wanted if kind == "contains" and key else []:
+        for i, item in enumerate(found):
+            if same_key(item, spec, key, created) and not item_fits(item, spec, created):
+                why = ", ".join(_item_problems(item, spec, created))
+                said.append(f"item {i + 1} has the key of {dict(spec)!r:.80} but {why}")
+    return "; ".join(said) or "the items fit only if one item is used twice"
+
+
 def match(found: list[Any], matcher: Any, created: Created | None = None) -> str | None:
     """None when the selected values satisfy the matcher, else what is wrong.
 
@@ -262,8 +296,10 @@ def match(found: list[Any], matcher: Any, created: Created | None = None) -> str
     kind, wanted = kind_of(matcher)
     created = created or {}
     if kind in ITEM_KINDS:
-        ok = _items(found, kind, matcher, created)
-    elif kind in VALUE_MATCHERS:
+        if _items(found, kind, matcher, created):
+            return None
+        return f"{kind}: {_explain_items(found, kind, matcher, created)}"
+    if kind in VALUE_MATCHERS:
         ok = VALUE_MATCHERS[kind](found, wanted, created)
     else:
         raise ValueError(f"unknown matcher {kind!r}")

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from fae.errors import FaeError, TaskError
+from fae.tasks.check_shape import check_problems
 from fae.tasks.model import Task
 from fae.tasks.sources import BUILTIN_FAMILIES, PACKAGED, families, family_module, task_dirs
 from fae.util.yaml_text import safe_load
@@ -110,6 +111,9 @@ def task_from_dict(raw: Mapping[str, Any], family: str, *, source: str = "", mod
     if not tags:
         raise TaskError(f"{where}: a task needs at least one answer tag")
     derived = tuple(raw.get("derived") or ())
+    shape = check_problems(raw["check"])
+    if shape:
+        raise TaskError(f"{where}: {shape[0]}")
     task = Task(
         id=str(raw["id"]),
         family=family,

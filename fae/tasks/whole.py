@@ -207,10 +207,17 @@ class _Resource:
         return "is not asked for by the task"
 
     def shown(self, location: Location) -> Location:
-        """The outermost part of a leaf's location that the check did not look into: what the agent added."""
-        for _parent, here in _steps(location):
-            if not self.in_play(here):
-                return here
+        """The outermost part of a leaf's location the agent added: neither looked into by the check nor on (or
+        above) the allow-list, or a modifier element the check did not look at."""
+        for end in range(1, len(location) + 1):
+            part = location[:end]
+            if self.in_play(part):
+                continue
+            path = ".".join(_keys(part))
+            listed = any(covered(path, {allowed}) or allowed.startswith(path + ".") for allowed, _ in self.allowed)
+            place = locate(self.resource_type, _keys(part))
+            if not listed or (place is not None and place.trail[-1].modifier):
+                return part
         return location
 
 

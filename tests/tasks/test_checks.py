@@ -91,7 +91,7 @@ def test_wrong_patient_fails():
         ]
     )
     verdict = judge(SPEC, GOOD, final(wrong), light=False)
-    assert not verdict.passed and "participant: wanted exactly" in " ".join(verdict.reasons)
+    assert not verdict.passed and "participant: exactly: no item fits" in " ".join(verdict.reasons)
 
 
 def test_wrong_id_answered_fails():

@@ -227,6 +227,36 @@ def test_malformed_task_files_are_task_errors():
         load_suite()["no-such-task"]
 
 
+@pytest.mark.parametrize(
+    ("check", "said"),
+    [
+        ({"creates": [{"type": "Condition", "fields": {"code": {"nearly": "x"}}}]}, "unknown matcher 'nearly'"),
+        ({"creates": [{"type": "Condition", "fields": {"code": {"equals": 1, "ci": 1}}}]}, "one kind"),
+        ({"creates": [{"type": "Condition", "feilds": {}}]}, "unknown key 'feilds'"),
+        ({"creates": [{"fields": {}}]}, "needs a resource type"),
+        ({"updates": [{"ref": "Slot/s", "fields": {"status": {"equals": "busy", "key": ["x"]}}}]}, "`key` goes only"),
+        ({"creates": [{"type": "Appointment", "fields": {"participant": {"exactly": {"actor": 1}}}}]}, "a list of"),
+        ({"creates": [{"type": "X", "fields": {"p": {"all": {"q": {"refz": []}}}}}]}, "check.creates[0].fields.p.q"),
+        ({"creates": [{"type": "X", "allow": [{"a": 1, "b": 2}]}]}, "allow"),
+        ({"delets": []}, "unknown part 'delets'"),
+    ],
+)
+def test_a_misspelt_check_is_refused_when_the_task_loads(check, said):
+    good = {
+        "id": "x",
+        "title": "t",
+        "difficulty": 1,
+        "writes": True,
+        "scenario": "known_patient",
+        "prompt": "p",
+        "gold_plan": [{"answer": "a"}],
+        "answer_tags": ["A"],
+    }
+    with pytest.raises(TaskError, match="x.yaml: ") as raised:
+        task_from_dict({**good, "check": check}, "records", source="x.yaml")
+    assert said in str(raised.value)
+
+
 def test_membership_is_a_plain_answer_not_an_error():
     suite = load_suite()
     assert "rec-find-patient" in suite
