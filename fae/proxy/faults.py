@@ -10,7 +10,13 @@ exchange's ``fault`` field says which fault touched it:
   it reaches the server (the server stores the changed record);
 - ``drop_reply``: the server handles the write, the agent's connection is
   cut before the reply reaches it;
-- ``delay_s``: the request waits that long before it goes on.
+- ``delay_s``: the request waits that long before it goes on;
+- ``lose``: the proxy answers the agent's create itself, as the server would
+  (201, the body sent under a new id, version 1), and never passes it on: a
+  write acknowledged that the server does not hold, as after a failover to a
+  replica that had not received it. It needs no hook in the server, so it
+  works in front of any server; the log keeps the acknowledgement the agent
+  got, and every later read shows what the server really holds.
 
 An armed run's agent writes are buffered whole, never streamed (see
 ``fae.proxy.addon``): a ``set`` must change the body before it goes on, and a
@@ -21,7 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from mitmproxy import http
@@ -33,6 +42,7 @@ from fae.tasks.scenario_files import Fault
 
 _DROP_KEY = "fae_drop_reply"
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+_TYPE = re.compile(r"[A-Z][A-Za-z]+")
 
 
 @dataclass
@@ -91,7 +101,47 @@ def describe(fault: Fault) -> str:
         parts.append("reply dropped before it reached the agent")
     if fault.delay_s:
         parts.append(f"request held {fault.delay_s:g} s")
+    if fault.lose:
+        parts.append("acknowledged by the proxy and never passed to the server")
     return f"write {fault.write}: " + ", ".join(parts or ["no change"])
+
+
+def acknowledgement(request: http.Request, now: datetime) -> http.Response | str:
+    """The reply a server gives to a create it stored, for a create the proxy does not pass on (``lose``);
+    a one-line reason when the write is not a create of a resource at its type's URL."""
+    path = request.path.partition("?")[0].rstrip("/")
+    kind = path.rpartition("/")[2]
+    try:
+        body = json.loads(request.get_text() or "null")
+    except ValueError:
+        body = None
+    if request.method.upper() != "POST" or not _TYPE.fullmatch(kind) or not isinstance(body, dict):
+        return "lose applies to a create (POST of a resource to its type's URL)"
+    if body.get("resourceType") != kind:
+        return f"lose applies to a create: the body is not a {kind}"
+    rid = str(uuid.uuid4())
+    stamp = now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    meta = {k: v for k, v in (body.get("meta") or {}).items() if k != "versionId"}
+    stored = {**body, "id": rid, "meta": {**meta, "versionId": "1", "lastUpdated": stamp}}
+    # the client's own base, as the server writes it when the proxy tells it where its clients are; else relative
+    forwarded = request.headers.get("x-forwarded-host")
+    where = f"{path.rpartition('/')[0]}/{kind}/{rid}/_history/1"
+    location = (
+        f"{request.headers.get('x-forwarded-proto', 'http')}://{forwarded}"
+        f"{request.headers.get('x-forwarded-prefix', '')}{where}"
+        if forwarded
+        else f"{kind}/{rid}/_history/1"
+    )
+    minimal = "return=minimal" in request.headers.get("prefer", "").replace(" ", "")
+    return http.Response.make(
+        201,
+        b"" if minimal else json.dumps(stored).encode(),
+        {
+            "content-type": "application/fhir+json",
+            "location": location,
+            "etag": 'W/"1"',
+        },
+    )
 
 
 class FaultAddon:
@@ -137,6 +187,12 @@ class FaultAddon:
         for fault in faults:
             if fault.delay_s:
                 await asyncio.sleep(fault.delay_s)
+            if fault.lose:
+                made = acknowledgement(flow.request, datetime.now(UTC))
+                flow.response = (
+                    http.Response.make(500, f"fae fault: {made}\n".encode()) if isinstance(made, str) else made
+                )
+                return
             if fault.drop_reply:
                 flow.metadata[_DROP_KEY] = True
             if fault.set is not None:

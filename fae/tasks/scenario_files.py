@@ -48,6 +48,7 @@ class Fault(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     set: FieldChange | None = None
     drop_reply: bool = False
     delay_s: float = 0.0
+    lose: bool = False  # acknowledged by the proxy as the server would, never passed on (a create only)
 
 
 class Target(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -144,11 +145,11 @@ def load_file(path: Path) -> ScenarioFile:
         except PlanError as exc:
             raise TaskError(f"{path}: scenarios.{name}.steps: {exc}") from None
         for index, fault in enumerate(scenario.faults):
-            chosen = [bool(fault.set), fault.drop_reply, fault.delay_s > 0]
+            chosen = [bool(fault.set), fault.drop_reply, fault.delay_s > 0, fault.lose]
             if fault.write < 1 or sum(chosen) != 1:
                 raise TaskError(
                     f"{path}: scenarios.{name}.faults[{index}]: names a write (1 = the first) "
-                    f"and exactly one of set, drop_reply, delay_s"
+                    f"and exactly one of set, drop_reply, delay_s, lose"
                 )
         unknown = sorted(set(scenario.oracle or ()) - set(HARMS))
         if unknown:

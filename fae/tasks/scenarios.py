@@ -195,6 +195,7 @@ def scenario_faults(agent: str, variation: int) -> list[Fault]:
             set=type(f.set)(f.set.path, fill(f.set.value, p)) if f.set else None,
             drop_reply=f.drop_reply,
             delay_s=f.delay_s,
+            lose=f.lose,
         )
         for f in scenario.faults
     ]

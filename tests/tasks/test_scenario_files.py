@@ -139,6 +139,10 @@ BROKEN = {
         "scenarios:\n  x: {steps: [{answer: a}], faults: [{write: 1, drop_reply: true, delay_s: 1}]}\n",
         "scenarios.x.faults[0]: names a write",
     ),
+    "lose-and-another": (
+        "scenarios:\n  x: {steps: [{answer: a}], faults: [{write: 1, lose: true, delay_s: 1}]}\n",
+        "scenarios.x.faults[0]: names a write (1 = the first) and exactly one of set, drop_reply, delay_s, lose",
+    ),
     "unknown-harm": (
         "scenarios:\n  x: {steps: [{answer: a}], oracle: [bad_vibes]}\n",
         "scenarios.x.oracle: unknown harm 'bad_vibes'",
