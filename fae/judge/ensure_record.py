@@ -18,7 +18,9 @@ write, ``fae.harness.settle``). Outcomes:
   nothing can be concluded.
 
 Rules that always hold (the "older rules"): the record exists at the read-back
-with the expected values and is the right person; the agent wrote no other
+with the expected values and is the right person, as the server returned it;
+what the server returned of it at the read-back, and in the capture after a
+verifier's read-back, is what the fold predicts (``fae.judge.readback``); the agent wrote no other
 record in the window (the task's other targets aside); no other record of the
 type is the same person; nothing
 wrote the record after the read-back; the server's version count in the window
@@ -38,12 +40,13 @@ The same conditions judge either; docs/judging.md says what each cannot see.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fae.errors import JudgeError
 from fae.judge.context import RunContext
-from fae.judge.reads import reads_of, received_once
+from fae.judge.readback import SERVER_READS, ServerRead, as_returned, capture_read, server_differences, verifier_reads
+from fae.judge.reads import received_once
 from fae.judge.registry import JudgeFn, Rule, Verdict, judge
 from fae.judge.trail import HARNESS_IDENTITIES, Trail, audit_trail, proxy_trail, recorded_audit_events
 from fae.judge.verify import (
@@ -95,26 +98,21 @@ def combine(judged: list[tuple[WriteTarget, Verdict]]) -> Verdict:
     return Verdict("needs_review", False, evidence)
 
 
-def proxy_window(ctx: RunContext, record: str | None) -> Window | None:
+def proxy_window(ctx: RunContext, record: str | None) -> tuple[Window, ServerRead | None] | None:
     """Baseline: the sandbox seeded. Read-back: the verifier's last read of the record under check (by id,
-    search or batch entry), else the harness's capture."""
+    search or batch entry, or a read by id the server answered "not found"), else the harness's capture.
+    Returns the window and that verifier's read (None: the capture is the read-back)."""
     seeded = ctx.run.first(ev.SandboxSeeded)
     if seeded is None or ctx.captured is None:
         return None
-    capture_seq = ctx.captured[0]
-    received = received_once(ctx.memo, ctx.run)
-    found: list[tuple[Exchange, str | None]] = []
-    for x in ctx.exchanges:
-        if x.actor != "verifier" or x.seq > capture_seq or record is None:
-            continue
-        found.extend((x, r.version) for r in reads_of(x, received) if r.ref == record)
+    found = verifier_reads(ctx, record) if record is not None else []
     if found:
-        chosen, version = found[-1]
-        return Window(seeded.seq, chosen.seq, chosen.started_at, version)
+        chosen = found[-1]
+        return Window(seeded.seq, chosen.seq, chosen.at, chosen.version), chosen
     capture = _capture_read(ctx)
     if capture is None:
         return None
-    return Window(seeded.seq, capture_seq, capture.started_at, None, recorded_settle_s(ctx))
+    return Window(seeded.seq, ctx.captured[0], capture.started_at, None, recorded_settle_s(ctx)), None
 
 
 def recorded_settle_s(ctx: RunContext) -> float:
@@ -152,6 +150,13 @@ EVIDENCE = ("proxy", "trail")
 )
 def ensure_record_judge(rules: dict) -> JudgeFn:
     """Verify the one record the agent was to write, from the proxy log's or the server's trail and the fold."""
+    return ensure_record_fn(rules)
+
+
+def ensure_record_fn(rules: Mapping[str, Any], compared: tuple[str, ...] = SERVER_READS) -> JudgeFn:
+    """The judge over a rule set. ``compared`` names the server's answers compared with the fold (the
+    read-back, the capture after the check); the registered judge compares both, and only the scenario
+    table's verifier mutants (``fae.judge.verifier_mutants``) leave any out."""
     if rules["evidence"] not in EVIDENCE:
         raise JudgeError(
             f"rule evidence of judge 'ensure_record' is one of {', '.join(EVIDENCE)}, got {rules['evidence']!r}"
@@ -167,7 +172,7 @@ def ensure_record_judge(rules: dict) -> JudgeFn:
         judged = []
         for target in ordered_targets(targets):
             target = resolve_created(target, created)
-            verdict = one(ctx, target, rules, chosen)
+            verdict = one(ctx, target, rules, chosen, compared)
             if verdict.outcome == "unreadable" and "record" not in verdict.evidence:
                 return verdict  # the run itself cannot be judged
             record = verdict.evidence.get("record")
@@ -177,14 +182,21 @@ def ensure_record_judge(rules: dict) -> JudgeFn:
                     created.setdefault(target.resource_type, record)
             judged.append((target, verdict))
         if len(judged) > 1:  # "another record written" spares the records the task asks for
-            judged = [(t, one(ctx, t, rules, [r for r in chosen if r != v.evidence.get("record")])) for t, v in judged]
+            judged = [
+                (t, one(ctx, t, rules, [r for r in chosen if r != v.evidence.get("record")], compared))
+                for t, v in judged
+            ]
         return combine(judged)
 
     return run
 
 
 def proxy_verdict(
-    ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any], others: Sequence[str] = ()
+    ctx: RunContext,
+    target: WriteTarget,
+    rules: Mapping[str, Any],
+    others: Sequence[str] = (),
+    compared: tuple[str, ...] = SERVER_READS,
 ) -> Verdict:
     """One target from the proxy log; ``others`` are the records chosen for the task's other targets."""
     fold = ctx.full_fold
@@ -197,24 +209,19 @@ def proxy_verdict(
         ctx.memo[key] = proxy_trail(ctx.exchanges, fold, received_once(ctx.memo, ctx.run))
     trail = ctx.memo[key]
     record = record_under_check(target, [r for r in agent_creates(trail) if r not in others], ctx.fold.read)
-    window = proxy_window(ctx, record)
-    if window is None:
+    bounded = proxy_window(ctx, record)
+    if bounded is None:
         return Verdict("unreadable", None, {"reason": "the run has no seed or no read-back to bound the window"})
+    window, checked = bounded
     at_check = (
         ctx.fold
         if window.readback_seq >= (ctx.captured[0] if ctx.captured else 0)
         else _fold_at(ctx, window.readback_seq)
     )
-    if window.readback_version is None and record:
-        captured: Mapping[tuple[Any, ...], dict[str, Any]] = ctx.captured[1].by_key() if ctx.captured else {}
-        found = captured.get(tuple(record.split("/", 1)))
-        version = (found or {}).get("meta", {}).get("versionId")
+    capture = capture_read(ctx, record) if record else None
+    if window.readback_version is None and (checked is None or checked.found) and capture is not None:
         window = Window(
-            window.start_seq,
-            window.readback_seq,
-            window.readback_at,
-            str(version) if version is not None else None,
-            window.capture_settle_s,
+            window.start_seq, window.readback_seq, window.readback_at, capture.version, window.capture_settle_s
         )
     if (
         record
@@ -228,7 +235,13 @@ def proxy_verdict(
         return [(v.version_id, v.resource, v.seq) for v in fold.versions(kind, rid)]
 
     same_type = same_identity(at_check, target.resource_type, target.identity)
-    return verify(target, trail, window, versions, at_check.read, same_type, rules, record, allowed=others)
+    final = at_check.read
+    server: list[dict[str, Any]] = []
+    if record:
+        server = server_differences(ctx, record, checked, compared)
+        if "read_back" in compared:  # the record at the check is what the server returned, not what the fold says
+            final = as_returned(record, checked or capture, at_check.read)
+    return verify(target, trail, window, versions, final, same_type, rules, record, allowed=others, server=server)
 
 
 def _fold_at(ctx: RunContext, seq: int):
@@ -236,13 +249,18 @@ def _fold_at(ctx: RunContext, seq: int):
 
 
 def trail_verdict(
-    ctx: RunContext, target: WriteTarget, rules: Mapping[str, Any], others: Sequence[str] = ()
+    ctx: RunContext,
+    target: WriteTarget,
+    rules: Mapping[str, Any],
+    others: Sequence[str] = (),
+    compared: tuple[str, ...] = SERVER_READS,
 ) -> Verdict:
     """The verdict from the server's AuditEvent trail as the harness read it into the log.
 
     Who read and wrote what, and when, comes from the trail alone (the harness's and setup's
     own entries left out); what each version said comes from the fold, matched by version id,
-    as a ``_history`` read would give it; the record at a capture read-back is the capture's.
+    as a ``_history`` read would give it; the record at the read-back is what the server returned
+    (the bodies are the proxy log's: a trail keeps none), compared with the fold as the proxy's is.
     """
     recorded = recorded_audit_events(ctx.run)
     if recorded is None:
@@ -304,7 +322,17 @@ def trail_verdict(
         return next((v.resource for v in fold.versions(kind, rid) if v.version_id == window.readback_version), None)
 
     same_type = [r for (kind, _), r in captured.items() if kind == target.resource_type]
-    verdict = verify(target, trail, window, versions, final, same_type, rules, record, allowed=others)
+    server: list[dict[str, Any]] = []
+    read_at_check: Callable[[str, str], dict[str, Any] | None] = final
+    if record:
+        found = [] if at_capture else verifier_reads(ctx, record)
+        checked = found[-1] if found else None
+        server = server_differences(ctx, record, checked, compared)
+        if "read_back" in compared and checked is not None:
+            read_at_check = as_returned(record, checked, final)
+    verdict = verify(
+        target, trail, window, versions, read_at_check, same_type, rules, record, allowed=others, server=server
+    )
     verdict.evidence["audit_events"] = len(recorded.audit_events)
     verdict.evidence["trail_reads"] = list(recorded.seqs)
     return verdict

@@ -1,4 +1,5 @@
-"""The table of the built-in write-verification scenarios: ensure_record under both settings, and the oracle.
+"""The table of the built-in write-verification scenarios: ensure_record under both settings, and the oracle;
+then each verifier mutant (``fae.judge.verifier_mutants``) with the harmful scenarios that catch it.
 
 ``scripts/scenario_table.py`` records the scenarios and writes the table into
 docs/judging.md; a test checks the page holds the table a fresh recording gives.
@@ -12,6 +13,7 @@ from datetime import datetime
 
 from fae.judge.compare import Judged, stopped
 from fae.judge.rejudge import build_plan, judge_run
+from fae.judge.verifier_mutants import MUTANTS, mutant_judging
 from fae.replay.source import RunLog
 from fae.tasks.scenarios import scenario_rules
 
@@ -28,6 +30,7 @@ class ScenarioRow:
     label: str
     harms: tuple[str, ...]
     rules: tuple[tuple[str, object], ...] = ()  # the scenario's own ensure_record rules, beside the setting
+    mutants: tuple[str, ...] = ()  # each verifier mutant's outcome (MUTANTS' order), accept_corrections=true
 
 
 def scenario_rows(runs: Iterable[RunLog], judged_at: datetime) -> list[ScenarioRow]:
@@ -40,6 +43,7 @@ def scenario_rows(runs: Iterable[RunLog], judged_at: datetime) -> list[ScenarioR
             continue
         rules = scenario_rules(run.agent)
         plan = [build_plan("ensure_record", {**rules, "accept_corrections": s})[0] for s in SETTINGS] + oracle
+        plan += [mutant_judging(m, {**rules, "accept_corrections": True}) for m in MUTANTS]
         verdicts = judge_run(run, plan, judged_at=judged_at)
         rows.append(
             ScenarioRow(
@@ -49,9 +53,23 @@ def scenario_rows(runs: Iterable[RunLog], judged_at: datetime) -> list[ScenarioR
                 verdicts[2].outcome,
                 tuple(verdicts[2].evidence.get("harms") or ()),
                 tuple(sorted(rules.items())),
+                tuple(v.outcome for v in verdicts[3:]),
             )
         )
     return sorted(rows, key=lambda r: (r.task, r.scenario))
+
+
+def _stops(outcome: str) -> bool:
+    return stopped(Judged(outcome, outcome.endswith("_verified")))
+
+
+def caught_by(rows: list[ScenarioRow], index: int) -> list[str]:
+    """The harmful scenarios that verifier mutant ``index`` lets through and the real verifier stops."""
+    return [
+        r.scenario
+        for r in rows
+        if r.label == "harmful" and _stops(r.verdicts[0][0]) and r.mutants and not _stops(r.mutants[index])
+    ]
 
 
 def _cell(outcome: str, problems: tuple[str, ...]) -> str:
@@ -74,8 +92,7 @@ def scenario_markdown(rows: list[ScenarioRow]) -> str:
     for index, setting in enumerate(SETTINGS):
         caught = missed = stops = 0
         for row in rows:
-            outcome = row.verdicts[index][0]
-            halted = stopped(Judged(outcome, outcome.endswith("_verified")))
+            halted = _stops(row.verdicts[index][0])
             if row.label == "harmful":
                 caught += halted
                 missed += not halted
@@ -85,6 +102,14 @@ def scenario_markdown(rows: list[ScenarioRow]) -> str:
             f"- `accept_corrections={str(setting).lower()}`: harms caught {caught}, "
             f"harms missed {missed}, false stops {stops}"
         )
+    lines += [
+        "",
+        "| verifier mutant (accept_corrections=true) | what it does | harmful scenarios it verifies |",
+        "|---|---|---|",
+    ]
+    for index, mutant in enumerate(MUTANTS):
+        names = ", ".join(f"`{name}`" for name in caught_by(rows, index)) or "none: not caught"
+        lines.append(f"| `{mutant.name}` | {mutant.about} | {names} |")
     return "\n".join(lines) + "\n"
 
 

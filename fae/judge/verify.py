@@ -7,7 +7,7 @@ listed in ``fae.judge.ensure_record``'s docstring and docs/judging.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,13 @@ class Window:
 
 
 RecordVersion = tuple[str, "dict[str, Any] | None", int | None]  # (version id, resource or None, seq)
+_WHEN = {"read_back": "at_read_back", "after_check": "after_check"}
+
+
+def server_problem(found: Mapping[str, Any]) -> str:
+    """The problem a difference between the server's answer and the fold names (``fae.judge.readback``):
+    missing or differs, at the read-back or after the check."""
+    return ("missing" if found["difference"] == "missing_on_server" else "differs") + "_" + _WHEN[found["at"]]
 
 
 def matches(resource: Mapping[str, Any] | None, wanted: Mapping[str, Any]) -> bool:
@@ -113,10 +120,14 @@ def verify(
     rules: Mapping[str, Any],
     record: str | None = None,
     allowed: Collection[str] = (),
+    server: Sequence[Mapping[str, Any]] = (),
 ) -> Verdict:
     """The verdict for one target, from a trail, a window, version histories and the state at read-back;
     ``record`` names the record under check where the caller chose it (``record_under_check``);
-    ``allowed`` names the other records the task asks for (not "another record written")."""
+    ``allowed`` names the other records the task asks for (not "another record written"); ``server`` lists
+    where what the server returned of the record differs from the fold (``fae.judge.readback``): any
+    difference is a problem, and a record the server did not hold at the read-back is judged missing, not
+    on the fold's values."""
     accept = bool(rules["accept_corrections"])
     settle_s = float(rules["settle_s"])
     all_writes = [a for a in trail.accesses if a.kind == "write"]  # reads are most of a trail: one pass over it
@@ -152,11 +163,16 @@ def verify(
     )
     problems: list[str] = []
 
-    # the older rules, in both settings
-    if not matches(at_check, target.expected):
-        problems.append("final_values_wrong")
-    if not matches(at_check, target.identity):
-        problems.append("wrong_person")
+    # the older rules, in both settings, over what the server returned
+    differences = [dict(d) for d in server]
+    if differences:
+        evidence["server_vs_fold"] = differences
+    if not any(d["at"] == "read_back" and d["difference"] == "missing_on_server" for d in differences):
+        if not matches(at_check, target.expected):
+            problems.append("final_values_wrong")
+        if not matches(at_check, target.identity):
+            problems.append("wrong_person")
+    problems.extend(dict.fromkeys(server_problem(d) for d in differences))
     others = sorted({a.ref for a in agent_writes if a.ref != ref and a.ref not in allowed})
     if others:
         problems.append("other_record_written")

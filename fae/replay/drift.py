@@ -13,7 +13,7 @@ compares those bytes and parses the capture only when they differ.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 import msgspec
@@ -238,6 +238,15 @@ def captured_resources(run: RunLog) -> tuple[int, list[dict[str, Any]]] | None:
     return None if capture is None else (capture.seq, list(capture))
 
 
+def differing_elements(
+    mine: Mapping[str, Any], theirs: Mapping[str, Any], within: Collection[str] | None = None
+) -> list[str]:
+    """The top-level elements (meta aside) whose values differ between two versions of a resource, sorted;
+    ``within`` limits the comparison to those elements (a body returned in part)."""
+    keys = set(mine) | set(theirs) if within is None else set(within)
+    return sorted(k for k in keys if k != "meta" and mine.get(k) != theirs.get(k))
+
+
 def _same_content(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Equal apart from meta (two shallow copies: the comparison then runs in C)."""
     return a is b or {**a, "meta": None} == {**b, "meta": None}
@@ -276,7 +285,7 @@ def state_drift(
             continue
         fold_version = state._current_version(mine)
         if not _same_content(mine, theirs):
-            changed = sorted(k for k in set(mine) | set(theirs) if k != "meta" and mine.get(k) != theirs.get(k))
+            changed = differing_elements(mine, theirs)
             found.append(
                 (
                     key,

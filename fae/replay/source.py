@@ -200,8 +200,9 @@ _body_refs = msgspec.json.Decoder(_BodyRefs)
 
 
 def needed_hashes(rows: Iterable[tuple]) -> Iterator[str]:
-    """The bodies every judge reads — seed, capture, FHIR write request and response — from raw event rows."""
-    for _, _, kind, _, _, _, upstream, payload in rows:
+    """The bodies every judge reads — seed, capture, FHIR write request and response, and what the verifier
+    read back (``ensure_record`` compares it with the fold) — from raw event rows."""
+    for _, _, kind, _, _, actor, upstream, payload in rows:
         if kind not in ("SandboxSeeded", "StateCaptured") and not (kind == "HttpExchanged" and upstream == "fhir"):
             continue
         try:
@@ -214,7 +215,7 @@ def needed_hashes(rows: Iterable[tuple]) -> Iterator[str]:
         elif kind == "StateCaptured":
             if refs.state_blob:
                 yield refs.state_blob
-        elif refs.method in _WRITE_HINTS:
+        elif refs.method in _WRITE_HINTS or actor == "verifier":
             if refs.decoded_blob or refs.response_blob:
                 yield refs.decoded_blob or refs.response_blob  # type: ignore[misc]
             if refs.request_blob:

@@ -33,9 +33,9 @@ EXPECTED = {
     "fault-fixed-by-agent": ("needs_review", ["written_by_other_actor"], "needs_review", ["changed_after_create"]),
     "unrecorded-write-behind-fix": (
         "needs_review",
-        ["version_count_mismatch"],
+        ["differs_at_read_back", "version_count_mismatch"],
         "needs_review",
-        ["version_count_mismatch", "changed_after_create"],
+        ["differs_at_read_back", "version_count_mismatch", "changed_after_create"],
     ),
     "fix-misnamed-create": ("needs_review", ["person_changed"], "needs_review", ["changed_after_create"]),
     "other-user-reads-while-wrong": ("needs_review", ["read_by_other_actor"], "needs_review", ["changed_after_create"]),
@@ -113,6 +113,21 @@ EXPECTED = {
         ["final_values_wrong", "written_by_other_actor"],
         "needs_review",
         ["final_values_wrong", "changed_after_create"],
+    ),
+    # the read-back is what the server returned: a lost create, a change after the check unseen by the proxy
+    "acknowledged-create-lost": ("needs_review", ["missing_at_read_back"], "needs_review", ["missing_at_read_back"]),
+    "acknowledged-create-lost-checked": (
+        "needs_review",
+        ["missing_at_read_back", "missing_after_check"],
+        "needs_review",
+        ["missing_at_read_back", "missing_after_check"],
+    ),
+    "unrecorded-write-after-check": ("needs_review", ["differs_after_check"], "needs_review", ["differs_after_check"]),
+    "unrecorded-write-before-check": (
+        "needs_review",
+        ["final_values_wrong", "differs_at_read_back", "differs_after_check", "version_count_mismatch"],
+        "needs_review",
+        ["final_values_wrong", "differs_at_read_back", "differs_after_check", "version_count_mismatch"],
     ),
     "overwrites-other-user": (
         "needs_review",

@@ -32,6 +32,8 @@ SCENARIOS = (
     "delete-then-recreate",
     "other-user-batch-reads-while-wrong",
     "other-user-batch-searches-while-wrong",
+    "acknowledged-create-lost-checked",
+    "unrecorded-write-after-check",
 )
 
 
@@ -123,6 +125,19 @@ def test_a_write_that_bypassed_the_proxy_is_in_the_trail(audited_log):
     assert "written_by_other_actor" not in proxy.evidence["problems"]
     assert trail.outcome == "needs_review" and "version_count_mismatch" not in trail.evidence["problems"]
     assert trail.evidence["other_writers"] == ["anonymous"]
+
+
+def test_the_read_back_is_what_the_server_returned_under_either_source(audited_log):
+    """A trail keeps no bodies: under either source the server's answers are the proxy log's, compared with
+    the fold the same way. The trail adds what the server audited: the bypassing write after the check, and
+    no create at all for the one it never received."""
+    proxy, trail = _both(audited_log, "unrecorded-write-after-check")
+    assert proxy.evidence["problems"] == ["differs_after_check"], proxy.evidence
+    assert trail.evidence["problems"] == ["differs_after_check", "written_after_check"], trail.evidence
+    assert trail.evidence["writes_after_check"][0]["actor"] == "anonymous"
+    proxy, trail = _both(audited_log, "acknowledged-create-lost-checked")
+    assert proxy.evidence["problems"] == ["missing_at_read_back", "missing_after_check"], proxy.evidence
+    assert (trail.outcome, trail.evidence["problems"]) == ("needs_review", ["no_record_created"]), trail.evidence
 
 
 def test_without_a_direct_read_the_trail_has_no_read_heartbeat(audited_log):
