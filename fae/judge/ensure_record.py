@@ -238,7 +238,7 @@ def proxy_verdict(
     final = at_check.read
     server: list[dict[str, Any]] = []
     if record:
-        server = server_differences(ctx, record, checked, compared)
+        server = server_differences(ctx, record, checked, compared, capture)
         if "read_back" in compared:  # the record at the check is what the server returned, not what the fold says
             final = as_returned(record, checked or capture, at_check.read)
     return verify(target, trail, window, versions, final, same_type, rules, record, allowed=others, server=server)

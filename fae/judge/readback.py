@@ -51,12 +51,12 @@ def verifier_reads(ctx: RunContext, record: str) -> list[ServerRead]:
     if key in ctx.memo:
         return ctx.memo[key]
     capture_seq = ctx.captured[0] if ctx.captured else None
-    received = received_once(ctx.memo, ctx.run)
     kind, rid = record.split("/", 1)
     found: list[ServerRead] = []
     for x in ctx.exchanges:
         if x.actor != "verifier" or (capture_seq is not None and x.seq > capture_seq):
             continue
+        received = received_once(ctx.memo, ctx.run)  # made only for a run the verifier read in
         if x.status in NOT_THERE and x.interaction == "read" and (x.resource_type, x.resource_id) == (kind, rid):
             found.append(ServerRead("verifier", x.seq, x.started_at, False))
             continue
@@ -153,14 +153,19 @@ def as_returned(
 
 
 def server_differences(
-    ctx: RunContext, record: str, read_back: ServerRead | None, compared: tuple[str, ...]
+    ctx: RunContext,
+    record: str,
+    read_back: ServerRead | None,
+    compared: tuple[str, ...],
+    capture: ServerRead | None = None,
 ) -> list[dict[str, Any]]:
     """The differences between the server's answers and the fold for ``record``: at the read-back (the
     verifier's read, or the capture when ``read_back`` is None) and at the capture after a verifier's
-    read-back, each only when named in ``compared``."""
+    read-back, each only when named in ``compared``. ``capture`` is the record's ``capture_read`` where the
+    caller has it."""
     fold = ctx.full_fold
     found = []
-    capture = capture_read(ctx, record)
+    capture = capture or capture_read(ctx, record)
     reads: list[tuple[str, ServerRead | None]] = (
         [("read_back", read_back), ("after_check", capture)] if read_back is not None else [("read_back", capture)]
     )
