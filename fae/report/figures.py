@@ -21,10 +21,12 @@ from matplotlib.typing import RcKeyType
 from fae.report.distributions import GRID, Distribution, Spread
 from fae.report.scope import FIGURES, Figure, Table
 from fae.report.study import Study
+from fae.util.visible import visible
 
 # applied only while the report draws (rc_context), so an embedding program's settings are left alone
 STYLE: dict[RcKeyType, Any] = {
     "svg.fonttype": "none",
+    "text.parse_math": False,  # a label is text from the log: a "$" in it is a dollar sign, never mathtext
     "svg.hashsalt": "fae-report",
     "font.size": 9,
     "axes.spines.top": False,
@@ -347,7 +349,9 @@ def _makers(study: Study, distributions: dict[str, Distribution]) -> dict[str, C
 def draw(study: Study, distributions: dict[str, Distribution], names: tuple[str, ...] = FIGURES) -> list[Figure]:
     """The figures named (default every one) that the study's data allows, in report order."""
     study = replace(
-        study, tables={name: replace(t, rows=[_steady(r) for r in t.rows]) for name, t in study.tables.items()}
+        study,
+        tables={name: replace(t, rows=[_steady(r) for r in t.rows]) for name, t in study.tables.items()},
+        shared_model=_steady(study.shared_model),
     )
     distributions = {name: replace(d, spreads=[_steady(s) for s in d.spreads]) for name, d in distributions.items()}
     makers = _makers(study, distributions)
@@ -356,7 +360,10 @@ def draw(study: Study, distributions: dict[str, Distribution], names: tuple[str,
 
 
 def _steady(value: Any) -> Any:
-    """Floats to 12 significant digits, in rows, tuples and spreads alike.
+    """Floats to 12 significant digits and text with its hidden characters escaped, in rows, tuples and spreads.
+
+    Text becomes labels, and a label holding a control or bidi character would not read as what it is (or make
+    the SVG invalid XML).
 
     DuckDB sums in parallel, so an average or a variance over 100k runs can differ in its last bit from one
     run of the same log to the next; drawn as it is, that bit reaches the SVG (its clip-path ids hash the
@@ -364,6 +371,8 @@ def _steady(value: Any) -> Any:
     """
     if isinstance(value, float):
         return float(f"{value:.12g}")
+    if isinstance(value, str):
+        return visible(value)
     if isinstance(value, tuple):
         return tuple(_steady(v) for v in value)
     if isinstance(value, Spread):

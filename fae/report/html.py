@@ -9,6 +9,7 @@ from fae.errors import FaeError
 from fae.report.scope import Figure, Table
 from fae.report.study import Study
 from fae.report.text import cell
+from fae.util.visible import visible
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d2733;background:#fbfbfc}
@@ -25,33 +26,38 @@ pre{background:#f5f6f8;padding:10px;overflow:auto;font-size:12px;border-radius:4
 """
 
 
+def _text(value: str) -> str:
+    """Text from the log as HTML: markup escaped, and hidden characters (a bidi override) shown as escapes."""
+    return html.escape(visible(value))
+
+
 def _table_html(table: Table) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in table.columns)
+    head = "".join(f"<th>{_text(c)}</th>" for c in table.columns)
     body = []
     for row in table.rows:
         cells = []
         for column, value in zip(table.columns, row, strict=True):
             numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-            cells.append(f"<td{' class=n' if numeric else ''}>{html.escape(cell(table, column, value))}</td>")
+            cells.append(f"<td{' class=n' if numeric else ''}>{_text(cell(table, column, value))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def _sql(sql: str) -> str:
-    return f"<details><summary>SQL (paste into <code>fae sql</code>)</summary><pre>{html.escape(sql)}</pre></details>"
+    return f"<details><summary>SQL (paste into <code>fae sql</code>)</summary><pre>{_text(sql)}</pre></details>"
 
 
 def _figure(figure: Figure) -> str:
     return (
-        f'<section id="{figure.name}" class="figure"><h2>{html.escape(figure.title)}</h2>'
+        f'<section id="{figure.name}" class="figure"><h2>{_text(figure.title)}</h2>'
         f"<figure>{figure.svg}</figure>{_sql(figure.sql)}</section>"
     )
 
 
 def _table_section(table: Table) -> str:
-    note = f'<p class="note">{html.escape(table.note)}</p>' if table.note else ""
+    note = f'<p class="note">{_text(table.note)}</p>' if table.note else ""
     return (
-        f'<section id="table-{table.name}" class="table"><h2>{html.escape(table.title)}</h2>{note}'
+        f'<section id="table-{table.name}" class="table"><h2>{_text(table.title)}</h2>{note}'
         f"{_table_html(table) if table.rows else '<p class=note>no rows</p>'}{_sql(table.sql)}</section>"
     )
 
@@ -62,14 +68,14 @@ def render_report(study: Study, figures: list[Figure], *, log_name: str) -> str:
         ", ".join(f"{k} {v}" for k, v in (("experiment", study.scope.experiment), ("phase", study.scope.phase)) if v)
         or "all runs"
     )
-    links = [f'<a href="#{f.name}">{html.escape(f.title)}</a><br>' for f in figures]
-    links += [f'<a href="#table-{t.name}">{html.escape(t.title)}</a><br>' for t in study.tables.values()]
+    links = [f'<a href="#{f.name}">{_text(f.title)}</a><br>' for f in figures]
+    links += [f'<a href="#table-{t.name}">{_text(t.title)}</a><br>' for t in study.tables.values()]
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>fae report: {html.escape(log_name)}</title><style>{STYLE}</style></head><body>"
-        f"<header><h1>fae study report</h1><p>log {html.escape(log_name)} · {html.escape(scope)} · "
-        + (f"model {html.escape(study.shared_model)} · " if study.shared_model else "")
+        f"<title>fae report: {_text(log_name)}</title><style>{STYLE}</style></head><body>"
+        f"<header><h1>fae study report</h1><p>log {_text(log_name)} · {_text(scope)} · "
+        + (f"model {_text(study.shared_model)} · " if study.shared_model else "")
         + f"{len(figures)} figures · {len(study.tables)} tables · every number from the log, by the SQL under it"
         "</p></header><main>"
         f"<nav>{''.join(links)}</nav>"

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 from typer.testing import CliRunner
 
 from fae.cli.main import app
+from fae.report.html import render_report
+from fae.report.scope import Scope, Table
+from fae.report.study import Study
+from fae.util.visible import visible
 from tests.report.synthetic import build
 
 FIGURES = (
@@ -46,3 +51,18 @@ def test_a_report_that_cannot_be_written_is_one_line(tmp_path):
     log = build(tmp_path / "synthetic.duckdb")
     result = runner.invoke(app, ["report", "--log", str(log), "-o", str(tmp_path / "missing" / "r.html")])
     assert result.exit_code == 1 and "cannot write the report" in result.output, result.output
+
+
+def test_every_value_on_the_page_is_escaped_text():
+    """A value from the log is HTML-escaped and its hidden characters (a bidi override that would reorder
+    the text around it, a control) are shown as escapes: in a cell, a column, a title, a note, the scope,
+    the shared model and the log's name."""
+    hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>\"'&amp;\u202eevil\x1b[2J"
+    shown = html.escape(visible(hostile))
+    table = Table("t", hostile, "SELECT 1", ["configuration", hostile], [(hostile, 1.0)], note=hostile)
+    study = Study(Scope(experiment=hostile, phase=hostile), {"t": table}, shared_model=hostile)
+    page = render_report(study, [], log_name=hostile)
+    assert "<script" not in page and "<img" not in page and "\u202e" not in page and "\x1b" not in page
+    # the cell, the column, the title twice (heading, contents), the note, the scope (experiment, phase), the
+    # model, the log's name twice (title, header)
+    assert page.count(shown) == 10, page
