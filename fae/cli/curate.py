@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import functools
-import sys
 from collections import Counter
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from fae.cli.console import out
 from fae.cli.options import DEFAULT_LOG, LogOption, RunsOption
 from fae.cli.progress import progress
-
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
 
 
 def curate(
@@ -60,11 +57,10 @@ def curate(
         )
     out.print(table)
     counts = Counter(row.outcome for row in result.rows)
-    out.print(", ".join(f"{label}: {count}" for label, count in sorted(counts.items())), markup=False)
+    out.print(", ".join(f"{label}: {count}" for label, count in sorted(counts.items())))
     if result.task_changed:
         out.print(
             f"not labelled: {len(result.task_changed)} run(s) played another rendering of their task than "
             "this fae renders (task_changed, docs/judging.md)",
-            markup=False,
             soft_wrap=True,
         )

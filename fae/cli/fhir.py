@@ -9,6 +9,8 @@ from pathlib import Path
 
 import typer
 
+from fae.cli.console import echo, error_line
+
 app = typer.Typer(help="The embedded FHIR R4 server: spec-driven, with isolated sandboxes.", no_args_is_help=True)
 
 
@@ -30,7 +32,7 @@ def _bind(host: str, port: int) -> socket.socket:
             reason = "the port is already in use (pick another with --port, or 0 for a free one)"
         else:
             reason = exc.strerror or str(exc)
-        typer.echo(f"error: cannot serve on {host}:{port}: {reason}", err=True)
+        error_line(f"cannot serve on {host}:{port}: {reason}")
         raise typer.Exit(1) from None
     return sock
 
@@ -59,18 +61,18 @@ def serve(
             bundle = json.loads(seed.read_text())
             engine.create_sandbox(bundle, DEFAULT_SANDBOX)
         except OSError as exc:
-            typer.echo(f"error: cannot read seed {seed}: {exc.strerror}", err=True)
+            error_line(f"cannot read seed {seed}: {exc.strerror}")
             raise typer.Exit(1) from None
         except (ValueError, RecursionError) as exc:
-            typer.echo(f"error: seed {seed} is not JSON: {str(exc)[:200]}", err=True)
+            error_line(f"seed {seed} is not JSON: {str(exc)[:200]}")
             raise typer.Exit(1) from None
         except FhirError as exc:
-            typer.echo(f"error: {exc}", err=True)
+            error_line(exc)
             raise typer.Exit(1) from None
     sock = _bind(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    typer.echo(f"fae fhir: serving FHIR R4 at http://{shown}:{bound}/fhir (sandboxes at /sandbox)")
+    echo(f"fae fhir: serving FHIR R4 at http://{shown}:{bound}/fhir (sandboxes at /sandbox)")
     server = uvicorn.Server(uvicorn.Config(create_app(engine), log_level="warning", lifespan="off"))
     try:
         server.run(sockets=[sock])

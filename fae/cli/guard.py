@@ -25,7 +25,7 @@ from typing import Any
 import typer
 from typer.exceptions import TyperException
 
-from fae.cli.console import err
+from fae.cli.console import err, error_line
 from fae.errors import FaeError
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -108,7 +108,7 @@ def user_errors(fn: Callable[..., Any] | None = None, *, stopped: str | None = N
                     found = user_error(exc)
                     if found is None:
                         raise
-                    err.print(f"[red]error:[/red] {found}", markup=True)
+                    error_line(found)
                     raise typer.Exit(1) from None
 
         return wrapper

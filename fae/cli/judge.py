@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fae.cli.console import err, out, rules_label, table
+from fae.cli.console import echo, err, out, rules_label, table
 from fae.cli.options import LogOption, RayOption, RunsOption
 from fae.cli.progress import progress
 
@@ -93,7 +93,6 @@ def print_rejudged(result: Any, log: Path, *, judge_name: str | None = None, rul
             "scenario file or fae itself changed since they were recorded): the judges that read the task "
             "gave them task_changed, which is not scored. Judge them with the fae and task files they were "
             "recorded with (docs/judging.md).",
-            markup=False,
             soft_wrap=True,
         )
 
@@ -127,7 +126,7 @@ def compare(
     if as_json:
         from fae.judge.compare import as_json as comparison_json
 
-        typer.echo(json.dumps(comparison_json(result), indent=2, sort_keys=True))
+        echo(json.dumps(comparison_json(result), indent=2, sort_keys=True))
         return
     print_comparison(result, show)
 
@@ -140,7 +139,6 @@ def print_comparison(result: Any, show: int) -> None:
         err.print(
             f"warning: verdict batch {batch} is incomplete ({judged} of {planned} runs judged; its "
             f"rejudge stopped before the end): its verdicts are left out and those runs judged now",
-            markup=False,
         )
     out.print(f"{result.runs} runs; {result.computed} verdicts judged now (not in the log)")
     for item in result.judges:

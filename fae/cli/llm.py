@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from fae.cli.console import echo, error_line
 from fae.errors import FaeError
 from fae.util.limits import MAX_FAULT_DELAY_S
 
@@ -47,18 +48,18 @@ def serve(
         if not 0 <= fault_delay <= MAX_FAULT_DELAY_S:
             raise FaeError(f"--fault-delay must be between 0 and {MAX_FAULT_DELAY_S:g} seconds")
     except FaeError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        error_line(f"{exc}")
         raise typer.Exit(1) from None
     try:
         listener = listen(host, port)
     except FaeError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        error_line(f"{exc}")
         raise typer.Exit(1) from None
     server_app = create_app(registry, fault_delay_s=fault_delay)
-    typer.echo(
+    echo(
         f"fae llm: OpenAI base URL http://{host}:{listener.getsockname()[1]}/v1, "
         f"{len(registry.entries())} plans{' + the suite' if suite else ''}, "
         f"models: {', '.join(MODELS)}",
-        err=True,
+        stderr=True,
     )
     serve_forever(server_app, listener, lifespan="off")

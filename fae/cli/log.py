@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from fae.cli.console import echo
 from fae.cli.guard import user_errors
 
 MERGE_STOPPED = (
@@ -27,7 +28,7 @@ def merge(
 
     done = merge_logs(shards, into)
     for item in done:
-        typer.echo(
+        echo(
             f"{item.shard}: {item.runs} runs ({item.skipped_runs} already there), {item.events} events, "
             f"{item.blobs} new blobs, {item.verdicts} verdicts"
         )

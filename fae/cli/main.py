@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from fae.cli.console import err, out, print_rows
+from fae.cli.console import echo, err, error_line, line, out, print_rows
 from fae.cli.curate import curate as _curate
 from fae.cli.guard import user_error, user_errors
 from fae.cli.judge import compare as _compare
@@ -358,7 +358,7 @@ def migrate(log: LogOption = DEFAULT_LOG) -> None:
     if not log.exists():
         raise FaeError(f"no log at {log}")
     with EventLog(log) as opened:
-        out.print(f"{log}: schema version {opened.schema_version()}", markup=False)
+        out.print(f"{log}: schema version {opened.schema_version()}")
 
 
 @app.command()
@@ -374,8 +374,8 @@ def show(
         _, found = reader.query("SELECT run_id FROM runs WHERE run_id = ?", [run_id])
         if not found:
             raise FaeError(f"no run {run_id!r} in {log}; `fae runs` lists them")
-        for line in timeline_lines(reader, run_id):
-            out.print(line, markup=False, soft_wrap=True)
+        for shown in timeline_lines(reader, run_id):
+            line(shown)
 
 
 @app.command()
@@ -402,7 +402,7 @@ def sql(
             columns, rows = reader.query(query)
     if as_json:
         for row in rows:
-            out.print(json.dumps(dict(zip(columns, row, strict=True)), default=str), markup=False, soft_wrap=True)
+            echo(json.dumps(dict(zip(columns, row, strict=True)), default=str))
     else:
         print_rows(columns, rows)
 
@@ -432,11 +432,11 @@ def export(
 
     if drop is not None:
         removed = drop_export(parquet, drop)
-        out.print(f"removed {removed} files of {drop} from {parquet}", markup=False)
+        out.print(f"removed {removed} files of {drop} from {parquet}")
         return
     written = export_parquet(log, parquet)
     for path, count in written:
-        out.print(f"{path}  {count} rows", markup=False)
+        out.print(f"{path}  {count} rows")
 
 
 @app.command()
@@ -520,7 +520,7 @@ def main() -> None:
         found = user_error(exc)
         if found is None:
             raise
-        err.print(f"[red]error:[/red] {found}", markup=True)
+        error_line(found)
         sys.exit(1)
 
 

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from fae.cli.console import echo, error_line
 from fae.errors import FaeError
 from fae.mcp.endpoints import FHIR_PORT, SPECS_PORT, TRANSPORT_HELP, Transport
 
@@ -20,7 +21,7 @@ def _group() -> None:
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    error_line(message)
     return typer.Exit(code)
 
 
@@ -51,7 +52,7 @@ def fhir(
             transport,
             host=host,
             port=port,
-            announce=lambda where: typer.echo(f"FHIR MCP server on {where} -> {fhir_base}", err=True),
+            announce=lambda where: echo(f"FHIR MCP server on {where} -> {fhir_base}", stderr=True),
         )
     except FaeError as exc:
         raise _fail(str(exc)) from None
@@ -73,7 +74,7 @@ def specs(
             transport,
             host=host,
             port=port,
-            announce=lambda where: typer.echo(f"FHIR specs MCP server on {where}", err=True),
+            announce=lambda where: echo(f"FHIR specs MCP server on {where}", stderr=True),
         )
     except FaeError as exc:
         raise _fail(str(exc)) from None

@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import functools
 import json
-import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from fae.cli.console import echo, err, error_line, out
 from fae.errors import FaeError
 from fae.mcp.endpoints import MEMORY_PORT, TRANSPORT_HELP, Transport
 
 app = typer.Typer(help="The Reflexion memory: serve it over MCP, show and search it.", no_args_is_help=True)
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
-err = Console(stderr=True, highlight=False, emoji=False)
 
 StoreOption = Annotated[Path, typer.Option("--store", "-s", help="Memory store directory.", envvar="FAE_MEMORY")]
 
@@ -39,7 +35,7 @@ def _errors(fn):
         try:
             return fn(*args, **kwargs)
         except FaeError as exc:
-            err.print(f"[red]error:[/red] {escape(str(exc))}", markup=True, soft_wrap=True)
+            error_line(exc)
             raise typer.Exit(1) from None
 
     return wrapper
@@ -60,7 +56,7 @@ def _open(store: Path, embedder: str | None = None, url: str | None = None):
 
 
 def _print_json(value: Any) -> None:
-    out.print(json.dumps(value, ensure_ascii=False, sort_keys=True), markup=False, soft_wrap=True)
+    echo(json.dumps(value, ensure_ascii=False, sort_keys=True))
 
 
 @app.command()
@@ -86,7 +82,7 @@ def serve(
         transport,
         host=host,
         port=port,
-        announce=lambda where: err.print(f"memory MCP server on {where} over {store}", markup=False),
+        announce=lambda where: err.print(f"memory MCP server on {where} over {store}"),
     )
 
 
@@ -108,7 +104,6 @@ def show(
             f"{store}: format {stats['format_version']}, embedding {stats['embedding']['name']} "
             f"({stats['embedding']['dimension']}-d), index {stats['index']}; "
             f"{stats['micro']} micro, {stats['macro']} macro",
-            markup=False,
         )
     if kind in (Kind.micro, Kind.all):
         rows = memory.micro()[-limit:]
@@ -187,5 +182,5 @@ def recall(
         )
         if show_misses:
             for query, expected, found in result.misses:
-                err.print(f"{result.embedder}: {query!r} expected {expected}, got {found}", markup=False)
+                err.print(f"{result.embedder}: {query!r} expected {expected}, got {found}")
     out.print(table)

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from fae.cli.console import err
+from fae.util.visible import visible
 
 EVERY_S = 10.0
 """How often a non-terminal report is printed (and once at the end)."""
@@ -24,10 +25,10 @@ def progress(label: str, total: int, *, every_s: float = EVERY_S) -> Iterator[Ad
     """
     if err.is_terminal:
         bar = Progress(
-            TextColumn(label),
+            TextColumn(label, markup=False),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[last]}"),
+            TextColumn("{task.fields[last]}", markup=False),  # a run id or a status: data
             console=err,
             transient=True,
         )
@@ -35,14 +36,14 @@ def progress(label: str, total: int, *, every_s: float = EVERY_S) -> Iterator[Ad
             task = bar.add_task(label, total=total or None, last="")
 
             def update(count: int = 1, last: str = "", total: int | None = None) -> None:
-                bar.update(task, total=total, advance=count, last=last)  # total None: unchanged
+                bar.update(task, total=total, advance=count, last=visible(last))  # total None: unchanged
 
             yield update
         return
     done, known = 0, total
     reported = time.monotonic()
     if total:
-        err.print(f"{label}: 0/{total}", markup=False, soft_wrap=True)
+        err.print(f"{label}: 0/{total}", soft_wrap=True)
 
     def advance(count: int = 1, last: str = "", total: int | None = None) -> None:
         nonlocal done, reported, known
@@ -52,8 +53,6 @@ def progress(label: str, total: int, *, every_s: float = EVERY_S) -> Iterator[Ad
         if now - reported >= every_s or done == known:
             reported = now
             percent = 100 * done // known if known else 100
-            err.print(
-                f"{label}: {done}/{known} ({percent}%)" + (f" {last}" if last else ""), markup=False, soft_wrap=True
-            )
+            err.print(f"{label}: {done}/{known} ({percent}%)" + (f" {last}" if last else ""), soft_wrap=True)
 
     yield advance

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
-err = Console(stderr=True, highlight=False)
+from fae.cli.console import err, out
 
 
 def replay(
@@ -37,20 +34,19 @@ def replay(
     from fae.harness.stack import parse_memory_stores
 
     def warn(divergence: Any) -> None:
-        err.print(f"warning: {divergence.describe()}", markup=False)
+        err.print(f"warning: {divergence.describe()}")
 
     report = replay_run(
         log, run_id, lenient=lenient, out=out_log, memory_stores=parse_memory_stores(memory or []), warn=warn
     )
     verdict = "replayed identically" if not report.divergences else f"{len(report.divergences)} divergences"
     if report.replay_run_id:
-        out.print(f"{run_id}: replayed as {report.replay_run_id} in {report.out}", markup=False)
+        out.print(f"{run_id}: replayed as {report.replay_run_id} in {report.out}")
         out.print(
             f"{report.llm_played}/{report.llm_calls} LLM calls answered from the log, "
             f"{report.matched}/{report.calls} tool calls matched; {verdict}",
-            markup=False,
         )
     else:
-        out.print(f"{run_id}: {report.matched}/{report.calls} calls matched; {verdict}", markup=False)
+        out.print(f"{run_id}: {report.matched}/{report.calls} calls matched; {verdict}")
     if report.divergences:
         raise typer.Exit(1)

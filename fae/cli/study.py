@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
+from fae.cli.console import error_line, screen, write
 from fae.errors import FaeError
 
 LogOption = Annotated[Path, typer.Option("--log", "-l", help="The DuckDB event log.", envvar="FAE_LOG")]
@@ -21,12 +20,6 @@ PriceOption = Annotated[
 PairOption = Annotated[
     list[str], typer.Option("--pair", help="A,B: compare these two configurations (repeatable; default every pair).")
 ]
-
-
-def _console() -> Console:
-    """Stdout at the terminal's width, or 100 columns when piped."""
-    width = shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100
-    return Console(highlight=False, width=width)
 
 
 def _options(price: list[str], pair: list[str]) -> tuple[dict, list[tuple[str, str]] | None]:
@@ -62,12 +55,12 @@ def stats(
     study = compute(log, experiment=experiment, phase=phase, prices=prices, pairs=pairs, tables=table or None)
     chosen = [t for t in study.tables.values() if not table or t.name in table]
     if as_json:
-        sys.stdout.write(json_text(chosen) + "\n")
+        write(json_text(chosen) + "\n")
         return
     if as_csv:
-        sys.stdout.write("\n".join(f"# {t.name}: {t.title}\n{csv_text(t)}" for t in chosen))
+        write("\n".join(f"# {t.name}: {t.title}\n{csv_text(t)}" for t in chosen))
         return
-    console = _console()
+    console = screen()
     for found in chosen:
         if found.rows:
             console.print(rich_table(found, console.width))
@@ -87,17 +80,12 @@ def report(
 
     prices, pairs = _options(price, pair)
     write(log, output, experiment=experiment, phase=phase, prices=prices, pairs=pairs)
-    _console().print(f"wrote {output}", markup=False)
+    screen().print(f"wrote {output}")
 
 
 experiment_app = typer.Typer(
     help="Experiments as data: train memory stores, then evaluate configurations.", no_args_is_help=True
 )
-
-
-def _error_line(exc: BaseException) -> None:
-    """One unfolded line on stderr (piped output is read by scripts and greps)."""
-    Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 240).print(f"[red]error:[/red] {exc}")
 
 
 def _errors(fn):
@@ -109,13 +97,13 @@ def _errors(fn):
         try:
             return fn(*args, **kwargs)
         except FaeError as exc:
-            _error_line(exc)
+            error_line(exc)
             raise typer.Exit(1) from None
         except BaseExceptionGroup as group:
             found = next((e for e in group.exceptions if isinstance(e, FaeError)), None)
             if found is None:
                 raise
-            _error_line(found)
+            error_line(found)
             raise typer.Exit(1) from None
 
     return wrapper
@@ -127,9 +115,9 @@ def experiment_list() -> None:
     """The built-in experiment presets."""
     from fae.harness.experiment_plan import load_experiment, presets
 
-    console = _console()
+    console = screen()
     for name in presets():
-        console.print(f"{name}  {load_experiment(name).description}", markup=False)
+        console.print(f"{name}  {load_experiment(name).description}")
 
 
 @experiment_app.command("run")
@@ -179,7 +167,7 @@ def experiment_run(
         evaluator_model=evaluator_model,
         reflector_model=reflector_model,
     )
-    console = _console()
+    console = screen()
     plan = plan_experiment(chosen)
     table = RichTable(title=f"experiment {chosen.name}: {chosen.description}", title_justify="left")
     for column in ("phase", "tasks", "variations", "agents", "trials", "runs (at most)", "paraphrased"):
@@ -195,7 +183,7 @@ def experiment_run(
             "yes" if phase.paraphrased else "no",
         )
     console.print(table)
-    console.print(f"{sum(p.runs for p in plan)} runs at most", markup=False)
+    console.print(f"{sum(p.runs for p in plan)} runs at most")
     if dry_run:
         return
     result = anyio.run(
@@ -228,6 +216,6 @@ def results_table(log: Path, experiment: str | None, console: Console, configura
     table.note = f"fae stats --log {log}" + (f" --experiment {experiment}" if experiment else "") + " for the rest"
     console.print(rich_table(table, console.width))
     for run_id, status, error in failed[:5]:
-        console.print(f"{status}: {run_id}: {error}", markup=False, soft_wrap=True)
+        console.print(f"{status}: {run_id}: {error}", soft_wrap=True)
     if len(failed) > 5:
-        console.print(f"... and {len(failed) - 5} more runs that did not finish", markup=False)
+        console.print(f"... and {len(failed) - 5} more runs that did not finish")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import msgspec
 import typer
 
+from fae.cli.console import echo, error_line, out
 from fae.errors import FaeError
 from fae.plan import plan_to_dict
 
@@ -26,7 +27,7 @@ def _suite() -> Suite:
 
 
 def _fail(exc: FaeError) -> NoReturn:
-    typer.echo(f"error: {exc}", err=True)
+    error_line(exc)
     raise typer.Exit(1)
 
 
@@ -41,10 +42,10 @@ def list_tasks(
         if family and task.family != family:
             continue
         if as_json:
-            typer.echo(json.dumps(task.describe()))
+            echo(json.dumps(task.describe()))
         else:
             kind = "write" if task.writes else "read"
-            typer.echo(f"{task.id:34} {task.family:10} d{task.difficulty} {kind:5} {task.title}")
+            echo(f"{task.id:34} {task.family:10} d{task.difficulty} {kind:5} {task.title}")
 
 
 @app.command("show")
@@ -56,7 +57,7 @@ def show(
         task = _suite()[task_id]
     except FaeError as exc:
         _fail(exc)
-    typer.echo(
+    echo(
         json.dumps(
             {**task.describe(), "source": task.source, "prompt": task.prompt, "check": task.check},
             indent=2,
@@ -82,15 +83,15 @@ def render(
         "check": rendered.check_spec,
     }
     if part == "prompt":
-        typer.echo(rendered.prompt, nl=False)
+        echo(rendered.prompt, end="")
         return
     if part in parts:
-        typer.echo(json.dumps(parts[part], indent=2))
+        echo(json.dumps(parts[part], indent=2))
         return
     if part != "all":
-        typer.echo(f"error: --part is one of all, {', '.join(parts)}", err=True)
+        error_line(f"--part is one of all, {', '.join(parts)}")
         raise typer.Exit(1)
-    typer.echo(
+    echo(
         json.dumps(
             {
                 "task": rendered.task_id,
@@ -114,7 +115,6 @@ def check(
     """Check a task directory as fae checks its own suite: schema, gold plans (fair, passing), mutants."""
     import anyio
 
-    from fae.cli.console import out
     from fae.harness.task_check import check_tasks
     from fae.tasks.suite import load_task_dir
 
@@ -137,18 +137,15 @@ def check(
     def show(report: Any) -> None:
         killed = sum(report.mutants.values())
         status = "ok" if not report.problems else f"{len(report.problems)} problems"
-        out.print(
-            f"{report.task_id}: {status}; mutants judged right {killed}/{sum(report.applied.values())}", markup=False
-        )
+        out.print(f"{report.task_id}: {status}; mutants judged right {killed}/{sum(report.applied.values())}")
         for problem in report.problems:
-            out.print(f"  {problem}", markup=False, soft_wrap=True)
+            out.print(f"  {problem}", soft_wrap=True)
 
     reports = anyio.run(lambda: check_tasks(tasks, chosen, on_task=show))
     bad = [r.task_id for r in reports if r.problems]
     out.print(
         f"{len(reports)} tasks checked on variations {variations}: "
         + ("all pass" if not bad else f"{len(bad)} with problems: {', '.join(bad)}"),
-        markup=False,
     )
     if bad:
         raise typer.Exit(1)

@@ -97,5 +97,4 @@ def train_memory(
     out.print(
         f"store: {stats['micro']} micro, {stats['macro']} macro reflections; "
         f"embedding {stats['embedding']['name']} ({stats['embedding']['dimension']}-d), index {stats['index']}",
-        markup=False,
     )

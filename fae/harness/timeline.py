@@ -11,12 +11,20 @@ import msgspec
 from fae.recorder.llm import llm_in_full
 from fae.recorder.mcp import tool_in_full
 from fae.store import events as ev
+from fae.util.visible import visible
 
 
 def _short(value: Any, limit: int = 100) -> str:
+    """A value on one line: hidden characters escaped first (a C1 control or a line separator must not vanish
+    into a space), then each run of whitespace one space, then cut at ``limit`` characters."""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-    text = " ".join(text.split())
+    text = " ".join(visible(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _one_line(text: str) -> str:
+    """A timeline line stays one line: hidden characters escaped, a newline or tab in a value shown as a space."""
+    return visible(text).replace("\n", " ").replace("\t", " ")
 
 
 def describe(kind: str, payload: dict[str, Any]) -> str:
@@ -81,8 +89,9 @@ def timeline_lines(reader: Any, run_id: str) -> Iterator[str]:
         "SELECT task_id, variation, agent, repeat, status, stop_reason, error FROM runs WHERE run_id = ?", [run_id]
     )
     task_id, variation, agent, repeat, status, stop_reason, error = run[0]
-    yield f"run {run_id}: task {task_id} v{variation}, agent {agent}, repeat {repeat}: {status}" + (
-        f" ({error})" if error else ""
+    yield _one_line(
+        f"run {run_id}: task {task_id} v{variation}, agent {agent}, repeat {repeat}: {status}"
+        + (f" ({error})" if error else "")
     )
     _, rows = reader.query(
         "SELECT seq, kind, actor, epoch_ms(wall_time), payload FROM events WHERE run_id = ?"
@@ -94,7 +103,7 @@ def timeline_lines(reader: Any, run_id: str) -> Iterator[str]:
         event = json.loads(payload)
         if kind in ("LlmCalled", "ToolCalled") and (event.get("request_blob") or event.get("response_blob")):
             event = _in_full(payload, reader)
-        yield f"{seq:>5} {(wall_ms - start) / 1000:>8.3f}s {actor or '':<9} {describe(kind, event)}"
+        yield _one_line(f"{seq:>5} {(wall_ms - start) / 1000:>8.3f}s {actor or '':<9} {describe(kind, event)}")
     _, verdicts = reader.query(
         "SELECT judge, rule_set, rule_set_hash, outcome, passed FROM verdicts WHERE run_id = ? ORDER BY judged_at",
         [run_id],
@@ -102,7 +111,7 @@ def timeline_lines(reader: Any, run_id: str) -> Iterator[str]:
     for judge, rule_set, rule_hash, outcome, passed in verdicts:
         rules = json.loads(rule_set) if isinstance(rule_set, str) else (rule_set or {})
         shown = ",".join(f"{k}={v}" for k, v in sorted(rules.items()))
-        yield (
+        yield _one_line(
             f"verdict {judge}"
             + (f" ({shown})" if shown else "")
             + f" [{rule_hash[:8]}]: {outcome}"
