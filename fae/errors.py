@@ -9,7 +9,8 @@
      ├── TaskError           a task file is malformed or a variation cannot be rendered
      ├── FhirError           the embedded FHIR server was given something it cannot serve
      ├── ReplayDrift         a replay or fold diverged from the recorded run
-     └── JudgeError          a judge or rule set is unknown or misconfigured
+     ├── JudgeError          a judge or rule set is unknown or misconfigured
+     └── FileRefused         a YAML or JSON file is larger, deeper or more aliased than fae parses
 
 Programmer mistakes stay ValueError / TypeError.
 """
@@ -84,6 +85,10 @@ class JudgeError(FaeError):
 
 class TaskChanged(FaeError):
     """A run played a variation that fae now renders differently: judging it would score it on another task."""
+
+
+class FileRefused(FaeError):
+    """A YAML or JSON file fae was given is over its parsing limits (size, nesting, aliases): not parsed."""
 
 
 def first_line(exc: BaseException | str) -> str:

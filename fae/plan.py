@@ -32,7 +32,7 @@ import msgspec
 import yaml
 
 from fae.errors import PlanError
-from fae.util.yaml_text import safe_load
+from fae.util.data_files import read_yaml
 
 _REF = re.compile(r"\$\{([A-Za-z_][\w-]*(?:\.(?:[\w-]+|\*))*)\}")
 
@@ -149,11 +149,9 @@ def load_plan(path: str | Path) -> Plan:
     """Read a plan file (YAML or JSON)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = read_yaml(path)
     except OSError as exc:
         raise PlanError(f"cannot read plan {path}: {exc.strerror or exc}") from None
-    try:
-        raw = safe_load(text)
     except yaml.YAMLError as exc:
         raise PlanError(f"plan {path} is not valid YAML/JSON: {exc}") from None
     return plan_from_dict(_plain(raw), default_name=path.stem)

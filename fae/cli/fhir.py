@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import json
 import socket
 from pathlib import Path
 
@@ -51,22 +50,23 @@ def serve(
     """Serve FHIR at http://HOST:PORT/fhir and sandboxes at /sandbox/{id}/fhir."""
     import uvicorn
 
-    from fae.errors import FhirError
+    from fae.errors import FaeError
     from fae.fhir.app import DEFAULT_SANDBOX, create_app
-    from fae.fhir.engine import FhirEngine
+    from fae.fhir.engine import MAX_BODY, FhirEngine
+    from fae.util.data_files import read_json
 
     engine = FhirEngine(audit_events=audit_events, request_budget_s=request_budget or None, max_entries=max_entries)
     if seed is not None:
         try:
-            bundle = json.loads(seed.read_text())
+            bundle = read_json(seed, max_bytes=MAX_BODY)
             engine.create_sandbox(bundle, DEFAULT_SANDBOX)
         except OSError as exc:
             error_line(f"cannot read seed {seed}: {exc.strerror}")
             raise typer.Exit(1) from None
-        except (ValueError, RecursionError) as exc:
+        except ValueError as exc:
             error_line(f"seed {seed} is not JSON: {str(exc)[:200]}")
             raise typer.Exit(1) from None
-        except FhirError as exc:
+        except FaeError as exc:  # the engine refused the bundle, or the file is over the parsing limits
             error_line(exc)
             raise typer.Exit(1) from None
     sock = _bind(host, port)

@@ -14,7 +14,7 @@ from fae.errors import FaeError
 from fae.harness.run import Paraphrase, RunSpec
 from fae.harness.suite_runner import base_run_id
 from fae.tasks import load_suite
-from fae.util.yaml_text import safe_load
+from fae.util.data_files import read_yaml
 
 PRESETS = Path(__file__).parent / "experiments"
 STORES = (("nospec", False), ("spec", True))  # memory stores trained without and with the specs server
@@ -69,7 +69,7 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
                 f"no experiment file {str(name_or_path)!r} and no preset of that name (presets: {', '.join(presets())})"
             )
     try:
-        raw = safe_load(path.read_text(encoding="utf-8"))
+        raw = read_yaml(path)
         experiment = msgspec.convert(raw, Experiment)
     except (yaml.YAMLError, OSError) as exc:
         raise FaeError(f"{path}: cannot read the experiment: {exc}") from None

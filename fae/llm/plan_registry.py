@@ -20,7 +20,7 @@ import yaml
 
 from fae.errors import PlanError, first_line
 from fae.plan import Plan, ToolStep, plan_from_dict, plan_to_dict
-from fae.util.yaml_text import safe_load
+from fae.util.data_files import read_yaml
 
 PLAN_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -191,8 +191,8 @@ def load_plans_dir(directory: str | Path, *, fallback: Callable[[str], PlanEntry
         if path.suffix not in PLAN_SUFFIXES or not path.is_file():
             continue
         try:
-            raw = safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
+            raw = read_yaml(path)
+        except OSError as exc:
             raise PlanError(f"cannot read plan {path}: {exc}") from None
         except yaml.YAMLError as exc:
             raise PlanError(f"plan {path} is not valid YAML/JSON: {first_line(exc)}") from None

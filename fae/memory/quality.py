@@ -19,7 +19,7 @@ import yaml
 from fae.memory.embeddings import Embedder
 from fae.memory.errors import MemoryStoreError
 from fae.memory.reflection_store import MacroReflection, MemoryStore
-from fae.util.yaml_text import safe_load
+from fae.util.data_files import read_yaml
 
 SET_CLOCK = "2025-03-03T08:00:00Z"
 
@@ -39,7 +39,7 @@ class RecallResult:
 def load_set(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The reflections and queries of a retrieval set file."""
     try:
-        raw = safe_load(Path(path).read_text(encoding="utf-8"))
+        raw = read_yaml(path)
         reflections, queries = raw["reflections"], raw["queries"]
     except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
         raise MemoryStoreError(f"cannot read retrieval set {path}: {exc}") from None

@@ -28,6 +28,7 @@ import numpy as np
 
 from fae.memory.embeddings import Embedder, embedder_from_spec, normalise
 from fae.memory.errors import EmbedderMismatch, FormatTooNew, MemoryStoreError
+from fae.util.data_files import read_json
 
 FORMAT = "fae-memory"
 FORMAT_VERSION = 1
@@ -331,7 +332,7 @@ class MemoryStore:
 def read_manifest(path: Path) -> dict[str, Any]:
     """The manifest of the store at ``path``, checked for format and version."""
     try:
-        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        manifest = read_json(path / MANIFEST)
     except FileNotFoundError:
         raise MemoryStoreError(f"no memory store at {path} (no {MANIFEST}); `fae train-memory` makes one") from None
     except (OSError, ValueError) as exc:

@@ -18,7 +18,7 @@ import yaml
 
 from fae.errors import PlanError, TaskError, first_line
 from fae.plan import plan_from_dict
-from fae.util.yaml_text import safe_load
+from fae.util.data_files import read_yaml
 
 HARMS = (
     "state_check_failed",
@@ -116,8 +116,8 @@ def _where(message: str, prefix: str = "") -> str:
 def load_file(path: Path) -> ScenarioFile:
     """One scenario file, checked: its schema, each scenario's plan and faults, the oracle's harm names."""
     try:
-        raw = safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
+        raw = read_yaml(path)
+    except OSError as exc:
         raise TaskError(f"{path}: cannot read: {exc}") from None
     except yaml.YAMLError as exc:
         raise TaskError(f"{path}: not valid YAML: {first_line(exc)}") from None

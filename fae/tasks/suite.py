@@ -13,7 +13,7 @@ from fae.errors import FaeError, TaskError
 from fae.tasks.check_shape import check_problems
 from fae.tasks.model import Task
 from fae.tasks.sources import BUILTIN_FAMILIES, PACKAGED, families, family_module, task_dirs
-from fae.util.yaml_text import safe_load
+from fae.util.data_files import read_yaml
 
 DATA = PACKAGED
 FAMILIES = BUILTIN_FAMILIES
@@ -144,8 +144,10 @@ def _load_dir(root: Path) -> list[Task]:
         module = family_module(family, root) if paths else None
         for path in paths:
             try:
-                raw = safe_load(path.read_text(encoding="utf-8"))
-            except (yaml.YAMLError, UnicodeDecodeError) as exc:
+                raw = read_yaml(path)
+            except OSError as exc:
+                raise TaskError(f"{path}: cannot read: {exc.strerror or exc}") from None
+            except yaml.YAMLError as exc:
                 raise TaskError(f"{path}: not valid YAML: {exc}") from None
             source = str(path.relative_to(root)) if root == PACKAGED else str(path)
             tasks.append(task_from_dict(raw, family, source=source, module=module))

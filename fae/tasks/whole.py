@@ -22,7 +22,7 @@ from fae.fhir.elements import Located, locate
 from fae.tasks.fhir_values import content, covered, element_path, is_mapping
 from fae.tasks.locations import Location, selected, value_at
 from fae.tasks.matchers import ITEM_KINDS, Created, item_fits, kind_of, match, same_key
-from fae.util.yaml_text import safe_load
+from fae.util.data_files import read_yaml
 
 ADDITIONS = Path(__file__).parent / "data" / "additions.yaml"
 _SKIPPED = frozenset({"id", "resourceType"})
@@ -56,7 +56,7 @@ def allowances(entries: Sequence[Any]) -> tuple[Allowance, ...]:
 
 @lru_cache(maxsize=1)
 def additions() -> Additions:
-    raw = safe_load(ADDITIONS.read_text(encoding="utf-8"))
+    raw = read_yaml(ADDITIONS)
     return Additions(
         every_resource=allowances(raw["every_resource"]),
         datatypes={name: frozenset(parts) for name, parts in raw["datatypes"].items()},
