@@ -5,7 +5,7 @@ is printed is data, never instructions: no rich markup or emoji code in a value 
 have both off, whatever a caller asks), and every control, format or separator character of a value is
 shown as its JSON escape (``fae.util.visible``), so an ESC, a C1 control, a carriage return or a bidi
 override in an answer, a tool argument or an error cannot reach the terminal. Styling is fae's own, applied
-to fae's own words (``error:`` in red). tests/cli/test_output_layer.py checks that nothing in fae/cli,
+to fae's own words (``error:`` in red). tests/cli/test_console.py checks that nothing in fae/cli,
 fae/report or fae/harness prints around this module.
 """
 

@@ -48,12 +48,12 @@ def serve(
         if not 0 <= fault_delay <= MAX_FAULT_DELAY_S:
             raise FaeError(f"--fault-delay must be between 0 and {MAX_FAULT_DELAY_S:g} seconds")
     except FaeError as exc:
-        error_line(f"{exc}")
+        error_line(exc)
         raise typer.Exit(1) from None
     try:
         listener = listen(host, port)
     except FaeError as exc:
-        error_line(f"{exc}")
+        error_line(exc)
         raise typer.Exit(1) from None
     server_app = create_app(registry, fault_delay_s=fault_delay)
     echo(
