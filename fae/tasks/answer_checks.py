@@ -12,7 +12,10 @@ Answer checks, by kind (see docs/tasks.md for what passes and fails)::
     {updated: Type/id}    exactly one id, that resource's
 
 An empty tag never means "nothing found": every prompt asks for the word NONE.
-A tag repeated with different contents fails (``answers.Contradiction``).
+A tag repeated with different contents fails (``answers.Contradiction``). In both modes a tag
+that holds only a placeholder (``id``, or the prompt's answer format echoed back) gives no
+answer, and a value the answer negates ("not slot-1", "No pathogenic variant in TP53",
+``fae.tasks.negation``) is no answer either.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 from fae.tasks import answers
+from fae.tasks.negation import negation
 
 DEFAULT_TOLERANCE = Decimal("0.05")
 
@@ -103,11 +107,44 @@ def answer_problems(
             continue
         said[tag] = text
         if text is None:
-            problems.append(f"answer has no <{tag}> tag")
+            shown = answers.placeholders(answer, tag)
+            problems.append(
+                f"<{tag}> holds only the answer format, {shown!r:.80}, not an answer"
+                if shown
+                else f"answer has no <{tag}> tag"
+            )
         elif not text.strip():
             problems.append(f"<{tag}> is empty; nothing found is written NONE")
-        elif not light:
-            wrong = tag_problem(tag, want, text, chosen)
+        else:
+            wrong = negated(tag, want, answer or "") or (None if light else tag_problem(tag, want, text, chosen))
             if wrong:
                 problems.append(wrong)
     return problems, said
+
+
+def value_spans(want: Mapping[str, Any], text: str) -> list[tuple[int, int]]:
+    """Where a tag's text names its value, by the kind of check (the whole text when it names none)."""
+    if "term" in want or "words" in want:
+        vocabulary = (list(want.get("among", [])) or [want["term"]]) if "term" in want else str(want["words"]).split()
+        found = [(start, end) for start, end, _ in answers.term_spans(text, vocabulary)]
+    elif "number" in want:
+        found = answers.number_spans(text)
+    elif "count" in want:
+        found = answers.integer_spans(text)
+    else:
+        found = [(start, end) for start, end, _ in answers.id_spans(text)]
+    return found or [(0, len(text))]
+
+
+def negated(tag: str, want: Mapping[str, Any], answer: str) -> str | None:
+    """What negates the value a tag names (in any of its occurrences), or None; "nothing found" is no value."""
+    if "none" in want:
+        return None
+    for found in answers.occurrences(answer, tag):
+        if answers.is_placeholder(found.text, tag) or answers.is_none(found.text) or not found.text.strip():
+            continue
+        spans = [(found.text_start + a, found.text_start + b) for a, b in value_spans(want, found.text)]
+        cue = negation(answer, (found.start, found.end), spans, finding="term" in want or "words" in want)
+        if cue:
+            return f"<{tag}> negates what it names ({cue!r}): {answer[found.start : found.end]!r:.120}"
+    return None

@@ -2,29 +2,52 @@
 
 A tag may appear more than once (an agent that echoes the output contract first leaves a
 placeholder such as ``<SLOT>id</SLOT>``); placeholders are skipped, and every other
-occurrence must say the same thing, else the answer is contradictory and fails.
+occurrence must say the same thing, else the answer is contradictory and fails. A tag that
+holds nothing but placeholders gives no answer. Inside an id tag, labelling words ("The id
+is: slot-1.", "Appointment appt-1") are read past; any other word counts as one more id.
 """
 
 from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
-from functools import lru_cache
+from functools import cache, lru_cache
+from typing import NamedTuple
+
+from fae.fhir.spec import load_spec
 
 _NONE_WORDS = re.compile(
-    r"^\s*(none|null|nil|n/?a|no|not\s*found|nothing(\s+found)?|no\s+\w+(\s+\w+)*\s+found|-|—)\s*[.!]?\s*$",
+    r"^\s*(none(\s+found)?|null|nil|n/?a|no|not\s*found|nothing(\s+found)?|no\s+\w+(\s+\w+)*\s+found|-|—)\s*[.!]?\s*$",
     re.IGNORECASE,
 )
 # The texts that prompts show inside a tag as the shape of an answer (never an answer themselves).
-_PLACEHOLDER = re.compile(r"^\s*((new|the)\s+)?(\w+\s+){0,2}(id|ids|id,\s*id|n|number|symbol)\s*$", re.IGNORECASE)
-_SEPARATORS = re.compile(r"[\s,;|]+")
-_STRIP = "\"'`[](){}<>."
+_PLACEHOLDER = re.compile(
+    r"^\s*(((new|the)\s+)?(\w+\s+){0,2}(id|ids|id,\s*id|n|number|symbol)|\.\.\.|…|\?+)\s*$", re.IGNORECASE
+)
+_ECHO = re.compile(r"^\[echoed from the prompt: (.*)\]$", re.DOTALL)
+_TOKEN = re.compile(r"[^\s,;|]+")
+_STRIP = "\"'`[](){}<>.:=*"
 _HISTORY = re.compile(r"/_history/[^/]+$")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w]|\.\d)")
+_INTEGER = re.compile(r"-?\d+")
+# Words that label an id rather than add to it: "The id is: slot-1.", "Appointment appt-1", "a-1 and b-2".
+LABEL_WORDS = frozenset(
+    "the a an id ids identifier identifiers is are was were it its of new newly created updated booked "
+    "cancelled canceled revoked completed resource resources record records reference answer and".split()
+)
 
 
 class Contradiction(ValueError):
     """A tag given several times with different contents."""
+
+
+class Occurrence(NamedTuple):
+    """One ``<TAG>…</TAG>`` in an answer: where it starts and ends, and its content as written."""
+
+    start: int
+    end: int
+    text_start: int
+    text: str
 
 
 @lru_cache(maxsize=256)
@@ -33,17 +56,39 @@ def _tag_pattern(tag: str) -> re.Pattern[str]:
     return re.compile(rf"<\s*{re.escape(tag)}\s*>(.*?)<\s*/\s*{re.escape(tag)}\s*>", re.IGNORECASE | re.DOTALL)
 
 
-def tag_values(answer: str | None, tag: str) -> list[str]:
-    """Every ``<TAG>…</TAG>`` content in order (tag case-insensitive), stripped, placeholders dropped."""
+def occurrences(answer: str | None, tag: str) -> list[Occurrence]:
+    """Every ``<TAG>…</TAG>`` of an answer, in order (tag case-insensitive)."""
     if not answer:
         return []
-    found = [text.strip() for text in _tag_pattern(tag).findall(answer)]
-    real = [text for text in found if not _PLACEHOLDER.match(text)]
-    return real or found[-1:]
+    return [Occurrence(m.start(), m.end(), m.start(1), m.group(1)) for m in _tag_pattern(tag).finditer(answer)]
+
+
+def echo_mark(text: str) -> str:
+    """The content a tag is given when it only echoes the prompt's own answer format (read as a placeholder)."""
+    return f"[echoed from the prompt: {text.strip()}]"
+
+
+def is_placeholder(text: str, tag: str) -> bool:
+    """Whether a tag's content is the shape of an answer rather than one: ``id``, ``new slot id``, ``n``,
+    ``…``, the tag's own name, or a content marked as echoed from the prompt."""
+    words = re.sub(r"[\s_]+", " ", text).strip().casefold()
+    return bool(_PLACEHOLDER.match(text) or _ECHO.match(text.strip())) or words == tag.replace("_", " ").casefold()
+
+
+def placeholders(answer: str | None, tag: str) -> list[str]:
+    """The placeholder contents of a tag, as written (an echoed one as the prompt had it)."""
+    found = [o.text.strip() for o in occurrences(answer, tag) if is_placeholder(o.text, tag)]
+    return [m.group(1) if (m := _ECHO.match(text)) else text for text in found]
+
+
+def tag_values(answer: str | None, tag: str) -> list[str]:
+    """Every ``<TAG>…</TAG>`` content in order (tag case-insensitive), stripped, placeholders dropped."""
+    return [o.text.strip() for o in occurrences(answer, tag) if not is_placeholder(o.text, tag)]
 
 
 def tag_value(answer: str | None, tag: str) -> str | None:
-    """The one thing a tag says, or None when it is absent; Contradiction when repeats disagree."""
+    """The one thing a tag says, or None when it is absent or holds only placeholders; Contradiction when
+    repeats disagree."""
     found = tag_values(answer, tag)
     if not found:
         return None
@@ -71,16 +116,26 @@ def bare_id(token: str) -> str:
     return token.strip(_STRIP)
 
 
-def id_list(text: str | None) -> list[str]:
-    """Ids in a list written with commas, spaces, semicolons or newlines, in order, de-duplicated."""
+@cache
+def _labels() -> frozenset[str]:
+    return LABEL_WORDS | {name.casefold() for name in load_spec().resource_types}
+
+
+def id_spans(text: str | None) -> list[tuple[int, int, str]]:
+    """(start, end, id) of each id written in the text, labelling words skipped, repeats kept."""
     if text is None:
         return []
-    seen: dict[str, None] = {}
-    for token in _SEPARATORS.split(text):
-        token = bare_id(token)
-        if token:
-            seen.setdefault(token, None)
-    return list(seen)
+    found = []
+    for match in _TOKEN.finditer(text):
+        token = bare_id(match.group(0))
+        if token and token.casefold() not in _labels():
+            found.append((match.start(), match.end(), token))
+    return found
+
+
+def id_list(text: str | None) -> list[str]:
+    """Ids in a list written with commas, spaces, semicolons or newlines, in order, de-duplicated."""
+    return list(dict.fromkeys(token for _, _, token in id_spans(text)))
 
 
 def is_none(text: str | None) -> bool:
@@ -90,16 +145,25 @@ def is_none(text: str | None) -> bool:
     return bool(_NONE_WORDS.match(text))
 
 
+def integer_spans(text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in _INTEGER.finditer(text)]
+
+
 def integer(text: str | None) -> int | None:
     """The single whole number in the text, or None when there is none or more than one."""
     if text is None:
         return None
-    numbers = re.findall(r"-?\d+", text)
+    numbers = _INTEGER.findall(text)
     return int(numbers[0]) if len(numbers) == 1 else None
 
 
+def number_spans(text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in _NUMBER.finditer(text)]
+
+
 def number(text: str | None) -> Decimal | None:
-    """The single number in the text (``7``, ``7.0 %``, ``6.5%``), or None when there is none or several."""
+    """The single number in the text (``7``, ``7.0 %``, ``6.5%``), or None when there is none or several:
+    ``6.5 % (48 mmol/mol)`` gives one value in two units, which is two numbers (the prompts ask for one)."""
     if text is None:
         return None
     found = _NUMBER.findall(text)
@@ -111,9 +175,19 @@ def number(text: str | None) -> Decimal | None:
         return None
 
 
+def term_spans(text: str, vocabulary: list[str]) -> list[tuple[int, int, str]]:
+    """(start, end, term) of each vocabulary word the text names (case-insensitive, whole words)."""
+    known = {term.casefold(): term for term in vocabulary}
+    return [
+        (m.start(), m.end(), known[m.group(0).casefold()])
+        for m in re.finditer(r"[A-Za-z0-9]+", text)
+        if m.group(0).casefold() in known
+    ]
+
+
 def terms(text: str | None, vocabulary: list[str]) -> list[str]:
     """Which words of a vocabulary the text names (case-insensitive, whole words), in vocabulary order."""
     if text is None:
         return []
-    words = set(re.findall(r"[a-z0-9]+", text.casefold()))
-    return [term for term in vocabulary if term.casefold() in words]
+    named = {term for _, _, term in term_spans(text, vocabulary)}
+    return [term for term in vocabulary if term in named]

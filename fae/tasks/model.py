@@ -28,9 +28,12 @@ EPOCH = datetime(2025, 3, 3, 8, 0, tzinfo=UTC)
 Scenario = Callable[[World, dict[str, Any]], dict[str, Any]]
 ExtraCheck = Callable[["Rendered", str | None, StateView], list[str]]
 
-# One rule for answers in every prompt: each tag once, and NONE (never an empty tag) for nothing found.
+# One rule for answers in every prompt: each tag once, only its value, a number once in the unit asked for
+# (docs/tasks.md, "Answer tags"), and NONE (never an empty tag) for nothing found. Part of every rendered
+# prompt: changing it makes every run recorded before task_changed, and moves the suite's pinned digest.
 ANSWER_RULES = (
-    "Give each answer tag once, with one value unless a list is asked for. If nothing fits, "
+    "Give each answer tag once, holding only the value asked for: one value unless a list is asked for, "
+    "and a number once, in the unit asked for, not also converted to another unit. If nothing fits, "
     "write NONE inside the tag; never leave a tag empty."
 )
 

@@ -18,10 +18,21 @@ from fae.tasks import answers
         ("< SLOT_IDS >a, b</ SLOT_IDS >", "SLOT_IDS", "a, b"),
         ("no tag here", "SLOT", None),
         (None, "SLOT", None),
+        # a tag holding only placeholders says nothing (it used to give back its last placeholder)
+        ("<SLOT>id</SLOT>", "SLOT", None),
+        ("<SLOT_IDS>SLOT_IDS</SLOT_IDS> <SLOT_IDS>slot ids</SLOT_IDS>", "SLOT_IDS", None),
+        ("<GENE>…</GENE>", "GENE", None),
+        ("<SLOT>[echoed from the prompt: NONE]</SLOT> <SLOT>NONE</SLOT>", "SLOT", "NONE"),
     ],
 )
 def test_tag_value(text, tag, value):
     assert answers.tag_value(text, tag) == value
+
+
+def test_placeholders_are_named_as_written():
+    said = "<SLOT>id</SLOT> <SLOT>[echoed from the prompt: NONE]</SLOT> <SLOT>SLOT</SLOT>"
+    assert answers.placeholders(said, "SLOT") == ["id", "NONE", "SLOT"]
+    assert answers.placeholders("<SLOT>slot-1</SLOT>", "SLOT") == []
 
 
 @pytest.mark.parametrize(
@@ -33,6 +44,14 @@ def test_tag_value(text, tag, value):
         ("http://x/fhir/Slot/slot-1/_history/3", ["slot-1"]),
         ('["slot-1", "slot-2"]', ["slot-1", "slot-2"]),
         ("", []),
+        # labels are read past, any other word is one more id
+        ("The id is: slot-1.", ["slot-1"]),
+        ("Appointment appt-1 (the new appointment)", ["appt-1"]),
+        ("**slot-1** and slot-2", ["slot-1", "slot-2"]),
+        ("slot-1 or slot-2", ["slot-1", "or", "slot-2"]),
+        ("not slot-1", ["not", "slot-1"]),
+        ("probably slot-1", ["probably", "slot-1"]),
+        ("slot-1?", ["slot-1?"]),
     ],
 )
 def test_id_list(text, ids):
@@ -50,6 +69,7 @@ def test_id_list(text, ids):
         "null",
         "No insurance coverage found",
         "no guarantor found",
+        "None found.",
     ],
 )
 def test_none_words(text):
@@ -112,7 +132,9 @@ def test_number(text, value):
     assert str(answers.number(text)) == value
 
 
-@pytest.mark.parametrize("text", ["", "six", "6.5 or 6.6", "5.6, 6.5", "1.2.3", None])
+@pytest.mark.parametrize(
+    "text", ["", "six", "6.5 or 6.6", "5.6, 6.5", "1.2.3", None, "6.5 % (48 mmol/mol)", "48 mmol/mol (6.5 %)"]
+)
 def test_no_single_number(text):
     assert answers.number(text) is None
 
@@ -123,3 +145,8 @@ def test_terms_name_vocabulary_words_only():
     assert answers.terms("BRCA2, MLH1, CFTR, TP53, PALB2", genes) == genes
     assert answers.terms("cftr", genes) == ["CFTR"]
     assert answers.terms("CFTRX", genes) == []
+
+
+def test_term_spans_say_where_each_term_is_named():
+    text = "No BRCA2 variant; pathogenic variant in tp53."
+    assert answers.term_spans(text, ["BRCA2", "TP53"]) == [(3, 8, "BRCA2"), (40, 44, "TP53")]

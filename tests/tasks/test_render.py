@@ -109,7 +109,9 @@ def test_render_unchanged_under_shifted_clock_zone_and_hash_seed(tmp_path):
 # judged against the task the suite renders now; a rendering that changes these makes the runs recorded before it
 # another task's (their verdicts say task_changed). Change this only for a change of a task meant as one. The
 # check and the gold plan are not pinned: a stricter check rescoring old runs is what `fae rejudge` is for.
-PACKAGED_RENDER_DIGEST = "b54d20f83347bd6a2666f3f44c91b012def264f6e4ec26307456dbb74354c7b3"
+# Last moved on purpose: ANSWER_RULES, appended to every prompt, now says a tag holds only its value and a number
+# once, in the unit asked for (docs/tasks.md, "Editing a task after runs were recorded").
+PACKAGED_RENDER_DIGEST = "dc03d4be94c6eb4808b3538774f4edde84f107bed0fdee66b7d6e6fd25f2e6a2"
 
 
 def test_the_packaged_suite_renders_what_it_rendered_when_logs_were_recorded():
