@@ -18,6 +18,7 @@ from fae.errors import PlanError, TaskError
 from fae.plan import Plan, plan_from_dict
 from fae.store.bodies import digest_of
 from fae.tasks import checks
+from fae.tasks.answer_contract import mark_echoes
 from fae.tasks.checks import Check
 from fae.tasks.state import StateView
 from fae.tasks.world import World, clock_block
@@ -246,6 +247,7 @@ class Task:
         written: Collection[str] | None = None,
     ) -> Check:
         """Ids answered and state written exactly right by the agent, and nothing else changed."""
+        answer = mark_echoes(rendered.prompt, answer, rendered.answer_tags)
         verdict = checks.judge(rendered.check_spec, answer, state, light=False, written=written)
         if self.extra_check is None:
             return verdict
@@ -267,10 +269,12 @@ class Task:
         """Write tasks: the agent wrote each target with the required fields and gave every tag; values not enforced.
 
         A task that writes nothing has no fields to be lenient about, so its light
-        verdict is its strict one.
+        verdict is its strict one. In both modes a tag that only echoes the prompt's answer
+        format (``fae.tasks.answer_contract``) gives no answer.
         """
         if not self.writes:
             return self.validate_strict(rendered, answer, state, written=written)
+        answer = mark_echoes(rendered.prompt, answer, rendered.answer_tags)
         return checks.judge(rendered.check_spec, answer, state, light=True, written=written)
 
     def describe(self) -> dict[str, Any]:
