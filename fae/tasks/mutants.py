@@ -20,6 +20,7 @@ from decimal import Decimal
 from typing import Any
 
 from fae.plan import Plan
+from fae.tasks import mutant_answers as worded
 from fae.tasks import mutant_writes as writes
 from fae.tasks.answer_checks import expected_ids
 from fae.tasks.model import Rendered
@@ -29,7 +30,7 @@ from fae.tasks.state import MemoryState, bundle_resources
 Outcome = tuple[str | None, MemoryState, frozenset[str]]
 Alter = Callable[[str | None, MemoryState, frozenset[str]], Outcome]
 
-MUST_PASS = ("equivalent-write-back", "equivalent-write-back-sent", "equivalent-create")
+MUST_PASS = ("equivalent-write-back", "equivalent-write-back-sent", "equivalent-create", "honest-wording")
 """Mutant classes that change only form: a validator that fails them is wrong."""
 
 
@@ -199,7 +200,18 @@ def _answer_mutants(rendered: Rendered, gold_answer: str | None) -> list[Mutant]
             if distractor:
                 value = right_text.replace(right_ref.split("/")[1], distractor.split("/")[1])
                 made.append(Mutant(f"distractor-id.{tag}", alter=_with_tag(tag, value)))
+        # Read as words: the right value negated, or the prompt's answer format handed back (both modes must
+        # fail); the right answer reworded (both must pass).
+        for name, rewrite in [*worded.negated(tag, want, right_text), *worded.echoes(rendered, tag)]:
+            made.append(Mutant(name, alter=_rewritten(rewrite), light_must_fail=True))
+        made += [Mutant(name, alter=_rewritten(r)) for name, r in worded.honest(rendered, tag, want, right_text)]
+    for name, rewrite in worded.contract_echoed(rendered):
+        made.append(Mutant(name, alter=_rewritten(rewrite), light_must_fail=True))
     return made
+
+
+def _rewritten(rewrite: worded.Rewrite) -> Alter:
+    return lambda a, s, w: (rewrite(a or ""), s, w)
 
 
 def _candidates(rendered: Rendered, want: dict[str, Any], right: str) -> list[str]:

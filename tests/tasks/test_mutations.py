@@ -10,6 +10,7 @@ import pytest
 
 from fae.harness.task_check import judge_mutants
 from fae.tasks import load_suite
+from fae.tasks.mutant_answers import is_value
 
 RESULTS: dict[str, list[tuple[str, bool, bool, str]]] = {}
 """task id -> (mutant name, must pass, judged right, why) per mutant."""
@@ -38,6 +39,10 @@ MUST_KILL_CLASSES = {
     "unit-swap",
     "system-swap",
     "refset-swap",
+    "negated-term",
+    "negated-id",
+    "negated-number",
+    "placeholder-echo",
 }
 
 
@@ -47,7 +52,9 @@ def test_mutants_are_killed_and_form_changes_pass(suite, engine, task_id):
     outcomes = anyio.run(judge_mutants, engine, task)
     RESULTS[task_id] = outcomes
     kinds = {name.split(".")[0] for name, *_ in outcomes}
-    assert {"wrong-answer", "hedged-answer", "equivalent-write-back"} <= kinds
+    assert {"wrong-answer", "hedged-answer", "equivalent-write-back", "placeholder-echo", "honest-wording"} <= kinds
+    if any(is_value(want) for want in task.render(0).check_spec.get("answer", {}).values()):
+        assert kinds & {"negated-term", "negated-id", "negated-number"}
     if task.writes:
         assert {"no-write", "did-nothing", "missing-field"} <= kinds
         if task.check.get("updates"):
