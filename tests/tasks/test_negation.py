@@ -72,6 +72,7 @@ def test_a_term_given_then_negated_is_a_contradiction():
         "<GENE>TP53; no other pathogenic variants.</GENE>",
         "<GENE>TP53, with no further findings</GENE>",
         "<GENE>Pathogenic TP53 variant, not a VUS</GENE>",
+        "<GENE>TP53, not just a variant of uncertain significance</GENE>",
         "<GENE>The final report (not the preliminary one) names TP53.</GENE>",
         "<GENE>No variants of uncertain significance; pathogenic variant in TP53</GENE>",
         "<GENE>All other genes negative except TP53</GENE>",
