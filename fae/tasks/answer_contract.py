@@ -46,10 +46,12 @@ def _flat_prompt(prompt: str) -> str:
 
 def _copied(prompt: str, answer: str, start: int, end: int) -> bool:
     """Whether the tag at answer[start:end] is copied from the prompt with CONTEXT words of it on one side."""
-    before = answer[:start].split()[-CONTEXT:]
-    after = answer[end:].split()[:CONTEXT]
     tag = answer[start:end]
     flat = _flat_prompt(prompt)
+    if _flat(tag) not in flat:
+        return False  # most tags: what they hold is nowhere in the prompt
+    before = answer[:start].split()[-CONTEXT:]
+    after = answer[end:].split()[:CONTEXT]
     return (len(before) == CONTEXT and _flat(" ".join([*before, tag])) in flat) or (
         len(after) == CONTEXT and _flat(" ".join([tag, *after])) in flat
     )

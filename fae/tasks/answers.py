@@ -56,11 +56,12 @@ def _tag_pattern(tag: str) -> re.Pattern[str]:
     return re.compile(rf"<\s*{re.escape(tag)}\s*>(.*?)<\s*/\s*{re.escape(tag)}\s*>", re.IGNORECASE | re.DOTALL)
 
 
-def occurrences(answer: str | None, tag: str) -> list[Occurrence]:
-    """Every ``<TAG>…</TAG>`` of an answer, in order (tag case-insensitive)."""
+@lru_cache(maxsize=1024)
+def occurrences(answer: str | None, tag: str) -> tuple[Occurrence, ...]:
+    """Every ``<TAG>…</TAG>`` of an answer, in order (tag case-insensitive); kept for the answer's other reads."""
     if not answer:
-        return []
-    return [Occurrence(m.start(), m.end(), m.start(1), m.group(1)) for m in _tag_pattern(tag).finditer(answer)]
+        return ()
+    return tuple(Occurrence(m.start(), m.end(), m.start(1), m.group(1)) for m in _tag_pattern(tag).finditer(answer))
 
 
 def echo_mark(text: str) -> str:
@@ -68,6 +69,7 @@ def echo_mark(text: str) -> str:
     return f"[echoed from the prompt: {text.strip()}]"
 
 
+@lru_cache(maxsize=1024)
 def is_placeholder(text: str, tag: str) -> bool:
     """Whether a tag's content is the shape of an answer rather than one: ``id``, ``new slot id``, ``n``,
     ``…``, the tag's own name, or a content marked as echoed from the prompt."""
@@ -121,16 +123,18 @@ def _labels() -> frozenset[str]:
     return LABEL_WORDS | {name.casefold() for name in load_spec().resource_types}
 
 
-def id_spans(text: str | None) -> list[tuple[int, int, str]]:
+@lru_cache(maxsize=1024)
+def id_spans(text: str | None) -> tuple[tuple[int, int, str], ...]:
     """(start, end, id) of each id written in the text, labelling words skipped, repeats kept."""
     if text is None:
-        return []
+        return ()
+    labels = _labels()
     found = []
     for match in _TOKEN.finditer(text):
         token = bare_id(match.group(0))
-        if token and token.casefold() not in _labels():
+        if token and token.casefold() not in labels:
             found.append((match.start(), match.end(), token))
-    return found
+    return tuple(found)
 
 
 def id_list(text: str | None) -> list[str]:

@@ -7,7 +7,7 @@ A NegEx-like reading, kept small and written down in docs/tasks.md ("Negated ans
   end), ``;``, a new line, and before but, however, although, though, whereas, except, yet, so,
   therefore, thus, hence. Outside the tag a cue counts only in the same comma-free stretch and at most
   ``WINDOW`` words from the tag; inside the tag, anywhere in the clause.
-- A cue before the value negates it: no, not, none, neither, nor, without, never, cannot, any n't word,
+- A cue before the value negates it: no, not, none, neither, nor, without, never, cannot, an n't verb,
   negative, excluded, ruled out, absent, absence of, free of, lack(s) of, denies (and before a finding,
   benign and unlikely: "Benign variant in TP53"); unless a word between
   them turns the cue to something else (other, another, else, besides, apart, than: "no variant other
@@ -61,7 +61,7 @@ def _cue(pattern: str) -> re.Pattern[str]:
     return re.compile(rf"\b(?:{pattern})\b", re.IGNORECASE)
 
 
-_NOT = r"not|\w+n[’']t|cannot|never"
+_NOT = r"not|(?:is|was|are|were|do|does|did|has|have|had|could|would|should|ca|wo|must|need)n[’']t|cannot|never"
 _BEFORE = _cue(
     rf"{_NOT}|no|none|neither|nor|without|negative|excluded?|ruled?\s+out|rules\s+out|absent|absence\s+of"
     r"|free\s+of|lack(?:s|ing)?(?:\s+of)?|den(?:y|ies|ied)"
@@ -73,6 +73,13 @@ _AFTER_RECORD = _cue(
     r"|the\s+(?:one|answer|right|correct))|missing|nonexistent|non-existent|wrong|incorrect|excluded|ruled\s+out"
 )
 _NONE = _cue("none")
+# The first word of every cue: an answer with none of them negates nothing (most answers; checked first).
+_CUE_WORDS = frozenset(
+    "no not none neither nor without never cannot negative excluded exclude excludes ruled rule rules absent "
+    "absence free lack lacks lacking deny denies denied benign unlikely undetected wild wildtype missing "
+    "nonexistent non wrong incorrect".split()
+)
+_WORDS = re.compile(r"[a-z’']+")
 
 
 def negation(answer: str, tag: tuple[int, int], values: Sequence[tuple[int, int]], *, finding: bool) -> str | None:
@@ -81,6 +88,8 @@ def negation(answer: str, tag: tuple[int, int], values: Sequence[tuple[int, int]
     ``finding``: the value is a term (a gene, a diagnosis), which any negation after it denies; else a
     record id or a number, which only a denial that it is there or is the answer does.
     """
+    if not _CUE_WORDS.intersection(_WORDS.findall(answer.casefold())) and "n't" not in answer and "n’t" not in answer:
+        return None  # most answers: no cue anywhere, nothing to weigh
     text = _prose(answer, tag)
     before = (_BEFORE, _BEFORE_FINDING) if finding else (_BEFORE,)
     for value in values:
