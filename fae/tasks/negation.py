@@ -1,16 +1,16 @@
 """Whether an answer negates the value its tag names: "No pathogenic variant in TP53", "not slot-1",
 "TP53 was not found", "ruled out: <GENE>TP53</GENE>", "I could not find <SLOT>slot-1</SLOT>".
 
-A NegEx-like reading, kept small and written down in docs/tasks.md ("Negated answers"):
+A NegEx-like reading, kept small and written down in docs/tasks.md ("Answer tags"):
 
 - Only the clause holding the value counts. Clauses end at ``.``, ``!``, ``?`` (before a space or the
-  end), ``;``, a new line, and before but, however, although, though, whereas, except, yet, so,
-  therefore, thus, hence. Outside the tag a cue counts only in the same comma-free stretch and at most
-  ``WINDOW`` words from the tag; inside the tag, anywhere in the clause.
-- A cue before the value negates it: no, not, none, neither, nor, without, never, cannot, an n't verb,
-  negative, excluded, ruled out, absent, absence of, free of, lack(s) of, denies (and before a finding,
-  benign and unlikely: "Benign variant in TP53"); unless a word between
-  them turns the cue to something else (other, another, else, besides, apart, than: "no variant other
+  end), ``;``, a new line, and before but (not "anything but"), however, although, though, whereas,
+  except, yet, so, therefore, thus, hence. Outside the tag a cue counts only in the same comma-free
+  stretch and at most ``WINDOW`` words from the tag; inside the tag, anywhere in the clause.
+- A cue before the value negates it: no, not, none, neither, nor, without, anything but, never,
+  cannot, an n't verb, negative, excluded, ruled out, absent, absence of, free of, lack(s) of, denies
+  (and before a finding, benign and unlikely: "Benign variant in TP53"); unless a word between them
+  turns the cue to something else (other, another, else, besides, apart, than: "no variant other
   than in TP53").
 - A cue after the value negates it too. For a finding (a term: a gene, a diagnosis), that is any
   negation of it: not, nor, never, n't, negative, excluded, ruled out, absent, undetected, wild-type,
@@ -36,7 +36,8 @@ WINDOW = 5
 """Words between a cue outside the tag and the tag, at most."""
 
 _BOUNDARY = re.compile(
-    r"[.!?](?=\s|$)|[;\n]|\b(?:but|however|although|though|whereas|except|yet|so|therefore|thus|hence)\b",
+    r"[.!?](?=\s|$)|[;\n]|\b(?<!anything )(?<!everything )(?<!all )(?:but)\b"
+    r"|\b(?:however|although|though|whereas|except|yet|so|therefore|thus|hence)\b",
     re.IGNORECASE,
 )
 _PSEUDO = re.compile(
@@ -63,7 +64,8 @@ def _cue(pattern: str) -> re.Pattern[str]:
 
 _NOT = r"not|(?:is|was|are|were|do|does|did|has|have|had|could|would|should|ca|wo|must|need)n[’']t|cannot|never"
 _BEFORE = _cue(
-    rf"{_NOT}|no|none|neither|nor|without|negative|excluded?|ruled?\s+out|rules\s+out|absent|absence\s+of"
+    rf"{_NOT}|no|none|neither|nor|without|(?:anything|everything|all)\s+but|negative|excluded?|ruled?\s+out"
+    r"|rules\s+out|absent|absence\s+of"
     r"|free\s+of|lack(?:s|ing)?(?:\s+of)?|den(?:y|ies|ied)"
 )
 _BEFORE_FINDING = _cue("benign|unlikely")
@@ -77,7 +79,7 @@ _NONE = _cue("none")
 _CUE_WORDS = frozenset(
     "no not none neither nor without never cannot negative excluded exclude excludes ruled rule rules absent "
     "absence free lack lacks lacking deny denies denied benign unlikely undetected wild wildtype missing "
-    "nonexistent non wrong incorrect".split()
+    "nonexistent non wrong incorrect anything everything all".split()
 )
 _WORDS = re.compile(r"[a-z’']+")
 

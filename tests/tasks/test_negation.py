@@ -45,6 +45,7 @@ def _judged_both_ways(spec, answer):
         "<GENE>TP53 is not the gene</GENE>",
         "<GENE>neither TP53 nor any other gene</GENE>",
         "<GENE>Pathogenic variant in TP53 excluded</GENE>",
+        "<GENE>anything but TP53</GENE>",
         "No pathogenic variant in <GENE>TP53</GENE>.",
         "<GENE>TP53</GENE> was ruled out.",
         "Ruled out: <GENE>TP53</GENE>",
@@ -112,6 +113,7 @@ def test_negation_words_about_something_else_leave_a_term_passing(answer):
         (VALUE, "The value is not <VALUE>6.5 %</VALUE>."),
         (COUNT, "<COUNT>not 3</COUNT>"),
         (COUNT, "There are not <COUNT>3</COUNT> slots"),
+        (VALUE, "<VALUE>anything but 6.5</VALUE>"),
     ],
 )
 def test_a_negated_id_or_number_fails_strict_and_light(spec, answer):
