@@ -46,9 +46,7 @@ def main() -> None:
     clock = time.process_time
     plan = build_plan()
     cost: Counter[str] = Counter()
-    with EventLog(args.log, read_only=True) as log:
-        log.con.execute("SET threads = 1")
-        log.con.execute(f"SET memory_limit = '{READ_MEMORY}'")
+    with EventLog(args.log, read_only=True, settings={"threads": 1, "memory_limit": READ_MEMORY}) as log:
         found = spans(log, run_ids(log, statuses=JUDGED_STATUSES))
         with relaxed_gc():
             start = clock()

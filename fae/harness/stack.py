@@ -41,6 +41,7 @@ from fae.recorder.recorder import Recorder
 from fae.recorder.redact import Redactor
 from fae.store.live import LiveQueryServer
 from fae.store.log import EventLog
+from fae.store.sandbox import Budget
 from fae.store.writer import LogWriter, open_writer
 from fae.util.loop_errors import quiet_cancellations
 from fae.util.serve import serve_asgi
@@ -165,8 +166,9 @@ async def open_stack(
                 )
             )
             servers, child_pid = dict(child.servers), child.pid
-        log = stack.enter_context(EventLog(log_path))
-        stack.enter_context(LiveQueryServer(log))
+        budget = Budget()
+        log = stack.enter_context(EventLog(log_path, settings=budget.settings))
+        stack.enter_context(LiveQueryServer(log, budget))
         writer = await stack.enter_async_context(open_writer(log, fsync=fsync))
         apps: dict[str, tuple[str, Any]] = {}
         if embedded and "fhir" not in servers:

@@ -181,12 +181,9 @@ def _shard_runs(job: ShardJob, stats: StreamStats) -> Iterator[Iterator[RunLog]]
         finally:
             con.close()
         return
-    with EventLog(job.log_path, read_only=True) as log:
-        try:
-            log.con.execute("SET threads = 1")  # one worker, one core: DuckDB's own threads would only contend
-            log.con.execute(f"SET memory_limit = '{READ_MEMORY}'")  # a pass reads each block once: no need to cache
-        except duckdb.InvalidInputException:
-            pass  # judged in a process that has this log open already (and its settings locked): those stay
+    # one worker, one core: DuckDB's own threads would only contend; a pass reads each block once: no need to
+    # cache. In a process that has this log open already (its settings locked), those settings stay.
+    with EventLog(job.log_path, read_only=True, settings={"threads": 1, "memory_limit": READ_MEMORY}) as log:
         if _sparse(job.spans):
             yield load_runs(log, [s.run_id for s in job.spans], lean=True)
         else:

@@ -97,7 +97,7 @@ def rejudge(
             command="fae rejudge --ray",
         )
         judged = sum(r.runs for r in results)
-        with EventLog(path) as log:
+        with EventLog(path, folders=[Path(spool)]) as log:  # the one folder it reads besides the log
             written = insert_verdicts(log, [job.out for job in jobs if job.out], completes=(started.batch, now, judged))
     if on_progress:
         on_progress(judged, len(ids))

@@ -37,6 +37,7 @@ from fae.errors import StoreError
 from fae.store.bodies import copy_body
 from fae.store.files import fsync_dir, fsync_file, keep_private, remove_stale, write_private
 from fae.store.log import EventLog
+from fae.store.names import BLOB_HASH_SQL, PARTITION_MAX, PARTITION_SQL, check_hash, inside, shown
 from fae.store.sandbox import lock_down, run_query
 from fae.store.schema import VIEWS
 
@@ -88,7 +89,7 @@ def _log_files(directory: Path, table: str, name: str) -> list[Path]:
 
 def _mark_unfinished(directory: Path, name: str, log_path: Path, began: datetime) -> Path:
     """Write the log's marker, on disk before anything of the log is removed or written."""
-    marker = directory / f"{name}{UNFINISHED}"
+    marker = inside(directory, directory / f"{name}{UNFINISHED}")
     line = json.dumps({"log": str(log_path.resolve()), "began": began.isoformat()}) + "\n"
     write_private(marker, line.encode())
     try:
@@ -114,20 +115,39 @@ def _sync_tables(directory: Path, name: str) -> None:
         raise StoreError(f"cannot write the export of {name} to disk: {exc.strerror or exc}") from None
 
 
+def _refuse_bad_names(log: EventLog) -> None:
+    """A body hash or a partition value outside its grammar (``fae.store.names``) stops the export before any file."""
+    (bad,) = log.con.execute(f"SELECT any_value(hash) FROM blobs WHERE NOT {BLOB_HASH_SQL}").fetchall()[0]
+    if bad is not None:
+        check_hash(bad, f"log {log.path}")
+    for column in ("suite", "experiment"):
+        (value,) = log.con.execute(
+            f"SELECT any_value({column}) FROM runs WHERE {column} IS NOT NULL AND NOT {PARTITION_SQL.format(column)}"
+        ).fetchall()[0]
+        if value is not None:
+            raise StoreError(
+                f"log {log.path} has a run whose {column} {shown(value)} cannot name a folder of the export "
+                f"(1 to {PARTITION_MAX} characters, no control characters); nothing was exported"
+            )
+
+
 def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Path, int]]:
     """Export every table into ``directory`` (partitioned); returns (table folder, rows) for each.
 
-    The log's marker (``UNFINISHED``) stays in ``directory`` from before its first file is replaced
-    until its last is on disk, so a stopped or failed export is refused by every reader."""
+    The log is opened able to write into ``directory`` alone; a body hash or partition value outside its grammar
+    is refused before any file is touched. The log's marker (``UNFINISHED``) stays in ``directory`` from before
+    its first file is replaced until its last is on disk, so a stopped or failed export is refused by every
+    reader."""
     directory = Path(directory)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StoreError(f"cannot create {directory}: {exc.strerror}") from None
-    keep_private()  # the exports hold every body in the log
     name = log_id(log_path)
     written = []
-    with EventLog(log_path, read_only=True) as log:
+    with EventLog(log_path, read_only=True, folders=[directory]) as log:
+        _refuse_bad_names(log)
+        keep_private()  # the exports hold every body in the log
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create {directory}: {exc.strerror}") from None
         marker = _mark_unfinished(directory, name, Path(log_path), datetime.now(UTC))
         for table in TABLES:
             target = directory / table
@@ -153,7 +173,7 @@ def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Pa
                 raise StoreError(f"cannot export {table}: {exc}") from None
             written.append((target, int(count)))
         for (digest,) in log.con.execute("SELECT DISTINCT hash FROM blobs WHERE external").fetchall():
-            copy_body(log.path, directory / "bodies", digest, fsync=True)
+            copy_body(log.path, directory / "bodies", digest, fsync=True)  # the hash's grammar checked again there
     _sync_tables(directory, name)
     try:
         marker.unlink()
@@ -247,8 +267,7 @@ def query_parquet(directory: str | Path, sql: str, params: list[Any] | None = No
     """
     con = open_parquet(directory)
     try:
-        con.execute("SET allowed_directories = [?]", [str(Path(directory).resolve()) + "/"])
-        lock_down(con, "1GB")
+        lock_down(con, "1GB", folders=[Path(directory)])
         return run_query(con, sql, params, None)
     except duckdb.Error as exc:
         raise StoreError(f"bad SQL: {exc}") from None

@@ -29,7 +29,7 @@ from fae.errors import StoreError
 from fae.store.bodies import body_of
 from fae.store.files import write_private
 from fae.store.log import EventLog
-from fae.store.sandbox import Budget, lock_down, run_query
+from fae.store.sandbox import Budget, run_query
 
 
 def live_file(log_path: str | Path) -> Path:
@@ -85,7 +85,10 @@ def _parse_request(body: bytes) -> tuple[str, list[Any] | None]:
 
 
 class LiveQueryServer:
-    """Serves read queries on the recording process's open log, sandboxed and within a budget."""
+    """Serves read queries on the recording process's open log, sandboxed and within a budget.
+
+    The log's connection was locked down as it opened (``fae.store.opening``), with the budget's memory limit
+    among its settings (``EventLog(path, settings=budget.settings)``): a locked connection takes no new one."""
 
     def __init__(self, log: EventLog, budget: Budget | None = None, *, concurrent: int = 2):
         self.log = log
@@ -146,7 +149,6 @@ class LiveQueryServer:
             self._slots.release()
 
     def __enter__(self) -> LiveQueryServer:
-        lock_down(self.log.con, self.budget.memory_limit)
         self._thread.start()
         info = {"pid": os.getpid(), "port": self._server.server_address[1], "token": self.token}
         # a stale file from a killed recording (or a planted link) is removed, never followed or reused
@@ -178,7 +180,6 @@ class LogReader:
             raise StoreError(f"no log at {self.path}")
         try:
             self._log = EventLog(self.path, read_only=True)
-            lock_down(self._log.con, None)
         except StoreError as exc:
             if "open in another process" not in str(exc):
                 raise

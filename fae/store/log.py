@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,10 +17,11 @@ from typing import Any
 
 import duckdb
 
-from fae.errors import LogInUse, SchemaTooNew, StoreError
-from fae.store import schema
+from fae.errors import LogInUse, StoreError, first_line
+from fae.store import schema, shape
 from fae.store.bodies import Body, body_of, digest_of
 from fae.store.files import keep_private, make_private, refuse_link
+from fae.store.opening import connect_log, is_lock_error, wal_of
 
 RUN_STATUSES = ("running", "finished", "failed", "errored", "interrupted")
 
@@ -144,103 +144,70 @@ class Batch:
         self.external.update(other.external)
 
 
-def _is_lock_error(exc: Exception) -> bool:
-    text = str(exc).lower()
-    return ("lock" in text and ("conflicting" in text or "could not set" in text)) or (
-        "same database file with a different configuration" in text
-    )
-
-
-WAL_VANISHED_TRIES = 20
-"""How often an open is tried again when the log's WAL vanished under it (50 ms apart)."""
-
-
-def _wal_vanished(exc: Exception, wal: Path) -> bool:
-    """DuckDB saw the log's WAL, then could not open it: another process's close removed it in between.
-
-    Closing a log checkpoints it and deletes its WAL; an open that starts in that window finds the file
-    listed and then gone (duckdb/duckdb#9342). The log is fine: the other process has just finished with it.
-    """
-    text = str(exc)
-    return "No such file or directory" in text and str(wal) in text
-
-
 class EventLog:
-    """An open log file. Writes go through ``write_batch`` on one thread; reads use cursors."""
+    """An open log file. Writes go through ``write_batch`` on one thread; reads use cursors.
 
-    def __init__(self, path: str | Path, *, read_only: bool = False):
+    Opened through ``fae.store.opening`` (locked down: no file or network access, settings locked) and checked
+    against fae's catalogue (``fae.store.shape``) before anything in it is read; opened for writing, an older
+    log is migrated first. ``settings``, ``folders`` and ``files``: what the caller needs set or reachable besides
+    the log (``connect_log``)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        read_only: bool = False,
+        settings: Mapping[str, str | int] | None = None,
+        folders: Sequence[Path] = (),
+        files: Sequence[Path] = (),
+    ):
         self.path = Path(path)
         self.read_only = read_only
         if read_only and not self.path.exists():
             raise StoreError(f"no log at {self.path}")
-        wal = self.path.with_name(self.path.name + ".wal")
+        wal = wal_of(self.path)
         if not read_only:
             refuse_link(self.path, "log")
             refuse_link(wal, "the log's WAL")
             keep_private()  # DuckDB re-creates the WAL after each checkpoint
-        self.con = self._connect(wal)
+        self.con = connect_log(self.path, read_only=read_only, settings=settings, folders=folders, files=files)
         self._lock = threading.Lock()
         try:
             if not read_only:
                 make_private(self.path)
                 make_private(wal)
+            (self.database,) = self.con.execute("SELECT current_database()").fetchall()[0]
             self._migrate()
             self._known: set[str] | None = None  # the stored blob hashes, read at the first write that has blobs
             if not read_only:
                 self.replay_journal()
         except duckdb.Error as exc:
             self.con.close()
-            if _is_lock_error(exc):  # its WAL, held by a writer that opened the log after this connection did
+            if is_lock_error(exc):  # its WAL, held by a writer that opened the log after this connection did
                 raise LogInUse(f"log {self.path} is open in another process") from None
-            raise StoreError(f"log {self.path} is unreadable: {exc}") from None
+            raise StoreError(f"log {self.path} is unreadable: {first_line(exc)}") from None
         except StoreError:
             self.con.close()
             raise
 
-    def _connect(self, wal: Path) -> duckdb.DuckDBPyConnection:
-        for _ in range(WAL_VANISHED_TRIES):
-            try:
-                return duckdb.connect(str(self.path), read_only=self.read_only)
-            except duckdb.Error as exc:
-                if _is_lock_error(exc):
-                    raise LogInUse(f"log {self.path} is open in another process") from None
-                if not _wal_vanished(exc, wal):
-                    raise StoreError(f"cannot open log {self.path}: {exc}") from None
-            time.sleep(0.05)
-        raise LogInUse(
-            f"log {self.path} is being closed by another process: its WAL kept vanishing as this process opened it"
-        )
-
     # -- schema -------------------------------------------------------------------------
 
     def schema_version(self) -> int:
-        tables = {t for (t,) in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        if "schema_version" not in tables:
-            if tables:  # someone else's database: fae's tables never go in beside theirs
-                raise StoreError(
-                    f"{self.path} is a DuckDB file with other tables and no fae schema, not a fae "
-                    f"log; record into a new file"
-                )
-            return 0
-        (version,) = self.con.execute("SELECT max(version) FROM schema_version").fetchall()[0]
-        return int(version or 0)
+        """The log's schema version, its catalogue checked (``fae.store.shape``) as it is read."""
+        return shape.checked_version(self.con, self.path, self.database)[0]
 
     def _migrate(self) -> None:
-        version = self.schema_version()
-        if version > schema.LATEST_VERSION:
-            raise SchemaTooNew(
-                f"log {self.path} has schema version {version}, newer than this fae understands "
-                f"({schema.LATEST_VERSION}); upgrade fae to read it"
-            )
+        version, found = shape.checked_version(self.con, self.path, self.database, views=self.read_only)
         if self.read_only:
             if version < schema.LATEST_VERSION:
                 raise StoreError(
                     f"log {self.path} has schema version {version}, older than this fae's "
                     f"({schema.LATEST_VERSION}); run `fae migrate --log {self.path}` while nothing records"
                 )
+            shape.check_shape(self.con, self.path, self.database, views=True, found=found)
             return
         if version == 0:
-            self.con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, applied_at TIMESTAMPTZ)")
+            self.con.execute(shape.VERSION_TABLE)
         for number in range(version + 1, schema.LATEST_VERSION + 1):
             self.con.execute("BEGIN TRANSACTION")
             try:
@@ -250,6 +217,8 @@ class EventLog:
             except duckdb.Error:
                 self.con.execute("ROLLBACK")
                 raise
+        unchanged = found if version == schema.LATEST_VERSION else None
+        shape.check_shape(self.con, self.path, self.database, views=False, found=unchanged)
         for name, sql in schema.VIEWS.items():
             self.con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
 

@@ -3,7 +3,9 @@
 Each shard is attached read-only and copied in one transaction: its runs and
 their events, the blobs the log lacks (content addressed, so stored once;
 a body kept in a side file has its file copied beside the log first),
-and every verdict the log lacks. Merging is idempotent: a run already in the
+and every verdict the log lacks. The log is opened locked down, able to open
+the shards named and nothing else; each shard's catalogue and body hashes are
+checked once attached, before anything of it is copied. Merging is idempotent: a run already in the
 log with the same identity (task, variation, agent, repeat, start and event
 count) is skipped, and a verdict row already there is not added twice. Two
 different runs under one id stop the merge with an error before anything of
@@ -22,7 +24,10 @@ import duckdb
 from fae.errors import StoreError
 from fae.store.bodies import bodies_dir, copy_body
 from fae.store.log import EventLog
+from fae.store.names import BLOB_HASH_SQL, check_hash
+from fae.store.opening import wal_of
 from fae.store.schema import LATEST_VERSION
+from fae.store.shape import check_shape, checked_version
 
 _RUN_KEY = ("task_id", "variation", "agent", "repeat", "started_at")
 
@@ -48,8 +53,8 @@ def _check_shard(path: Path, into: Path) -> None:
         raise StoreError(f"no shard at {path}")
     if path.resolve() == into.resolve():
         raise StoreError(f"{path} is the log being merged into")
-    with EventLog(path):  # a shard left by a killed worker: its journal moves in, its schema is brought up to date
-        pass
+    with EventLog(path) as shard:  # a shard left by a killed worker: its journal moves in, its schema is brought up
+        _refuse_bad_hashes(shard.con, "main", f"shard {path}")  # before the log merged into is even created
 
 
 def _conflicts(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -71,12 +76,28 @@ def _value(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
     return row[0]
 
 
+def _check_attached(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """The attached shard is a fae log at this fae's schema, and every hash in it is a body hash.
+
+    Checked on the attached file itself (``_check_shard`` opened it a moment before, but it is read now)."""
+    version, found = checked_version(con, path, "shard")
+    if version != LATEST_VERSION:
+        raise StoreError(f"shard {path} has schema version {version}, the log {LATEST_VERSION}")
+    check_shape(con, path, "shard", views=False, found=found)
+    _refuse_bad_hashes(con, "shard", f"shard {path}")
+
+
+def _refuse_bad_hashes(con: duckdb.DuckDBPyConnection, database: str, where: str) -> None:
+    """A StoreError when any blob hash of ``database`` is not a body hash (it would name a side file)."""
+    bad = _value(con, f"SELECT any_value(hash) FROM {database}.blobs WHERE NOT {BLOB_HASH_SQL}")
+    if bad is not None:
+        check_hash(bad, where)
+
+
 def _merge_one(con: duckdb.DuckDBPyConnection, path: Path, into: Path) -> Merged:
     con.execute(f"ATTACH '{_sql_text(path)}' AS shard (READ_ONLY)")
     try:
-        version = _value(con, "SELECT max(version) FROM shard.schema_version")
-        if version != LATEST_VERSION:
-            raise StoreError(f"shard {path} has schema version {version}, the log {LATEST_VERSION}")
+        _check_attached(con, path)
         clash = _conflicts(con)
         if clash:
             raise StoreError(f"shard {path} holds run {clash[0]!r}, and the log holds a different run under that id")
@@ -147,7 +168,8 @@ def merge_logs(shards: Sequence[str | Path], into: str | Path) -> list[Merged]:
     for path in paths:
         _check_shard(path, target)
     done = []
-    with EventLog(target) as log:
+    # the only files it may open besides the log: the shards named, each attached read-only in turn
+    with EventLog(target, files=[f for path in paths for f in (path, wal_of(path))]) as log:
         for path in paths:
             try:
                 done.append(_merge_one(log.con, path, target))

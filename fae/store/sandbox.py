@@ -14,8 +14,9 @@ from __future__ import annotations
 import functools
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -63,6 +64,11 @@ class Budget:
     max_rows: int = 100_000
     max_bytes: int = 64 * 1024 * 1024  # a recorded body (32 MiB by default) still fits
     memory_limit: str = "1GB"
+
+    @property
+    def settings(self) -> dict[str, str | int]:
+        """The DuckDB settings a log's connection is opened with for queries within this budget."""
+        return {"memory_limit": self.memory_limit}
 
 
 def _tokens(sql: str) -> list[tuple[int, str]]:
@@ -119,21 +125,43 @@ def check_query(sql: str) -> None:
     _check_select(sql)
 
 
-def lock_down(con: duckdb.DuckDBPyConnection, memory_limit: str | None) -> None:
-    """No files, no network, no extension installs, a memory limit, then no more settings changes."""
-    settings = [
-        "SET enable_external_access = false",
-        "SET autoinstall_known_extensions = false",
-        "SET autoload_known_extensions = false",
+def lock_down(
+    con: duckdb.DuckDBPyConnection,
+    memory_limit: str | None = None,
+    *,
+    settings: Mapping[str, str | int] | None = None,
+    folders: Sequence[Path] = (),
+    files: Sequence[Path] = (),
+) -> None:
+    """No files, no network, no extension installs, then no more settings changes.
+
+    Before the lock: ``memory_limit`` and ``settings`` (DuckDB settings from fae's code, never from a log), and
+    the ``folders`` and ``files`` the connection may still read and write (fae's choice, never a log's).
+    On a database this process has open and locked already, the lock stands and these are left as they are.
+    """
+    statements: list[tuple[str, list[Any]]] = [
+        (f"SET {name} = ?", [value]) for name, value in {**(settings or {}), **_memory(memory_limit)}.items()
     ]
-    if memory_limit:
-        settings.append(f"SET memory_limit = '{memory_limit}'")
-    for setting in (*settings, "SET lock_configuration = true"):
+    if folders:
+        statements.append(("SET allowed_directories = ?", [[str(p.resolve()) + "/" for p in folders]]))
+    if files:
+        statements.append(("SET allowed_paths = ?", [[str(p.resolve()) for p in files]]))
+    statements += [
+        ("SET enable_external_access = false", []),
+        ("SET autoinstall_known_extensions = false", []),
+        ("SET autoload_known_extensions = false", []),
+        ("SET lock_configuration = true", []),
+    ]
+    for setting, params in statements:
         try:
-            con.execute(setting)
+            con.execute(setting, params)
         except duckdb.Error as exc:
             if "configuration has been locked" not in str(exc):
-                raise StoreError(f"cannot lock down the log connection: {exc}") from None
+                raise StoreError(f"cannot lock down the log connection: {first_line(exc)}") from None
+
+
+def _memory(limit: str | None) -> dict[str, str]:
+    return {"memory_limit": limit} if limit else {}
 
 
 def _operators(plan: Any) -> Iterator[str]:

@@ -44,16 +44,20 @@ def big(replay_log, tmp_path_factory):
     return log
 
 
+def profiled_log(path: Path, profile: Path) -> EventLog:
+    """The log opened with DuckDB's JSON profile of each query written to ``profile`` (set before its lock)."""
+    settings = {"enable_profiling": "json", "profiling_output": str(profile)}
+    return EventLog(path, read_only=True, settings=settings, files=[profile])
+
+
 class Profiled:
-    """A log (or a connection) whose every query's table scans are recorded from DuckDB's JSON profile."""
+    """A log's connection (opened by ``profiled_log``) whose every query's table scans are recorded from its profile."""
 
     def __init__(self, con, path: Path, profile: Path):
         self.con = con
         self.path = path
         self.profile = profile
         self.scans: list[dict] = []
-        con.execute("SET enable_profiling = 'json'")
-        con.execute(f"SET profiling_output = '{profile}'")
 
     def query(self, sql, params=None):
         result = self.con.execute(sql, params or [])
@@ -100,7 +104,7 @@ def _only_their_row_groups(scans: list[dict]) -> None:
 
 
 def test_loading_a_run_reads_its_events_and_bodies_row_groups_alone(big, tmp_path):
-    with EventLog(big, read_only=True) as log:
+    with profiled_log(big, tmp_path / "profile.json") as log:
         ids = [i for i in run_ids(log) if "-filler-" not in i]
         profiled = Profiled(log.con, log.path, tmp_path / "profile.json")
         run = next(load_runs(profiled, [ids[-1]], lean=True))
@@ -114,7 +118,7 @@ def test_loading_a_run_reads_its_events_and_bodies_row_groups_alone(big, tmp_pat
 
 
 def test_bodies_looked_up_by_hash_are_read_from_their_row_groups_alone(big, tmp_path):
-    with EventLog(big, read_only=True) as log:
+    with profiled_log(big, tmp_path / "profile.json") as log:
         wanted = [h for (h,) in log.con.execute("SELECT hash FROM blobs WHERE rowid < 5").fetchall()]
         expected = {
             h: body_of(log.path, h, data, external)
@@ -137,7 +141,7 @@ def test_bodies_looked_up_by_hash_are_read_from_their_row_groups_alone(big, tmp_
 
 def test_the_streams_bodies_behind_its_walk_are_read_from_their_row_groups_alone(big, tmp_path):
     """The one-pass loader's slow path: bodies the walk cannot reach (each repeat's seed, at the log's start)."""
-    with EventLog(big, read_only=True) as log:
+    with profiled_log(big, tmp_path / "profile.json") as log:
         wanted = {h for (h,) in log.con.execute("SELECT hash FROM blobs WHERE rowid < 5").fetchall()}
         locator = BlobLocator(log.con, window=64, look_ahead=64)
         locator.seek(FILLER)  # walking the filler, far past the bodies asked for

@@ -78,7 +78,7 @@ def _vanishing_wal(monkeypatch, times: int, message: str | None = None) -> list[
             raise duckdb.IOException(message or f'IO Error: Cannot open file "{path}.wal": No such file or directory')
         return real(path, read_only=read_only)
 
-    monkeypatch.setattr("fae.store.log.duckdb.connect", connect)
+    monkeypatch.setattr("fae.store.opening.duckdb.connect", connect)
     return calls
 
 
@@ -96,7 +96,7 @@ def test_an_open_racing_another_process_s_close_waits_for_it(tmp_path, monkeypat
 def test_a_wal_that_keeps_vanishing_is_reported_as_in_use_and_other_errors_are_not_retried(tmp_path, monkeypatch):
     path = tmp_path / "closing.duckdb"
     EventLog(path).close()
-    monkeypatch.setattr("fae.store.log.WAL_VANISHED_TRIES", 3)
+    monkeypatch.setattr("fae.store.opening.WAL_VANISHED_TRIES", 3)
     calls = _vanishing_wal(monkeypatch, 10)
     with pytest.raises(LogInUse, match="being closed by another process"):
         EventLog(path)

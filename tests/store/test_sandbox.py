@@ -183,14 +183,15 @@ HURRIED = Budget(time_s=1.0, max_rows=1000, max_bytes=1024 * 1024, memory_limit=
 async def live(tmp_path, request):
     """A log held open by a writer (as during a recording) with its live endpoint, and a reader of it."""
     path = tmp_path / "live.duckdb"
-    log = EventLog(path)
+    budget = getattr(request, "param", ROOMY)
+    log = EventLog(path, settings=budget.settings)  # a locked connection takes no new memory limit later
     async with open_writer(log) as writer:
         await writer.write(
             runs=[RunRow("r1", "t", 0, "gold", 0, started_at=datetime(2026, 1, 1, tzinfo=UTC))],
             events=[Stamped("r1", ev.AnswerGiven(text="hello"), actor="agent")],
         )
         await writer.flush()
-        with LiveQueryServer(log, getattr(request, "param", ROOMY)) as server:
+        with LiveQueryServer(log, budget) as server:
             with LogReader(path) as reader:
                 assert reader.live
                 yield server, reader, writer
