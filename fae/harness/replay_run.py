@@ -15,6 +15,7 @@ from fae.plan import Plan, plan_from_dict
 from fae.replay.source import RunLog, load_run
 from fae.store import events as ev
 from fae.store.live import LogReader
+from fae.store.names import check_run_id
 
 
 def recorded_plan(run: RunLog) -> Plan:
@@ -51,6 +52,7 @@ def replay_run(
         _, found = reader.query("SELECT run_id FROM runs WHERE run_id = ?", [run_id])
         if not found:
             raise StoreError(f"no run {run_id!r} in {log}; `fae runs` lists them")
+        check_run_id(run_id, f"log {log}")  # it names the replayed run, a segment of the proxied URLs
         run = load_run(reader, run_id)
         if agent_kind(run) == "scripted":
             plan = recorded_plan(run)

@@ -10,6 +10,7 @@ interrupted) and merged before anything is planned, so ``--resume`` sees every a
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from concurrent.futures import Future
@@ -42,9 +43,17 @@ def shard_dir(log_path: str | Path) -> Path:
     return path.with_name(path.name + ".shards")
 
 
+SHARD_NAME = re.compile(r"(worker|actor)-[0-9]{1,6}\.duckdb")
+"""The names fae gives shards (``worker-K.duckdb``, ``actor-K.duckdb``): nothing else in the folder is one."""
+
+
 def shard_paths(log_path: str | Path) -> list[Path]:
-    """The shards of ``log_path`` there are now, in name order."""
-    return sorted(shard_dir(log_path).glob("*.duckdb"))
+    """The shards of ``log_path`` there are now, in name order: files fae named, never a link."""
+    return sorted(
+        path
+        for path in shard_dir(log_path).glob("*.duckdb")
+        if SHARD_NAME.fullmatch(path.name) and not path.is_symlink()
+    )
 
 
 async def _settle(path: Path) -> int:

@@ -11,10 +11,12 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from fae.store.names import RUN_ID
+
 ACTORS = ("agent", "setup", "harness", "verifier", "other-user", "fault")
 UPSTREAM_KINDS = ("fhir", "llm", "mcp", "http")
 
-_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_RUN_ID = RUN_ID
 _NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")
 
 

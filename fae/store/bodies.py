@@ -7,6 +7,8 @@ content-addressed file ``<log>.bodies/ab/cdef….zst`` (mode 0600, in owner-only
 folders), before its events are journaled; its ``blobs`` row has empty
 ``data`` and ``external = true``. Readers go through ``body_of``. The SQL
 sandbox cannot open these files: there a large body shows as its row only.
+A hash read from a log names a side file only when it is 64 lowercase hex
+digits, and the file's path must resolve inside its body folder.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import zstandard
 
 from fae.errors import StoreError
 from fae.store.files import PRIVATE_MODE, fsync_dir, refuse_link
+from fae.store.names import check_hash, inside
 
 if TYPE_CHECKING:
     from fae.store.secrets import SecretValues
@@ -73,11 +76,13 @@ def bodies_dir(log_path: Path) -> Path:
 
 
 def body_path(log_path: Path, digest: str) -> Path:
-    return _in(bodies_dir(log_path), digest)
+    return _in(bodies_dir(log_path), digest, f"log {log_path}")
 
 
-def _in(directory: Path, digest: str) -> Path:
-    return directory / digest[:2] / f"{digest[2:]}.zst"
+def _in(directory: Path, digest: str, owner: str) -> Path:
+    """A body's side file in ``directory``: only for a hash of its grammar, and never outside the folder."""
+    check_hash(digest, owner)
+    return inside(directory, directory / digest[:2] / f"{digest[2:]}.zst")
 
 
 def _private_dir(path: Path) -> None:
@@ -130,7 +135,7 @@ def read_body(log_path: Path, digest: str) -> bytes:
 
 def read_body_in(directory: Path, digest: str, owner: str) -> bytes:
     """A body from a body folder (a log's, or an export's ``bodies/``); ``owner`` names whose it is in errors."""
-    path = _in(directory, digest)
+    path = _in(directory, digest, owner)
     try:
         with open(path, "rb") as handle:
             data = zstandard.ZstdDecompressor().stream_reader(handle).read()
@@ -153,7 +158,7 @@ def copy_body(source_log: Path, target_dir: Path, digest: str, *, fsync: bool = 
 
     ``fsync``: the copy is on disk before it takes its name, and its name once this returns (a file
     already there is kept, so a torn one would never be replaced)."""
-    source, target = body_path(source_log, digest), _in(target_dir, digest)
+    source, target = body_path(source_log, digest), _in(target_dir, digest, f"log {source_log}")
     if target.exists():
         return
     _private_dir(target_dir)
