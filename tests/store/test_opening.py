@@ -7,6 +7,7 @@ was granted (the export folder, the spool, a shard to attach, a worker's setting
 
 from __future__ import annotations
 
+import ast
 import sys
 from pathlib import Path
 
@@ -105,3 +106,25 @@ def test_a_failed_open_leaves_no_connection_behind(tmp_path):
     con.execute("DROP MACRO leak")
     con.close()
     EventLog(path).close()
+
+
+def _connects_to_a_file(call: ast.Call) -> bool:
+    """A ``duckdb.connect(...)`` given anything but nothing or ``":memory:"``: a connection to a file."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "connect" and getattr(func.value, "id", "") == "duckdb"):
+        return False
+    first = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "database"), None)
+    return first is not None and not (isinstance(first, ast.Constant) and first.value == ":memory:")
+
+
+def test_only_the_opening_module_connects_to_a_file():
+    """Every other connection fae makes is in memory (Parquet readers, spools, the SQL parser), so no log is ever
+    opened past the lock-down and the catalogue check."""
+    root = Path(fae.__file__).parent
+    found = [
+        str(path.relative_to(root))
+        for path in sorted(root.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Call) and _connects_to_a_file(node)
+    ]
+    assert found == ["store/opening.py"], found
