@@ -309,9 +309,12 @@ def rejudge(
     workers: int | None = None,
     ray: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    tasks: str = "log",
 ) -> RejudgeResult:
     """Judge recorded runs again from the log alone, on ``workers`` processes (default: every core),
     and append the verdicts as one batch; ``on_progress(judged, planned)`` reports progress.
+    ``tasks``: each run is judged against the task its log keeps ("log", the default), or against today's task
+    files ("current"; a run whose variation renders otherwise now gets ``task_changed``).
     ``ray``: judge ``workers`` shards as tasks on the Ray cluster at this address (the log on shared storage).
     ``parquet``: judge the runs of this ``fae export --parquet`` directory instead of a log, and add the
     batch's verdicts to it (``DIR/verdicts``, ``DIR/verdict_batches``; docs/scale.md)."""
@@ -323,6 +326,7 @@ def rejudge(
         "workers": workers,
         "ray": ray,
         "on_progress": on_progress,
+        "tasks": tasks,
     }
     if parquet is not None:
         return rejudge_export(parquet, **options)

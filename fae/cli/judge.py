@@ -42,6 +42,13 @@ def rejudge(
     workers: WorkersOption = None,
     ray: RayOption = None,
     parquet: ParquetOption = None,
+    tasks: Annotated[
+        str,
+        typer.Option(
+            "--tasks",
+            help="Judge each run against the task its log keeps (log), or against today's task files (current).",
+        ),
+    ] = "log",
 ) -> None:
     """Judge recorded runs again from the log alone and append the verdicts (old ones are kept)."""
     from fae import api
@@ -63,11 +70,14 @@ def rejudge(
             workers=workers,
             ray=ray,
             on_progress=report,
+            tasks=tasks,
         )
-    print_rejudged(result, parquet or log, judge_name=judge, rules=rule)
+    print_rejudged(result, parquet or log, judge_name=judge, rules=rule, tasks=tasks)
 
 
-def print_rejudged(result: Any, log: Path, *, judge_name: str | None = None, rules: Any = None) -> None:
+def print_rejudged(
+    result: Any, log: Path, *, judge_name: str | None = None, rules: Any = None, tasks: str = "log"
+) -> None:
     """The table ``fae rejudge`` prints: verdict counts per judge, rule set (by its rules) and outcome."""
     from fae.judge.registry import get_judge, parse_rules
     from fae.judge.rejudge import build_plan
@@ -87,7 +97,14 @@ def print_rejudged(result: Any, log: Path, *, judge_name: str | None = None, rul
     other_task = max(
         (count for (_, _, outcome), count in result.outcomes.items() if outcome == "task_changed"), default=0
     )
-    if other_task:
+    if tasks == "current":
+        out.print(
+            f"judged against today's task files (--tasks current): {other_task} of {result.runs} run(s) played "
+            "another rendering of their task than these files give.",
+            markup=False,
+            soft_wrap=True,
+        )
+    elif other_task:
         out.print(
             f"{other_task} run(s) played another rendering of their task than this fae renders (a task file, "
             "scenario file or fae itself changed since they were recorded): the judges that read the task "

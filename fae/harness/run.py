@@ -22,6 +22,7 @@ from fae.plan import HTTP_ACTORS
 from fae.store import events as ev
 from fae.store.log import RunRow, RunUpdate, VerdictRow, blob_hash
 from fae.store.writer import Stamped
+from fae.tasks import judged
 from fae.tasks.model import seed_body
 from fae.tasks.scenarios import scenario_faults
 from fae.util.tls import client_tls
@@ -404,6 +405,8 @@ async def execute_run(
     """
     started = _now()
     settle_s = default_settle_s() if settle_s is None else settle_s
+    task_body = judged.encode(judged.for_run(rendered, spec.agent))
+    task_blob = blob_hash(task_body)
     await stack.writer.write(
         runs=[
             RunRow(
@@ -436,8 +439,10 @@ async def execute_run(
                 ),
                 actor="harness",
                 wall_time=started,
-            )
+            ),
+            Stamped(spec.run_id, ev.TaskRendered(task_blob=task_blob), actor="harness", wall_time=started),
         ],
+        blobs={task_blob: task_body},
     )
     outcome = _Outcome()
     try:

@@ -12,12 +12,14 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
-from fae.errors import TaskChanged
+from fae.errors import TaskChanged, TaskError
 from fae.replay.drift import Capture, capture_seq, read_capture
 from fae.replay.fold import Exchange, FoldedState, fhir_exchanges, fold_state, folds_after
 from fae.replay.source import RunLog
 from fae.replay.transcript import Transcript, fold_transcript
 from fae.store import events as ev
+from fae.tasks import judged
+from fae.tasks.judged import JudgedTask
 from fae.tasks.recorded import rendering_now, unlike
 from fae.tasks.suite import rendered_task
 from fae.tasks.targets import targets_for
@@ -46,14 +48,22 @@ class _CapturedState:
         return self._view.read(resource_type, resource_id)
 
 
-class RunContext:
-    """One run, as judges see it. ``source`` is "fold" (offline) or "capture" (live)."""
+TASK_SOURCES = ("log", "current")
+"""Where judges read a run's task: the copy its log keeps (default), or today's task files."""
 
-    def __init__(self, run: RunLog, source: str = "fold"):
+
+class RunContext:
+    """One run, as judges see it. ``source`` is "fold" (offline) or "capture" (live); ``tasks`` is "log" (the task
+    the log keeps, where it keeps one) or "current" (today's task files, checked against what the run played)."""
+
+    def __init__(self, run: RunLog, source: str = "fold", tasks: str = "log"):
         if source not in ("fold", "capture"):
             raise ValueError(f"unknown state source {source!r}")
+        if tasks not in TASK_SOURCES:
+            raise ValueError(f"unknown task source {tasks!r}")
         self.run = run
         self.source = source
+        self.tasks = tasks
         self.memo: dict[Any, Any] = {}  # judges keep per-run results here (e.g. a validator's check)
 
     @cached_property
@@ -118,9 +128,32 @@ class RunContext:
         return fold_transcript(self.run)
 
     @cached_property
+    def kept(self) -> JudgedTask | None:
+        """The task as the run's log keeps it (None: the log is older than that, or ``tasks`` is "current")."""
+        found = self.run.first(ev.TaskRendered)
+        if self.tasks != "log" or found is None or not isinstance(found.event, ev.TaskRendered):
+            return None
+        body = self.run.body(found.event.task_blob)
+        if body is None:
+            raise TaskError("the log names the run's task but lacks its body", run_id=self.run.run_id)
+        kept = judged.decode(body)
+        recorded = self._recorded()
+        if kept.task_id != self.run.task_id or unlike(kept.played, **recorded):
+            raise TaskError(
+                f"the log's record of the run's task ({kept.task_id!r}) is not what the run played "
+                f"({'; '.join(unlike(kept.played, **recorded)) or 'another task id'}): the log is inconsistent",
+                run_id=self.run.run_id,
+            )
+        return None if kept.extra_check is not None else kept  # an extra check is code: today's files judge it
+
+    @cached_property
     def task(self) -> tuple[Any, Any] | None:
-        """(task, rendered variation) from the suite, or None; raises TaskChanged when the run played another
+        """(task, rendered variation), or None for a run of no suite task. From the log's copy where it keeps one
+        (the one object serves as both); else from today's suite, raising TaskChanged when the run played another
         rendering of it."""
+        kept = self.kept
+        if kept is not None:
+            return (kept, kept) if kept.meta is not None else None
         found = rendered_task(self.run.task_id, self.run.variation)
         if found is not None:
             self.played_as_rendered()
@@ -128,11 +161,27 @@ class RunContext:
 
     @cached_property
     def targets(self) -> list[WriteTarget]:
-        """The records the run's task asks for (empty: none known); raises TaskChanged as ``task`` does."""
+        """The records the run's task asks for (empty: none known); from the log's copy where it keeps one, else
+        from today's files (raising TaskChanged as ``task`` does)."""
+        kept = self.kept
+        if kept is not None:
+            return list(kept.targets)
         found = targets_for(self.run.task_id, self.run.variation)
         if found:
             self.played_as_rendered()
         return found
+
+    def _recorded(self) -> dict[str, str | None]:
+        """What the log recorded of the variation the run played: its seed's hash, its prompt, its clock."""
+        started = self.run.first(ev.RunStarted)
+        seeded = self.run.first(ev.SandboxSeeded)
+        begun = started.event if started is not None and isinstance(started.event, ev.RunStarted) else None
+        seed = seeded.event if seeded is not None and isinstance(seeded.event, ev.SandboxSeeded) else None
+        return {
+            "seed": seed.seed_blob if seed else None,
+            "prompt": begun.prompt if begun else None,
+            "now": begun.task_now if begun else None,
+        }
 
     def played_as_rendered(self) -> None:
         """Raise TaskChanged when fae now renders the run's variation with a seed, prompt or clock other than
@@ -151,13 +200,4 @@ class RunContext:
         rendering = rendering_now(self.run.task_id, self.run.variation)
         if rendering is None:
             return []
-        started = self.run.first(ev.RunStarted)
-        seeded = self.run.first(ev.SandboxSeeded)
-        begun = started.event if started is not None and isinstance(started.event, ev.RunStarted) else None
-        seed = seeded.event if seeded is not None and isinstance(seeded.event, ev.SandboxSeeded) else None
-        return unlike(
-            rendering.played,
-            seed=seed.seed_blob if seed else None,
-            prompt=begun.prompt if begun else None,
-            now=begun.task_now if begun else None,
-        )
+        return unlike(rendering.played, **self._recorded())

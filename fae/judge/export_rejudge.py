@@ -9,6 +9,7 @@ into ``DIR/verdicts`` and marks the batch complete (fae/store/export_verdicts.py
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -81,8 +82,10 @@ def rejudge_export(
     workers: int | None = None,
     ray: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    tasks: str = "log",
 ) -> RejudgeResult:
-    """Judge every matching run of the export at ``directory`` again and add the verdicts to it as one batch."""
+    """Judge every matching run of the export at ``directory`` again and add the verdicts to it as one batch
+    (``tasks`` as in ``fae.judge.rejudge.rejudge``)."""
     plan = build_plan(judge_name, overrides)
     now = (clock or (lambda: datetime.now(UTC)))()
     path = Path(directory).resolve()  # the tasks, maybe on other machines, read the files by these paths
@@ -108,7 +111,10 @@ def rejudge_export(
     judges = tuple((j.name, j.rules) for j in plan)
     with spool_folder() as spool:
         jobs, results = judge_jobs(
-            lambda count: export_jobs(found, count, judges, now, started.batch, Path(spool), chunk or CHUNK_RUNS),
+            lambda count: [
+                replace(job, tasks=tasks)
+                for job in export_jobs(found, count, judges, now, started.batch, Path(spool), chunk or CHUNK_RUNS)
+            ],
             len(ids),
             workers=workers,
             ray=ray,

@@ -72,11 +72,17 @@ def build_plan(judge_name: str | None = None, overrides: Mapping[str, Any] | Non
 
 
 def judge_run(
-    run: RunLog, plan: Sequence[Judging], *, source: str = "fold", judged_at: datetime, batch: str | None = None
+    run: RunLog,
+    plan: Sequence[Judging],
+    *,
+    source: str = "fold",
+    judged_at: datetime,
+    batch: str | None = None,
+    tasks: str = "log",
 ) -> list[VerdictRow]:
     """Verdict rows for one run; a judge that cannot read the run gives an ``error`` verdict, and one that
     reads a task the run did not play (``TaskChanged``) a ``task_changed`` verdict."""
-    ctx = RunContext(run, source)
+    ctx = RunContext(run, source, tasks)
     rows = []
     for judging in plan:
         try:

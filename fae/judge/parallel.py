@@ -68,6 +68,7 @@ class ShardJob:
     out: str | None  # stem of the Parquet files for the verdict rows; None keeps (run, judge, hash, outcome, passed)
     chunk: int = CHUNK_RUNS
     export: ExportShard | None = None  # the shard's files when its runs are read from a Parquet export
+    tasks: str = "log"  # where judges read each run's task (fae.judge.context.TASK_SOURCES)
 
 
 @dataclass
@@ -136,7 +137,7 @@ def judge_shard(job: ShardJob) -> ShardResult:
         rules_json = {judging.rules_hash: _json(judging.rules) for judging in plan}  # one text per rule set
         with relaxed_gc():
             for run in runs:
-                rows = judge_run(run, plan, judged_at=job.judged_at, batch=job.batch)
+                rows = judge_run(run, plan, judged_at=job.judged_at, batch=job.batch, tasks=job.tasks)
                 result.runs += 1
                 result.verdicts += len(rows)
                 for row in rows:

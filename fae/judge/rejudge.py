@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fae.errors import JudgeError, StoreError
+from fae.judge.context import TASK_SOURCES
 from fae.judge.judging import DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run, relaxed_gc  # noqa: F401
 from fae.judge.parallel import ShardJob, ShardResult, insert_verdicts, spool_folder, start_workers
 from fae.judge.ray_judge import judge_jobs
@@ -50,6 +51,7 @@ def rejudge(
     workers: int | None = None,
     ray: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    tasks: str = "log",
 ) -> RejudgeResult:
     """Judge every matching run of a log again, on ``workers`` processes, and append the verdicts as one batch.
 
@@ -58,7 +60,10 @@ def rejudge(
     completed (view ``batch_status``), with no verdict of it. ``on_progress(judged, planned)`` is
     called as the rejudge starts and when its verdicts are written. ``ray``: judge the shards as tasks on the
     Ray cluster at this address instead (fae/judge/ray_judge.py); ``workers`` is then the number of shards.
+    ``tasks``: judge each run against the task its log keeps ("log") or against today's task files ("current").
     """
+    if tasks not in TASK_SOURCES:
+        raise JudgeError(f"--tasks is one of {', '.join(TASK_SOURCES)}, got {tasks!r}")
     plan = build_plan(judge_name, overrides)
     now = (clock or (lambda: datetime.now(UTC)))()
     path = Path(log_path).resolve()  # the workers, maybe on other machines, open it by this path
@@ -88,6 +93,7 @@ def rejudge(
                     started.batch,
                     out=str(Path(spool) / f"shard-{index}"),
                     chunk=chunk or CHUNK_RUNS,
+                    tasks=tasks,
                 )
                 for index, part in enumerate(shards(found, count))
             ],

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from fae.judge.compare import Judged, stopped
+from fae.judge.context import RunContext
 from fae.judge.rejudge import build_plan, judge_run
 from fae.judge.verifier_mutants import MUTANTS, mutant_judging
 from fae.replay.source import RunLog
@@ -41,7 +42,8 @@ def scenario_rows(runs: Iterable[RunLog], judged_at: datetime) -> list[ScenarioR
     for run in runs:
         if not run.agent.startswith("scenario:"):
             continue
-        rules = scenario_rules(run.agent)
+        kept = RunContext(run).kept  # the scenario's rules as the log keeps them; a log older than that: its file
+        rules = dict(kept.scenario_rules) if kept is not None else scenario_rules(run.agent)
         plan = [build_plan("ensure_record", {**rules, "accept_corrections": s})[0] for s in SETTINGS] + oracle
         plan += [mutant_judging(m, {**rules, "accept_corrections": True}) for m in MUTANTS]
         verdicts = judge_run(run, plan, judged_at=judged_at)

@@ -189,6 +189,7 @@ class _BodyRefs(msgspec.Struct):
     """The body hashes an event names, read without decoding the rest of it."""
 
     seed_blob: str | None = None
+    task_blob: str | None = None
     state_blob: str | None = None
     method: str | None = None
     request_blob: str | None = None
@@ -200,10 +201,12 @@ _body_refs = msgspec.json.Decoder(_BodyRefs)
 
 
 def needed_hashes(rows: Iterable[tuple]) -> Iterator[str]:
-    """The bodies every judge reads — seed, capture, FHIR write request and response, and what the verifier
-    read back (``ensure_record`` compares it with the fold) — from raw event rows."""
+    """The bodies every judge reads — seed, the run's kept task, capture, FHIR write request and response, and
+    what the verifier read back (``ensure_record`` compares it with the fold) — from raw event rows."""
     for _, _, kind, _, _, actor, upstream, payload in rows:
-        if kind not in ("SandboxSeeded", "StateCaptured") and not (kind == "HttpExchanged" and upstream == "fhir"):
+        if kind not in ("SandboxSeeded", "TaskRendered", "StateCaptured") and not (
+            kind == "HttpExchanged" and upstream == "fhir"
+        ):
             continue
         try:
             refs = _body_refs.decode(payload)
@@ -212,6 +215,9 @@ def needed_hashes(rows: Iterable[tuple]) -> Iterator[str]:
         if kind == "SandboxSeeded":
             if refs.seed_blob:
                 yield refs.seed_blob
+        elif kind == "TaskRendered":
+            if refs.task_blob:
+                yield refs.task_blob
         elif kind == "StateCaptured":
             if refs.state_blob:
                 yield refs.state_blob
@@ -225,10 +231,17 @@ def needed_hashes(rows: Iterable[tuple]) -> Iterator[str]:
 def decode_rows(rows: Sequence[tuple]) -> list[Recorded]:
     """One run's raw event rows as decoded events."""
     found = []
-    for run_id, seq, _, wall_us, mono_ns, actor, upstream, payload in rows:
+    for run_id, seq, kind, wall_us, mono_ns, actor, upstream, payload in rows:
         try:
             event = ev.decode(payload)
         except Exception as exc:  # a payload this code cannot read is the user's to know about
+            if kind not in ev.EVENT_TYPES:
+                raise ReplayDrift(
+                    f"event kind {kind!r} is unknown to this fae: the log was written by a newer one; upgrade fae "
+                    "to read it",
+                    run_id=run_id,
+                    seq=seq,
+                ) from None
             raise ReplayDrift(f"event payload cannot be decoded: {exc}", run_id=run_id, seq=seq) from None
         found.append(Recorded(seq, wall_us, mono_ns, actor, upstream, event))
     return found

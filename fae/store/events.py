@@ -36,6 +36,12 @@ class SandboxSeeded(Event, tag="SandboxSeeded", frozen=True):
     seed_blob: str | None = None
 
 
+class TaskRendered(Event, tag="TaskRendered", frozen=True):
+    """What the run's judges need of its task (``fae.tasks.judged``): a body shared by its variation's runs."""
+
+    task_blob: str
+
+
 class Header(msgspec.Struct, frozen=True, array_like=True):
     name: str
     value: str
@@ -183,6 +189,7 @@ class RunFailed(Event, tag="RunFailed", frozen=True):
 
 AnyEvent = (
     RunStarted
+    | TaskRendered
     | SandboxSeeded
     | ChunkReceived
     | HttpExchanged

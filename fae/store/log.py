@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,14 @@ class Batch:
         self.external.update(other.external)
 
 
+def fae_version() -> str:
+    """This fae's release, as its package metadata says (``fae 0.1.0``)."""
+    try:
+        return f"fae {metadata.version('fae')}"
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "fae (not installed)"
+
+
 class EventLog:
     """An open log file. Writes go through ``write_batch`` on one thread; reads use cursors.
 
@@ -180,6 +189,7 @@ class EventLog:
             self._migrate()
             self._known: set[str] | None = None  # the stored blob hashes, read at the first write that has blobs
             if not read_only:
+                self._sign()
                 self.replay_journal()
         except duckdb.Error as exc:
             self.con.close()
@@ -221,6 +231,15 @@ class EventLog:
         shape.check_shape(self.con, self.path, self.database, views=False, found=unchanged)
         for name, sql in schema.VIEWS.items():
             self.con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
+
+    def _sign(self) -> None:
+        """Note in ``log_info`` which fae created the log and which wrote to it last (``fae log info`` shows it)."""
+        version = fae_version()
+        self.con.execute("INSERT INTO log_info VALUES ('created_by', ?) ON CONFLICT DO NOTHING", [version])
+        self.con.execute(
+            "INSERT INTO log_info VALUES ('last_written_by', ?) ON CONFLICT DO UPDATE SET value = excluded.value",
+            [version],
+        )
 
     # -- writing ------------------------------------------------------------------------
 

@@ -149,6 +149,7 @@ class Task:
     prohibited_tools: tuple[str, ...]
     min_tool_calls: int
     extra_check: ExtraCheck | None = None
+    extra_check_name: str | None = None  # the family's name for it (the log keeps the name; the code stays here)
     source: str = ""
     derived: tuple[str, ...] = ()  # dates the agent works out from the prompt's clock; the gold may use them
 

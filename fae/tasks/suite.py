@@ -131,6 +131,7 @@ def task_from_dict(raw: Mapping[str, Any], family: str, *, source: str = "", mod
         prohibited_tools=_tools(raw.get("prohibited_tools") or [], where),
         min_tool_calls=int(raw.get("min_tool_calls", 1)),
         extra_check=extra,
+        extra_check_name=str(raw["extra_check"]) if extra is not None else None,
         source=source,
         derived=derived,
     )

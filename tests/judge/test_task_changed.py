@@ -1,9 +1,11 @@
 """A run is judged only against the task it played.
 
-Judges render a run's task from today's suite. A task file or a fae release that renders a variation
-differently (another seed, prompt or clock) would otherwise have old runs scored on a task they never saw:
-gold runs turn to "fail" and "harmful", and a comparison reads that as the agent's regression. Such a run's
-task-reading verdicts are ``task_changed``, saying what differs; the judges that read only the log still judge it.
+A run's log keeps its task (``fae.tasks.judged``), and judges read it from there. Judged against today's task
+files instead (``--tasks current``, or a log older than that copy), a task file or a fae release that renders a
+variation differently (another seed, prompt or clock) would have old runs scored on a task they never saw: gold
+runs turn to "fail" and "harmful", and a comparison reads that as the agent's regression. Such a run's
+task-reading verdicts are then ``task_changed``, saying what differs; the judges that read only the log still
+judge it.
 """
 
 from __future__ import annotations
@@ -79,13 +81,14 @@ def played_log(tmp_path_factory):
         runs.append((RunSpec(f"{task_id}.v0.{name}", task_id, 0, agent.name, 0), rendered, agent))
     statuses = anyio.run(record_runs, log, runs)
     assert set(statuses.values()) == {"finished"}, why_not_finished(log)
-    result = rejudge(log, workers=1)
-    return log, task_id, _verdicts(log, result.batch), _verdicts(log, "live")
+    current = rejudge(log, workers=1, tasks="current")
+    kept = rejudge(log, workers=1)
+    return log, task_id, _verdicts(log, current.batch), _verdicts(log, "live"), _verdicts(log, kept.batch)
 
 
 def test_a_run_of_the_variation_as_rendered_now_is_judged_as_always(played_log):
-    _, task_id, rejudged, live = played_log
-    for verdicts in (rejudged, live):
+    _, task_id, rejudged, live, kept = played_log
+    for verdicts in (rejudged, live, kept):
         same = verdicts[f"{task_id}.v0.same"]
         assert same["task:strict"][0] == "pass" and same["task:light"][0] == "pass", same
         assert same["ensure_record"][0] in ("created_verified", "updated_verified"), same
@@ -96,8 +99,8 @@ def test_a_run_of_the_variation_as_rendered_now_is_judged_as_always(played_log):
     ("name", "named"), [("other", ("seed", "prompt", "clock: recorded")), ("prompt", ("prompt",)), ("seed", ("seed",))]
 )
 def test_a_run_that_played_another_rendering_is_task_changed_saying_what_differs(played_log, name, named):
-    _, task_id, rejudged, live = played_log
-    for verdicts in (rejudged, live):
+    _, task_id, rejudged, _live, _kept = played_log
+    for verdicts in (rejudged,):
         judged = verdicts[f"{task_id}.v{0}.{name}"]
         for judge in ("task:strict", "task:light", *TASK_READERS[1:]):
             outcome, error = judged[judge]
@@ -108,6 +111,16 @@ def test_a_run_that_played_another_rendering_is_task_changed_saying_what_differs
             assert len(differs.split("; ")) == len(named), (named, error)
         # the fold and the capture come from the log alone: still judged
         assert judged["state_drift"][0] == "agree", judged
+
+
+@pytest.mark.parametrize("name", ["other", "prompt", "seed"])
+def test_judged_against_the_task_its_log_keeps_a_run_is_scored_on_what_it_played(played_log, name):
+    """Live and by default, judges read the task the log keeps: each run is judged on the rendering it played."""
+    _, task_id, _current, live, kept = played_log
+    for verdicts in (live, kept):
+        judged = verdicts[f"{task_id}.v0.{name}"]
+        assert judged["task:strict"][0] == "pass" and judged["oracle"][0] == "harmless", judged
+        assert judged["ensure_record"][0] in ("created_verified", "updated_verified"), judged
 
 
 def test_what_an_old_log_did_not_record_is_not_compared():
@@ -149,10 +162,10 @@ scenarios:
 """
 
 
-def _cli_rejudge(log: Path, scenarios: Path) -> tuple[str, str]:
+def _cli_rejudge(log: Path, scenarios: Path, *args: str) -> tuple[str, str]:
     env = {**os.environ, "FAE_SCENARIOS_PATH": str(scenarios)}
     done = subprocess.run(
-        [sys.executable, "-m", "fae.cli", "rejudge", "--log", str(log), "--workers", "1"],
+        [sys.executable, "-m", "fae.cli", "rejudge", "--log", str(log), "--workers", "1", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -164,8 +177,9 @@ def _cli_rejudge(log: Path, scenarios: Path) -> tuple[str, str]:
     return batch, done.stdout
 
 
-def test_a_scenario_file_edited_after_recording_makes_its_runs_task_changed(tmp_path, monkeypatch):
-    """A scenario task's target and prompt come from its file: the file read at rejudge time, not at recording."""
+def test_a_scenario_file_edited_after_recording_changes_nothing_unless_judged_against_the_files(tmp_path, monkeypatch):
+    """A scenario task's target and prompt are kept in the log: an edited file changes no verdict, unless the run
+    is judged against today's files (``--tasks current``), where it is task_changed."""
     folder = tmp_path / "scenarios"
     folder.mkdir()
     (folder / "tc.yaml").write_text(SCENARIO.replace("GIVEN", "Maria"))
@@ -183,8 +197,10 @@ def test_a_scenario_file_edited_after_recording_makes_its_runs_task_changed(tmp_
 
     (folder / "tc.yaml").write_text(SCENARIO.replace("GIVEN", "Mariana"))  # now asks for another person
     batch, printed = _cli_rejudge(log, folder)
+    assert _verdicts(log, batch)[run_id] == unchanged and "task_changed" not in printed, printed
+    batch, printed = _cli_rejudge(log, folder, "--tasks", "current")
     edited = _verdicts(log, batch)[run_id]
-    assert "1 run(s) played another rendering of their task" in printed, printed
+    assert "--tasks current): 1 of 1 run(s) played another rendering" in printed, printed
     for judge in ("ensure_record", "oracle"):
         outcome, error = edited[judge]
         assert outcome == "task_changed" and "renders differently now" in error and "prompt" in error, edited

@@ -1,0 +1,132 @@
+"""A run's task as its judges read it, kept in the run's log: the log alone rescores the run.
+
+At the start of every run the harness writes what the judges will need of its task — the
+filled check spec, the task's metadata (family, difficulty, write or read, tool templates),
+the records it asks to be written (write targets with their identities) and what the run
+played (seed hash, prompt, clock) — as one body in the log (event ``TaskRendered``). Runs of
+one variation share the body. Judging reads it from there by default, so a colleague without
+the recorder's task files, or with edited ones, judges the task the run played; judging
+against today's task files instead is an explicit choice (``fae rejudge --tasks current``).
+
+A task's ``extra_check`` is Python code, not data: the log names it, and judging such a run
+still needs the task's family module (it is looked up in today's suite, whose rendering must
+match what the run played).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from functools import lru_cache
+from typing import Any
+
+import msgspec
+
+from fae.errors import TaskError
+from fae.tasks import checks
+from fae.tasks.checks import Check
+from fae.tasks.model import FixtureVariation, Meta, Played, Rendered
+from fae.tasks.scenarios import scenario_rules
+from fae.tasks.state import StateView, bundle_resources
+from fae.tasks.suite import rendered_task
+from fae.tasks.write_targets import WriteTarget, not_covered, spec_targets
+
+FORMAT = 1
+
+
+class JudgedTask(msgspec.Struct, frozen=True, kw_only=True):
+    """What judges read of a task's variation; the same object serves as the task and as its rendering."""
+
+    format: int = FORMAT
+    task_id: str
+    variation: int
+    played: Played
+    meta: Meta | None = None
+    """A suite task's metadata; None for the built-in fixture and write-verification scenario tasks."""
+    check_spec: dict[str, Any] = {}
+    targets: tuple[WriteTarget, ...] = ()
+    extra_check: str | None = None
+    scenario_rules: dict[str, Any] = {}
+    """A scenario agent's own ensure_record rules (``rules:`` in its file)."""
+
+    @property
+    def writes(self) -> bool:
+        return self.meta is not None and self.meta.writes
+
+    def validate_strict(
+        self, rendered: Any, answer: str | None, state: StateView, *, written: Collection[str] | None = None
+    ) -> Check:
+        """As ``Task.validate_strict``, over the kept check spec."""
+        if self.extra_check is not None:
+            raise TaskError(
+                f"task {self.task_id!r} has the extra check {self.extra_check!r} (Python code, not kept in the "
+                "log): judge it with --tasks current and its task files"
+            )
+        return checks.judge(self.check_spec, answer, state, light=False, written=written)
+
+    def validate_light(
+        self, rendered: Any, answer: str | None, state: StateView, *, written: Collection[str] | None = None
+    ) -> Check:
+        """As ``Task.validate_light``: a read-only task's light verdict is its strict one."""
+        if not self.writes:
+            return self.validate_strict(rendered, answer, state, written=written)
+        return checks.judge(self.check_spec, answer, state, light=True, written=written)
+
+
+_encode = msgspec.json.Encoder(order="sorted").encode
+_decode = msgspec.json.Decoder(JudgedTask).decode
+
+
+def targets_of(rendered: Rendered) -> tuple[WriteTarget, ...]:
+    """The records a suite task's variation asks for (none where its spec names none)."""
+    if not_covered(rendered.check_spec, rendered.meta.writes) is not None:
+        return ()
+    return tuple(spec_targets(rendered.check_spec, bundle_resources(rendered.seed_bundle)))
+
+
+def judged_task(
+    rendered: Rendered | FixtureVariation, *, extra_check: str | None = None, scenario_rules: Mapping[str, Any] = {}
+) -> JudgedTask:
+    """What a run of this variation keeps of its task for its judges."""
+    if isinstance(rendered, Rendered):
+        return JudgedTask(
+            task_id=rendered.task_id,
+            variation=rendered.variation,
+            played=rendered.played,
+            meta=rendered.meta,
+            check_spec=rendered.check_spec,
+            targets=targets_of(rendered),
+            extra_check=extra_check,
+        )
+    target = getattr(rendered, "target", None)  # a write-verification scenario task names its record
+    return JudgedTask(
+        task_id=rendered.task_id,
+        variation=rendered.variation,
+        played=rendered.played,
+        targets=(target,) if target is not None else (),
+        scenario_rules=dict(scenario_rules),
+    )
+
+
+def for_run(rendered: Rendered | FixtureVariation, agent: str) -> JudgedTask:
+    """What a run of ``agent`` on this variation keeps of its task (a scenario agent's own rules included)."""
+    if isinstance(rendered, Rendered):
+        found = rendered_task(rendered.task_id, rendered.variation)
+        return judged_task(rendered, extra_check=found[0].extra_check_name if found is not None else None)
+    return judged_task(rendered, scenario_rules=scenario_rules(agent))
+
+
+def encode(task: JudgedTask) -> bytes:
+    """The body kept in the log: canonical JSON (sorted keys), so equal tasks share one body."""
+    return _encode(task)
+
+
+@lru_cache(maxsize=1024)
+def decode(body: bytes) -> JudgedTask:
+    """A kept task back; runs of one variation share the body, so it is decoded once per process."""
+    try:
+        task = _decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise TaskError(f"the log's record of the run's task cannot be read: {exc}") from None
+    if task.format > FORMAT:
+        raise TaskError(f"the log's record of the run's task is format {task.format}; this fae reads up to {FORMAT}")
+    return task
