@@ -24,6 +24,7 @@ import httpx
 import msgspec
 
 from fae.errors import FaeError, JudgeError, StoreError
+from fae.judge.context import RunContext
 from fae.memory.reflexion import RunView, chat, parse_json_reply, trajectory_text
 from fae.recorder.llm import llm_in_full
 from fae.store import events as ev
@@ -155,6 +156,10 @@ def prepare(log: Any, run_ids: list[str], model: str, task_changed: list[str] | 
     pending = []
     for run in load_runs(log, run_ids):
         verdict = judge_run(run, plan, judged_at=datetime(1970, 1, 1, tzinfo=UTC))[0]
+        try:
+            kept = RunContext(run).kept
+        except FaeError:  # an unreadable kept task: its strict verdict already says so
+            kept = None
         if verdict.outcome == "task_changed":
             if task_changed is not None:
                 task_changed.append(run.run_id)
@@ -171,7 +176,12 @@ def prepare(log: Any, run_ids: list[str], model: str, task_changed: list[str] | 
             passed=verdict.passed,
             reasons=tuple(str(r) for r in (verdict.evidence or {}).get("reasons", [])),
         )
-        text = judge_prompt(task_definition(run.task_id, run.variation), trajectory_text(view))
+        definition = (
+            {**kept.describe(), "variation": run.variation, "prompt": kept.played.prompt, "check": kept.check_spec}
+            if kept is not None and kept.meta is not None
+            else task_definition(run.task_id, run.variation)
+        )
+        text = judge_prompt(definition, trajectory_text(view))
         digest = prompt_hash(model, text)
         pending.append(Pending(run.run_id, text, digest, verdict.passed, _recorded_reply(log, run.run_id, digest)))
     return pending

@@ -210,6 +210,8 @@ class RecordedTask:
     now: datetime
     seed_bundle: dict[str, Any]
     gold_plan: Any = None
+    kept_task: bytes | None = None
+    """The original run's task as its log keeps it (``fae.tasks.judged``): the replay keeps the same."""
 
 
 @dataclass(frozen=True)
@@ -233,6 +235,11 @@ def agent_kind(run: RunLog) -> str | None:
     """The ``kind`` of the agent that played the run, from its ``RunStarted``."""
     started = run.first(ev.RunStarted)
     return started.event.agent_config.get("kind") if started and isinstance(started.event, ev.RunStarted) else None
+
+
+def _kept_task(run: RunLog) -> bytes | None:
+    kept = run.first(ev.TaskRendered)
+    return run.body(kept.event.task_blob) if kept is not None and isinstance(kept.event, ev.TaskRendered) else None
 
 
 def read_llm_recording(run: RunLog, log: str) -> LlmRecording:
@@ -269,7 +276,7 @@ def read_llm_recording(run: RunLog, log: str) -> LlmRecording:
         agent=run.agent,
         repeat=run.repeat,
         agent_config=dict(started.event.agent_config),
-        task=RecordedTask(prompt, now, seed),
+        task=RecordedTask(prompt, now, seed, kept_task=_kept_task(run)),
         calls=calls,
         created_ids=created_ids(run),
         transcript=fold_transcript(run),

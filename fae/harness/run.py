@@ -405,8 +405,12 @@ async def execute_run(
     """
     started = _now()
     settle_s = default_settle_s() if settle_s is None else settle_s
-    task_body = judged.encode(judged.for_run(rendered, spec.agent))
-    task_blob = blob_hash(task_body)
+    task_body = judged.kept_body(rendered, spec.agent)
+    kept = (
+        []
+        if task_body is None
+        else [Stamped(spec.run_id, ev.TaskRendered(task_blob=blob_hash(task_body)), actor="harness", wall_time=started)]
+    )
     await stack.writer.write(
         runs=[
             RunRow(
@@ -440,9 +444,9 @@ async def execute_run(
                 actor="harness",
                 wall_time=started,
             ),
-            Stamped(spec.run_id, ev.TaskRendered(task_blob=task_blob), actor="harness", wall_time=started),
+            *kept,
         ],
-        blobs={task_blob: task_body},
+        blobs={} if task_body is None else {blob_hash(task_body): task_body},
     )
     outcome = _Outcome()
     try:

@@ -24,7 +24,7 @@ import msgspec
 from fae.errors import TaskError
 from fae.tasks import checks
 from fae.tasks.checks import Check
-from fae.tasks.model import FixtureVariation, Meta, Played, Rendered
+from fae.tasks.model import FixtureVariation, Meta, Played, Rendered, Task
 from fae.tasks.scenarios import scenario_rules
 from fae.tasks.state import StateView, bundle_resources
 from fae.tasks.suite import rendered_task
@@ -45,12 +45,27 @@ class JudgedTask(msgspec.Struct, frozen=True, kw_only=True):
     check_spec: dict[str, Any] = {}
     targets: tuple[WriteTarget, ...] = ()
     extra_check: str | None = None
+    title: str = ""
+    answer_tags: tuple[str, ...] = ()
     scenario_rules: dict[str, Any] = {}
     """A scenario agent's own ensure_record rules (``rules:`` in its file)."""
 
     @property
     def writes(self) -> bool:
         return self.meta is not None and self.meta.writes
+
+    def describe(self) -> dict[str, Any]:
+        """The summary ``Task.describe`` gives of a suite task (the soft validator shows it to its judge)."""
+        meta = msgspec.to_builtins(self.meta) if self.meta is not None else {}
+        return {
+            "id": self.task_id,
+            "family": meta.get("family"),
+            "title": self.title,
+            "difficulty": meta.get("difficulty"),
+            "writes": self.writes,
+            "answer_tags": list(self.answer_tags),
+            **meta,
+        }
 
     def validate_strict(
         self, rendered: Any, answer: str | None, state: StateView, *, written: Collection[str] | None = None
@@ -84,9 +99,12 @@ def targets_of(rendered: Rendered) -> tuple[WriteTarget, ...]:
 
 
 def judged_task(
-    rendered: Rendered | FixtureVariation, *, extra_check: str | None = None, scenario_rules: Mapping[str, Any] = {}
+    rendered: Rendered | FixtureVariation,
+    *,
+    task: Task | None = None,
+    scenario_rules: Mapping[str, Any] = {},
 ) -> JudgedTask:
-    """What a run of this variation keeps of its task for its judges."""
+    """What a run of this variation (of ``task``, for a suite task) keeps of its task for its judges."""
     if isinstance(rendered, Rendered):
         return JudgedTask(
             task_id=rendered.task_id,
@@ -95,7 +113,9 @@ def judged_task(
             meta=rendered.meta,
             check_spec=rendered.check_spec,
             targets=targets_of(rendered),
-            extra_check=extra_check,
+            extra_check=task.extra_check_name if task is not None else None,
+            title=task.title if task is not None else "",
+            answer_tags=rendered.answer_tags,
         )
     target = getattr(rendered, "target", None)  # a write-verification scenario task names its record
     return JudgedTask(
@@ -111,8 +131,18 @@ def for_run(rendered: Rendered | FixtureVariation, agent: str) -> JudgedTask:
     """What a run of ``agent`` on this variation keeps of its task (a scenario agent's own rules included)."""
     if isinstance(rendered, Rendered):
         found = rendered_task(rendered.task_id, rendered.variation)
-        return judged_task(rendered, extra_check=found[0].extra_check_name if found is not None else None)
+        return judged_task(rendered, task=found[0] if found is not None else None)
     return judged_task(rendered, scenario_rules=scenario_rules(agent))
+
+
+def kept_body(rendered: Any, agent: str) -> bytes | None:
+    """The body a run keeps of its task: a replay's is its original's; None for a rendering fae cannot describe."""
+    kept = getattr(rendered, "kept_task", None)
+    if isinstance(kept, bytes):
+        return kept
+    if isinstance(rendered, Rendered | FixtureVariation):
+        return encode(for_run(rendered, agent))
+    return None
 
 
 def encode(task: JudgedTask) -> bytes:

@@ -99,8 +99,10 @@ def test_cli(recorded):
 
 
 def _played_another_prompt(log_path, run_id):
-    """The run's log says it was shown another prompt: as if recorded before its task was reworded."""
+    """The run's log says it was shown another prompt: as if recorded, before runs kept their task in the log,
+    before its task was reworded."""
     with EventLog(log_path) as log:
+        log.con.execute("DELETE FROM events WHERE run_id = ? AND kind = 'TaskRendered'", [run_id])
         _, rows = log.query("SELECT payload FROM events WHERE run_id = ? AND kind = 'RunStarted'", [run_id])
         payload = json.loads(rows[0][0])
         payload["prompt"] += "\nAn older wording."
