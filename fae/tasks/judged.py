@@ -23,6 +23,7 @@ import msgspec
 
 from fae.errors import TaskError
 from fae.tasks import checks
+from fae.tasks.answer_contract import mark_echoes
 from fae.tasks.checks import Check
 from fae.tasks.model import FixtureVariation, Meta, Played, Rendered, Task
 from fae.tasks.scenarios import scenario_rules
@@ -70,12 +71,13 @@ class JudgedTask(msgspec.Struct, frozen=True, kw_only=True):
     def validate_strict(
         self, rendered: Any, answer: str | None, state: StateView, *, written: Collection[str] | None = None
     ) -> Check:
-        """As ``Task.validate_strict``, over the kept check spec."""
+        """As ``Task.validate_strict``, over the kept check spec (an echoed answer format is no answer)."""
         if self.extra_check is not None:
             raise TaskError(
                 f"task {self.task_id!r} has the extra check {self.extra_check!r} (Python code, not kept in the "
                 "log): judge it with --tasks current and its task files"
             )
+        answer = mark_echoes(self.played.prompt, answer, self.answer_tags)
         return checks.judge(self.check_spec, answer, state, light=False, written=written)
 
     def validate_light(
@@ -84,10 +86,11 @@ class JudgedTask(msgspec.Struct, frozen=True, kw_only=True):
         """As ``Task.validate_light``: a read-only task's light verdict is its strict one."""
         if not self.writes:
             return self.validate_strict(rendered, answer, state, written=written)
+        answer = mark_echoes(self.played.prompt, answer, self.answer_tags)
         return checks.judge(self.check_spec, answer, state, light=True, written=written)
 
 
-_encode = msgspec.json.Encoder(order="sorted").encode
+_encode = msgspec.json.Encoder().encode  # keys in the task's own order: judges read the answer tags in that order
 _decode = msgspec.json.Decoder(JudgedTask).decode
 
 
@@ -146,7 +149,7 @@ def kept_body(rendered: Any, agent: str) -> bytes | None:
 
 
 def encode(task: JudgedTask) -> bytes:
-    """The body kept in the log: canonical JSON (sorted keys), so equal tasks share one body."""
+    """The body kept in the log: JSON in the rendering's own order (deterministic, so a variation's runs share it)."""
     return _encode(task)
 
 
