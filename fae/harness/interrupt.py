@@ -5,6 +5,14 @@ are cancelled and stored ``interrupted`` with the signal as reason, and the log
 is flushed before the process exits 128 + the signal's number. A second signal
 exits at once: everything already handed to the writer sits in the journal,
 which the next open moves into the log.
+
+One Ctrl-C can arrive twice. The terminal sends SIGINT to the whole foreground
+process group, and a launcher in that group that forwards signals to its child
+(``uv run`` does) sends it again, a fraction of a second later (0.2 s seen on a
+loaded machine). So a SIGINT that repeats within ``SAME_PRESS_S`` of the first,
+while fae's parent is in fae's own process group (it got the key press too), is
+taken as the same key press; a later one, or any repeat without such a parent,
+is a second signal.
 """
 
 from __future__ import annotations
@@ -13,12 +21,15 @@ import asyncio
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import anyio
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SAME_PRESS_S = 2.0
+"""A SIGINT this soon after the first, with a parent in fae's process group, is the same key press forwarded."""
 RESUME_HINT = "`fae record --resume` with the same options finishes the suite"
 
 
@@ -27,6 +38,7 @@ class StopRequest:
 
     def __init__(self) -> None:
         self.signum: int | None = None
+        self.at: float | None = None  # when the first signal came (time.monotonic)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event: anyio.Event | None = None
 
@@ -58,6 +70,7 @@ class StopRequest:
         if self.signum is not None:
             return
         self.signum = signum
+        self.at = time.monotonic()
         # a signal after the recording's loop has closed (the summary is being printed) has nothing to wake
         if self._loop is not None and self._event is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._event.set)
@@ -66,6 +79,26 @@ class StopRequest:
         if self._event is None:
             self.bind()
         await self._event.wait()  # type: ignore[union-attr]
+
+
+def parent_shares_key_presses() -> bool:
+    """Whether fae's parent is in fae's process group, so a terminal's Ctrl-C reached it too (and a launcher such
+    as ``uv run`` may pass it on)."""
+    try:
+        return os.getpgid(os.getppid()) == os.getpgrp()
+    except OSError:  # the parent is gone, or the platform has no process groups
+        return False
+
+
+def same_key_press(stop: StopRequest, signum: int, now: float, shared: bool) -> bool:
+    """Whether a repeated signal is the first one's key press arriving again through a forwarding parent."""
+    return (
+        shared
+        and signum == signal.SIGINT
+        and stop.signum == signal.SIGINT
+        and stop.at is not None
+        and now - stop.at < SAME_PRESS_S
+    )
 
 
 def _exit_now(signum: int) -> None:
@@ -85,8 +118,12 @@ def catch_stop_signals() -> Iterator[StopRequest]:
         yield stop
         return
 
+    shared = parent_shares_key_presses()
+
     def handle(signum: int, _frame: object) -> None:
         if stop.requested:
+            if same_key_press(stop, signum, time.monotonic(), shared):
+                return
             _exit_now(signum)
         stop.request(signum)
         os.write(

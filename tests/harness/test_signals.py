@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -187,3 +188,51 @@ def test_a_signal_at_a_moment_then_resume_finishes_each_spec_once(
                 assert (end["type"], end["status"], end["cause"]) == ("RunFailed", "interrupted", cause), (run_id, end)
     # the resumed recording cleaned up after itself
     assert not os.path.exists(str(log) + ".live.json")
+
+
+def test_a_repeated_sigint_is_the_same_key_press_only_through_a_forwarding_parent_and_soon():
+    from fae.harness.interrupt import SAME_PRESS_S, StopRequest, same_key_press
+
+    stop = StopRequest()
+    stop.request(signal.SIGINT)
+    first = stop.at
+    assert first is not None
+    assert same_key_press(stop, signal.SIGINT, first + 0.2, shared=True)  # uv's forwarded copy
+    assert not same_key_press(stop, signal.SIGINT, first + SAME_PRESS_S + 0.1, shared=True)  # a second press
+    assert not same_key_press(stop, signal.SIGINT, first + 0.2, shared=False)  # no parent got the key press
+    assert not same_key_press(stop, signal.SIGTERM, first + 0.2, shared=True)  # another signal
+    term = StopRequest()
+    term.request(signal.SIGTERM)
+    assert not same_key_press(term, signal.SIGINT, (term.at or 0) + 0.2, shared=True)
+
+
+@pytest.mark.timeout(900)
+def test_ctrl_c_on_uv_run_stops_gracefully(tmp_path):
+    """`uv run fae record` (the README's form) with Ctrl-C: the terminal signals the whole process group and uv
+    passes the signal on again, so fae gets SIGINT twice; that is one key press, and the stop is graceful."""
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not on PATH")
+    log = tmp_path / "suite.duckdb"
+    slow = slow_agent(tmp_path)
+    command = [uv, "run", "--frozen", "fae", *_record(log, agents=("gold", slow))[3:]]
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )  # its own process group, as a terminal's foreground job
+    try:
+        seen = _wait_for_moment(proc, log, 0, 1, slow)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        stdout, stderr = proc.communicate(timeout=WAIT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    output = f"({seen}); rc={proc.returncode}\n{stdout[-1500:]}\n{stderr[-3000:]}"
+    assert "SIGINT: stopping;" in stderr and "again: exiting now" not in stderr, output
+    assert proc.returncode == 128 + signal.SIGINT, output
+    runs = _runs(log)
+    interrupted = [r for r in runs if r[5] == "interrupted"]
+    assert interrupted and all(r[6] == "signal" and "SIGINT" in r[7] for r in interrupted), (runs, output)
+    assert all(r[5] in ("finished", "interrupted") for r in runs), (runs, output)
