@@ -36,12 +36,12 @@ def info(
 
     from rich.text import Text
 
-    from fae.cli.console import out
+    from fae.cli.console import echo, out
     from fae.store.inventory import inventory
 
     found = inventory(log)
     if as_json:
-        typer.echo(json.dumps(found.as_dict(), indent=2, sort_keys=True))
+        echo(json.dumps(found.as_dict(), indent=2, sort_keys=True))
         return
     rows = [
         ("log", f"{found.path} ({found.size_bytes / 2**20:.1f} MiB)"),

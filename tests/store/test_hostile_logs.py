@@ -31,6 +31,7 @@ runner = CliRunner()
 
 COMMANDS: dict[str, list[str]] = {
     "runs": ["runs", "--log", "{log}"],
+    "info": ["log", "info", "{log}"],
     "show": ["show", "{run}", "--log", "{log}"],
     "sql": ["sql", "SELECT run_id, status, error FROM runs", "--log", "{log}"],
     "stats": ["stats", "--log", "{log}"],
@@ -44,7 +45,7 @@ COMMANDS: dict[str, list[str]] = {
     "curate": ["curate", "--log", "{log}"],
     "record": ["record", "--resume", "--log", "{log}", "--task", "builtin-create-patient", "--variations", "0-1"],
 }
-READ_ONLY = {"runs", "show", "sql", "export", "compare", "replay"}
+READ_ONLY = {"runs", "info", "show", "sql", "export", "compare", "replay"}
 """Commands that open the log read-only (the others open it for writing, which migrates it and recreates views)."""
 
 REFUSED = {
