@@ -1,98 +1,78 @@
-"""The local OpenAI-compatible server: a Starlette app that plays scripted behaviours and faults.
+"""The local scripted LLM server: a Starlette app that plays scripted behaviours and faults over three APIs.
 
-Routes: ``POST /v1/chat/completions`` (tools, streaming), ``POST /v1/responses``
-(minimal, not streamed), ``POST /v1/embeddings``, ``GET /v1/models``, and the
-plan registry at ``/_fae/plans``. Plan progress is worked out from each
-request's messages; the only state is the registry and the set of requests
-that ``fault:429-then-ok`` has already refused once.
+Routes: ``POST /v1/chat/completions`` (OpenAI Chat Completions: tools,
+streaming), ``POST /v1/responses`` (OpenAI Responses: tools, streaming),
+``POST /v1/messages`` (Anthropic Messages: tools, streaming, prompt caching),
+``POST /v1/embeddings``, ``GET /v1/models``, and the plan registry at
+``/_fae/plans``. Every API plays the same behaviours and faults
+(``fae.llm.faults``). Plan progress is worked out from each request's messages;
+the only state is the registry, the requests ``fault:429-then-ok`` refused
+once, and the prompt prefixes cached (``fae.llm.anthropic``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
-import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from fae.errors import PlanError
-from fae.llm import behaviours, wire
-from fae.llm.behaviours import Reply
+from fae.llm import anthropic, behaviours, wire
 from fae.llm.conversation import count_tokens, prompt_tokens
 from fae.llm.embeddings import DEFAULT_DIMENSIONS, embed, to_base64
+from fae.llm.faults import FAULT_MODELS, Dialect, Player, Refusals, fingerprint
 from fae.llm.plan_registry import PlanRegistry, entry_from_dict, entry_to_dict
-from fae.llm.responses import messages_from_input, response_body
-from fae.llm.tool_choice import RequestRefused, choice_count, shaped, tool_policy
+from fae.llm.responses import messages_from_input, response_body, response_events
+from fae.llm.tool_choice import RequestRefused, choice_count
 from fae.util.limits import MAX_FAULT_DELAY_S
 
-FAULT_429 = "fault:429"
-FAULT_500 = "fault:500"
-FAULT_TIMEOUT = "fault:timeout"
-FAULT_GARBAGE = "fault:garbage"
-FAULT_429_THEN_OK = "fault:429-then-ok"
-FAULT_MODELS = (FAULT_429, FAULT_500, FAULT_TIMEOUT, FAULT_GARBAGE, FAULT_429_THEN_OK)
 EMBEDDING_MODEL = "hashed-bow"
 MODELS = (*behaviours.SCRIPTED_MODELS, *FAULT_MODELS, EMBEDDING_MODEL)
 GARBAGE = b'{"id": "chatcmpl-garbage", "object": "chat.completion", "choices": [{"message": {"ro'
-_REMEMBERED_REFUSALS = 4096
+GARBAGE_RESPONSE = b'{"id": "resp_garbage", "object": "response", "output": [{"type": "mess'
+GARBAGE_MESSAGE = b'{"id": "msg_garbage", "type": "message", "content": [{"type": "te'
+_STREAM_HEADERS = {"cache-control": "no-cache"}
 
 
-class _Refusals:
-    """The requests that ``fault:429-then-ok`` refused once (bounded, oldest forgotten first)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._seen: OrderedDict[str, None] = OrderedDict()
-
-    def first_time(self, fingerprint: str) -> bool:
-        with self._lock:
-            if fingerprint in self._seen:
-                del self._seen[fingerprint]
-                return False
-            self._seen[fingerprint] = None
-            while len(self._seen) > _REMEMBERED_REFUSALS:
-                self._seen.popitem(last=False)
-            return True
+def _openai_error(status: int, message: str, type_: str, code: str | None, param: str | None) -> Response:
+    return JSONResponse(wire.error_body(message, type_=type_, code=code, param=param), status_code=status)
 
 
-def _error(status: int, message: str, type_: str, code: str | None = None) -> JSONResponse:
-    return JSONResponse(wire.error_body(message, type_=type_, code=code), status_code=status)
+def _anthropic_error(status: int, message: str, type_: str, code: str | None, param: str | None) -> Response:
+    return JSONResponse(anthropic.error_body(status, message), status_code=status)
 
 
-def _bad_request(message: str, param: str | None = None) -> JSONResponse:
-    return JSONResponse(wire.error_body(message, type_="invalid_request_error", param=param), status_code=400)
+OPENAI = Dialect(_openai_error, GARBAGE, wire.sse(GARBAGE.decode()))
+RESPONSES = Dialect(_openai_error, GARBAGE_RESPONSE, wire.sse(GARBAGE_RESPONSE.decode()))
+ANTHROPIC = Dialect(_anthropic_error, GARBAGE_MESSAGE, b"event: message_start\ndata: " + GARBAGE_MESSAGE + b"\n\n")
 
 
-async def _json_object(request: Request) -> dict[str, Any] | JSONResponse:
+def _bad_request(message: str, param: str | None = None) -> Response:
+    return _openai_error(400, message, "invalid_request_error", None, param)
+
+
+def _stream(events: Iterable[bytes]) -> StreamingResponse:
+    async def stream() -> AsyncIterator[bytes]:
+        for event in events:
+            yield event
+
+    return StreamingResponse(stream(), media_type="text/event-stream", headers=_STREAM_HEADERS)
+
+
+async def _json_object(request: Request, dialect: Dialect = OPENAI) -> dict[str, Any] | Response:
     try:
         body = json.loads(await request.body())
     except ValueError:
-        return _bad_request("the request body is not valid JSON")
+        return dialect.fail(400, "the request body is not valid JSON", "invalid_request_error", None, None)
     if not isinstance(body, dict):
-        return _bad_request("the request body must be a JSON object")
+        return dialect.fail(400, "the request body must be a JSON object", "invalid_request_error", None, None)
     return body
-
-
-async def _sleep_unless_disconnected(request: Request, seconds: float) -> None:
-    """Sleep ``seconds``, stopping early when the client goes away."""
-    async with anyio.create_task_group() as group:
-
-        async def watch_disconnect() -> None:
-            while (await request.receive())["type"] != "http.disconnect":
-                pass
-            group.cancel_scope.cancel()
-
-        group.start_soon(watch_disconnect)
-        await anyio.sleep(seconds)
-        group.cancel_scope.cancel()
 
 
 def create_app(
@@ -105,49 +85,8 @@ def create_app(
     if not 0 <= fault_delay_s <= MAX_FAULT_DELAY_S:
         raise ValueError(f"fault_delay_s must be between 0 and {MAX_FAULT_DELAY_S:g}")
     plans = registry if registry is not None else PlanRegistry()
-    refusals = _Refusals()
-
-    async def fault_or_reply(
-        request: Request, body: dict[str, Any], messages: list[dict[str, Any]]
-    ) -> Reply | Response:
-        model = body.get("model")
-        if not isinstance(model, str):
-            return _bad_request("'model' must be a model name", "model")
-        try:
-            policy = tool_policy(body)
-        except RequestRefused as exc:
-            return _bad_request(str(exc), exc.param)
-        if model == FAULT_429 or (model == FAULT_429_THEN_OK and refusals.first_time(_fingerprint(model, messages))):
-            return _error(
-                429,
-                "Rate limit reached (scripted fault).",
-                "rate_limit_error",
-                "rate_limit_exceeded",
-            )
-        if model == FAULT_500:
-            return _error(500, "The server had an error (scripted fault).", "server_error")
-        if model == FAULT_TIMEOUT:
-            await _sleep_unless_disconnected(request, fault_delay_s)
-            return _error(504, "The scripted model timed out.", "timeout")
-        if model == FAULT_GARBAGE:
-            if body.get("stream"):
-                return Response(wire.sse(GARBAGE.decode()), media_type="text/event-stream")
-            return Response(GARBAGE, media_type="application/json")
-        if model not in behaviours.SCRIPTED_MODELS and model != FAULT_429_THEN_OK:
-            return _error(
-                404,
-                f"The model '{model}' does not exist; see GET /v1/models.",
-                "invalid_request_error",
-                "model_not_found",
-            )
-        scripted = behaviours.GOLD if model == FAULT_429_THEN_OK else model
-        try:
-            reply = behaviours.reply_for(scripted, messages, plans, forced_tool=policy.forced)
-            return shaped(reply, policy, model)
-        except PlanError as exc:
-            return _bad_request(f"scripted model {model}: {exc}")
-        except RequestRefused as exc:
-            return _bad_request(str(exc), exc.param)
+    player = Player(plans, fault_delay_s, Refusals())
+    prompt_cache = anthropic.PromptCache()
 
     async def chat_completions(request: Request) -> Response:
         body = await _json_object(request)
@@ -160,14 +99,14 @@ def create_app(
             n = choice_count(body)
         except RequestRefused as exc:
             return _bad_request(str(exc), exc.param)
-        outcome = await fault_or_reply(request, body, messages)
+        outcome = await player.move(request, OPENAI, body.get("model"), messages, body, bool(body.get("stream")))
         if isinstance(outcome, Response):
             return outcome
         model = str(body["model"])
         token_usage = wire.usage(
             prompt_tokens(messages, body.get("tools")), n * count_tokens(wire.completion_text(outcome))
         )
-        completion_id = "chatcmpl-" + _fingerprint(model, messages)[:24]
+        completion_id = "chatcmpl-" + fingerprint(model, messages)[:24]
         created = int(clock())
         if not body.get("stream"):
             return JSONResponse(
@@ -189,37 +128,57 @@ def create_app(
             token_usage=token_usage if include_usage else None,
             n=n,
         )
-
-        async def stream() -> AsyncIterator[bytes]:
-            for event in events:
-                yield wire.sse(event)
-            yield wire.sse("[DONE]")
-
-        return StreamingResponse(stream(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
+        return _stream([*map(wire.sse, events), wire.sse("[DONE]")])
 
     async def responses(request: Request) -> Response:
         body = await _json_object(request)
         if isinstance(body, Response):
             return body
-        if body.get("stream"):
-            return _bad_request("this server answers /v1/responses without streaming only")
+        if body.get("previous_response_id") is not None:
+            return _bad_request("this server keeps no responses: send the whole input", "previous_response_id")
         messages = messages_from_input(body.get("input"), body.get("instructions"))
         if messages is None:
-            return _bad_request("'input' must be text or a list of input items")
-        outcome = await fault_or_reply(request, body, messages)
+            return _bad_request("'input' must be text or a list of input items", "input")
+        streamed = bool(body.get("stream"))
+        outcome = await player.move(request, RESPONSES, body.get("model"), messages, body, streamed)
         if isinstance(outcome, Response):
             return outcome
         model = str(body["model"])
-        return JSONResponse(
-            response_body(
-                outcome,
-                response_id="resp_" + _fingerprint(model, messages)[:24],
-                model=model,
-                created=int(clock()),
-                input_tokens=prompt_tokens(messages, body.get("tools")),
-                output_tokens=count_tokens(wire.completion_text(outcome)),
-            )
+        completed = response_body(
+            outcome,
+            response_id="resp_" + fingerprint(model, messages)[:24],
+            model=model,
+            created=int(clock()),
+            input_tokens=prompt_tokens(messages, body.get("tools")),
+            output_tokens=count_tokens(wire.completion_text(outcome)),
+            tools=body.get("tools"),
+            tool_choice=body.get("tool_choice"),
         )
+        if not streamed:
+            return JSONResponse(completed)
+        return _stream(wire.sse_named(event) for event in response_events(completed))
+
+    async def messages_api(request: Request) -> Response:
+        body = await _json_object(request, ANTHROPIC)
+        if isinstance(body, Response):
+            return body
+        try:
+            anthropic.check_max_tokens(body)
+            messages = anthropic.chat_messages(body)
+            tools = anthropic.openai_tools(body)
+        except RequestRefused as exc:
+            return _anthropic_error(400, str(exc), "invalid_request_error", None, exc.param)
+        streamed = bool(body.get("stream"))
+        outcome = await player.move(request, ANTHROPIC, body.get("model"), messages, tools, streamed)
+        if isinstance(outcome, Response):
+            return outcome
+        model = str(body["model"])
+        usage = prompt_cache.usage(body, messages, count_tokens(wire.completion_text(outcome)))
+        message_id = "msg_" + fingerprint(model, messages)[:24]
+        if not streamed:
+            return JSONResponse(anthropic.message_body(outcome, message_id=message_id, model=model, usage=usage))
+        events = anthropic.message_events(outcome, message_id=message_id, model=model, usage=usage)
+        return _stream(map(wire.sse_named, events))
 
     async def embeddings(request: Request) -> Response:
         body = await _json_object(request)
@@ -257,6 +216,8 @@ def create_app(
 
     async def models(request: Request) -> Response:
         created = int(clock())
+        if "anthropic-version" in request.headers:  # the Anthropic SDK's models.list(): its own page shape
+            return JSONResponse(anthropic.models_page(MODELS, created))
         return JSONResponse(
             {
                 "object": "list",
@@ -284,13 +245,9 @@ def create_app(
         routes=[
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/responses", responses, methods=["POST"]),
+            Route("/v1/messages", messages_api, methods=["POST"]),
             Route("/v1/embeddings", embeddings, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/_fae/plans", plan_registry, methods=["GET", "POST", "DELETE"]),
         ]
     )
-
-
-def _fingerprint(model: str, messages: list[dict[str, Any]]) -> str:
-    text = json.dumps([model, messages], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()

@@ -1,12 +1,15 @@
-"""A minimal OpenAI Responses API: input items as chat messages, a reply as a response object."""
+"""The OpenAI Responses API: input items as chat messages, a reply as a response object or its SSE events."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from fae.llm.behaviours import Reply
 from fae.llm.wire import arguments_text
+
+_ARGUMENT_PIECE = 24
 
 
 def messages_from_input(items: Any, instructions: Any = None) -> list[dict[str, Any]] | None:
@@ -46,8 +49,11 @@ def response_body(
     created: int,
     input_tokens: int,
     output_tokens: int,
+    tools: Any = None,
+    tool_choice: Any = None,
 ) -> dict[str, Any]:
-    """A completed ``response`` object holding one function call or one output message."""
+    """A completed ``response`` object holding one function call or one output message (``tools`` and
+    ``tool_choice`` echo the request's)."""
     if reply.tool_call is not None:
         output: dict[str, Any] = {
             "type": "function_call",
@@ -73,8 +79,8 @@ def response_body(
         "model": model,
         "output": [output],
         "parallel_tool_calls": False,
-        "tool_choice": "auto",
-        "tools": [],
+        "tool_choice": tool_choice if tool_choice is not None else "auto",
+        "tools": tools if isinstance(tools, list) else [],
         "usage": {
             "input_tokens": input_tokens,
             "output_tokens": output_tokens,
@@ -83,3 +89,62 @@ def response_body(
             "output_tokens_details": {"reasoning_tokens": 0},
         },
     }
+
+
+def response_events(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The events of a streamed response whose completed form is ``body``, in the API's order, each with its
+    ``sequence_number``: created, in progress, the output item added, its text or argument deltas, done, and
+    ``response.completed`` carrying the whole response."""
+    pending = {**body, "status": "in_progress", "output": [], "usage": None}
+    item = body["output"][0]
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": pending},
+        {"type": "response.in_progress", "response": pending},
+    ]
+    where = {"item_id": item["id"], "output_index": 0}
+    if item["type"] == "function_call":
+        events.append(
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "item": {**item, "arguments": "", "status": "in_progress"},
+            }
+        )
+        text = item["arguments"]
+        for start in range(0, len(text), _ARGUMENT_PIECE):
+            events.append(
+                {
+                    "type": "response.function_call_arguments.delta",
+                    **where,
+                    "delta": text[start : start + _ARGUMENT_PIECE],
+                }
+            )
+        events.append(
+            {"type": "response.function_call_arguments.done", **where, "name": item["name"], "arguments": text}
+        )
+    else:
+        part = item["content"][0]
+        events.append(
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "item": {**item, "content": [], "status": "in_progress"},
+            }
+        )
+        events.append(
+            {"type": "response.content_part.added", **where, "content_index": 0, "part": {**part, "text": ""}}
+        )
+        words = part["text"].split(" ")
+        for piece in (word if i == 0 else " " + word for i, word in enumerate(words)):
+            if piece:
+                events.append(
+                    {"type": "response.output_text.delta", **where, "content_index": 0, "delta": piece, "logprobs": []}
+                )
+        events.append(
+            {"type": "response.output_text.done", **where, "content_index": 0, "text": part["text"], "logprobs": []}
+        )
+        events.append({"type": "response.content_part.done", **where, "content_index": 0, "part": part})
+    events.append({"type": "response.output_item.done", "output_index": 0, "item": item})
+    events.append({"type": "response.completed", "response": body})
+    for number, event in enumerate(events):
+        yield {**event, "sequence_number": number}

@@ -149,3 +149,9 @@ def sse(event: dict[str, Any] | str) -> bytes:
     """One server-sent event line pair for ``event`` (a dict as JSON, a string as is)."""
     data = event if isinstance(event, str) else json.dumps(event, separators=(",", ":"))
     return f"data: {data}\n\n".encode()
+
+
+def sse_named(event: dict[str, Any]) -> bytes:
+    """One server-sent event named by its ``type`` (``event:`` then ``data:``), as the Responses and Messages
+    APIs send them."""
+    return f"event: {event['type']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n".encode()

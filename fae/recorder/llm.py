@@ -1,27 +1,45 @@
-"""What an OpenAI-compatible exchange meant: model, messages, tools, tool calls, usage."""
+"""What an LLM exchange meant: model, messages, tools, tool calls, stop reason, usage.
+
+Three APIs are read: OpenAI Chat Completions (``chat``), OpenAI Responses
+(``responses``, ``fae.recorder.llm_responses``) and Anthropic Messages
+(``messages``, ``fae.recorder.llm_anthropic``), each streamed or not. Any other
+path on an LLM upstream is still an ``LlmCalled`` of its ``api``; ``other``
+means fae does not read that API, so the call's tokens are unknown (see
+``USAGE_KNOWN_APIS``), while its bytes are in its ``HttpExchanged`` as for
+any exchange.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
+from fae.recorder import llm_anthropic, llm_chat, llm_responses
 from fae.recorder.jsonbody import json_node, members, sse_values, value
 from fae.recorder.llm_outline import request_outline, response_outline
 from fae.store.bodies import Body, body_slices
 from fae.store.events import LlmCalled, ToolCallRequest
 
+_APIS = (
+    ("/chat/completions", "chat"),
+    ("/responses", "responses"),
+    ("/messages", "messages"),
+    ("/messages/count_tokens", "count_tokens"),
+    ("/embeddings", "embeddings"),
+    ("/completions", "completions"),
+    ("/models", "models"),
+)
+USAGE_KNOWN_APIS = ("chat", "responses", "messages", "completions", "embeddings", "count_tokens", "models")
+"""The APIs whose token use fae knows: read from the answer's usage, or none spent (listing models, counting
+tokens). A call of any other API (``other``) has unknown tokens, never zero (docs/log.md, "Token counts")."""
+
 
 def api_of(path: str) -> str:
+    """The API a request path names, by its last segments (``other`` when fae does not read it)."""
     raw = path.partition("?")[0].rstrip("/")
-    for suffix, api in (
-        ("/chat/completions", "chat"),
-        ("/responses", "responses"),
-        ("/embeddings", "embeddings"),
-        ("/completions", "completions"),
-        ("/models", "models"),
-    ):
+    for suffix, api in sorted(_APIS, key=lambda pair: -len(pair[0])):
         if raw.endswith(suffix):
             return api
     return "other"
@@ -39,77 +57,46 @@ def _tool_names(tools: Any) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _usage(usage: Any) -> tuple[int | None, int | None, int | None]:
+def _usage(api: str, usage: Any) -> llm_anthropic.Usage:
+    """(prompt, completion, total, cache read, cache write) tokens of an answer's ``usage``."""
+    if api == "messages":
+        return llm_anthropic.usage(usage)
     if not isinstance(usage, dict):
-        return None, None, None
+        return None, None, None, None, None
     prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
     completion = usage.get("completion_tokens", usage.get("output_tokens"))
     total = usage.get("total_tokens")
     if total is None and isinstance(prompt, int) and isinstance(completion, int):
         total = prompt + completion
+    details = usage.get("prompt_tokens_details", usage.get("input_tokens_details"))
+    details = details if isinstance(details, dict) else {}
+    cached, written = details.get("cached_tokens"), details.get("cache_write_tokens")
     return (
         prompt if isinstance(prompt, int) else None,
         completion if isinstance(completion, int) else None,
         total if isinstance(total, int) else None,
+        cached if isinstance(cached, int) else None,
+        written if isinstance(written, int) else None,
     )
 
 
-def _chat_from_chunks(chunks: Iterable[Any], keep_text: bool = True) -> dict[str, Any] | None:
-    """Assemble a streamed chat completion into the shape of a non-streamed one (None if there were no chunks);
-    ``keep_text`` False: the reply's text and tool-call arguments are left out (they stay in the body)."""
-    content: list[str] = []
-    calls: dict[int, dict[str, str]] = {}
-    finish = None
-    usage = None
-    model = None
-    seen = False
-    for chunk in chunks:
-        seen = True
-        if not isinstance(chunk, dict):
-            continue
-        model = chunk.get("model") or model
-        usage = chunk.get("usage") or usage
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
-            if isinstance(delta.get("content"), str) and keep_text:
-                content.append(delta["content"])
-            for call in delta.get("tool_calls") or []:
-                slot = calls.setdefault(int(call.get("index", 0)), {"id": "", "name": "", "arguments": ""})
-                slot["id"] = call.get("id") or slot["id"]
-                fn = call.get("function") or {}
-                slot["name"] = fn.get("name") or slot["name"]
-                slot["arguments"] += (fn.get("arguments") or "") if keep_text else ""
-            finish = choice.get("finish_reason") or finish
-    if not seen:
-        return None
-    message = {
-        "content": "".join(content) if content else None,
-        "tool_calls": [
-            {"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
-            for _, c in sorted(calls.items())
-        ],
-    }
-    return {"model": model, "usage": usage, "choices": [{"message": message, "finish_reason": finish}]}
+_CONVERSATIONS: dict[str, Callable[[dict[str, Any]], list[Any] | None]] = {
+    "responses": llm_responses.conversation,
+    "messages": llm_anthropic.conversation,
+}
+_REPLIES: dict[str, Callable[[dict[str, Any]], tuple[str | None, list[ToolCallRequest], Any]]] = {
+    "responses": llm_responses.reply,
+    "messages": llm_anthropic.reply,
+}
 
 
-def _responses_output(body: dict[str, Any]) -> tuple[str | None, list[ToolCallRequest]]:
-    texts: list[str] = []
-    calls: list[ToolCallRequest] = []
-    for item in body.get("output") or []:
-        if not isinstance(item, dict):
-            continue
-        if item.get("type") == "function_call":
-            calls.append(
-                ToolCallRequest(
-                    call_id=str(item.get("call_id") or item.get("id") or ""),
-                    name=str(item.get("name", "")),
-                    arguments=str(item.get("arguments", "")),
-                )
-            )
-        for part in item.get("content") or []:
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                texts.append(part["text"])
-    return ("".join(texts) if texts else None), calls
+def _error_detail(response: Any) -> str | None:
+    """What an answer's ``error`` says (OpenAI's ``{"error": {"message"}}``, Anthropic's ``{"type": "error",
+    "error": {"type", "message"}}``, a failed response's ``error``), or None when it has none."""
+    detail = response.get("error") if isinstance(response, dict) else None
+    if isinstance(detail, dict):
+        detail = detail.get("message") or detail.get("type") or detail.get("code")
+    return str(detail) if detail else None
 
 
 def _decoded(body: Body | None) -> Any:
@@ -119,14 +106,18 @@ def _decoded(body: Body | None) -> Any:
     return {key: value(member) for key, member in found.items()} if found is not None else value(node)
 
 
-def _starts_with_data(body: Body | None) -> bool:
-    """Whether the body, past leading whitespace, starts ``data:`` (an SSE body), read a slice at a time."""
+_SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:", b":")
+
+
+def _is_sse(body: Body | None) -> bool:
+    """Whether the body, past leading whitespace, starts with a server-sent-event field or comment (``data:``,
+    or ``event:`` as Anthropic's events begin), read a slice at a time."""
     head = b""
     for piece in body_slices(body) if body else ():
         head = (head + bytes(piece)).lstrip()
-        if len(head) >= 5:
+        if len(head) >= 6:
             break
-    return head.startswith(b"data:")
+    return head.startswith(_SSE_FIELDS)
 
 
 def llm_event(
@@ -154,7 +145,7 @@ def llm_in_full(event: LlmCalled, body_of: Callable[[str], bytes | None]) -> Llm
         return event
     request = body_of(event.request_blob) if event.request_blob else None
     response = body_of(event.response_blob) if event.response_blob else None
-    streamed = bool(response) and event.stream and not bytes(response[:256]).lstrip().startswith(b"{")  # type: ignore[index]
+    streamed = bool(response) and event.stream and _is_sse(response)
     full = _llm_call(event.exchange_id, event.api, request, event.status, response, streamed, event.error)
     changes: dict[str, Any] = {}
     if request is not None:
@@ -182,56 +173,38 @@ def _llm_call(
         request = _decoded(request_body)
     request = request if isinstance(request, dict) else {}
     stream = bool(request.get("stream")) or streamed
+    keep_text = response_blob is None
     response: Any = None
-    if streamed or _starts_with_data(response_body):
-        chunks = sse_values(response_body)  # an event at a time: a long stream is never decoded whole
+    if streamed or _is_sse(response_body):
+        events = sse_values(response_body)  # an event at a time: a long stream is never decoded whole
         if api == "responses":
-            for chunk in chunks:
-                if isinstance(chunk, dict) and chunk.get("type") == "response.completed":
-                    response = chunk.get("response")
+            response = llm_responses.response_from_events(events, keep_text)
+        elif api == "messages":
+            response = llm_anthropic.message_from_events(events, keep_text)
         else:
-            response = _chat_from_chunks(chunks, keep_text=response_blob is None)
+            response = llm_chat.completion_from_chunks(events, keep_text)
     elif response_blob is not None:
         response = response_outline(response_body, api)
     else:
         response = _decoded(response_body)
-    messages = request.get("messages") if api == "chat" else request.get("input")
-    if isinstance(messages, str):
-        messages = [{"role": "user", "content": messages}]
+    messages = _CONVERSATIONS.get(api, llm_chat.conversation)(request)
     content = None
     tool_calls: list[ToolCallRequest] = []
     finish = None
     usage: Any = None
     model = request.get("model")
+    detail = _error_detail(response)
     if error is None and status is not None and status >= 400:
-        detail = response.get("error") if isinstance(response, dict) else None
-        if isinstance(detail, dict):
-            detail = detail.get("message")
         error = f"HTTP {status}" + (f": {detail}" if detail else "")
+    elif error is None and detail:  # an error event in a stream, or an answer that says it failed
+        error = f"the answer reports an error: {detail}"
     if isinstance(response, dict):
         model = response.get("model") or model
         usage = response.get("usage")
-        if api == "responses":
-            content, tool_calls = _responses_output(response)
-            finish = response.get("status")
-        else:
-            choices = response.get("choices") or []
-            first = choices[0] if choices and isinstance(choices[0], dict) else {}
-            message = first.get("message") or {}
-            content = message.get("content") if isinstance(message.get("content"), str) else None
-            finish = first.get("finish_reason")
-            for call in message.get("tool_calls") or []:
-                fn = call.get("function") or {}
-                tool_calls.append(
-                    ToolCallRequest(
-                        call_id=str(call.get("id") or ""),
-                        name=str(fn.get("name", "")),
-                        arguments=str(fn.get("arguments") or ""),
-                    )
-                )
-    elif error is None and status is not None and status < 400 and api in ("chat", "responses"):
+        content, tool_calls, finish = _REPLIES.get(api, llm_chat.reply)(response)
+    elif error is None and status is not None and status < 400 and api in ("chat", "responses", "messages"):
         error = "response body is not valid JSON"
-    prompt, completion, total = _usage(usage)
+    prompt, completion, total, cache_read, cache_write = _usage(api, usage)
     if response_blob is not None:  # the reply's text and arguments stay in the body
         content = None
         tool_calls = [msgspec.structs.replace(call, arguments="") for call in tool_calls]
@@ -248,6 +221,8 @@ def _llm_call(
         prompt_tokens=prompt,
         completion_tokens=completion,
         total_tokens=total,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
         status=status,
         error=error,
         request_blob=request_blob,

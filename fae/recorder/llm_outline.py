@@ -17,8 +17,8 @@ import msgspec
 from fae.recorder.jsonbody import field, items, json_node, members, value
 from fae.store.bodies import Body
 
-_CONVERSATION = ("messages", "input")
-_REPLY = ("choices", "output")
+_CONVERSATION = ("messages", "input", "system", "instructions")
+_REPLY = ("choices", "output", "content")
 
 
 def _top(body: Body | None, leave_out: tuple[str, ...]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
@@ -31,21 +31,33 @@ def _top(body: Body | None, leave_out: tuple[str, ...]) -> tuple[dict[str, Any] 
 
 def request_outline(body: Body | None, api: str) -> tuple[dict[str, Any] | None, tuple[str, ...] | None]:
     """(the request's members but the conversation, or None if it is no JSON object;
-    the role of each message or input item, None where there is no conversation)."""
+    the role of each message or input item, None where there is no conversation). A top-level system
+    prompt (Anthropic's ``system``, Responses' ``instructions``) is a ``system`` message first."""
     found, request = _top(body, _CONVERSATION)
     if found is None:
         return None, None
-    named = "messages" if api == "chat" else "input"
+    named = "input" if api == "responses" else "messages"
     key = named if named in found else None
     listed = items(found[key]) if key else None
+    system = "system" if api == "messages" else "instructions" if api == "responses" else None
+    first = ("system",) if system and _given(found.get(system)) else ()
     if listed is None:  # no conversation, or a Responses input given as one string: the user's
-        return request, ("user",) if key and _is_string(found[key]) else None
-    roles = []
+        return request, (*first, "user") if key and _is_string(found[key]) else None
+    roles = list(first)
     for item in listed:
         role = field(item, "role")
         kind = field(item, "type") if role is None else None
         roles.append(role if isinstance(role, str) else kind if isinstance(kind, str) else "")
     return request, tuple(roles)
+
+
+def _given(node: Any) -> bool:
+    """Whether a system prompt is there: not absent, null, empty text or an empty list."""
+    if node is None:
+        return False
+    if isinstance(node, msgspec.Raw):
+        return bytes(memoryview(node)).strip() not in (b"null", b'""', b"[]")
+    return node not in ("", [])
 
 
 def _is_string(node: Any) -> bool:
@@ -59,6 +71,14 @@ def response_outline(body: Body | None, api: str) -> Any:
     found, response = _top(body, _REPLY)
     if found is None:
         return value(json_node(body))
+    if api == "messages":
+        blocks = [members(block) or {} for block in items(found.get("content")) or []]
+        named = [{key: value(block[key]) for key in ("type", "id", "name") if key in block} for block in blocks]
+        if "content" in found:
+            response["content"] = [
+                {**block, "input": ""} if block.get("type") == "tool_use" else block for block in named
+            ]
+        return response
     if api == "responses":
         outline = []
         for item in items(found.get("output")) or []:

@@ -109,7 +109,8 @@ class ToolCallRequest(msgspec.Struct, frozen=True):
 
 
 class LlmCalled(Event, tag="LlmCalled", frozen=True):
-    """One call to an OpenAI-compatible endpoint."""
+    """One call to an LLM endpoint: OpenAI Chat Completions or Responses, Anthropic Messages, or another
+    ``api`` whose content fae does not read (see ``fae.recorder.llm``)."""
 
     exchange_id: str
     api: str
@@ -131,6 +132,10 @@ class LlmCalled(Event, tag="LlmCalled", frozen=True):
     response_blob: str | None = None
     message_count: int | None = None
     roles: tuple[str, ...] = ()
+    # prompt tokens read from a provider's cache and written to it (Anthropic cache_read/cache_creation_input_
+    # tokens, OpenAI cached_tokens); both are part of prompt_tokens, None where the answer did not say
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 class ToolCalled(Event, tag="ToolCalled", frozen=True):

@@ -95,9 +95,58 @@ def _sse(content_size: int) -> bytes:
     return b"".join(b"data: " + json.dumps(p).encode() + b"\n\n" for p in pieces) + b"data: [DONE]\n\n"
 
 
+def _message_reply(content_size: int, arguments_size: int) -> dict:
+    return {
+        "id": "msg",
+        "type": "message",
+        "model": "claude-test",
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 5, "cache_read_input_tokens": 9, "output_tokens": 6},
+        "content": [
+            {"type": "text", "text": ("a reply " * (content_size // 8 + 1))[:content_size]},
+            {"type": "tool_use", "id": "toolu_1", "name": "write", "input": {"note": "x" * arguments_size}},
+        ],
+    }
+
+
+def _message_sse(content_size: int) -> bytes:
+    events = [
+        {"type": "message_start", "message": {"model": "claude-test", "content": [], "usage": {"input_tokens": 2}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        *[
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "v" * (content_size // 4)},
+            }
+        ]
+        * 4,
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "t", "name": "w"}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": '{"a": 1}'}},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 8}},
+        {"type": "message_stop"},
+    ]
+    return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+
+
+def _anthropic_history(size: int) -> list[dict]:
+    filler = WORDS * (size // len(WORDS) // 2 + 1)
+    return [
+        {"role": "user", "content": filler},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t0", "name": "search", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t0", "content": filler}]},
+    ]
+
+
 async def _chat(request: Request) -> Response:
     asked = await request.json()
     want = asked.get("want", {})
+    if request.url.path.endswith("/messages"):
+        if asked.get("stream"):
+            return Response(_message_sse(want.get("content", 10)), media_type="text/event-stream")
+        reply = _message_reply(want.get("content", 10), want.get("arguments", 0))
+        return Response(json.dumps(reply), media_type="application/json")
     if asked.get("stream"):
         return Response(_sse(want.get("content", 10)), media_type="text/event-stream")
     if request.url.path.endswith("/responses"):
@@ -127,6 +176,18 @@ CALLS = {  # name: (path, request)
         "v1/chat/completions",
         {"model": "gpt-test", "stream": True, "messages": _history(100), "want": {"content": BIG}},
     ),
+    "long messages history": (
+        "v1/messages",
+        {"model": "claude-test", "system": "Be brief.", "max_tokens": 9, "messages": _anthropic_history(BIG)},
+    ),
+    "long messages reply": (
+        "v1/messages",
+        {"model": "claude-test", "max_tokens": 9, "messages": _anthropic_history(100), "want": {"arguments": BIG}},
+    ),
+    "long messages stream": (
+        "v1/messages",
+        {"model": "claude-test", "stream": True, "messages": _anthropic_history(100), "want": {"content": BIG}},
+    ),
 }
 
 
@@ -146,6 +207,7 @@ def recorded(tmp_path_factory) -> dict:
             routes=[
                 Route("/v1/chat/completions", _chat, methods=["POST"]),
                 Route("/v1/responses", _chat, methods=["POST"]),
+                Route("/v1/messages", _chat, methods=["POST"]),
             ]
         )
         async with serve_asgi(app) as port, open_writer(log) as writer:
