@@ -5,7 +5,7 @@ Three APIs are read: OpenAI Chat Completions (``chat``), OpenAI Responses
 (``messages``, ``fae.recorder.llm_anthropic``), each streamed or not. Any other
 path on an LLM upstream is still an ``LlmCalled`` of its ``api``; ``other``
 means fae does not read that API, so the call's tokens are unknown (see
-``USAGE_KNOWN_APIS``), while its bytes are in its ``HttpExchanged`` as for
+``fae.store.events.USAGE_KNOWN_APIS``), while its bytes are in its ``HttpExchanged`` as for
 any exchange.
 """
 
@@ -31,9 +31,6 @@ _APIS = (
     ("/completions", "completions"),
     ("/models", "models"),
 )
-USAGE_KNOWN_APIS = ("chat", "responses", "messages", "completions", "embeddings", "count_tokens", "models")
-"""The APIs whose token use fae knows: read from the answer's usage, or none spent (listing models, counting
-tokens). A call of any other API (``other``) has unknown tokens, never zero (docs/log.md, "Token counts")."""
 
 
 def api_of(path: str) -> str:

@@ -118,7 +118,18 @@ def all_distributions(log: Queryable, study: Study) -> dict[str, Distribution]:
             False,
             "strict IS NOT NULL AND gold_calls IS NOT NULL",
         ),
-        distribution(log, study, "total_tokens", None, "fig-tokens", "Agent tokens per run", "tokens", True),
+        # a run whose tokens are unknown (an LLM API fae does not read) is left out, never drawn as 0
+        distribution(
+            log,
+            study,
+            "total_tokens",
+            None,
+            "fig-tokens",
+            "Agent tokens per run",
+            "tokens",
+            True,
+            "total_tokens IS NOT NULL",
+        ),
         distribution(
             log,
             study,
@@ -128,7 +139,7 @@ def all_distributions(log: Queryable, study: Study) -> dict[str, Distribution]:
             "Agent tokens per run by difficulty",
             "tokens",
             False,
-            "difficulty IS NOT NULL",
+            "difficulty IS NOT NULL AND total_tokens IS NOT NULL",
         ),
     ]
     return {d.name: d for d in found if d is not None}

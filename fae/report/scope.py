@@ -58,6 +58,8 @@ class Table:
     rows: list[tuple]
     note: str = ""
     formats: dict[str, str] = field(default_factory=dict)
+    unknown: tuple[str, ...] = ()
+    """Columns whose NULL means a value fae cannot know (tokens of an API it does not read): shown as unknown."""
 
     def dicts(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
@@ -93,10 +95,17 @@ class Figure:
 
 
 def run_sql(
-    log: Queryable, name: str, title: str, sql: str, note: str = "", formats: dict[str, str] | None = None
+    log: Queryable,
+    name: str,
+    title: str,
+    sql: str,
+    note: str = "",
+    formats: dict[str, str] | None = None,
+    unknown: tuple[str, ...] = (),
 ) -> Table:
     columns, rows = log.query(sql)
-    return Table(name, title, sql.strip(), columns, [tuple(map(_steady, row)) for row in rows], note, formats or {})
+    steady = [tuple(map(_steady, row)) for row in rows]
+    return Table(name, title, sql.strip(), columns, steady, note, formats or {}, unknown)
 
 
 def _steady(value: Any) -> Any:

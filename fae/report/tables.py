@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 from fae.report.scope import KEYS, TOOL_CALLS, Queryable, Scope, Table, literal, run_sql
+from fae.store.study_views import KNOWN_APIS_SQL
+
+# a mean or CV of tokens per run is unknown (NULL) where a run's tokens are: never one over the known runs alone
+KNOWN_MEAN = "CASE WHEN bool_and(total_tokens IS NOT NULL) THEN avg(total_tokens) END"
+KNOWN_CV = (
+    "CASE WHEN bool_and(total_tokens IS NOT NULL) THEN stddev_samp(total_tokens) / nullif(avg(total_tokens), 0) END"
+)
 
 PCT = "{:.1f}"
 PP2 = "{:.1f}"
@@ -16,7 +23,7 @@ SELECT {KEYS}, count(*) AS runs, sum(attempts - 1) AS retried,
        count(*) FILTER (WHERE status IN ('failed', 'interrupted')) AS failed,
        100 * avg(CAST(strict AS INTEGER)) AS strict_pct,
        100 * avg(CAST(light AS INTEGER)) AS light_pct,
-       avg(tool_calls) AS tool_calls, avg(total_tokens) AS tokens, avg(duration_ms) / 1000 AS seconds
+       avg(tool_calls) AS tool_calls, {KNOWN_MEAN} AS tokens, avg(duration_ms) / 1000 AS seconds
 FROM scope GROUP BY ALL ORDER BY ALL"""
     return run_sql(
         log,
@@ -24,8 +31,10 @@ FROM scope GROUP BY ALL ORDER BY ALL"""
         "Runs and outcomes per configuration",
         sql,
         "Means per run. A spec retried by --resume counts once (its latest attempt); retried counts "
-        "the extra attempts; errored = the agent's side (a failure); failed = fae's side (left out).",
+        "the extra attempts; errored = the agent's side (a failure); failed = fae's side (left out). "
+        "tokens: unknown when a run called an LLM API fae does not read.",
         {"strict_pct": PCT, "light_pct": PCT, "tool_calls": "{:.1f}", "tokens": "{:.0f}", "seconds": "{:.1f}"},
+        unknown=("tokens",),
     )
 
 
@@ -153,32 +162,39 @@ sliced AS (
     UNION ALL SELECT {KEYS}, 'outcome', CASE WHEN strict THEN 'pass' WHEN NOT strict THEN 'fail'
                                              ELSE 'unscored' END, total_tokens FROM scope
 )
-SELECT {KEYS}, slice, value, count(*) AS runs, avg(total_tokens) AS mean_tokens,
-       median(total_tokens) AS median_tokens, sum(total_tokens) AS total_tokens
+SELECT {KEYS}, slice, value, count(*) AS runs,
+       count(*) FILTER (WHERE total_tokens IS NULL) AS unknown_runs,
+       {KNOWN_MEAN} AS mean_tokens,
+       CASE WHEN bool_and(total_tokens IS NOT NULL) THEN median(total_tokens) END AS median_tokens,
+       CASE WHEN bool_and(total_tokens IS NOT NULL) THEN sum(total_tokens) END AS total_tokens
 FROM sliced GROUP BY ALL ORDER BY {KEYS}, slice, value"""
     return run_sql(
         log,
         "tokens",
         "Agent tokens per run (prompt + completion, every LLM call)",
         sql,
-        "Sum over the run's agent LLM calls of total_tokens (else prompt + completion).",
+        "Sum over the run's agent LLM calls of total_tokens (else prompt + completion). unknown_runs: runs "
+        "that called an LLM API fae does not read; where there is one, its group's tokens are unknown.",
         {"mean_tokens": "{:.0f}", "median_tokens": "{:.0f}"},
+        unknown=("mean_tokens", "median_tokens", "total_tokens"),
     )
 
 
 def token_cv(log: Queryable, scope: Scope) -> Table:
     sql = f"""
 WITH {scope.cte()},
-prompt AS (SELECT {KEYS}, stddev_samp(total_tokens) / nullif(avg(total_tokens), 0) AS cv
+prompt AS (SELECT {KEYS}, {KNOWN_CV} AS cv, bool_and(total_tokens IS NOT NULL) AS known
            FROM scope GROUP BY {KEYS}, task_id, variation HAVING count(*) > 1),
-task AS (SELECT {KEYS}, stddev_samp(total_tokens) / nullif(avg(total_tokens), 0) AS cv
+task AS (SELECT {KEYS}, {KNOWN_CV} AS cv, bool_and(total_tokens IS NOT NULL) AS known
          FROM scope GROUP BY {KEYS}, task_id HAVING count(*) > 1),
-overall AS (SELECT {KEYS}, stddev_samp(total_tokens) / nullif(avg(total_tokens), 0) AS cv
+overall AS (SELECT {KEYS}, {KNOWN_CV} AS cv
             FROM scope GROUP BY {KEYS} HAVING count(*) > 1)
 SELECT o.experiment, o.phase, o.configuration,
-       (SELECT avg(p.cv) FROM prompt p WHERE p.experiment IS NOT DISTINCT FROM o.experiment
+       (SELECT CASE WHEN bool_and(p.known) THEN avg(p.cv) END FROM prompt p
+        WHERE p.experiment IS NOT DISTINCT FROM o.experiment
           AND p.phase IS NOT DISTINCT FROM o.phase AND p.configuration = o.configuration) AS same_prompt_cv,
-       (SELECT avg(t.cv) FROM task t WHERE t.experiment IS NOT DISTINCT FROM o.experiment
+       (SELECT CASE WHEN bool_and(t.known) THEN avg(t.cv) END FROM task t
+        WHERE t.experiment IS NOT DISTINCT FROM o.experiment
           AND t.phase IS NOT DISTINCT FROM o.phase AND t.configuration = o.configuration) AS within_task_cv,
        o.cv AS overall_cv
 FROM overall o ORDER BY ALL"""
@@ -190,6 +206,7 @@ FROM overall o ORDER BY ALL"""
         "CV = sample std / mean of tokens per run; same-prompt and within-task are the mean CV over "
         "prompts (a task variation's trials) and over tasks (all their runs); overall is over all runs.",
         {"same_prompt_cv": "{:.3f}", "within_task_cv": "{:.3f}", "overall_cv": "{:.3f}"},
+        unknown=("same_prompt_cv", "within_task_cv", "overall_cv"),
     )
 
 
@@ -228,21 +245,28 @@ def cost(log: Queryable, scope: Scope, prices: dict[str, tuple[float, float]]) -
 WITH {scope.cte()},
 price(model, usd_in, usd_out) AS (VALUES {values}),
 calls AS (  -- the agent's LLM calls of the runs in scope, each payload parsed once
-    SELECT run_id, u[1] AS model, CAST(u[2] AS BIGINT) AS prompt_tokens, CAST(u[3] AS BIGINT) AS completion_tokens
-    FROM (SELECT run_id, json_extract_string(payload, ['$.model', '$.prompt_tokens', '$.completion_tokens']) AS u
+    SELECT run_id, u[1] AS model, CAST(u[2] AS BIGINT) AS prompt_tokens, CAST(u[3] AS BIGINT) AS completion_tokens,
+           u[4] NOT IN ({KNOWN_APIS_SQL}) AS unknown
+    FROM (SELECT run_id, json_extract_string(payload, ['$.model', '$.prompt_tokens', '$.completion_tokens', '$.api'])
+                 AS u
           FROM events WHERE kind = 'LlmCalled' AND actor = 'agent' AND run_id IN (SELECT run_id FROM scope))
 ),
 spent AS (
     SELECT c.run_id, sum((coalesce(c.prompt_tokens, 0) * p.usd_in + coalesce(c.completion_tokens, 0) * p.usd_out)
-                         / 1e6) AS usd, count(*) FILTER (WHERE p.model IS NULL) AS unpriced_calls
+                         / 1e6) AS usd, count(*) FILTER (WHERE p.model IS NULL) AS unpriced_calls,
+           count(*) FILTER (WHERE c.unknown) AS unknown_token_calls
     FROM calls c LEFT JOIN price p ON p.model = c.model GROUP BY c.run_id
-)
+),
+counted AS (SELECT {KEYS}, strict, coalesce(x.usd, 0) AS usd,
+                   coalesce(x.unpriced_calls, 0) + coalesce(x.unknown_token_calls, 0) AS uncounted,
+                   coalesce(x.unpriced_calls, 0) AS unpriced_calls,
+                   coalesce(x.unknown_token_calls, 0) AS unknown_token_calls
+            FROM scope s LEFT JOIN spent x USING (run_id))
 SELECT {KEYS}, count(*) AS runs, count(*) FILTER (WHERE strict) AS successes,
-       CASE WHEN sum(coalesce(x.unpriced_calls, 0)) = 0 THEN sum(coalesce(x.usd, 0)) END AS usd,
-       CASE WHEN sum(coalesce(x.unpriced_calls, 0)) = 0
-            THEN sum(coalesce(x.usd, 0)) / nullif(count(*) FILTER (WHERE strict), 0) END AS usd_per_success,
-       sum(coalesce(x.unpriced_calls, 0)) AS unpriced_calls
-FROM scope s LEFT JOIN spent x USING (run_id) GROUP BY ALL ORDER BY ALL"""
+       CASE WHEN sum(uncounted) = 0 THEN sum(usd) END AS usd,
+       CASE WHEN sum(uncounted) = 0 THEN sum(usd) / nullif(count(*) FILTER (WHERE strict), 0) END AS usd_per_success,
+       sum(unpriced_calls) AS unpriced_calls, sum(unknown_token_calls) AS unknown_token_calls
+FROM counted GROUP BY ALL ORDER BY ALL"""
     return run_sql(
         log,
         "cost",
@@ -250,6 +274,8 @@ FROM scope s LEFT JOIN spent x USING (run_id) GROUP BY ALL ORDER BY ALL"""
         sql,
         "usd = Σ prompt_tokens × in + completion_tokens × out, per million tokens, agent calls; "
         "per success = usd / strict passes. unpriced_calls: calls to a model with no --price "
-        "(then no total is given).",
+        "(then no total is given); unknown_token_calls: calls to an LLM API fae does not read (then the "
+        "cost is unknown).",
         {"usd": "{:.4f}", "usd_per_success": "{:.4f}"},
+        unknown=("usd",),
     )

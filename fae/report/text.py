@@ -37,6 +37,8 @@ SHORT = {
     "pass_hat_k": "pass^k",
     "pass_at_k": "pass@k",
     "unpriced_calls": "unpriced",
+    "unknown_token_calls": "unknown calls",
+    "unknown_runs": "unknown",
     "false_stops": "false stops",
     "strict_low": "low",
     "strict_high": "high",
@@ -66,7 +68,7 @@ SHORT = {
 
 def cell(table: Table, column: str, value: Any) -> str:
     if value is None:
-        return "-"
+        return "unknown" if column in table.unknown else "-"
     fmt = table.formats.get(column)
     if fmt and isinstance(value, (int, float)):
         return fmt.format(value)

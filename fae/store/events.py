@@ -108,6 +108,12 @@ class ToolCallRequest(msgspec.Struct, frozen=True):
     arguments: str
 
 
+USAGE_KNOWN_APIS = ("chat", "responses", "messages", "completions", "embeddings", "count_tokens", "models")
+"""The LLM APIs whose token use fae knows: read from the answer's ``usage``, or none spent (listing models,
+counting tokens). A call of any other ``api`` (``other``: a provider fae does not read) has unknown tokens,
+never zero; docs/log.md, "Token counts"."""
+
+
 class LlmCalled(Event, tag="LlmCalled", frozen=True):
     """One call to an LLM endpoint: OpenAI Chat Completions or Responses, Anthropic Messages, or another
     ``api`` whose content fae does not read (see ``fae.recorder.llm``)."""

@@ -8,7 +8,7 @@ every column.
 
 from __future__ import annotations
 
-from fae.store.study_views import STUDY_VIEWS
+from fae.store.study_views import KNOWN_APIS_SQL, STUDY_VIEWS
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: the spine
@@ -149,7 +149,7 @@ VIEWS: dict[str, str] = {
          AND f.payload->>'$.exchange_id' = e.payload->>'$.exchange_id'
         WHERE e.kind = 'HttpExchanged'
     """,
-    "llm_calls": """
+    "llm_calls": f"""
         SELECT l.run_id, l.seq, l.wall_time, l.actor,
                l.payload->>'$.api'    AS api,
                l.payload->>'$.model'  AS model,
@@ -161,6 +161,9 @@ VIEWS: dict[str, str] = {
                CAST(l.payload->>'$.prompt_tokens' AS BIGINT)     AS prompt_tokens,
                CAST(l.payload->>'$.completion_tokens' AS BIGINT) AS completion_tokens,
                CAST(l.payload->>'$.total_tokens' AS BIGINT)      AS total_tokens,
+               CAST(l.payload->>'$.cache_read_tokens' AS BIGINT)  AS cache_read_tokens,
+               CAST(l.payload->>'$.cache_write_tokens' AS BIGINT) AS cache_write_tokens,
+               l.payload->>'$.api' IN ({KNOWN_APIS_SQL})          AS tokens_known,
                CAST(l.payload->>'$.status' AS INTEGER) AS status,
                l.payload->>'$.error' AS error,
                h.duration_ms
@@ -180,7 +183,7 @@ VIEWS: dict[str, str] = {
                payload->>'$.error' AS error
         FROM events WHERE kind = 'ToolCalled'
     """,
-    "run_summary": """
+    "run_summary": f"""
         SELECT r.run_id, r.task_id, r.variation, r.agent, r.repeat, r.status, r.stop_reason,
                r.started_at, r.ended_at,
                epoch_ms(r.ended_at) - epoch_ms(r.started_at) AS duration_ms,
@@ -191,7 +194,8 @@ VIEWS: dict[str, str] = {
                  AND e.actor = 'agent') AS llm_calls,
                (SELECT count(*) FROM events e WHERE e.run_id = r.run_id AND e.kind = 'ToolCalled'
                  AND e.actor = 'agent') AS tool_calls,
-               (SELECT sum(CAST(e.payload->>'$.total_tokens' AS BIGINT)) FROM events e
+               (SELECT CASE WHEN bool_and(e.payload->>'$.api' IN ({KNOWN_APIS_SQL}))  -- else unknown, never a part
+                            THEN sum(CAST(e.payload->>'$.total_tokens' AS BIGINT)) END FROM events e
                  WHERE e.run_id = r.run_id AND e.kind = 'LlmCalled' AND e.actor = 'agent') AS total_tokens,
                (SELECT e.payload->>'$.text' FROM events e
                  WHERE e.run_id = r.run_id AND e.kind = 'AnswerGiven' ORDER BY e.seq DESC LIMIT 1) AS answer

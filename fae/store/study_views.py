@@ -6,6 +6,10 @@ docs/study.md describes every column.
 
 from __future__ import annotations
 
+from fae.store.events import USAGE_KNOWN_APIS
+
+KNOWN_APIS_SQL = ", ".join(f"'{api}'" for api in USAGE_KNOWN_APIS)
+
 # One row per run × judge × rule set: the most recent verdict (a rejudge appends, never edits).
 LATEST_VERDICTS = """
     SELECT v.run_id, v.judge, v.rule_set, v.rule_set_hash, v.rule_set->>'$.mode' AS mode, v.outcome,
@@ -28,12 +32,15 @@ RUN_RESULTS = """
         FROM runs GROUP BY coalesce(experiment, ''), coalesce(phase, ''), task_id, variation, agent, repeat
     ),
     attempts AS (SELECT r.*, s.attempts FROM spec s JOIN runs r USING (run_id)),
-    llm AS (  -- each payload parsed once, for the three usage fields together
-        SELECT run_id, count(*) AS llm_calls, sum(CAST(u[1] AS BIGINT)) AS prompt_tokens,
+    llm AS (  -- each payload parsed once, for the usage fields together; a call of an API fae does not read
+              -- makes the run's tokens unknown (NULL), never a part-sum
+        SELECT run_id, count(*) AS llm_calls,
+               count(*) FILTER (WHERE u[4] NOT IN ({KNOWN_APIS_SQL})) AS unknown_token_calls,
+               sum(CAST(u[1] AS BIGINT)) AS prompt_tokens,
                sum(CAST(u[2] AS BIGINT)) AS completion_tokens,
                sum(coalesce(CAST(u[3] AS BIGINT), CAST(u[1] AS BIGINT) + CAST(u[2] AS BIGINT))) AS total_tokens
         FROM (SELECT run_id, json_extract_string(payload, ['$.prompt_tokens', '$.completion_tokens',
-                                                           '$.total_tokens']) AS u
+                                                           '$.total_tokens', '$.api']) AS u
               FROM events WHERE kind = 'LlmCalled' AND actor = 'agent')
         GROUP BY run_id
     ),
@@ -85,9 +92,11 @@ RUN_RESULTS = """
                  AND coalesce(j.light_outcome, '') NOT IN ('not_applicable', 'task_changed')
                 THEN coalesce(j.light_passed, false) END AS light,
            j.failure_mode, j.ensure_record, j.oracle,
-           coalesce(l.prompt_tokens, 0) AS prompt_tokens,
-           coalesce(l.completion_tokens, 0) AS completion_tokens,
-           coalesce(l.total_tokens, 0) AS total_tokens,
+           CASE WHEN coalesce(l.unknown_token_calls, 0) = 0 THEN coalesce(l.prompt_tokens, 0) END AS prompt_tokens,
+           CASE WHEN coalesce(l.unknown_token_calls, 0) = 0 THEN coalesce(l.completion_tokens, 0) END
+               AS completion_tokens,
+           CASE WHEN coalesce(l.unknown_token_calls, 0) = 0 THEN coalesce(l.total_tokens, 0) END AS total_tokens,
+           coalesce(l.unknown_token_calls, 0) AS unknown_token_calls,
            coalesce(l.llm_calls, 0) AS llm_calls,
            coalesce(t.tool_calls, 0) AS tool_calls,
            coalesce(t.tool_errors, 0) AS tool_errors,
@@ -101,6 +110,8 @@ RUN_RESULTS = """
     LEFT JOIN other x ON x.run_id = a.run_id
     LEFT JOIN judged j ON j.run_id = a.run_id
 """
+
+RUN_RESULTS = RUN_RESULTS.replace("{KNOWN_APIS_SQL}", KNOWN_APIS_SQL)
 
 STUDY_VIEWS: dict[str, str] = {
     "latest_verdicts": LATEST_VERDICTS,
