@@ -8,6 +8,12 @@ the step budget is spent (``hit_cap``). An LLM call that fails (HTTP error,
 timeout, a body that is not a chat completion) raises ``AgentError``, so the
 run ends ``errored``. Token use is not counted here: it comes from the
 recorded LLM calls.
+
+Every request names ``tool_choice`` (``auto`` by default): some OpenAI-compatible
+servers (llama.cpp's) show the model no tools unless it is named. A
+configuration can ask for another (``langchain:CONFIG?tool_choice=VALUE``):
+``none``, ``required``, a tool's name, or ``omit`` (not sent, for a server
+that refuses the field).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import os
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl
 
 import httpx
 import openai
@@ -41,6 +48,10 @@ MAX_CONSECUTIVE_TOOL_ERRORS = 5
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_RETRIES = 2
 MEMORY_SERVER_MODULE = "fae.memory.server"
+DEFAULT_TOOL_CHOICE = "auto"
+OMIT = "omit"
+"""``tool_choice=omit``: the request carries no ``tool_choice`` (what runs recorded before it was sent did)."""
+SPEC_OPTIONS = ("tool_choice",)
 
 
 @dataclass(frozen=True)
@@ -185,12 +196,19 @@ class LangChainAgent:
     """One configuration of the LangChain tool-calling agent (see ``langchain_configs``)."""
 
     def __init__(
-        self, name: str, config: Configuration, settings: LlmSettings, *, max_iterations: int = MAX_ITERATIONS
+        self,
+        name: str,
+        config: Configuration,
+        settings: LlmSettings,
+        *,
+        max_iterations: int = MAX_ITERATIONS,
+        tool_choice: str = DEFAULT_TOOL_CHOICE,
     ) -> None:
         self.name = name
         self.configuration = config
         self.settings = settings
         self.max_iterations = max_iterations
+        self.tool_choice = tool_choice
 
     @property
     def required_mcp(self) -> tuple[str, ...]:
@@ -210,6 +228,7 @@ class LangChainAgent:
             "max_consecutive_tool_errors": MAX_CONSECUTIVE_TOOL_ERRORS,
             "timeout_s": self.settings.timeout_s,
             "max_retries": self.settings.max_retries,
+            "tool_choice": self.tool_choice,
         }
 
     def _server_urls(self, ctx: AgentContext) -> dict[str, str]:
@@ -241,7 +260,9 @@ class LangChainAgent:
                 max_retries=self.settings.max_retries,
                 http_async_client=http_client,
             )
-            llm = model.bind_tools(list(tools.values()))
+            bound = list(tools.values())
+            choice = None if self.tool_choice == OMIT or not bound else self.tool_choice
+            llm = model.bind_tools(bound, tool_choice=choice)
             messages: list[BaseMessage] = [SystemMessage(self.configuration.system_prompt()), HumanMessage(ctx.prompt)]
             try:
                 outcome = await tool_loop(llm, tools, messages, max_iterations=self.max_iterations)
@@ -275,10 +296,14 @@ def build_langchain_agent(
     api_key: str | None = None,
     timeout_s: float | None = None,
     max_retries: int | None = None,
+    tool_choice: str = DEFAULT_TOOL_CHOICE,
 ) -> LangChainAgent:
-    """An agent from ``langchain:CONFIG`` or ``langchain:CONFIG@MODEL`` (the model overrides ``model``)."""
+    """An agent from ``langchain:CONFIG[?tool_choice=VALUE][@MODEL]`` (the spec's model and tool choice override
+    ``model`` and ``tool_choice``)."""
     body = spec.removeprefix(PREFIX)
-    config_name, _, spec_model = body.partition("@")
+    head, _, spec_model = body.partition("@")
+    config_name, _, query = head.partition("?")
+    options = spec_options(spec, query)
     config = configuration(config_name)
     if config.uses_memory and not memory_server_available():
         raise FaeError(
@@ -286,4 +311,21 @@ def build_langchain_agent(
             f"({MEMORY_SERVER_MODULE}.memory_mcp_http_app), which is not installed"
         )
     settings = llm_settings(spec_model or model, api_key, timeout_s, max_retries)
-    return LangChainAgent(spec, config, settings)
+    return LangChainAgent(spec, config, settings, tool_choice=options.get("tool_choice", tool_choice))
+
+
+def spec_options(spec: str, query: str) -> dict[str, str]:
+    """The ``?name=value&...`` options of an agent spec; a FaeError names an unknown or repeated one."""
+    options: dict[str, str] = {}
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise FaeError(f"agent {spec}: options are ?name=value&name=value, got {query!r}") from None
+    for name, value in pairs:
+        if name not in SPEC_OPTIONS or name in options:
+            what = "unknown" if name not in SPEC_OPTIONS else "repeated"
+            raise FaeError(f"agent {spec}: {what} option {name!r} (options: {', '.join(SPEC_OPTIONS)})")
+        if not value.strip():
+            raise FaeError(f"agent {spec}: {name} needs a value (auto, none, required, omit or a tool's name)")
+        options[name] = value.strip()
+    return options

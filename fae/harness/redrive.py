@@ -289,13 +289,14 @@ def agent_from_config(config: dict[str, Any]) -> Agent:
         raise ReplayDrift(
             f"fae replay re-drives scripted and langchain runs, not {config.get('kind') or 'unknown'} agents"
         )
-    from fae.agents.langchain_agent import PREFIX, build_langchain_agent
+    from fae.agents.langchain_agent import OMIT, PREFIX, build_langchain_agent
 
     agent = build_langchain_agent(
         f"{PREFIX}{config.get('configuration')}@{config.get('model')}",
         api_key="fae-replay",
         timeout_s=config.get("timeout_s"),
         max_retries=config.get("max_retries"),
+        tool_choice=str(config.get("tool_choice", OMIT)),  # a run recorded before tool_choice was sent sent none
     )
     if isinstance(config.get("max_iterations"), int):
         agent.max_iterations = config["max_iterations"]

@@ -1,19 +1,21 @@
-"""The LLM cassette: an OpenAI-compatible ASGI app that answers a re-driven agent from a run's recorded calls.
+"""The LLM cassette: an ASGI app that answers a re-driven agent from a run's recorded LLM calls (any API).
 
 Matching is one explicit function, ``request_key``: a SHA-256 over the
-method, the API (chat, responses, embeddings, ...) and the canonical JSON of
+method, the API (chat, responses, messages, embeddings, ...) and the canonical JSON of
 the request body after ``canonical_request`` has normalised what legitimately
 changes between two plays of the same run, and nothing else:
 
 - **tool-call ids**: an assistant message's ``tool_calls[].id``, a tool
-  message's ``tool_call_id`` and a Responses item's ``call_id`` become
+  message's ``tool_call_id``, a Responses item's ``call_id`` and an Anthropic
+  ``tool_use`` block's ``id`` (its ``tool_result``'s ``tool_use_id``) become
   ``<call-1>``, ``<call-2>``, ... in order of first appearance. A real model
   picks them at random, so they carry no meaning beyond linking a call to its
   result, and the aliases keep that link;
 - **tool-call arguments** (JSON text) are parsed, so spacing and key order do
   not count;
 - inside **tool results** only (a tool message's content, a
-  ``function_call_output``'s output, parsed when they are JSON text):
+  ``function_call_output``'s output, a ``tool_result`` block's content,
+  parsed when they are JSON text):
   ``lastUpdated`` and ``timestamp`` values become ``<time>`` (the server
   stamps them with the wall clock), and an absolute URL up to its ``/fhir``
   segment becomes ``<fhir-base>`` (it names the server's or proxy's port, the
@@ -32,7 +34,9 @@ later request, with a 400 ``replay_divergence`` error so the agent stops;
 ``play-next`` (lenient) answers the next unused recorded call in recorded
 order. Either way the miss is kept with the first place where the request
 differs from the recorded one it should have been. Streamed recordings are
-answered as ``text/event-stream``, chunk by recorded chunk.
+answered as ``text/event-stream``, chunk by recorded chunk. The cassette's own
+errors take the shape of the API asked (Anthropic's for ``/v1/messages``,
+OpenAI's otherwise), so each SDK reads them as the API's.
 """
 
 from __future__ import annotations
@@ -150,6 +154,27 @@ def _input_item(item: Any, alias: _Aliases) -> Any:
     return out
 
 
+def _block(block: Any, alias: _Aliases) -> Any:
+    """An Anthropic content block: a ``tool_use`` id and a ``tool_result``'s id and content, as chat calls are."""
+    if not isinstance(block, dict):
+        return block
+    out = dict(block)
+    if out.get("type") == "tool_use":
+        out["id"] = alias(out.get("id"))
+    elif out.get("type") == "tool_result":
+        out["tool_use_id"] = alias(out.get("tool_use_id"))
+        out["content"] = _tool_result(out.get("content"))
+    return out
+
+
+def _any_message(message: Any, alias: _Aliases) -> Any:
+    """A chat message, or an Anthropic message whose content is a list of blocks."""
+    out = _message(message, alias)
+    if isinstance(out, dict) and out.get("role") != "tool" and isinstance(out.get("content"), list):
+        out["content"] = [_block(block, alias) for block in out["content"]]
+    return out
+
+
 def canonical_request(body: Any) -> Any:
     """A request body with only the volatile parts normalised (see the module docstring)."""
     if not isinstance(body, dict):
@@ -157,7 +182,7 @@ def canonical_request(body: Any) -> Any:
     alias = _Aliases()
     out = dict(body)
     if isinstance(body.get("messages"), list):
-        out["messages"] = [_message(m, alias) for m in body["messages"]]
+        out["messages"] = [_any_message(m, alias) for m in body["messages"]]
     if isinstance(body.get("input"), list):
         out["input"] = [_input_item(i, alias) for i in body["input"]]
     return out
@@ -317,7 +342,8 @@ class Cassette:
         number = self.requests
         self.requests += 1
         if self._stopped is not None:
-            return _refusal(f"fae replay stopped at {self._stopped.describe()}; call {number + 1} is not answered")
+            stopped = f"fae replay stopped at {self._stopped.describe()}; call {number + 1} is not answered"
+            return _refusal(api_of(path), stopped)
         key = request_key(method, path, body)
         found = next((c for c in self.calls if c.key == key and c.index not in self._used), None)
         if found is not None:
@@ -336,7 +362,7 @@ class Cassette:
             return self._play(expected)
         if self.policy is Policy.STOP:
             self._stopped = miss
-        return _refusal(f"fae replay: {miss.describe()}")
+        return _refusal(api_of(path), f"fae replay: {miss.describe()}")
 
     def _play(self, call: RecordedCall) -> Reply:
         self._used.add(call.index)
@@ -344,13 +370,13 @@ class Cassette:
             return Reply(
                 504,
                 "application/json",
-                _error_body(f"recorded: {call.error or 'no response'}", "timeout"),
+                _error_body(api_of(call.path), f"recorded: {call.error or 'no response'}", "timeout"),
                 seq=call.seq,
             )
         return Reply(call.status, call.content_type, call.body, call.chunks, call.streamed, call.seq)
 
     def app(self) -> Starlette:
-        """The cassette as an OpenAI-compatible ASGI app: every path and method is answered from the log."""
+        """The cassette as an ASGI app: every path and method (OpenAI's, Anthropic's, ...) is answered from the log."""
 
         async def endpoint(request: Request) -> Response:
             path = "/" + request.path_params["path"]
@@ -375,12 +401,16 @@ class Cassette:
         return Starlette(routes=[Route("/{path:path}", endpoint, methods=methods)])
 
 
-def _error_body(message: str, code: str) -> bytes:
+def _error_body(api: str, message: str, code: str) -> bytes:
+    """An error in the asked API's shape: Anthropic's (its type fixed by the status) or OpenAI's."""
+    if api == "messages":
+        kind = "timeout_error" if code == "timeout" else "invalid_request_error"
+        return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
     return json.dumps(
         {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
     ).encode()
 
 
-def _refusal(message: str) -> Reply:
-    # 400 is not retried by the openai SDK, so the agent stops at once
-    return Reply(400, "application/json", _error_body(message, "replay_divergence"))
+def _refusal(api: str, message: str) -> Reply:
+    # 400 is retried by neither the openai nor the anthropic SDK, so the agent stops at once
+    return Reply(400, "application/json", _error_body(api, message, "replay_divergence"))

@@ -384,6 +384,70 @@ def test_stop_reasons_hit_cap_gave_up_and_recovery(llm, tmp_path):
     assert errors == [(True,), (False,)]
 
 
+def _agent_requests(log: Path | EventLog, run_id: str | None = None) -> list[dict[str, Any]]:
+    """The bodies of the agent's LLM requests as the proxy recorded them."""
+    where = " AND run_id = ?" if run_id else ""
+    rows = query(
+        log,
+        "SELECT payload->>'$.request_blob' FROM events WHERE kind = 'HttpExchanged' AND upstream = 'llm'"
+        f" AND actor = 'agent'{where} ORDER BY run_id, seq",
+        [run_id] if run_id else None,
+    )
+    opened = log if isinstance(log, EventLog) else EventLog(log, read_only=True)
+    try:
+        return [json.loads(opened.blob(blob) or b"{}") for (blob,) in rows]
+    finally:
+        if opened is not log:
+            opened.close()
+
+
+def test_every_llm_request_names_tool_choice_auto_with_its_tools(recorded, db):
+    """llama.cpp's server shows the model no tools unless tool_choice is named: every request names it."""
+    requests = _agent_requests(db)
+    assert len(requests) >= 5 * len(recorded["configs"])
+    assert all(r.get("tool_choice") == "auto" and r.get("tools") for r in requests), [
+        (r.get("tool_choice"), len(r.get("tools") or [])) for r in requests if r.get("tool_choice") != "auto"
+    ]
+
+
+def test_a_configuration_names_another_tool_choice_or_none(llm, tmp_path):
+    rendered = render_task("builtin-create-patient", 30)
+    register(llm, rendered.prompt, plan_to_dict(rendered.gold_plan))
+    agents = [f"langchain:baseline?tool_choice=none@{MODEL}", f"langchain:baseline?tool_choice=omit@{MODEL}"]
+    specs = plan_suite(["builtin-create-patient"], [30], agents, 1)
+    log = tmp_path / "choice.duckdb"
+    anyio.run(lambda: record_suite(log, specs, llm_url=llm.base_url), backend="asyncio")
+    runs = {
+        agent: (run_id, status, answer)
+        for run_id, agent, status, answer in query(
+            log, "SELECT r.run_id, r.agent, r.status, s.answer FROM runs r JOIN run_summary s USING (run_id)"
+        )
+    }
+    off_id, off_status, off_answer = runs[agents[0]]
+    assert off_status == "finished" and off_answer.startswith("Tools are off for this request"), off_answer
+    assert [r["tool_choice"] for r in _agent_requests(log, off_id)] == ["none"]
+    omitted_id, omitted_status, _ = runs[agents[1]]
+    omitted = _agent_requests(log, omitted_id)
+    assert omitted_status == "finished" and len(omitted) > 1 and all("tool_choice" not in r for r in omitted)
+    assert query(log, "SELECT agent_config->>'$.tool_choice' FROM runs ORDER BY agent") == [("none",), ("omit",)]
+
+
+def test_agent_spec_options_are_checked(monkeypatch):
+    monkeypatch.delenv("FAE_MODEL", raising=False)
+    agent = build_agent(f"langchain:specs?tool_choice=required@{MODEL}")
+    assert isinstance(agent, LangChainAgent) and agent.config()["tool_choice"] == "required"
+    assert agent.configuration.name == "specs" and agent.settings.model == MODEL
+    assert build_agent(f"langchain:baseline@{MODEL}").config()["tool_choice"] == "auto"
+    for bad, said in (
+        ("langchain:baseline?temperature=0@m", "unknown option 'temperature'"),
+        ("langchain:baseline?tool_choice=none&tool_choice=auto@m", "repeated option 'tool_choice'"),
+        ("langchain:baseline?tool_choice=@m", "tool_choice needs a value"),
+        ("langchain:baseline?tool_choice@m", "options are"),
+    ):
+        with pytest.raises(FaeError, match=said):
+            build_agent(bad)
+
+
 def test_agent_names_models_and_settings(monkeypatch):
     monkeypatch.delenv("FAE_MODEL", raising=False)
     with pytest.raises(FaeError, match="needs a model"):

@@ -22,9 +22,12 @@ from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
 from fae.proxy.routes import Upstream
 from fae.proxy.server import run_proxy
 from fae.recorder.recorder import Recorder
+from fae.replay.cassette import Cassette, recorded_calls
+from fae.replay.source import load_run
 from fae.store import events as ev
 from fae.store.log import EventLog, RunRow
 from fae.store.writer import open_writer
+from fae.util.serve import serve_asgi
 from tests.llm.booking import BOOKING_PLAN, BOOKING_PROMPT, CREATED
 
 RESULTS = [{"resourceType": "Patient", "id": "p1"}, {"resourceType": "Appointment", "id": "a7"}]
@@ -300,3 +303,39 @@ def test_the_server_answers_bad_messages_requests_as_the_api_does(tmp_path):
         },
     }
     assert bad_role.status_code == 400 and "role" in bad_role.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(("api", "streamed"), CASES, ids=[_run_id(*case) for case in CASES])
+def test_the_cassette_answers_each_sdk_again_from_the_log_alone(recorded, api, streamed):
+    """With the LLM server gone, the run's cassette plays every call back to the same SDK, which sees the same."""
+    run_id = _run_id(api, streamed)
+    with EventLog(recorded["path"], read_only=True) as log:
+        cassette = Cassette(recorded_calls(load_run(log, run_id)))
+
+    async def replay() -> list[Seen]:
+        async with serve_asgi(cassette.app()) as port:
+            return await DRIVERS[api](f"http://127.0.0.1:{port}", streamed)
+
+    again = anyio.run(replay, backend="asyncio")
+    assert cassette.misses == [] and cassette.unplayed() == [], [m.describe() for m in cassette.misses]
+    before = recorded["seen"][run_id]
+    assert [(s.usage, s.calls, s.text) for s in again] == [(s.usage, s.calls, s.text) for s in before]
+
+
+def test_a_divergent_request_gets_the_asked_apis_error_and_stops_the_sdk(recorded):
+    with EventLog(recorded["path"], read_only=True) as log:
+        cassette = Cassette(recorded_calls(load_run(log, "messages-plain")))
+
+    async def diverge() -> anthropic.BadRequestError:
+        async with serve_asgi(cassette.app()) as port:
+            client = anthropic.AsyncAnthropic(base_url=f"http://127.0.0.1:{port}", api_key="k", max_retries=2)
+            with pytest.raises(anthropic.BadRequestError) as raised:
+                await client.messages.create(
+                    model=MODEL, max_tokens=1024, messages=[{"role": "user", "content": "something else"}]
+                )
+            return raised.value
+
+    error = anyio.run(diverge, backend="asyncio")
+    assert error.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+    assert "the request differs at" in error.body["error"]["message"]  # type: ignore[index]
+    assert cassette.requests == 1, "a 400 is not retried: the agent stops at once"
