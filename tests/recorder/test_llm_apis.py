@@ -163,3 +163,27 @@ def test_an_api_fae_does_not_read_is_a_call_with_unknown_tokens():
     )
     assert event.api == "other" and event.error is None
     assert (event.prompt_tokens, event.completion_tokens, event.total_tokens) == (None, None, None)
+
+
+def test_openai_cache_counts_are_read_from_the_usage_details():
+    reply = {
+        "model": "m",
+        "status": "completed",
+        "output": [],
+        "usage": {
+            "input_tokens": 50,
+            "output_tokens": 5,
+            "total_tokens": 55,
+            "input_tokens_details": {"cached_tokens": 30, "cache_write_tokens": 12},
+        },
+    }
+    event = llm_event(
+        "x", "/v1/responses", b'{"model": "m", "input": "x"}', 200, json.dumps(reply).encode(), False, None
+    )
+    assert (event.prompt_tokens, event.cache_read_tokens, event.cache_write_tokens) == (50, 30, 12)
+    chat = {
+        "choices": [],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 4}},
+    }
+    event = llm_event("x", "/v1/chat/completions", b'{"model": "m"}', 200, json.dumps(chat).encode(), False, None)
+    assert (event.total_tokens, event.cache_read_tokens, event.cache_write_tokens) == (10, 4, None)

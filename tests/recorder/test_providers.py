@@ -339,3 +339,13 @@ def test_a_divergent_request_gets_the_asked_apis_error_and_stops_the_sdk(recorde
     assert error.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
     assert "the request differs at" in error.body["error"]["message"]  # type: ignore[index]
     assert cassette.requests == 1, "a 400 is not retried: the agent stops at once"
+
+
+@pytest.mark.parametrize("api", list(DRIVERS))
+def test_a_streamed_call_counts_the_tokens_its_plain_twin_counts(recorded, api):
+    """The server's answers are deterministic, so streaming changes no count (a stream's usage is read whole)."""
+    counts = {
+        streamed: [(c.prompt_tokens, c.completion_tokens, c.total_tokens) for c in _calls(recorded["path"], run_id)]
+        for streamed, run_id in ((False, _run_id(api, False)), (True, _run_id(api, True)))
+    }
+    assert counts[True] == counts[False]

@@ -214,3 +214,30 @@ def test_the_request_key_normalises_only_volatile_parts():
     assert base == request_key("POST", "/v1/chat/completions", request("call_b", "2026-02-02T00:00:00Z", 2, "Varga"))
     assert base != request_key("POST", "/v1/chat/completions", request("call_a", "2025-01-01T00:00:00Z", 1, "Vargo"))
     assert base != request_key("POST", "/v1/responses", request("call_a", "2025-01-01T00:00:00Z", 1, "Varga"))
+
+
+def test_the_request_key_normalises_anthropic_tool_use_ids_and_tool_result_times_only():
+    def request(tool_use_id: str, stamp: str, family: str) -> bytes:
+        result = {"resourceType": "Patient", "id": "p1", "name": [{"family": family}], "meta": {"lastUpdated": stamp}}
+        return json.dumps(
+            {
+                "model": "m",
+                "max_tokens": 100,
+                "messages": [
+                    {"role": "user", "content": "find"},
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "id": tool_use_id, "name": "s", "input": {}}],
+                    },
+                    {
+                        "role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": tool_use_id, "content": json.dumps(result)}],
+                    },
+                ],
+            }
+        ).encode()
+
+    base = request_key("POST", "/v1/messages", request("toolu_a", "2025-01-01T00:00:00Z", "Varga"))
+    assert base == request_key("POST", "/v1/messages", request("toolu_b", "2026-02-02T00:00:00Z", "Varga"))
+    assert base != request_key("POST", "/v1/messages", request("toolu_a", "2025-01-01T00:00:00Z", "Vargo"))
+    assert base != request_key("POST", "/v1/chat/completions", request("toolu_a", "2025-01-01T00:00:00Z", "Varga"))

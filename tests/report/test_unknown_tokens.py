@@ -73,7 +73,7 @@ class TwoProviders:
             chat = {"model": "m-a", "messages": [{"role": "user", "content": ctx.prompt}]}
             (await client.post(f"{ctx.llm_base_url}/chat/completions", json=chat)).raise_for_status()
             if self.other:
-                asked = json.dumps({"contents": [{"parts": [{"text": "hi"}]}]}).encode()
+                asked = json.dumps({"model": "m-a", "contents": [{"parts": [{"text": "hi"}]}]}).encode()
                 (await client.post(f"{root}/{OTHER_PATH}", content=asked)).raise_for_status()
         return AgentResult(answer="done")
 
@@ -109,7 +109,8 @@ def test_the_unread_exchange_is_kept_byte_for_byte_and_is_a_call_of_api_other(lo
         (http,) = [ev.decode(payload) for (payload,) in rows]
         assert isinstance(http, ev.HttpExchanged) and http.status == 200
         assert opened.blob(http.response_blob or "") == OTHER_REPLY
-        assert json.loads(opened.blob(http.request_blob or "") or b"") == {"contents": [{"parts": [{"text": "hi"}]}]}
+        asked = json.loads(opened.blob(http.request_blob or "") or b"")
+        assert asked == {"model": "m-a", "contents": [{"parts": [{"text": "hi"}]}]}
     calls = _rows(log, "SELECT run_id, api, total_tokens, tokens_known FROM llm_calls ORDER BY run_id, seq")
     assert calls == [
         ("run-chat", "chat", 15, True),
@@ -142,7 +143,8 @@ def test_fae_stats_prints_unknown_tokens_and_no_cost(log):
     )
     cost = {row["configuration"]: row for row in found["cost"]["rows"]}
     assert cost["probe:chat"]["usd"] == pytest.approx((11 * 1 + 4 * 2) / 1e6)
-    assert cost["probe:other"]["usd"] is None and cost["probe:other"]["unknown_token_calls"] == 1
+    other = cost["probe:other"]  # every call is priced: the total is unknown for its tokens alone
+    assert (other["usd"], other["unpriced_calls"], other["unknown_token_calls"]) == (None, 0, 1)
     overview = json.loads(runner.invoke(app, ["stats", "--log", str(log), "--json", "-t", "overview"]).output)
     tokens = {row["configuration"]: row["tokens"] for row in overview["overview"]["rows"]}
     assert tokens == {"probe:chat": 15, "probe:other": None}
