@@ -46,22 +46,19 @@ def check_problems(check: Any) -> list[str]:
     if not isinstance(check, Mapping):
         return ["check: a mapping of answer, creates, updates and deletes"]
     problems = [f"check: unknown part {key!r}" for key in check if key not in _PARTS]
-    for index, entry in enumerate(check.get("creates") or []):
-        where = f"check.creates[{index}]"
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("type"), str):
-            problems.append(f"{where}: needs a resource type (`type`)")
-            continue
-        problems += [f"{where}: unknown key {key!r}" for key in entry if key not in _CREATE_KEYS]
-        problems += _fields_problems(f"{where}.fields", entry.get("fields", {}))
-        problems += _fields_problems(f"{where}.optional", entry.get("optional", {}))
-        for allowed in entry.get("allow", []):
-            if not isinstance(allowed, str) and not (isinstance(allowed, Mapping) and len(allowed) == 1):
-                problems.append(f"{where}.allow: an element path, or one {{path: matcher}}, got {allowed!r:.60}")
-    for index, entry in enumerate(check.get("updates") or []):
-        where = f"check.updates[{index}]"
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("ref"), str):
-            problems.append(f"{where}: needs the record it updates (`ref`)")
-            continue
-        problems += [f"{where}: unknown key {key!r}" for key in entry if key not in _UPDATE_KEYS]
-        problems += _fields_problems(f"{where}.fields", entry.get("fields", {}))
+    for part, names, keys, needs in (
+        ("creates", "type", _CREATE_KEYS, "a resource type"),
+        ("updates", "ref", _UPDATE_KEYS, "the record it updates"),
+    ):
+        for index, entry in enumerate(check.get(part) or []):
+            where = f"check.{part}[{index}]"
+            if not isinstance(entry, Mapping) or not isinstance(entry.get(names), str):
+                problems.append(f"{where}: needs {needs} (`{names}`)")
+                continue
+            problems += [f"{where}: unknown key {key!r}" for key in entry if key not in keys]
+            problems += _fields_problems(f"{where}.fields", entry.get("fields", {}))
+            problems += _fields_problems(f"{where}.optional", entry.get("optional", {}))
+            for allowed in entry.get("allow", []):
+                if not isinstance(allowed, str) and not (isinstance(allowed, Mapping) and len(allowed) == 1):
+                    problems.append(f"{where}.allow: an element path, or one {{path: matcher}}, got {allowed!r:.60}")
     return problems

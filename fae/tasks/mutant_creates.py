@@ -19,6 +19,7 @@ from typing import Any
 
 from fae.fhir.elements import locate
 from fae.fhir.spec import load_spec
+from fae.tasks import mutant_writes as writes
 from fae.tasks.fhir_values import instant
 from fae.tasks.locations import Location, selected, value_at
 from fae.tasks.matchers import ITEM_KINDS, kind_of
@@ -258,17 +259,13 @@ def _append_changed_copy(location: Location) -> Change:
 
 
 def changed(value: Any) -> Any:
-    """A primitive changed into another of its kind (a year later for an instant)."""
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, int | float):
-        return value + 1
+    """A primitive changed into another of its kind: an instant a year later, a reference to another record."""
     moment = instant(value)
     if moment is not None:
         return (moment + timedelta(days=365)).isoformat()
     if isinstance(value, str) and "/" in value:
         return value + "0"
-    return f"{value}-other"
+    return writes.changed(value)
 
 
 def _changed_first(value: Any) -> Any:

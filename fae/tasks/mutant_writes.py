@@ -186,7 +186,8 @@ def _leaves(value: Any, path: str = "", trail: tuple = ()) -> list[tuple[str, tu
     return [(path, trail)]
 
 
-def _changed(value: Any) -> Any:
+def changed(value: Any) -> Any:
+    """A primitive changed into another of its kind (an instant moved within its day)."""
     if isinstance(value, bool):
         return not value
     if isinstance(value, int | float):
@@ -215,7 +216,7 @@ def nested_collateral(entry: dict[str, Any]):
         holder = target
         for key in trail[:-1]:
             holder = holder[key]
-        holder[trail[-1]] = _changed(holder[trail[-1]])
+        holder[trail[-1]] = changed(holder[trail[-1]])
         final = [r for r in state.all() if (r["resourceType"], r["id"]) != (kind, rid)] + [target]
         return answer, MemoryState(final, state.seed.all()), written
 
