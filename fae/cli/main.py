@@ -15,9 +15,10 @@ from fae.cli.curate import curate as _curate
 from fae.cli.guard import user_error, user_errors
 from fae.cli.judge import compare as _compare
 from fae.cli.judge import rejudge as _rejudge
-from fae.cli.options import DEFAULT_LOG, LogOption, RayOption, RunsOption
+from fae.cli.options import DEFAULT_LOG, LogOption, RayOption
 from fae.cli.progress import progress
 from fae.cli.replay import replay as _replay
+from fae.cli.runs import runs as _runs
 from fae.cli.training import train_memory as _train_memory
 from fae.errors import FaeError
 from fae.harness.interrupt import RESUME_HINT, catch_stop_signals
@@ -311,45 +312,6 @@ def _reader(log: Path):
 
 
 @app.command()
-@user_errors
-def runs(
-    log: LogOption = DEFAULT_LOG,
-    runs: RunsOption = None,
-    status: Annotated[str | None, typer.Option(help="Only runs with this status (as --runs status=...).")] = None,
-    task: Annotated[str | None, typer.Option(help="Only runs of this task (as --runs task=...).")] = None,
-    limit: Annotated[int, typer.Option(help="At most this many rows.")] = 200,
-) -> None:
-    """List the runs in a log (works while a recording is going on, in worker processes too)."""
-    from fae.replay.source import runs_filter
-
-    where, params = runs_filter(runs)
-    where = [f"run_id IN (SELECT run_id FROM runs WHERE {' AND '.join(where)})"] if where else []
-    if status:
-        where.append("status = ?")
-        params.append(status)
-    if task:
-        where.append("task_id = ?")
-        params.append(task)
-    sql = (
-        "SELECT run_id, task_id, variation, agent, repeat, status, stop_reason, events, tool_calls,"
-        " llm_calls, total_tokens FROM run_summary"
-        + (" WHERE " + " AND ".join(where) if where else "")
-        + " ORDER BY started_at, run_id LIMIT ?"
-    )
-    with _reader(log) as reader:
-        columns, rows = reader.query(sql, [*params, limit])
-    from fae.harness.shards import shard_paths
-
-    for shard in shard_paths(log):  # a recording in worker processes: its runs so far, read live from each shard
-        try:
-            with _reader(shard) as reader:
-                rows += reader.query(sql, [*params, limit])[1]
-        except FaeError:
-            continue  # a shard not serving yet, or merged and removed meanwhile
-    print_rows(columns, rows[:limit], title=f"{len(rows[:limit])} runs")
-
-
-@app.command()
 @user_errors(stopped=MIGRATE_STOPPED)
 def migrate(log: LogOption = DEFAULT_LOG) -> None:
     """Bring a log made by an older fae up to this fae's schema (while nothing records into it)."""
@@ -367,14 +329,17 @@ def show(
     run_id: Annotated[str, typer.Argument(help="The run to show.")],
     log: LogOption = DEFAULT_LOG,
 ) -> None:
-    """Print a run's timeline: exchanges, tool calls, LLM calls, answer, verdicts."""
+    """Print a run's timeline in time order (exchanges, tool calls, LLM calls, answer), then its verdicts and why."""
     from fae.harness.timeline import timeline_lines
+    from fae.report.run_verdicts import verdict_lines
 
     with _reader(log) as reader:
         _, found = reader.query("SELECT run_id FROM runs WHERE run_id = ?", [run_id])
         if not found:
             raise FaeError(f"no run {run_id!r} in {log}; `fae runs` lists them")
         for shown in timeline_lines(reader, run_id):
+            line(shown)
+        for shown in verdict_lines(reader, run_id):
             line(shown)
 
 
@@ -475,6 +440,7 @@ def demo(
     )
 
 
+app.command("runs")(user_errors(_runs))
 app.command("rejudge")(user_errors(_rejudge, stopped=REJUDGE_STOPPED))
 app.command("compare")(user_errors(_compare))
 app.command("replay")(user_errors(_replay))

@@ -84,7 +84,18 @@ def _in_full(payload: str | bytes, reader: Any) -> dict[str, Any]:
     return msgspec.to_builtins(tool_in_full(called, reader.blob))
 
 
+def out_of_step(seqs: list[int]) -> int:
+    """How many events, in time order, come after one the log received later (a higher seq)."""
+    count, highest = 0, -1
+    for seq in seqs:
+        if seq < highest:
+            count += 1
+        highest = max(highest, seq)
+    return count
+
+
 def timeline_lines(reader: Any, run_id: str) -> Iterator[str]:
+    """The run's header and its events in time order (each at the time it started; seq breaks a tie)."""
     _, run = reader.query(
         "SELECT task_id, variation, agent, repeat, status, stop_reason, error FROM runs WHERE run_id = ?", [run_id]
     )
@@ -95,25 +106,18 @@ def timeline_lines(reader: Any, run_id: str) -> Iterator[str]:
     )
     _, rows = reader.query(
         "SELECT seq, kind, actor, epoch_ms(wall_time), payload FROM events WHERE run_id = ?"
-        " AND kind <> 'ChunkReceived' ORDER BY seq",
+        " AND kind <> 'ChunkReceived' ORDER BY wall_time, seq",
         [run_id],
     )
+    late = out_of_step([row[0] for row in rows])
+    if late:
+        yield (
+            f"events in time order, each at its start; {late} of them came into the log after an event that "
+            "started later (an exchange is logged when it ends), so their seq (the log's order) is out of step"
+        )
     start = rows[0][3] if rows else 0
     for seq, kind, actor, wall_ms, payload in rows:
         event = json.loads(payload)
         if kind in ("LlmCalled", "ToolCalled") and (event.get("request_blob") or event.get("response_blob")):
             event = _in_full(payload, reader)
         yield _one_line(f"{seq:>5} {(wall_ms - start) / 1000:>8.3f}s {actor or '':<9} {describe(kind, event)}")
-    _, verdicts = reader.query(
-        "SELECT judge, rule_set, rule_set_hash, outcome, passed FROM verdicts WHERE run_id = ? ORDER BY judged_at",
-        [run_id],
-    )
-    for judge, rule_set, rule_hash, outcome, passed in verdicts:
-        rules = json.loads(rule_set) if isinstance(rule_set, str) else (rule_set or {})
-        shown = ",".join(f"{k}={v}" for k, v in sorted(rules.items()))
-        yield _one_line(
-            f"verdict {judge}"
-            + (f" ({shown})" if shown else "")
-            + f" [{rule_hash[:8]}]: {outcome}"
-            + ("" if passed is None else f" (passed={passed})")
-        )

@@ -7,6 +7,7 @@ listed in ``fae.judge.ensure_record``'s docstring and docs/judging.md.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,24 @@ def matches(resource: Mapping[str, Any] | None, wanted: Mapping[str, Any]) -> bo
         elif str(value) not in [str(v) for v in found]:
             return False
     return True
+
+
+def _kept(value: Any, limit: int = 200) -> Any:
+    """A value found on a record as evidence: itself when its JSON is short, else that JSON cut (marked)."""
+    text = json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+    return value if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def mismatches(resource: Mapping[str, Any] | None, wanted: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each path of ``wanted`` that ``resource`` does not hold (``matches`` is true exactly when none):
+    the element, the value wanted and the values found there (nothing found when there is no record)."""
+    if resource is None:
+        return [{"element": path, "expected": value, "found": []} for path, value in wanted.items()]
+    return [
+        {"element": path, "expected": value, "found": _kept(values(resource, path))}
+        for path, value in wanted.items()
+        if not matches(resource, {path: value})
+    ]
 
 
 def same_identity(state: FoldedState, kind: str, identity: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -170,8 +189,10 @@ def verify(
     if not any(d["at"] == "read_back" and d["difference"] == "missing_on_server" for d in differences):
         if not matches(at_check, target.expected):
             problems.append("final_values_wrong")
+            evidence["wrong_values"] = mismatches(at_check, target.expected)
         if not matches(at_check, target.identity):
             problems.append("wrong_person")
+            evidence["wrong_identity"] = mismatches(at_check, target.identity)
     problems.extend(dict.fromkeys(server_problem(d) for d in differences))
     others = sorted({a.ref for a in agent_writes if a.ref != ref and a.ref not in allowed})
     if others:

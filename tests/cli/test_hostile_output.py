@@ -149,7 +149,11 @@ def test_show_prints_a_timeline_of_hostile_values_as_text(folder, text):
         assert _cut(arguments, 70) in _flat(timeline), timeline
         failed = _run("show", values["err"], "--log", str(log))
         _shows(failed, values, "err", "t", "a", "e")
-        assert len(timeline.splitlines()) == 10, "one line per event and verdict, whatever a value holds"
+        lines = timeline.splitlines()
+        verdicts = [index for index, shown in enumerate(lines) if shown.startswith("verdict ")]
+        assert verdicts[0] + len(verdicts) == 10, "one line per event and verdict, whatever a value holds"
+        reasons = [shown for index, shown in enumerate(lines) if index > verdicts[0] and index not in verdicts]
+        assert reasons and set(reasons) == {"    no reason in its evidence"}, "a failed verdict with empty evidence"
     finally:
         _cleanup(log)
 
