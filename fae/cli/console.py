@@ -107,12 +107,3 @@ def print_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str
     for row in rows:
         shown.add_row(*("" if value is None else str(value) for value in row))  # strings: Screen escapes them
     out.print(shown)
-
-
-def rules_label(rules: dict[str, Any]) -> str:
-    """A rule set named by its rules (``accept_corrections=false``), ``defaults`` when it has none set."""
-    if not rules:
-        return "defaults"
-    return ",".join(
-        f"{key}={str(value).lower() if isinstance(value, bool) else value}" for key, value in sorted(rules.items())
-    )

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fae.cli.console import echo, err, out, rules_label, table
+from fae.cli.console import echo, err, out, table
 from fae.cli.options import LogOption, RayOption, RunsOption
 from fae.cli.progress import progress
 
@@ -72,27 +72,32 @@ def rejudge(
             on_progress=report,
             tasks=tasks,
         )
-    print_rejudged(result, parquet or log, judge_name=judge, rules=rule, tasks=tasks)
+    print_rejudged(result, parquet or log, tasks=tasks)
 
 
-def print_rejudged(
-    result: Any, log: Path, *, judge_name: str | None = None, rules: Any = None, tasks: str = "log"
-) -> None:
-    """The table ``fae rejudge`` prints: verdict counts per judge, rule set (by its rules) and outcome."""
-    from fae.judge.registry import get_judge, parse_rules
-    from fae.judge.rejudge import build_plan
+def judge_defaults(name: str) -> dict[str, Any] | None:
+    """A judge's default rules, None for a judge not installed here (its rule set is then shown whole)."""
+    from fae.errors import JudgeError
+    from fae.judge.registry import get_judge
 
-    overrides = parse_rules([rules] if isinstance(rules, str) else list(rules or []))
-    named = {}
-    for judging in build_plan(judge_name, overrides):
-        defaults = {key: rule.default for key, rule in get_judge(judging.name).rules.items()}
-        changed = {key: value for key, value in judging.rules.items() if defaults.get(key) != value}
-        named[(judging.name, judging.rules_hash)] = f"{rules_label(changed)} ({judging.rules_hash[:8]})"
-    shown = table(
-        ["judge", "rule set", "outcome", "runs"], title=f"rejudged {result.runs} runs into {log} (batch {result.batch})"
-    )
+    try:
+        return {key: rule.default for key, rule in get_judge(name.split("~", 1)[0]).rules.items()}
+    except JudgeError:
+        return None
+
+
+def print_rejudged(result: Any, log: Path, *, tasks: str = "log") -> None:
+    """The table ``fae rejudge`` prints: verdict counts per judge, rule set (by the rules it changes) and outcome."""
+    from fae.report.rule_sets import rule_set_label
+
+    named = {
+        (name, digest): rule_set_label(rules, digest, defaults=judge_defaults(name))
+        for (name, digest), rules in result.rule_sets.items()
+    }
+    out.print(f"rejudged {result.runs} runs into {log} (batch {result.batch})")
+    shown = table(["judge", "rule set", "outcome", "runs"])
     for (name, digest, outcome), count in sorted(result.outcomes.items()):
-        shown.add_row(name, named.get((name, digest), digest), outcome, str(count))
+        shown.add_row(name, named.get((name, digest), f"({digest[:8]})"), outcome, str(count))
     out.print(shown)
     other_task = max(
         (count for (_, _, outcome), count in result.outcomes.items() if outcome == "task_changed"), default=0
@@ -148,26 +153,41 @@ def compare(
     print_comparison(result, show)
 
 
+def computed_line(result: Any) -> str:
+    """How many runs were compared, and whether each verdict was read from the log or judged now."""
+    if not result.computed:
+        return f"{result.runs} runs compared; every verdict was read from the log (none had to be judged now)"
+    return (
+        f"{result.runs} runs compared; {result.computed} verdicts were not in the log for this version of fae's "
+        "judges and were judged now (not written: `fae rejudge` writes them)"
+    )
+
+
 def print_comparison(result: Any, show: int) -> None:
     """The tables ``fae compare`` prints: transitions, flipped runs, harms against the oracle."""
-    from fae.judge.compare import rules_text
+    from fae.judge.registry import rule_set_hash
+    from fae.report.rule_sets import rule_set_label
 
     for batch, judged, planned in result.incomplete_batches:
         err.print(
             f"warning: verdict batch {batch} is incomplete ({judged} of {planned} runs judged; its "
             f"rejudge stopped before the end): its verdicts are left out and those runs judged now",
         )
-    out.print(f"{result.runs} runs; {result.computed} verdicts judged now (not in the log)")
+    out.print(computed_line(result))
     for item in result.judges:
-        transitions = table(
-            ["old outcome", "new outcome", "runs"],
-            title=f"{item.judge}: {rules_text(item.old_rules)} → {rules_text(item.new_rules)}",
-        )
+        defaults = judge_defaults(item.judge)
+        old = rule_set_label(item.old_rules, rule_set_hash(item.old_rules), defaults=defaults)
+        new = rule_set_label(item.new_rules, rule_set_hash(item.new_rules), defaults=defaults)
+        out.print()
+        out.print(f"{item.judge}: {old} → {new}")  # on its own line: wrapped at spaces, never inside a word
+        transitions = table(["old outcome", "new outcome", "runs"])
         for (before, after), count in sorted(item.transitions.items()):
             transitions.add_row(before, after, str(count))
         out.print(transitions)
         if item.flipped:
-            flips = table(["run", "old", "new"], title=f"{len(item.flipped)} runs flipped")
+            flips = table(
+                ["run", "old", "new"], title=f"{len(item.flipped)} run{'s' if len(item.flipped) != 1 else ''} flipped"
+            )
             for run_id, before, after in item.flipped[:show]:
                 flips.add_row(run_id, before, after)
             out.print(flips)

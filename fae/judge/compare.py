@@ -8,7 +8,6 @@ core, or on a Ray cluster), and not written.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -285,10 +284,6 @@ def as_json(result: Comparison) -> dict[str, Any]:
             for item in result.judges
         ],
     }
-
-
-def rules_text(rules: Mapping[str, Any]) -> str:
-    return ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(rules.items())) or "(defaults)"
 
 
 def validate_rules(name: str, rules: Mapping[str, Any]) -> dict[str, Any]:

@@ -125,4 +125,4 @@ def rejudge_export(
         written = complete_batch(path, started, files, now, judged)
     if on_progress:
         on_progress(judged, len(ids))
-    return rejudged(started.batch, judged, written, results)
+    return rejudged(started.batch, judged, written, results, plan)

@@ -38,6 +38,7 @@ class RejudgeResult:
     verdicts: int
     outcomes: Counter = field(default_factory=Counter)
     shards: list[ShardResult] = field(default_factory=list)  # what each worker judged and what it cost
+    rule_sets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (judge, hash) -> its rules
 
 
 def rejudge(
@@ -107,7 +108,7 @@ def rejudge(
             written = insert_verdicts(log, [job.out for job in jobs if job.out], completes=(started.batch, now, judged))
     if on_progress:
         on_progress(judged, len(ids))
-    return rejudged(started.batch, judged, written, results)
+    return rejudged(started.batch, judged, written, results, plan)
 
 
 def batch_started(plan: Sequence[Judging], now: datetime, planned: int) -> VerdictBatchStarted:
@@ -126,8 +127,16 @@ def check_workers(workers: int | None) -> None:
         raise JudgeError(f"--workers must be at least 1, not {workers}")
 
 
-def rejudged(batch: str, judged: int, written: int, results: list[ShardResult]) -> RejudgeResult:
-    result = RejudgeResult(batch=batch, runs=judged, verdicts=written, shards=results)
+def rejudged(
+    batch: str, judged: int, written: int, results: list[ShardResult], plan: Sequence[Judging] = ()
+) -> RejudgeResult:
+    result = RejudgeResult(
+        batch=batch,
+        runs=judged,
+        verdicts=written,
+        shards=results,
+        rule_sets={(j.name, j.rules_hash): j.rules for j in plan},
+    )
     for part in results:
         result.outcomes.update(part.outcomes)
     return result
