@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -25,12 +26,12 @@ COMMANDS = [
 ]
 
 
-def _help(words: list[str]) -> str:
+def _help(words: list[str], columns: int = 100) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "fae.cli", *words, "--help"],
         capture_output=True,
         text=True,
-        env={**os.environ, "COLUMNS": "100", "TERM": "dumb"},
+        env={**os.environ, "COLUMNS": str(columns), "TERM": "dumb"},
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
@@ -44,6 +45,22 @@ def test_help_has_no_python_type_labels_and_fits_100_columns(words):
         assert label not in text, f"`fae {' '.join(words)} --help` shows {label!r}:\n{text}"
     too_wide = [line for line in text.splitlines() if len(line) > 100]
     assert not too_wide, too_wide
+
+
+@pytest.mark.parametrize("words", [["record"], ["rejudge"], ["compare"], ["experiment", "run"]], ids=" ".join)
+def test_help_at_80_columns_shows_every_option_name_whole(words):
+    """Option names are never cut (Typer's boxed tables cut --paraphrase-model and --no-retry-errored)."""
+    from fae.cli.main import build_cli
+
+    command = build_cli()
+    for word in words:
+        command = command.commands[word]
+    text = _help(words, columns=80)
+    names = [name for param in command.params for name in (*param.opts, *param.secondary_opts) if name.startswith("--")]
+    assert names
+    cut = [name for name in names if not re.search(rf"(^|[\s,/]){re.escape(name)}([\s,/]|$)", text, re.M)]
+    assert not cut, f"option names not shown whole at 80 columns: {cut}\n{text}"
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80, text
 
 
 def test_arguments_and_values_get_conventional_placeholders():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from typer.testing import CliRunner
 
 from fae.cli import app
@@ -14,7 +16,12 @@ def test_demo_records_judges_rejudges_and_compares(tmp_path):
     result = CliRunner().invoke(app, ["demo", "--log", str(log)])
     assert result.exit_code == 0, result.output
     assert "recorded 17 runs" in result.output and "'finished': 17" in result.output, why_not_finished(log)
-    assert "1 runs flipped" in result.output
+    assert "1 run flipped" in result.output
+    flat = " ".join(result.output.split())
+    # the rejudged rule set is named by its rules, in the demo as in `fae rejudge` and `fae compare`
+    assert re.search(r"│ accept_corrections=false \([0-9a-f]{8}\) │", result.output), result.output
+    assert "ensure_record: defaults (" in flat and ") → accept_corrections=false (" in flat, result.output
+    assert not re.search(r"\b[0-9a-f]{16}\b", result.output), "a rule set shown as a bare hash"
     assert "wv-register-patient.v0.scenario-scripted-fix.r0" in result.output
     with EventLog(log, read_only=True) as opened:
         _, rows = opened.query(

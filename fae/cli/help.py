@@ -3,7 +3,9 @@
 Typer labels every option with its Python type (``<bool>`` beside a plain flag,
 ``<list[str]>`` beside a repeatable option) and wraps required arguments in
 braces in the usage line; this rewrites the placeholders once, on the built
-Click command tree.
+Click command tree. Help is laid out as Click lays it out (an option's names,
+then its help wrapped beside or under them), not in Typer's boxed tables,
+which cut long option names at 80 columns.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ def conventional_help(command: Any) -> Any:
             elif param.metavar is None:
                 param.metavar = _placeholder(param) + (" (repeatable)" if param.multiple else "")
     command.get_help_option = _quiet_help(command.get_help_option)
+    command.rich_markup_mode = None  # Click's layout: no name is ever cut, whatever the terminal's width
     for sub in getattr(command, "commands", {}).values():
         conventional_help(sub)
     return command

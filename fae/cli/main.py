@@ -305,6 +305,9 @@ def record(
             raise typer.Exit(2)
 
 
+app.command("runs")(user_errors(_runs))
+
+
 def _reader(log: Path):
     from fae.store.live import LogReader
 
@@ -440,7 +443,6 @@ def demo(
     )
 
 
-app.command("runs")(user_errors(_runs))
 app.command("rejudge")(user_errors(_rejudge, stopped=REJUDGE_STOPPED))
 app.command("compare")(user_errors(_compare))
 app.command("replay")(user_errors(_replay))
