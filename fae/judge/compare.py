@@ -22,7 +22,7 @@ from fae.judge.export_rejudge import export_jobs
 from fae.judge.judging import DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run
 from fae.judge.parallel import ShardJob, ShardResult, start_workers, workers_default
 from fae.judge.ray_judge import judge_jobs
-from fae.judge.registry import CODE_VERSION, get_judge, rule_set
+from fae.judge.registry import CODE_VERSION, get_judge, rule_set, unknown_rule
 from fae.replay.export_source import plan_export
 from fae.replay.source import Queryable, load_runs, run_ids
 from fae.replay.stream import shards, spans
@@ -84,6 +84,12 @@ def judges_for(judge_name: str | None, old: Mapping[str, Any], new: Mapping[str,
         if name not in names and keys <= set(get_judge(name).rules) and (keys or get_judge(name).rules):
             names.append(name)
     if not names:
+        known = {rule for name, _ in DEFAULT_PLAN for rule in get_judge(name).rules}
+        unknown = sorted(keys - known)
+        if unknown:
+            raise JudgeError(
+                f"no judge takes rule {unknown[0]!r}{unknown_rule(unknown[0], [n for n, _ in DEFAULT_PLAN])}"
+            )
         raise JudgeError(f"no judge takes all of the rules {sorted(keys)}; name one with --judge")
     return names
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from fae.errors import FaeError, JudgeError, TaskChanged
 from fae.judge.context import RunContext
-from fae.judge.registry import CODE_VERSION, JudgeFn, get_judge, rule_set, rule_set_hash
+from fae.judge.registry import CODE_VERSION, JudgeFn, get_judge, rule_set, rule_set_hash, unknown_rule
 from fae.replay.source import RunLog
 from fae.store.log import VerdictRow
 
@@ -55,7 +55,7 @@ def build_plan(judge_name: str | None = None, overrides: Mapping[str, Any] | Non
                 merged.append((name, {**base, **mine}))
             unknown = sorted(set(overrides) - applied)
             if unknown:
-                raise JudgeError(f"no judge takes rule {unknown[0]!r}; name a judge with --judge")
+                raise JudgeError(f"no judge takes rule {unknown[0]!r}{unknown_rule(unknown[0], [n for n, _ in pairs])}")
             pairs = merged
     else:
         pairs = [(judge_name, dict(overrides or {}))]

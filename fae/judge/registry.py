@@ -7,6 +7,7 @@ JSON (sorted keys, no spaces), so the same rules always give the same hash.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -129,14 +130,25 @@ def parse_rules(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
     return found
 
 
+def unknown_rule(key: str, names: list[str]) -> str:
+    """What follows "no rule KEY" for judges ``names``: the closest rule's name, and the rules each takes."""
+    taken = {name: sorted(get_judge(name).rules) for name in dict.fromkeys(names)}
+    close = difflib.get_close_matches(key, sorted({rule for rules in taken.values() for rule in rules}), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    if len(taken) == 1:
+        return hint + f"; its rules: {', '.join(next(iter(taken.values()))) or 'none'}"
+    return (
+        hint + "; the rules by judge: " + "; ".join(f"{n}: {', '.join(found)}" for n, found in taken.items() if found)
+    )
+
+
 def rule_set(name: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A judge's full rule set: its defaults with ``overrides`` checked and applied."""
     definition = get_judge(name)
     rules = {key: rule.default for key, rule in definition.rules.items()}
     for key, value in (overrides or {}).items():
         if key not in definition.rules:
-            known = ", ".join(sorted(definition.rules)) or "none"
-            raise JudgeError(f"judge {name!r} has no rule {key!r} (its rules: {known})")
+            raise JudgeError(f"judge {name!r} has no rule {key!r}{unknown_rule(key, [name])}")
         default = definition.rules[key].default
         if isinstance(default, bool) and not isinstance(value, bool):
             raise JudgeError(f"rule {key} of judge {name!r} is true or false, got {value!r}")

@@ -6,6 +6,8 @@ import pytest
 
 from fae.errors import JudgeError
 from fae.judge import registry
+from fae.judge.compare import judges_for
+from fae.judge.judging import build_plan
 from fae.judge.registry import judge, judges, parse_rules, rule_set, rule_set_hash
 
 
@@ -30,6 +32,26 @@ def test_rule_sets_get_defaults_and_refuse_unknown_or_mistyped_rules():
         rule_set("ensure_record", {"settle_s": True})
     with pytest.raises(JudgeError, match="unknown judge"):
         rule_set("nope")
+
+
+def test_a_misspelt_rule_names_the_closest_rule_and_lists_the_valid_ones():
+    with pytest.raises(JudgeError) as one:
+        rule_set("ensure_record", {"acept_corrections": False})
+    assert str(one.value) == (
+        "judge 'ensure_record' has no rule 'acept_corrections' (did you mean 'accept_corrections'?); "
+        "its rules: accept_corrections, evidence, settle_s"
+    )
+    with pytest.raises(JudgeError) as every:
+        build_plan(None, {"acept_corrections": False})  # no judge named: every default judge's rules
+    said = str(every.value)
+    assert said.startswith("no judge takes rule 'acept_corrections' (did you mean 'accept_corrections'?)"), said
+    assert "task: mode" in said and "ensure_record: accept_corrections, evidence, settle_s" in said, said
+    with pytest.raises(JudgeError) as compared:
+        judges_for(None, {}, {"setle_s": 2})
+    assert "(did you mean 'settle_s'?)" in str(compared.value) and "state_drift: ignore_types" in str(compared.value)
+    with pytest.raises(JudgeError) as far:
+        rule_set("ensure_record", {"colour": "blue"})
+    assert "did you mean" not in str(far.value) and "its rules: accept_corrections" in str(far.value)
 
 
 def test_the_hash_is_over_canonical_json():
