@@ -140,6 +140,10 @@ def plan_runs(
             known[task_id]  # raises the one-line TaskError naming `fae tasks list`
     if repeats < 1:
         raise TaskError("repeats must be at least 1")
+    from fae.agents.prefixes import check_agent
+
+    for agent in dict.fromkeys(agents):  # before any progress or recording starts
+        check_agent(agent)
     return plan_suite(list(task_ids), list(variations), list(agents), repeats, suite)
 
 

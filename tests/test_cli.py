@@ -166,6 +166,23 @@ def test_a_plan_calling_an_unknown_tool_is_refused_before_recording(tmp_path):
     assert not log.exists(), "nothing may be recorded for a plan that cannot run"
 
 
+@pytest.mark.parametrize(
+    ("agent", "said"),
+    [
+        ("golden", "unknown agent 'golden' (did you mean 'gold'?): use one of gold, scripted:gold"),
+        ("langchain:basline", "unknown LangChain configuration 'basline'"),
+        ("scenario:no-such", "unknown scenario 'no-such'"),
+    ],
+)
+def test_an_unknown_agent_is_refused_before_the_recording_starts(tmp_path, agent, said):
+    log = tmp_path / "agent.duckdb"
+    result = runner.invoke(app, ["record", "--log", str(log), "--task", "builtin-create-patient", "--agent", agent])
+    assert result.exit_code == 1, result.output
+    assert said in " ".join(result.output.split()) and "Traceback" not in result.output, result.output
+    assert "recording" not in result.output, "the agent is checked before the progress starts"
+    assert not log.exists(), "nothing is recorded, not even an empty log"
+
+
 def test_long_commands_report_progress_on_stderr_when_not_on_a_terminal(tmp_path):
     import subprocess
     import sys

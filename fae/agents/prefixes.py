@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 from fae.agents.base import Agent
 from fae.agents.langchain_agent import build_langchain_agent
+from fae.agents.langchain_configs import configuration
 from fae.agents.scripted_agent import ScriptedAgent
 from fae.errors import PlanError
 from fae.plan import ToolStep, load_plan
@@ -106,10 +108,35 @@ def build_agent(spec: str, **llm_options: Any) -> Agent:
     go to every factory; scripted agents ignore them.
     """
     factories = agent_factories()
-    prefix = spec.partition(":")[0]
-    if prefix not in factories or (prefix == "gold" and spec != "gold"):
-        raise PlanError(f"unknown agent {spec!r}: use one of " + ", ".join(_usage(name) for name in factories))
-    return factories[prefix](spec, **llm_options)
+    _known_prefix(spec, factories)
+    return factories[prefix_of(spec)](spec, **llm_options)
+
+
+def prefix_of(spec: str) -> str:
+    return spec.partition(":")[0]
+
+
+def _known_prefix(spec: str, factories: dict[str, AgentFactory]) -> None:
+    """Refuse a name no factory takes, naming the closest agent name and every form."""
+    prefix = prefix_of(spec)
+    if prefix in factories and (prefix != "gold" or spec == "gold"):
+        return
+    forms = [_usage(name) for name in factories]
+    close = difflib.get_close_matches(spec, forms + [f for f in ("gold", "scripted:gold") if f not in forms], n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise PlanError(f"unknown agent {spec!r}{hint}: use one of " + ", ".join(forms))
+
+
+def check_agent(spec: str) -> None:
+    """Refuse an agent name before anything records: an unknown prefix, a scripted or scenario name, a plan file
+    or a LangChain configuration that does not exist. The model and key are checked when the agent is built."""
+    factories = agent_factories()
+    _known_prefix(spec, factories)
+    prefix = prefix_of(spec)
+    if prefix in ("scripted", "plan", "scenario"):
+        factories[prefix](spec)  # reads a plan file or a scenario's name: cheap, and nothing starts
+    elif prefix == "langchain":
+        configuration(spec.removeprefix("langchain:").partition("@")[0])
 
 
 def _usage(prefix: str) -> str:
