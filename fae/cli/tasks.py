@@ -116,7 +116,7 @@ def check(
     import anyio
 
     from fae.harness.task_check import check_tasks
-    from fae.tasks.suite import load_task_dir
+    from fae.tasks.suite import clashes, load_task_dir
 
     try:
         lo, _, hi = variations.partition("-")
@@ -133,6 +133,12 @@ def check(
         _fail(exc)
     if not tasks:
         _fail(FaeError(f"{directory} holds no tasks (one folder per family, a YAML file per task)"))
+    try:
+        clashing = clashes(directory, {task.id: task for task in tasks})
+    except FaeError as exc:
+        _fail(exc)
+    for problem in clashing:
+        out.print(problem, soft_wrap=True)
 
     def show(report: Any) -> None:
         killed = sum(report.mutants.values())
@@ -142,7 +148,9 @@ def check(
             out.print(f"  {problem}", soft_wrap=True)
 
     reports = anyio.run(lambda: check_tasks(tasks, chosen, on_task=show))
-    bad = [r.task_id for r in reports if r.problems]
+    bad = list(
+        dict.fromkeys([problem.split(":", 1)[0] for problem in clashing] + [r.task_id for r in reports if r.problems])
+    )
     out.print(
         f"{len(reports)} tasks checked on variations {variations}: "
         + ("all pass" if not bad else f"{len(bad)} with problems: {', '.join(bad)}"),

@@ -165,6 +165,24 @@ def load_task_dir(root: str | Path) -> Suite:
     return Suite(_load_dir(Path(root).resolve()))
 
 
+def clashes(directory: str | Path, tasks: Mapping[str, Task]) -> list[str]:
+    """For each of ``tasks`` (read from ``directory``) whose id a task directory fae already reads defines (its
+    own suite first), one line naming both files: ``--tasks-dir`` refuses such a directory."""
+    root = Path(directory).resolve()
+    found = []
+    for other in task_dirs():
+        if other == root:
+            continue
+        known = load_suite(other)
+        found += [
+            f"{task_id}: task id already defined in {other / known[task_id].source} (a task directory cannot "
+            "redefine it)"
+            for task_id in tasks
+            if task_id in known
+        ]
+    return found
+
+
 def load_suite(root: str | Path | None = None) -> Suite:
     """The tasks under ``root``; by default fae's suite and every registered task directory."""
     return _load((Path(root).resolve(),) if root else task_dirs())

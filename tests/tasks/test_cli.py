@@ -73,3 +73,17 @@ def test_check_fails_a_gold_plan_that_does_not_pass_and_a_malformed_task(tmp_pat
     malformed = runner.invoke(app, ["check", str(broken)])
     assert malformed.exit_code == 1 and "difficulty is 1, 2 or 3" in malformed.output
     assert "Traceback" not in malformed.output
+
+
+def test_check_fails_a_task_whose_id_the_suite_already_defines(tmp_path):
+    """`--tasks-dir` refuses a directory that redefines one of fae's tasks, so `fae tasks check` fails it first."""
+    clashing = tmp_path / "tasks"
+    shutil.copytree(DEMO_TASKS, clashing)
+    suite_file = Path(__file__).parents[2] / "fae" / "tasks" / "data" / "records" / "rec-create-patient.yaml"
+    (clashing / "records").mkdir()
+    (clashing / "records" / "rec-create-patient.yaml").write_text(suite_file.read_text())
+    result = runner.invoke(app, ["check", str(clashing), "--variations", "0"])
+    assert result.exit_code == 1, result.output
+    flat = " ".join(result.output.split())
+    assert f"rec-create-patient: task id already defined in {suite_file}" in flat, result.output
+    assert "1 with problems: rec-create-patient" in flat and "demo-desk-lookup: ok" in flat, result.output
