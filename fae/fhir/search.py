@@ -2,8 +2,9 @@
 
 Parses a query into criteria (modifiers, OR by comma, AND by repetition,
 chaining, `_has`) and filters the live resources; `search_results` sorts, pages
-and adds `_include` / `_revinclude` resources. Unknown parameters become warnings, or a
-400 under `Prefer: handling=strict`.
+and adds `_include` / `_revinclude` resources. An unknown parameter is a 400 naming the type's
+parameters, as HAPI FHIR answers by default (and under `Prefer: handling=strict`); under
+`Prefer: handling=lenient` it is ignored and the Bundle says so in an OperationOutcome entry.
 """
 
 from __future__ import annotations
@@ -82,14 +83,22 @@ class SearchContext:
     spec: Spec
     store: Store
     now: float
-    strict: bool = False
+    strict: bool = True
     warnings: list[dict] = field(default_factory=list)
     budget: Budget = UNLIMITED
 
-    def unknown(self, message: str, name: str) -> None:
+    def unknown(self, message: str, name: str, rtype: str | None = None) -> None:
+        """A parameter this search cannot apply: refused (strict), else ignored with a warning in the Bundle."""
         if self.strict:
-            raise FhirProblem(400, message, code="not-supported", expression=name)
-        self.warnings.append(issue("warning", "not-supported", message, name))
+            known = sorted(p.code for p in self.spec.search_params(rtype).values() if p.expression) if rtype else []
+            listed = f"; the search parameters of {rtype}: {', '.join(known)}" if known else ""
+            raise FhirProblem(
+                400,
+                f"{message}{listed} (with Prefer: handling=lenient, an unknown parameter is ignored)",
+                code="not-supported",
+                expression=name,
+            )
+        self.warnings.append(issue("warning", "not-supported", message + "; ignored (Prefer: handling=lenient)", name))
 
 
 def search_index(ctx: SearchContext, version: Version, param: SearchParam) -> SearchIndex:
@@ -224,7 +233,7 @@ def criterion(ctx: SearchContext, rtype: str, name: str, value: str, depth: int 
     code, _, modifier = head.partition(":")
     param = ctx.spec.search_params(rtype).get(code)
     if param is None or not param.expression:
-        ctx.unknown(f"Unknown or unsupported search parameter '{code}' for {rtype}", name)
+        ctx.unknown(f"Unknown or unsupported search parameter '{code}' for {rtype}", name, rtype)
         return None
     if chained:
         return _chain_criterion(ctx, rtype, param, modifier or None, chained, value, depth)

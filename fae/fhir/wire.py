@@ -71,7 +71,9 @@ class Request:
 
     @property
     def strict(self) -> bool:
-        return self.prefer("handling") == "strict"
+        """An unknown search parameter is refused (400), as HAPI FHIR does, unless the client sends
+        ``Prefer: handling=lenient`` (FHIR R4 search, "Handling errors"): then it is ignored and said so."""
+        return self.prefer("handling") != "lenient"
 
 
 def parse_request(

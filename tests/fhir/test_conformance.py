@@ -263,14 +263,21 @@ def test_summary_count_and_total(target: Target):
     assert bad.status_code == 400
 
 
-def test_unknown_parameter_strict(target: Target):
+def test_unknown_parameter_refused_unless_lenient(target: Target):
+    """HAPI FHIR's default (400) and the R4 spec's `Prefer: handling=strict|lenient`."""
     target.skip_unless("strict-handling")
-    lenient = target.client.get(f"{target.base}/Patient", params={"not-a-param": "x"}, headers=JSON)
-    assert lenient.status_code == 200
+    refused = target.client.get(f"{target.base}/Patient", params={"not-a-param": "x"}, headers=JSON)
+    assert refused.status_code == 400 and refused.json()["resourceType"] == "OperationOutcome"
     strict = target.client.get(
         f"{target.base}/Patient", params={"not-a-param": "x"}, headers={**JSON, "Prefer": "handling=strict"}
     )
     assert strict.status_code == 400
+    lenient = target.client.get(
+        f"{target.base}/Patient", params={"not-a-param": "x"}, headers={**JSON, "Prefer": "handling=lenient"}
+    )
+    assert lenient.status_code == 200
+    modes = [e.get("search", {}).get("mode") for e in lenient.json().get("entry", [])]
+    assert "outcome" in modes, "lenient handling says in the Bundle what it ignored"
 
 
 def test_transaction_resolves_urns_atomically(target: Target):

@@ -278,14 +278,26 @@ def test_summary_elements_total(seeded):
     assert "address" in summary and "name" in summary
 
 
-def test_unknown_parameters_warn_or_fail(seeded):
+def test_an_unknown_parameter_is_refused_unless_the_client_asks_for_lenient_handling(seeded):
+    """HAPI FHIR's default: 400 naming the parameter and the type's parameters, never every resource; under
+    `Prefer: handling=lenient` (FHIR R4 search, "Handling errors") it is ignored and the Bundle says so."""
     engine, sid = seeded
-    lenient = engine.handle(sid, "GET", "Patient", "shoe-size=12").json()
+    for headers in ({}, {"Prefer": "handling=strict"}, {"Prefer": "return=minimal, handling=strict"}):
+        refused = engine.handle(sid, "GET", "Patient", "shoe-size=12", headers)
+        assert refused.status == 400, headers
+        problem = refused.json()["issue"][0]
+        assert problem["code"] == "not-supported" and problem["expression"] == ["shoe-size"], problem
+        said = problem["diagnostics"]
+        assert "Unknown or unsupported search parameter 'shoe-size' for Patient" in said, said
+        assert "birthdate, " in said and "handling=lenient" in said, "the type's parameters are listed"
+    assert engine.handle(sid, "GET", "Patient", "general-practitioner.shoe-size=1").status == 400, "chained too"
+    assert engine.handle(sid, "GET", "Patient", "_has:Observation:subject:shoe-size=1").status == 400
+    lenient = engine.handle(sid, "GET", "Patient", "shoe-size=12", {"Prefer": "handling=lenient"}).json()
     outcomes = [e for e in lenient["entry"] if e["search"]["mode"] == "outcome"]
-    assert outcomes and "shoe-size" in json.dumps(outcomes)
-    assert lenient["total"] == 3
-    strict = engine.handle(sid, "GET", "Patient", "shoe-size=12", {"Prefer": "handling=strict"})
-    assert strict.status == 400
+    assert len(outcomes) == 1 and outcomes[0]["resource"]["resourceType"] == "OperationOutcome"
+    assert "shoe-size" in json.dumps(outcomes) and "ignored" in json.dumps(outcomes)
+    assert lenient["total"] == 3, "lenient: the unknown parameter filters nothing"
+    assert status_of(seeded, "Patient", "gender=female&_count=1&_sort=birthdate&_format=json") == 200
     assert status_of(seeded, "Patient", "birthdate=notadate") == 400
     assert status_of(seeded, "Patient", "name:sounds=x") == 400
     assert status_of(seeded, "Patient", "gender:missing=maybe") == 400
