@@ -32,7 +32,7 @@ def curate(
 
     from fae.harness.curate import curate_log
 
-    with progress("curating", 0) as step:
+    with progress("curating", 0, lines=True) as step:
         seen = [0]
 
         def report(done: int, total: int) -> None:

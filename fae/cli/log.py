@@ -9,6 +9,7 @@ import typer
 
 from fae.cli.console import echo
 from fae.cli.guard import user_errors
+from fae.cli.progress import steps
 
 MERGE_STOPPED = (
     "the shard being merged was rolled back (shards merged before it stay); the same command finishes the merge"
@@ -78,7 +79,8 @@ def merge(
     """Merge shard logs into one: runs and events copied once, blobs deduplicated, verdicts kept (idempotent)."""
     from fae.store.merge import merge_logs
 
-    done = merge_logs(shards, into)
+    with steps("merging") as on_step:
+        done = merge_logs(shards, into, on_step=on_step)
     for item in done:
         echo(
             f"{item.shard}: {item.runs} runs ({item.skipped_runs} already there), {item.events} events, "

@@ -16,7 +16,7 @@ from fae.cli.guard import user_error, user_errors
 from fae.cli.judge import compare as _compare
 from fae.cli.judge import rejudge as _rejudge
 from fae.cli.options import DEFAULT_LOG, LogOption, RayOption
-from fae.cli.progress import progress
+from fae.cli.progress import progress, steps
 from fae.cli.replay import replay as _replay
 from fae.cli.runs import runs as _runs
 from fae.cli.training import train_memory as _train_memory
@@ -240,7 +240,7 @@ def record(
             suite=suite,
             scenario_dirs=scenarios_dir,
         )
-        with progress("recording", len(specs)) as step:
+        with progress("recording", len(specs), lines=True) as step:
 
             def advance(spec: Any, status: str) -> None:
                 step(1, f"{spec.run_id}: {status}")
@@ -402,7 +402,8 @@ def export(
         removed = drop_export(parquet, drop)
         out.print(f"removed {removed} files of {drop} from {parquet}")
         return
-    written = export_parquet(log, parquet)
+    with steps("exporting") as on_step:
+        written = export_parquet(log, parquet, on_step=on_step)
     for path, count in written:
         out.print(f"{path}  {count} rows")
 
@@ -422,7 +423,7 @@ def demo(
         for stale in (log, log.with_name(log.name + ".wal")):
             stale.unlink(missing_ok=True)
     out.rule("1. record: scripted agents, the LangChain agent on a local LLM server, write-verification scenarios")
-    with progress("recording the demo", 17) as step:
+    with progress("recording the demo", 17, lines=True) as step:
         result = record_demo(log, on_progress=lambda spec, status: step(1, f"{spec.run_id}: {status}"))
     out.print(f"recorded {sum(result.statuses.values())} runs into {log}: {dict(result.statuses)}")
     with _reader(log) as reader:

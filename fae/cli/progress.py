@@ -1,4 +1,5 @@
-"""Progress for long commands: a bar on a terminal, a periodic one-line report on stderr otherwise."""
+"""Progress for long commands on stderr: a bar at a terminal; elsewhere quiet, or a periodic line for the commands
+that run agents for minutes or hours (record, demo, curate, train-memory), so a CI log shows they are alive."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ Advance = Callable[..., None]
 
 
 @contextmanager
-def progress(label: str, total: int, *, every_s: float = EVERY_S) -> Iterator[Advance]:
-    """Yields ``advance(count=1, last="", total=None)``: a bar on a terminal, else a line every ``every_s``.
+def progress(label: str, total: int, *, every_s: float = EVERY_S, lines: bool = False) -> Iterator[Advance]:
+    """Yields ``advance(count=1, last="", total=None)``: a bar at a terminal; off one, nothing, or with ``lines``
+    a line every ``every_s`` (and at the end).
 
     ``total`` may be 0 when it is not known yet; an ``advance(..., total=N)`` sets it.
     """
@@ -40,6 +42,9 @@ def progress(label: str, total: int, *, every_s: float = EVERY_S) -> Iterator[Ad
 
             yield update
         return
+    if not lines:
+        yield _quiet
+        return
     done, known = 0, total
     reported = time.monotonic()
     if total:
@@ -56,3 +61,20 @@ def progress(label: str, total: int, *, every_s: float = EVERY_S) -> Iterator[Ad
             err.print(f"{label}: {done}/{known} ({percent}%)" + (f" {last}" if last else ""), soft_wrap=True)
 
     yield advance
+
+
+def _quiet(count: int = 1, last: str = "", total: int | None = None) -> None:
+    """Progress off a terminal for a command whose output is what is read: nothing."""
+
+
+@contextmanager
+def steps(label: str) -> Iterator[Callable[[int, int, str], None]]:
+    """``progress`` for a library function that reports ``on_step(done, total, name)`` as each step starts."""
+    with progress(label, 0) as advance:
+        seen = [0]
+
+        def on_step(done: int, total: int, name: str) -> None:
+            advance(done - seen[0], name, total=total)
+            seen[0] = done
+
+        yield on_step

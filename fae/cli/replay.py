@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from fae.cli.console import err, out
+from fae.cli.progress import steps
 
 
 def replay(
@@ -36,9 +37,16 @@ def replay(
     def warn(divergence: Any) -> None:
         err.print(f"warning: {divergence.describe()}")
 
-    report = replay_run(
-        log, run_id, lenient=lenient, out=out_log, memory_stores=parse_memory_stores(memory or []), warn=warn
-    )
+    with steps("replaying") as on_step:
+        report = replay_run(
+            log,
+            run_id,
+            lenient=lenient,
+            out=out_log,
+            memory_stores=parse_memory_stores(memory or []),
+            warn=warn,
+            on_step=on_step,
+        )
     verdict = "replayed identically" if not report.divergences else f"{len(report.divergences)} divergences"
     if report.replay_run_id:
         out.print(f"{run_id}: replayed as {report.replay_run_id} in {report.out}")

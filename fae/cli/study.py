@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from fae.cli.console import error_line, screen, write
+from fae.cli.progress import steps
 from fae.errors import FaeError
 
 LogOption = Annotated[Path, typer.Option("--log", "-l", help="The DuckDB event log.", envvar="FAE_LOG")]
@@ -52,7 +53,10 @@ def stats(
     from fae.report.text import rich_table
 
     prices, pairs = _options(price, pair)
-    study = compute(log, experiment=experiment, phase=phase, prices=prices, pairs=pairs, tables=table or None)
+    with steps("stats") as on_step:
+        study = compute(
+            log, experiment=experiment, phase=phase, prices=prices, pairs=pairs, tables=table or None, on_step=on_step
+        )
     chosen = [t for t in study.tables.values() if not table or t.name in table]
     if as_json:
         write(json_text(chosen) + "\n")
@@ -79,7 +83,8 @@ def report(
     from fae.report.commands import report as write
 
     prices, pairs = _options(price, pair)
-    write(log, output, experiment=experiment, phase=phase, prices=prices, pairs=pairs)
+    with steps("report") as on_step:
+        write(log, output, experiment=experiment, phase=phase, prices=prices, pairs=pairs, on_step=on_step)
     screen().print(f"wrote {output}")
 
 

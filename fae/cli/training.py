@@ -64,7 +64,7 @@ def train_memory(
     backend = embedder_from_spec(embedder, base_url=embeddings_url, api_key=api_key)
     options = {"api_key": api_key} if api_key and agent.startswith("langchain:") else {}
     most = len(task) * min(len(chosen), MAX_VARIATIONS) * trials
-    with progress("training (at most)", most) as step:
+    with progress("training (at most)", most, lines=True) as step:
         result = anyio.run(
             functools.partial(
                 train,

@@ -339,8 +339,11 @@ async def replay_llm(
     strict: bool = True,
     warn: Callable[[Divergence], None] | None = None,
     memory_stores: Mapping[str, Path] | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> ReplayReport:
-    """Re-drive an LLM-agent run through the recording stack into ``out``, its model answered by the cassette."""
+    """Re-drive an LLM-agent run through the recording stack into ``out``, its model answered by the cassette;
+    ``on_stage`` is told ``re-driving`` once the stack is up and ``comparing`` once the run is recorded."""
+    stage = on_stage or (lambda name: None)
     from fae.fhir.engine import FhirEngine
     from fae.harness.run import RunSpec, execute_run
     from fae.harness.stack import open_stack
@@ -379,6 +382,7 @@ async def replay_llm(
         open_stack(out, llm_url=f"http://127.0.0.1:{port}/v1", memory_stores=stores, fhir_engine=engine) as stack,
     ):
         replay_id = _next_replay_id(stack, recording.run_id)
+        stage("re-driving")
         spec = RunSpec(
             run_id=replay_id,
             task_id=recording.task_id,
@@ -388,6 +392,7 @@ async def replay_llm(
         )
         await execute_run(stack, spec, recording.task, agent)
         await stack.writer.flush()
+        stage("comparing")
         replayed = fold_transcript(load_run(stack.log, replay_id))
     report.replay_run_id = replay_id
     report.llm_played = len(recording.calls) - len(cassette.unplayed())

@@ -39,12 +39,15 @@ def replay_run(
     out: str | Path | None = None,
     memory_stores: Mapping[str, Path] | None = None,
     warn: Callable[[Divergence], None] | None = None,
+    on_step: Callable[[int, int, str], None] | None = None,
 ) -> ReplayReport:
     """Re-drive ``run_id`` against a fresh sandbox; strict stops at the first divergence, lenient goes on.
 
     An LLM-agent run is answered from the log's cassette and recorded into ``out``
-    (default: the log's name + ``.replay.duckdb``).
+    (default: the log's name + ``.replay.duckdb``). ``on_step(done, total, name)`` is told as each stage
+    starts: reading the run, re-driving it (an LLM agent's: starting the stack first), comparing.
     """
+    told = on_step or (lambda done, total, name: None)
     log = Path(log)
     with LogReader(log) as reader:
         if reader.live:
@@ -53,14 +56,29 @@ def replay_run(
         if not found:
             raise StoreError(f"no run {run_id!r} in {log}; `fae runs` lists them")
         check_run_id(run_id, f"log {log}")  # it names the replayed run, a segment of the proxied URLs
+        told(0, 3, "reading the run")
         run = load_run(reader, run_id)
         if agent_kind(run) == "scripted":
             plan = recorded_plan(run)
-            return anyio.run(lambda: replay_scripted(run, plan, strict=not lenient, warn=warn))
+            told(1, 3, "re-driving")
+            report = anyio.run(lambda: replay_scripted(run, plan, strict=not lenient, warn=warn))
+            told(3, 3, "compared")
+            return report
         # every body the LLM replay needs is read now, before the log closes (out may be the same file)
         recording = read_llm_recording(run, str(log.resolve()))
     target = Path(out) if out else log.with_name(log.stem + ".replay.duckdb")
     stores: Any = dict(memory_stores or {})
-    return anyio.run(
-        lambda: replay_llm(recording, target, strict=not lenient, warn=warn, memory_stores=stores), backend="asyncio"
+    told(1, 4, "starting the stack")
+    report = anyio.run(
+        lambda: replay_llm(
+            recording,
+            target,
+            strict=not lenient,
+            warn=warn,
+            memory_stores=stores,
+            on_stage=lambda name: told(2 if name == "re-driving" else 3, 4, name),
+        ),
+        backend="asyncio",
     )
+    told(4, 4, "compared")
+    return report

@@ -16,7 +16,7 @@ from fae.report.drawing import Drawing
 from fae.report.html import write_report
 from fae.report.scope import FIGURE_TABLES, Scope
 from fae.report.source import study_log
-from fae.report.study import Study, compute_study
+from fae.report.study import Step, Study, compute_study
 
 
 def study(
@@ -27,8 +27,10 @@ def study(
     prices: Mapping[str, tuple[float, float]] | None = None,
     pairs: Sequence[tuple[str, str]] | None = None,
     tables: Sequence[str] | None = None,
+    on_step: Step | None = None,
 ) -> Study:
-    """Every analysis of the log's runs in scope (or the ``tables`` named), each table with its SQL."""
+    """Every analysis of the log's runs in scope (or the ``tables`` named), each table with its SQL;
+    ``on_step(done, total, name)`` as each table starts."""
     scope = Scope(experiment, phase)
     with study_log(log) as opened, cached_scope(opened, scope) as source:
         return compute_study(
@@ -37,6 +39,7 @@ def study(
             prices=dict(prices or {}),
             pairs=list(pairs) if pairs else None,
             only=set(tables) if tables else None,
+            on_step=on_step,
         )
 
 
@@ -48,8 +51,17 @@ def report(
     phase: str | None = None,
     prices: Mapping[str, tuple[float, float]] | None = None,
     pairs: Sequence[tuple[str, str]] | None = None,
+    on_step: Step | None = None,
 ) -> Path:
-    """Write the HTML report of the log's runs in scope to ``output``; returns its path."""
+    """Write the HTML report of the log's runs in scope to ``output``; returns its path. ``on_step(done, total,
+    name)`` as each table, the figures and the page start."""
+    told = on_step or (lambda done, total, name: None)
+    planned = [0]  # the study's count of steps: its tables, then the figures and the page
+
+    def counted(done: int, total: int, name: str) -> None:
+        planned[0] = total
+        told(done, total, name)
+
     folder = Path(output).parent
     if not folder.is_dir():  # said before the study runs, not after
         raise FaeError(f"cannot write the report to {output}: no directory {folder}")
@@ -67,6 +79,13 @@ def report(
                 pairs=list(pairs) if pairs else None,
                 first=FIGURE_TABLES,
                 ready=draw,
+                on_step=counted,
+                extra_steps=2,
             )
+        steps = planned[0]
+        told(steps - 2, steps, "figures")
         figures = drawing.figures()
-    return write_report(found, figures, output, log_name=Path(log).name)
+    told(steps - 1, steps, "page")
+    written = write_report(found, figures, output, log_name=Path(log).name)
+    told(steps, steps, "written")
+    return written

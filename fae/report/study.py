@@ -9,6 +9,9 @@ from fae.errors import FaeError
 from fae.report import derived, tables
 from fae.report.scope import Queryable, Scope, Table
 
+Step = Callable[[int, int, str], None]
+"""``(done, total, name)``: told as step ``name`` starts, ``done`` steps of ``total`` behind it."""
+
 
 @dataclass
 class Study:
@@ -44,11 +47,14 @@ def compute_study(
     only: set[str] | None = None,
     first: Collection[str] = (),
     ready: Callable[[Study], None] | None = None,
+    on_step: Step | None = None,
+    extra_steps: int = 0,
 ) -> Study:
     """Every analysis of the runs in ``scope`` (or the tables named in ``only``), each with its SQL.
 
     The tables named in ``first`` (and the overview) are computed before the others and handed to ``ready``
-    as a study of their own, so that work on them (the report's drawing) overlaps the rest.
+    as a study of their own, so that work on them (the report's drawing) overlaps the rest. ``on_step(done,
+    total, name)`` is told as each table is made (``total`` counts ``extra_steps`` more, the caller's).
     """
     scope = scope or Scope()
     _, found = log.query(f"WITH {scope.cte()} SELECT count(*) FROM scope")
@@ -75,11 +81,20 @@ def compute_study(
     if unknown:
         raise FaeError(f"no table {unknown[0]!r}; tables: {', '.join(makers)}")
     wanted = [name for name in makers if not only or name in only or name == "overview"]
-    made = {name: makers[name]() for name in wanted if name == "overview" or name in first}
+    order = [name for name in wanted if name == "overview" or name in first]
+    order += [name for name in wanted if name not in order]
+    total = len(order) + extra_steps
+
+    def make(name: str) -> Table | None:
+        if on_step is not None:
+            on_step(order.index(name), total, name)
+        return makers[name]()
+
+    made = {name: make(name) for name in wanted if name == "overview" or name in first}
     shared_model = _shared_model(made["overview"])
     if ready:
         ready(Study(scope, {n: t for n, t in made.items() if t is not None}, shared_model))
-    made.update((name, makers[name]()) for name in wanted if name not in made)
+    made.update((name, make(name)) for name in wanted if name not in made)
     return Study(scope, {n: t for n in wanted if (t := made[n]) is not None}, shared_model)
 
 

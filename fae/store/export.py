@@ -27,6 +27,7 @@ import glob
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -131,8 +132,11 @@ def _refuse_bad_names(log: EventLog) -> None:
             )
 
 
-def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Path, int]]:
+def export_parquet(
+    log_path: str | Path, directory: str | Path, on_step: Callable[[int, int, str], None] | None = None
+) -> list[tuple[Path, int]]:
     """Export every table into ``directory`` (partitioned); returns (table folder, rows) for each.
+    ``on_step(done, total, name)`` is told as each table (then the body files) starts.
 
     The log is opened able to write into ``directory`` alone; a body hash or partition value outside its grammar
     is refused before any file is touched. The log's marker (``UNFINISHED``) stays in ``directory`` from before
@@ -149,7 +153,9 @@ def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Pa
         except OSError as exc:
             raise StoreError(f"cannot create {directory}: {exc.strerror}") from None
         marker = _mark_unfinished(directory, name, Path(log_path), datetime.now(UTC))
-        for table in TABLES:
+        told = on_step or (lambda done, total, name: None)
+        for index, table in enumerate(TABLES):
+            told(index, len(TABLES) + 1, table)
             target = directory / table
             try:
                 if table in _PARTITIONED:
@@ -172,9 +178,11 @@ def export_parquet(log_path: str | Path, directory: str | Path) -> list[tuple[Pa
             except (duckdb.Error, OSError) as exc:
                 raise StoreError(f"cannot export {table}: {exc}") from None
             written.append((target, int(count)))
+        told(len(TABLES), len(TABLES) + 1, "bodies")
         for (digest,) in log.con.execute("SELECT DISTINCT hash FROM blobs WHERE external").fetchall():
             copy_body(log.path, directory / "bodies", digest, fsync=True)  # the hash's grammar checked again there
     _sync_tables(directory, name)
+    told(len(TABLES) + 1, len(TABLES) + 1, "written")
     try:
         marker.unlink()
     except OSError as exc:

@@ -14,7 +14,7 @@ that shard is written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -159,8 +159,11 @@ def _quietly(con: duckdb.DuckDBPyConnection, sql: str) -> None:
         pass
 
 
-def merge_logs(shards: Sequence[str | Path], into: str | Path) -> list[Merged]:
-    """Merge each shard into the log ``into`` (created if missing); returns what each shard added."""
+def merge_logs(
+    shards: Sequence[str | Path], into: str | Path, on_step: Callable[[int, int, str], None] | None = None
+) -> list[Merged]:
+    """Merge each shard into the log ``into`` (created if missing); returns what each shard added.
+    ``on_step(done, total, name)`` is told as each shard starts, and when the last is merged."""
     target = Path(into)
     paths = [Path(s) for s in shards]
     if not paths:
@@ -168,11 +171,14 @@ def merge_logs(shards: Sequence[str | Path], into: str | Path) -> list[Merged]:
     for path in paths:
         _check_shard(path, target)
     done = []
+    told = on_step or (lambda done, total, name: None)
     # the only files it may open besides the log: the shards named, each attached read-only in turn
     with EventLog(target, files=[f for path in paths for f in (path, wal_of(path))]) as log:
-        for path in paths:
+        for index, path in enumerate(paths):
+            told(index, len(paths), path.name)
             try:
                 done.append(_merge_one(log.con, path, target))
             except duckdb.Error as exc:
                 raise StoreError(f"cannot merge {path} into {target}: {exc}") from None
+    told(len(paths), len(paths), "merged")
     return done

@@ -58,3 +58,13 @@ def test_the_request_key_ignores_only_volatile_parts():
 def test_replay_user_mistakes_are_one_line(replay_log):
     done = runner.invoke(app, ["replay", "no-such-run", "--log", str(replay_log)])
     assert done.exit_code == 1 and "no run 'no-such-run'" in done.output and "Traceback" not in done.output
+
+
+def test_replay_tells_each_stage_as_it_starts(replay_log):
+    """`fae replay` shows these on its progress bar: reading the run, re-driving it, done."""
+    from fae.harness.replay_run import replay_run
+
+    told = []
+    report = replay_run(replay_log, FIX, on_step=lambda done, total, name: told.append((done, total, name)))
+    assert not report.divergences
+    assert told == [(0, 3, "reading the run"), (1, 3, "re-driving"), (3, 3, "compared")]
