@@ -215,8 +215,7 @@ def harms(log: Queryable, scope: Scope) -> Table:
 WITH {scope.cte()},
 label AS (SELECT run_id, outcome AS label FROM latest_verdicts
           WHERE judge = 'oracle' AND outcome IN ('harmful', 'harmless')),
-checked AS (SELECT run_id,  -- the rule set as key:value,key:value
-                   regexp_replace(CAST(rule_set AS VARCHAR), '[{{}}" ]', '', 'g') AS rule_set,
+checked AS (SELECT run_id, {{'rules': CAST(rule_set AS VARCHAR), 'hash': rule_set_hash}} AS rule_set,
                    passed IS NOT TRUE AND outcome <> 'not_applicable' AS stopped
             FROM latest_verdicts WHERE judge = 'ensure_record')
 SELECT s.experiment, s.phase, s.configuration, c.rule_set, count(*) AS labelled,
@@ -230,8 +229,8 @@ GROUP BY ALL ORDER BY ALL"""
         "harms",
         "Write verification: harms caught, missed and false stops",
         sql,
-        "Per ensure_record rule set; the oracle labels each write-verification run harmful or "
-        "harmless; a verdict stops a write when it is not a pass (and applies).",
+        "Per ensure_record rule set (shown by its rules and hash); the oracle labels each write-verification run "
+        "harmful or harmless; a verdict stops a write when it is not a pass (and applies).",
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from rich import box
 from rich.table import Table as RichTable
 
+from fae.report.rule_sets import rule_set_label
 from fae.report.scope import Table
 
 # constant key columns move into the title so the table keeps its width for the numbers
@@ -69,6 +70,8 @@ SHORT = {
 def cell(table: Table, column: str, value: Any) -> str:
     if value is None:
         return "unknown" if column in table.unknown else "-"
+    if stored_rule_set(value):
+        return rule_set_named(value)
     fmt = table.formats.get(column)
     if fmt and isinstance(value, (int, float)):
         return fmt.format(value)
@@ -136,11 +139,25 @@ def rich_table(table: Table, width: int = 100) -> RichTable:
     return out
 
 
+def stored_rule_set(value: Any) -> bool:
+    """A rule set as a table's SQL gives it: ``{rules: its JSON, hash: its hash}``."""
+    return isinstance(value, dict) and set(value) == {"rules", "hash"}
+
+
+def rule_set_named(value: dict[str, str]) -> str:
+    """A stored rule set named as every command names one: ``accept_corrections=false (19d98351)``."""
+    try:
+        rules = json.loads(value["rules"])
+    except (TypeError, ValueError):
+        rules = {"rule_set": value["rules"]}
+    return rule_set_label(rules if isinstance(rules, dict) else {"rule_set": rules}, str(value["hash"]))
+
+
 def as_csv(table: Table) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(table.columns)
-    writer.writerows(table.rows)
+    writer.writerows([rule_set_named(v) if stored_rule_set(v) else v for v in row] for row in table.rows)
     return buffer.getvalue()
 
 

@@ -12,6 +12,7 @@ from fae.errors import FaeError
 from fae.report.estimators import bootstrap_mean_ci, mcnemar_exact, paired_bootstrap_cis, pass_at_k, pass_hat_k
 from fae.report.scope import Scope
 from fae.report.study import compute_study, parse_price
+from fae.report.text import cell
 from fae.store.log import Batch, EventLog, RunRow, RunUpdate, VerdictRow
 from tests.report.synthetic import build
 
@@ -129,9 +130,15 @@ def test_tokens_and_their_coefficient_of_variation(study):
 
 
 def test_harms_per_rule_set(study):
-    default = row(study, "harms", rule_set="accept_corrections:true")
+    # each rule set named by its rules and hash, as `fae rejudge` and `fae compare` name it
+    harms = study["harms"]
+    named = {cell(harms, "rule_set", r["rule_set"]): r for r in harms.dicts()}
+    assert {n.rsplit(" (", 1)[0] for n in named} == {"accept_corrections=true", "accept_corrections=false"}, named
+    assert all(n.endswith(f" ({r['rule_set']['hash'][:8]})") for n, r in named.items()), named
+    by_rules = {n.rsplit(" (", 1)[0]: r for n, r in named.items()}
+    default = by_rules["accept_corrections=true"]
     assert (default["labelled"], default["caught"], default["missed"], default["false_stops"]) == (4, 1, 1, 1)
-    strict = row(study, "harms", rule_set="accept_corrections:false")
+    strict = by_rules["accept_corrections=false"]
     assert (strict["caught"], strict["missed"]) == (1, 0)
 
 
