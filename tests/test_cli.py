@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -66,6 +67,13 @@ def test_show_prints_the_timeline(recorded):
         "run finished",
     ):
         assert needed in result.output, needed
+    events = [line.split() for line in result.output.splitlines() if re.match(r"\s*\d+\s+\d+\.\d{3}s ", line)]
+    times = [float(words[1][:-1]) for words in events]
+    assert times == sorted(times), "events in time order"
+    seqs = [int(words[0]) for words in events]
+    late = sum(1 for i, seq in enumerate(seqs) if seq < max(seqs[: i + 1]))
+    assert late, "an MCP call starts before the FHIR request it makes, and is logged after it"
+    assert f"events in time order, each at its start; {late} of them came into the log after" in result.output
 
 
 def test_sql_over_the_documented_views(recorded):
