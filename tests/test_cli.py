@@ -180,6 +180,7 @@ def test_a_plan_calling_an_unknown_tool_is_refused_before_recording(tmp_path):
         ("golden", "unknown agent 'golden' (did you mean 'gold'?): use one of gold, scripted:gold"),
         ("langchain:basline", "unknown LangChain configuration 'basline'"),
         ("scenario:no-such", "unknown scenario 'no-such'"),
+        ("langchain:baseline?tool_choise=none", "unknown option 'tool_choise'"),
     ],
 )
 def test_an_unknown_agent_is_refused_before_the_recording_starts(tmp_path, agent, said):

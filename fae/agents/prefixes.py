@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fae.agents.base import Agent
-from fae.agents.langchain_agent import build_langchain_agent
+from fae.agents.langchain_agent import build_langchain_agent, spec_options
 from fae.agents.langchain_configs import configuration
 from fae.agents.scripted_agent import ScriptedAgent
 from fae.errors import PlanError
@@ -136,7 +136,9 @@ def check_agent(spec: str) -> None:
     if prefix in ("scripted", "plan", "scenario"):
         factories[prefix](spec)  # reads a plan file or a scenario's name: cheap, and nothing starts
     elif prefix == "langchain":
-        configuration(spec.removeprefix("langchain:").partition("@")[0])
+        config_name, _, query = spec.removeprefix("langchain:").partition("@")[0].partition("?")
+        configuration(config_name)
+        spec_options(spec, query)
 
 
 def _usage(prefix: str) -> str:
