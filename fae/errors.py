@@ -10,6 +10,7 @@
      ├── FhirError           the embedded FHIR server was given something it cannot serve
      ├── ReplayDrift         a replay or fold diverged from the recorded run
      ├── JudgeError          a judge or rule set is unknown or misconfigured
+     ├── ExportError         an export's target cannot be written or refuses it (a file, an OTLP endpoint)
      └── FileRefused         a YAML or JSON file is larger, deeper or more aliased than fae parses
 
 Programmer mistakes stay ValueError / TypeError.
@@ -81,6 +82,10 @@ class ReplayDrift(FaeError):
 
 class JudgeError(FaeError):
     """A judge or a rule set is unknown or misconfigured."""
+
+
+class ExportError(FaeError):
+    """An export's target cannot be written, or refused what was sent (a file, an OTLP endpoint)."""
 
 
 class TaskChanged(FaeError):

@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,15 +16,18 @@ for _variable in ("COLUMNS", "LINES"):
 
 SESSION_LOG_DIRS = ("tests/judge/", "tests/replay/")
 """Directories whose conftest records a log once per session: their tests share one xdist worker."""
+DEMO_LOG_MODULES = ("tests/report/test_otel.py",)
+"""Modules outside tests/judge/ that read the session's demo log (``demo_log``): they join the judge tests."""
 
 
 def worker_group(nodeid: str) -> str:
     """Which tests run on one xdist worker, in order: a session log's directory, else one test module.
 
-    The Ray tests join the judge tests (one cluster a session; the rejudge test reads the judge tests' log).
+    The Ray tests join the judge tests (one cluster a session; the rejudge test reads the judge tests' log), and so
+    do the other readers of the demo log (recorded once, by whichever of them comes first).
     """
     module = nodeid.split("::", 1)[0]
-    if os.path.basename(module).startswith("test_ray_"):
+    if os.path.basename(module).startswith("test_ray_") or module in DEMO_LOG_MODULES:
         return "tests/judge/"
     return next((folder for folder in SESSION_LOG_DIRS if module.startswith(folder)), module)
 
@@ -66,6 +70,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return worker_group(nodeid)
 
     return GroupScheduling(config, log)
+
+
+@pytest.fixture(scope="session")
+def demo_log(tmp_path_factory) -> Path:
+    """The demo suite (`fae demo`'s recording: scripted, LangChain and scenario agents), recorded once a session."""
+    from fae.harness.demo import record_demo
+    from tests.run_report import why_not_finished
+
+    log = tmp_path_factory.mktemp("demo") / "demo.duckdb"
+    result = record_demo(log)
+    assert result.statuses.get("finished") == result.planned, why_not_finished(log)
+    return log
 
 
 @pytest.fixture

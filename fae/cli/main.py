@@ -379,11 +379,11 @@ def sql(
 @user_errors(stopped=EXPORT_STOPPED)
 def export(
     parquet: Annotated[
-        Path,
+        Path | None,
         typer.Option(
             "--parquet", help="Directory of exports: one folder per table, partitioned by suite, experiment and day."
         ),
-    ],
+    ] = None,
     log: LogOption = DEFAULT_LOG,
     drop: Annotated[
         str | None,
@@ -394,10 +394,45 @@ def export(
             "with its unfinished-export marker.",
         ),
     ] = None,
+    otel: Annotated[
+        str | None,
+        typer.Option(
+            "--otel",
+            metavar="FILE|URL",
+            help="Export the runs as OpenTelemetry traces (GenAI conventions): OTLP/JSON lines into FILE, or POSTed "
+            "to an OTLP/HTTP endpoint URL (/v1/traces is added unless it ends so). docs/otel.md.",
+        ),
+    ] = None,
+    otel_content: Annotated[
+        bool,
+        typer.Option(
+            "--otel-content", help="Add prompts, completions, tool arguments and results, answers and verdict reasons."
+        ),
+    ] = False,
+    otel_protocol: Annotated[
+        str, typer.Option("--otel-protocol", help="For an endpoint: http/protobuf or http/json.")
+    ] = "http/protobuf",
+    otel_header: Annotated[
+        list[str],
+        typer.Option(
+            "--otel-header",
+            metavar="KEY=VALUE",
+            help="A header sent to the endpoint (repeatable; also OTEL_EXPORTER_OTLP_HEADERS), e.g. its API key.",
+            show_default=False,
+        ),
+    ] = [],
+    runs: RunsOption = None,
 ) -> None:
-    """Export the log's tables to Parquet, partitioned; many logs can share one directory (`fae sql --parquet`)."""
+    """Export the log's tables to Parquet, partitioned (many logs can share one directory: `fae sql --parquet`),
+    or its runs as OpenTelemetry traces (--otel) for Phoenix, Langfuse or any OTLP backend."""
+    if (parquet is None) == (otel is None):
+        raise FaeError("give one of --parquet DIR or --otel FILE|URL")
+    if otel is not None:
+        _export_otel(log, otel, runs, otel_content, otel_protocol, otel_header)
+        return
     from fae.store.export import drop_export, export_parquet
 
+    assert parquet is not None
     if drop is not None:
         removed = drop_export(parquet, drop)
         out.print(f"removed {removed} files of {drop} from {parquet}")
@@ -406,6 +441,26 @@ def export(
         written = export_parquet(log, parquet, on_step=on_step)
     for path, count in written:
         out.print(f"{path}  {count} rows")
+
+
+def _export_otel(log: Path, target: str, runs: str | None, content: bool, protocol: str, headers: list[str]) -> None:
+    from fae.report.otel import export_otel, headers_of
+
+    with progress("exporting traces", 0) as step:
+        done = export_otel(
+            log,
+            target,
+            runs=runs,
+            content=content,
+            protocol=protocol,
+            headers=headers_of(headers),
+            on_progress=lambda count, total: step(count, total=total),
+        )
+    line(f"{done.runs} runs, {done.spans} spans in {done.requests} requests to {done.target}")
+    if done.still_running:
+        line(f"left out {done.still_running} runs still recording", stderr=True)
+    if done.rejected_spans:
+        line(f"the endpoint rejected {done.rejected_spans} spans: {done.rejected_message}", stderr=True)
 
 
 @app.command()

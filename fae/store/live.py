@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import duckdb
 import httpx
 
 from fae.errors import StoreError
@@ -198,6 +199,12 @@ class LogReader:
     @property
     def live(self) -> bool:
         return self._live is not None
+
+    @property
+    def connection(self) -> duckdb.DuckDBPyConnection | None:
+        """The locked-down connection to the log file, for a pass that streams the whole log
+        (``fae.replay.stream``); None while a recording serves the log live (then only ``query`` reads it)."""
+        return self._log.con if self._log is not None else None
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[tuple]]:
         if self._log is not None:

@@ -8,15 +8,12 @@ import json
 from typer.testing import CliRunner
 
 from fae.cli import app
-from fae.harness.demo import record_demo
 
 runner = CliRunner()
 
 
-def test_harms_caught_missed_and_false_stops_per_agent_including_llm_runs(tmp_path):
-    log = tmp_path / "demo.duckdb"
-    result = record_demo(log)
-    assert result.statuses.get("finished") == result.planned, result.runs
+def test_harms_caught_missed_and_false_stops_per_agent_including_llm_runs(demo_log):
+    log = demo_log
     done = runner.invoke(
         app,
         [
