@@ -210,9 +210,11 @@ def stream_runs(
     chunk: int = CHUNK_RUNS,
     stats: StreamStats | None = None,
     window: int = 65_536,
+    needed: Callable[[list[tuple]], Iterable[str]] = needed_hashes,
 ) -> Iterator[RunLog]:
     """The runs of one shard of the log at ``log_path`` (open on ``con``), each handed out once all its events
-    are read (in about the order written)."""
+    are read (in about the order written). ``needed``: the bodies to fetch with a chunk, from its raw event rows
+    (the ones judges read by default); any other body is read when a run asks for it."""
     stats = stats if stats is not None else StreamStats()
     ids = [s.run_id for s in part]
     meta = {
@@ -230,7 +232,7 @@ def stream_runs(
 
     def emit(batch: list[tuple[str, list[tuple]]]) -> Iterator[RunLog]:
         batch = by_variation(batch, meta)
-        hashes = {h for _, rows in batch for h in needed_hashes(rows)}
+        hashes = {h for _, rows in batch for h in needed(rows)}
         cache.hold(
             fetch_bodies(
                 con, lambda h, data, external: body_of(log_path, h, data, external), cache, locator, hashes, stats

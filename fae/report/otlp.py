@@ -12,6 +12,7 @@ through those classes, a span cost ~90 µs and its JSON mapping ~350 µs more, w
 from __future__ import annotations
 
 import math
+import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ INTERNAL, SERVER, CLIENT = 1, 2, 3
 """``Span.SpanKind`` values."""
 UNSET, OK, ERROR = 0, 1, 2
 """``Status.StatusCode`` values."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(slots=True)
@@ -58,7 +60,7 @@ def text(value: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        return value.encode("utf-8", "replace").decode("utf-8")
+        return _SURROGATE.sub("\ufffd", value)
     return value
 
 
@@ -79,19 +81,19 @@ def _any_json(value: Value) -> dict:
     if isinstance(value, float):
         return {"doubleValue": _double_json(value)}
     if isinstance(value, str):
-        return {"stringValue": text(value)}
+        return {"stringValue": value}
     return {"arrayValue": {"values": [_any_json(item) for item in value]}}
 
 
 def _attributes_json(attributes: Attributes) -> list[dict]:
-    return [{"key": text(key), "value": _any_json(value)} for key, value in attributes]
+    return [{"key": key, "value": _any_json(value)} for key, value in attributes]
 
 
 def _span_json(span: SpanData) -> dict:
     found: dict = {
         "traceId": span.trace_id.hex(),
         "spanId": span.span_id.hex(),
-        "name": text(span.name),
+        "name": span.name,
         "kind": span.kind,
         "startTimeUnixNano": str(span.start_ns),
         "endTimeUnixNano": str(span.end_ns),
@@ -102,33 +104,45 @@ def _span_json(span: SpanData) -> dict:
         found["parentSpanId"] = span.parent_id.hex()
     if span.events:
         found["events"] = [
-            {"timeUnixNano": str(e.time_ns), "name": text(e.name), "attributes": _attributes_json(e.attributes)}
+            {"timeUnixNano": str(e.time_ns), "name": e.name, "attributes": _attributes_json(e.attributes)}
             for e in span.events
         ]
     if span.status_message:
-        found["status"]["message"] = text(span.status_message)
+        found["status"]["message"] = span.status_message
     return found
 
 
 def request_json(resource: Attributes, scope: tuple[str, str], schema_url: str, spans: Sequence[SpanData]) -> bytes:
     """One ``ExportTraceServiceRequest`` as OTLP/JSON (one line: no newline inside)."""
-    return msgspec.json.encode(
-        {
-            "resourceSpans": [
-                {
-                    "resource": {"attributes": _attributes_json(resource)},
-                    "scopeSpans": [
-                        {
-                            "scope": {"name": scope[0], "version": scope[1]},
-                            "spans": [_span_json(span) for span in spans],
-                            "schemaUrl": schema_url,
-                        }
-                    ],
-                    "schemaUrl": schema_url,
-                }
-            ]
-        }
-    )
+    document: dict = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": _attributes_json(resource)},
+                "scopeSpans": [
+                    {
+                        "scope": {"name": scope[0], "version": scope[1]},
+                        "spans": [_span_json(span) for span in spans],
+                        "schemaUrl": schema_url,
+                    }
+                ],
+                "schemaUrl": schema_url,
+            }
+        ]
+    }
+    try:
+        return msgspec.json.encode(document)
+    except UnicodeEncodeError:  # a lone surrogate somewhere: rare, so every string is checked only then
+        return msgspec.json.encode(_texts(document))
+
+
+def _texts(node: object) -> object:
+    if isinstance(node, str):
+        return text(node)
+    if isinstance(node, dict):
+        return {text(key): _texts(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_texts(item) for item in node]
+    return node
 
 
 # -- protobuf -----------------------------------------------------------------------------------------------------
@@ -156,7 +170,11 @@ def _bytes_field(number: int, payload: bytes) -> bytes:
 
 
 def _string_field(number: int, value: str) -> bytes:
-    return _bytes_field(number, text(value).encode("utf-8"))
+    try:
+        encoded = value.encode("utf-8")
+    except UnicodeEncodeError:
+        encoded = text(value).encode("utf-8")
+    return _bytes_field(number, encoded)
 
 
 def _fixed64_field(number: int, value: int) -> bytes:
