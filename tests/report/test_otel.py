@@ -4,12 +4,14 @@ semantic conventions, the same twice, contents only on request, and delivered to
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from typer.testing import CliRunner
@@ -286,3 +288,14 @@ def test_a_failed_export_leaves_no_file_and_says_why_in_one_line(demo_log, tmp_p
         assert done.exit_code == 1 and done.output.startswith("error: ") and "Traceback" not in done.output, bad
     done = runner.invoke(app, ["export", "--log", str(demo_log), "--otel", "http://127.0.0.1:1", "--otel-header", "x"])
     assert done.exit_code == 1 and "KEY=VALUE" in done.output, done.output
+
+
+def test_a_run_still_recording_is_left_out_and_counted(demo_log, tmp_path):
+    log = tmp_path / "recording.duckdb"
+    shutil.copy(demo_log, log)
+    with duckdb.connect(str(log)) as con:  # a run whose recording has not closed yet, as a killed recorder leaves it
+        con.execute("UPDATE runs SET status = 'running' WHERE run_id = 'ord-order-wgs.v0.gold.r0'")
+    target = tmp_path / "out.jsonl"
+    done = runner.invoke(app, ["export", "--log", str(log), "--otel", str(target)])
+    assert done.exit_code == 0 and "16 runs" in done.output and "left out 1 runs still recording" in done.output
+    assert "ord-order-wgs.v0.gold.r0" not in traces(from_json_lines(target.read_bytes()))

@@ -4,11 +4,14 @@ call refused with 429 (its run errored), and a run whose agent-controlled string
 from __future__ import annotations
 
 import json
+from dataclasses import replace as replaced
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import httpx
+import msgspec
 import pytest
 from typer.testing import CliRunner
 
@@ -17,11 +20,14 @@ from fae.agents.scripted_agent import ScriptedAgent
 from fae.cli import app
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
-from fae.harness.suite_runner import render_task
+from fae.harness.suite_runner import plan_suite, record_suite, render_task
 from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
 from fae.plan import plan_from_dict
+from fae.replay.source import load_run
 from fae.report.otel import export_otel
+from fae.report.otel_spans import span_id, trace_id
 from fae.report.otlp import SpanData, request_json, request_proto, text
+from fae.store.live import LogReader, live_file
 from fae.util.tls import client_tls
 from tests.report.otlp_decode import attributes, from_json_lines, from_protobuf, spans_of, traces
 from tests.run_report import why_not_finished
@@ -171,3 +177,53 @@ def test_the_protobuf_and_json_encodings_carry_the_same_values():
         "e": False,
         "f": 0.25,
     }
+
+
+def test_the_same_run_id_recorded_again_is_another_trace(edge_log):
+    """Run ids repeat when a plan is recorded twice (in two logs): the trace id also hashes the run's first time."""
+    with LogReader(edge_log) as reader:
+        run = load_run(reader, f"{TASK}.v0.streamed")
+    later = replaced(run, events=[msgspec.structs.replace(r, wall_us=r.wall_us + 1) for r in run.events])
+    assert trace_id(run) != trace_id(later) and trace_id(run) == trace_id(replaced(run, events=list(run.events)))
+    assert span_id(trace_id(run), 3) != span_id(trace_id(run), 4) != span_id(trace_id(run), None)
+
+
+def test_a_log_being_recorded_exports_its_finished_runs_through_the_live_endpoint(tmp_path):
+    """While a recording holds the log, the export reads it through the recording's live endpoint (the file is
+    locked): the runs finished so far are exported, the one still recording is left out and counted."""
+    log, target = tmp_path / "rec.duckdb", tmp_path / "live.jsonl"
+    specs = plan_suite(["builtin-create-patient"], [0], ["gold"], 3)
+    seen: dict[str, Any] = {}
+
+    def finished() -> int:
+        with LogReader(log) as reader:
+            return reader.query("SELECT count(*) FROM runs WHERE status = 'finished'")[1][0][0]
+
+    def export_while_recording() -> None:
+        with LogReader(log) as reader:
+            seen["live"] = reader.live
+        seen["done"] = export_otel(log, target)
+
+    async def watch() -> None:
+        with anyio.fail_after(120):
+            while not live_file(log).exists() or await anyio.to_thread.run_sync(finished) < 1:
+                await anyio.sleep(0.05)
+        await anyio.to_thread.run_sync(export_while_recording)
+
+    async def main() -> Any:
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch)
+            return await record_suite(log, specs, concurrency=1)
+
+    result = anyio.run(main)
+    assert dict(result.statuses) == {"finished": 3}, why_not_finished(log)
+    done = seen["done"]
+    assert seen["live"] is True and done.runs >= 1 and done.runs + done.still_running <= 3, (seen, done)
+    exported = traces(from_json_lines(target.read_bytes()))
+    assert len(exported) == done.runs and all(
+        t.root_attributes["fae.run.status"] == "finished" for t in exported.values()
+    )
+    again = tmp_path / "after.jsonl"
+    export_otel(log, again)  # the file read directly, once the recording closed it: the same traces, and the rest
+    later = traces(from_json_lines(again.read_bytes()))
+    assert len(later) == 3 and all(later[run].root.span_id == exported[run].root.span_id for run in exported)
