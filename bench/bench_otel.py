@@ -3,7 +3,8 @@ OTLP/HTTP receiver, on the demo suite grown to N runs (bench/grow_log.py: every 
 
     uv run python -m bench.bench_otel --runs 10000 --keep /tmp/otel-bench
 
-Prints one line per target: runs, spans, requests, seconds, runs/s, spans/s, bytes written or posted, peak RSS.
+Prints one line per target: runs, spans, requests, wall and CPU seconds, runs/s, spans/s, bytes written or
+posted, peak RSS.
 """
 
 from __future__ import annotations
@@ -57,10 +58,11 @@ class _Receiver:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
-def timed(log: Path, target: str, content: bool) -> tuple[float, object]:
-    started = time.perf_counter()
+def timed(log: Path, target: str, content: bool) -> tuple[float, float, object]:
+    """Wall and CPU seconds of one export (CPU: this process's, the in-process receiver's included)."""
+    started, cpu = time.perf_counter(), time.process_time()
     done = export_otel(log, target, content=content)
-    return time.perf_counter() - started, done
+    return time.perf_counter() - started, time.process_time() - cpu, done
 
 
 def main() -> None:
@@ -77,10 +79,11 @@ def main() -> None:
     if args.content:
         targets.append(("file+content", str(folder / "traces-content.jsonl"), True))
     for label, target, content in targets:
-        seconds, done = timed(log, target, content)
+        seconds, cpu, done = timed(log, target, content)
         size = receiver.received if label == "endpoint" else Path(target).stat().st_size
         print(
             f"{label}: {done.runs} runs, {done.spans} spans, {done.requests} requests in {seconds:.1f} s"  # type: ignore[attr-defined]
+            f" ({cpu:.1f} s CPU)"
             f" = {done.runs / seconds:.0f} runs/s, {done.spans / seconds:.0f} spans/s;"  # type: ignore[attr-defined]
             f" {size / 1e6:.1f} MB; peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
         )

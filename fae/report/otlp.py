@@ -4,9 +4,10 @@
 Only the fields fae sets are written: request → resource spans → one resource and one scope → spans, each with
 its attributes, events and status. Field numbers are those of OTLP's ``trace.proto``, ``common.proto`` and
 ``resource.proto`` (v1, stable); JSON follows the protobuf JSON mapping with OTLP's two departures (trace and span
-ids as hex, enums as numbers). Neither the OpenTelemetry SDK nor the generated protobuf classes are needed: built
-through those classes, a span cost ~90 µs and its JSON mapping ~350 µs more, which is most of an export's time
-(docs/otel.md). tests/report/test_otel.py decodes every request with the official ``opentelemetry-proto``.
+ids as hex, enums as numbers). No OpenTelemetry package is needed at run time: the generated protobuf
+classes encode a span about as fast as this (40 against 45 µs), but their JSON mapping is five times slower than
+this writer's and writes base64 ids, which OTLP/JSON does not take (docs/otel.md). tests/report/test_otel.py
+decodes every file and request with the official ``opentelemetry-proto``.
 """
 
 from __future__ import annotations
