@@ -176,26 +176,27 @@ def export_otel(
     conventions' opt-in attributes). ``headers``: sent with every request (an endpoint's API key).
     """
     text = str(target)
-    if is_endpoint(text):
-        sink: FileSink | EndpointSink = EndpointSink(text, protocol, headers, sleep=sleep or time.sleep)
-    else:
-        sink = FileSink(Path(text))
-    done = OtelExport(target=sink.shown)
-    resource: Attributes = [("service.name", "fae"), ("fae.log.name", Path(log_path).name)]
-    scope = ("fae", _fae_version())
-    encode = request_proto if sink.protocol == PROTOBUF else request_json
-    pending: list[SpanData] = []
+    with LogReader(log_path) as reader:  # a log refused is refused before anything is written or sent
+        sink: FileSink | EndpointSink = (
+            EndpointSink(text, protocol, headers, sleep=sleep or time.sleep)
+            if is_endpoint(text)
+            else FileSink(Path(text))
+        )
+        done = OtelExport(target=sink.shown)
+        resource: Attributes = [("service.name", "fae"), ("fae.log.name", Path(log_path).name)]
+        scope = ("fae", _fae_version())
+        encode = request_proto if sink.protocol == PROTOBUF else request_json
+        pending: list[SpanData] = []
 
-    def send() -> None:
-        rejected, message = sink.send(encode(resource, scope, SCHEMA_URL, pending))
-        done.requests += 1
-        done.rejected_spans += rejected
-        done.rejected_message = message or done.rejected_message
-        pending.clear()
+        def send() -> None:
+            rejected, message = sink.send(encode(resource, scope, SCHEMA_URL, pending))
+            done.requests += 1
+            done.rejected_spans += rejected
+            done.rejected_message = message or done.rejected_message
+            pending.clear()
 
-    finished = False
-    try:
-        with LogReader(log_path) as reader:
+        finished = False
+        try:
             ids = run_ids(reader, runs, statuses=EXPORTED_STATUSES)
             done.still_running = len(run_ids(reader, runs, statuses=["running"]))
             if on_progress:
@@ -214,11 +215,11 @@ def export_otel(
                         send()
                 if on_progress:
                     on_progress(len(chunk), len(ids))
-        if pending:
-            send()
-        finished = True
-    finally:
-        sink.close(finished)
+            if pending:
+                send()
+            finished = True
+        finally:
+            sink.close(finished)
     return done
 
 

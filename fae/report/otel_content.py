@@ -14,8 +14,15 @@ from typing import Any
 
 from fae.store.events import ToolCallRequest
 
-FINISH_REASONS = {"tool_calls": "tool_call", "function_call": "tool_call"}
-"""OpenAI's finish reasons where the conventions' output schema names them otherwise."""
+FINISH_REASONS = {
+    "tool_calls": "tool_call",
+    "function_call": "tool_call",
+    "tool_use": "tool_call",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+}
+"""OpenAI's and Anthropic's stop reasons where the conventions' output schema names them otherwise."""
 
 
 def json_text(value: Any) -> str:
@@ -41,7 +48,21 @@ def _text_parts(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, list):
         parts: list[dict[str, Any]] = []
         for item in content:
-            if isinstance(item, dict) and isinstance(item.get("text"), str):
+            kind = item.get("type") if isinstance(item, dict) else None
+            if kind == "tool_use":  # Anthropic's blocks
+                parts.append(
+                    {
+                        "type": "tool_call",
+                        "id": item.get("id"),
+                        "name": str(item.get("name") or ""),
+                        "arguments": item.get("input"),
+                    }
+                )
+            elif kind == "tool_result":
+                parts.append(
+                    {"type": "tool_call_response", "id": item.get("tool_use_id"), "response": item.get("content")}
+                )
+            elif isinstance(item, dict) and isinstance(item.get("text"), str):
                 parts.append({"type": "text", "content": item["text"]})
             elif isinstance(item, dict):
                 parts.append({**item, "type": str(item.get("type") or "unknown")})

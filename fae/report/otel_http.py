@@ -32,8 +32,9 @@ PROVIDER_SUFFIXES = (
     ("aiplatform.googleapis.com", "gcp.vertex_ai"),
     (".amazonaws.com", "aws.bedrock"),
 )
-OPENAI_COMPATIBLE = "openai"
-"""Any other host: fae speaks only the OpenAI API to an LLM, and the conventions name a provider by that flavour."""
+API_PROVIDERS = {"messages": "anthropic"}
+"""Any other host: the provider whose API fae spoke (Anthropic Messages; else OpenAI's Chat Completions or
+Responses), as the conventions name a provider by the flavour of what it was sent."""
 
 
 def server_of(url: str) -> tuple[str | None, int | None]:
@@ -48,14 +49,14 @@ def server_of(url: str) -> tuple[str | None, int | None]:
     return host, port if port is not None else {"http": 80, "https": 443}.get(parts.scheme)
 
 
-def provider_of(host: str | None) -> str:
+def provider_of(host: str | None, api: str = "chat") -> str:
     host = (host or "").lower()
     if host in PROVIDERS:
         return PROVIDERS[host]
     for suffix, provider in PROVIDER_SUFFIXES:
         if host.endswith(suffix) and (suffix != ".amazonaws.com" or host.startswith("bedrock")):
             return provider
-    return OPENAI_COMPATIBLE
+    return API_PROVIDERS.get(api, "openai")
 
 
 def url_template(path: str, interaction: ev.FhirInteracted | None) -> str:

@@ -23,8 +23,14 @@ from fae.report.otel_http import http_attributes, provider_of, server_of
 from fae.report.otlp import CLIENT, ERROR, INTERNAL, Attributes, SpanData, SpanEvent, Value
 from fae.store import events as ev
 
-OPERATIONS = {"chat": "chat", "responses": "chat", "completions": "text_completion", "embeddings": "embeddings"}
-"""``gen_ai.operation.name`` by the OpenAI API fae recorded (any other keeps fae's name for it)."""
+OPERATIONS = {
+    "chat": "chat",
+    "responses": "chat",
+    "messages": "chat",
+    "completions": "text_completion",
+    "embeddings": "embeddings",
+}
+"""``gen_ai.operation.name`` by the LLM API fae recorded (any other keeps fae's name for it)."""
 FAILED_STATUSES = ("failed", "errored", "interrupted")
 
 
@@ -121,7 +127,7 @@ class _Run:
         by_agent = recorded.actor == "agent"
         requested = (self.info.model if by_agent else None) or called.model
         address, port = server_of(exchange.url if exchange is not None else "")
-        provider = provider_of(address)
+        provider = provider_of(address, called.api)
         failed = called.error is not None or (called.status is not None and called.status >= 400)
         if by_agent:
             self.provider = self.provider or provider
@@ -139,6 +145,8 @@ class _Run:
             gen_ai__response__finish_reasons=[called.finish_reason] if called.finish_reason else None,
             gen_ai__usage__input_tokens=called.prompt_tokens,
             gen_ai__usage__output_tokens=called.completion_tokens,
+            gen_ai__usage__cache_read__input_tokens=called.cache_read_tokens,
+            gen_ai__usage__cache_creation__input_tokens=called.cache_write_tokens,
             gen_ai__conversation__id=self.run.run_id,
             server__address=address,
             server__port=port,

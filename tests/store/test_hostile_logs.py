@@ -37,6 +37,7 @@ COMMANDS: dict[str, list[str]] = {
     "stats": ["stats", "--log", "{log}"],
     "report": ["report", "--log", "{log}", "--output", "{out}/report.html"],
     "export": ["export", "--parquet", "{out}/export", "--log", "{log}"],
+    "otel": ["export", "--otel", "{out}/traces.jsonl", "--otel-content", "--log", "{log}"],
     "merge": ["log", "merge", "{log}", "--into", "{out}/merged.duckdb"],
     "rejudge": ["rejudge", "--log", "{log}", "--workers", "1"],
     "compare": ["compare", "--old", "", "--new", "accept_corrections=false", "--log", "{log}", "--workers", "1"],
@@ -45,7 +46,7 @@ COMMANDS: dict[str, list[str]] = {
     "curate": ["curate", "--log", "{log}"],
     "record": ["record", "--resume", "--log", "{log}", "--task", "builtin-create-patient", "--variations", "0-1"],
 }
-READ_ONLY = {"runs", "info", "show", "sql", "export", "compare", "replay"}
+READ_ONLY = {"runs", "info", "show", "sql", "export", "otel", "compare", "replay"}
 """Commands that open the log read-only (the others open it for writing, which migrates it and recreates views)."""
 
 REFUSED = {
@@ -75,7 +76,7 @@ REFUSED_BY = {
     ("control-suite", "export"): "cannot name a folder",
     **{("escaping-seed", c): "not a body hash" for c in ("export", "merge", "rejudge", "compare", "replay", "curate")},
     # a payload fae cannot decode stops those that decode every event, naming the run and the event
-    **{("numbers", c): "event payload cannot be decoded" for c in ("rejudge", "compare", "replay", "curate")},
+    **{("numbers", c): "event payload cannot be decoded" for c in ("rejudge", "compare", "replay", "curate", "otel")},
     # a resume re-records the spec whose run was renamed (or given another variation) under the id still taken
     ("numbers", "record"): "Duplicate key",
     ("path-ids", "record"): "Duplicate key",
