@@ -21,8 +21,9 @@ from typing import Any
 from fae.errors import ExportError
 from fae.replay.source import RunLog, load_runs, run_ids
 from fae.replay.stream import CHUNK_RUNS, spans, stream_runs
+from fae.report.otel_root import VerdictInfo
 from fae.report.otel_sinks import PROTOBUF, EndpointSink, FileSink, env_headers, is_endpoint
-from fae.report.otel_spans import RunInfo, VerdictInfo, run_spans
+from fae.report.otel_spans import RunInfo, run_spans
 from fae.report.otlp import Attributes, SpanData, request_json, request_proto
 from fae.store.live import LogReader
 from fae.store.log import RUN_STATUSES

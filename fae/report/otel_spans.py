@@ -13,14 +13,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from fae.recorder.llm import llm_in_full
 from fae.recorder.mcp import tool_in_full
 from fae.replay.source import Recorded, RunLog
 from fae.report import otel_content as content_of
 from fae.report.otel_http import http_attributes, provider_of, server_of
-from fae.report.otlp import CLIENT, ERROR, INTERNAL, Attributes, SpanData, SpanEvent, Value
+from fae.report.otel_root import VerdictInfo, content_of_run, root_event, verdict_event
+from fae.report.otlp import CLIENT, ERROR, INTERNAL, Attributes, SpanData, SpanEvent, attrs
 from fae.store import events as ev
 
 OPERATIONS = {
@@ -48,21 +48,6 @@ class RunInfo:
     """The model the agent was configured with (its ``agent_config``): what its LLM calls asked for."""
 
 
-@dataclass(frozen=True, slots=True)
-class VerdictInfo:
-    judge: str
-    rules: str
-    """The rule set as ``key=value,...`` (sorted keys), empty for none."""
-    rule_set: str
-    rule_set_hash: str
-    code_version: str
-    outcome: str
-    passed: bool | None
-    judged_at: str
-    batch: str | None
-    explanation: str | None = None
-
-
 def trace_id(run: RunLog) -> bytes:
     first = str(run.events[0].wall_us) if run.events else ""
     return _nonzero(hashlib.sha256(f"fae.otel.trace\0{run.run_id}\0{first}".encode()).digest()[:16])
@@ -77,11 +62,6 @@ def span_id(trace: bytes, seq: int | None) -> bytes:
 def _nonzero(found: bytes) -> bytes:
     """An all-zero id is invalid in OTLP: the (never seen) zero digest gets its last byte set."""
     return found if any(found) else found[:-1] + b"\x01"
-
-
-def _attrs(**values: Value | None) -> Attributes:
-    """Attributes from keyword names (``__`` for ``.``), the None ones left out."""
-    return [(key.replace("__", "."), value) for key, value in values.items() if value is not None]
 
 
 def _ns(wall_us: int) -> int:
@@ -136,7 +116,7 @@ class _Run:
                 if count is not None:
                     self.tokens = self.tokens or [0, 0]
                     self.tokens[index] += count
-        attributes = _attrs(
+        attributes = attrs(
             gen_ai__operation__name=operation,
             gen_ai__provider__name=provider,
             gen_ai__request__model=requested,
@@ -159,7 +139,7 @@ class _Run:
         )
         if self.content:
             full = llm_in_full(called, self.run.body)
-            attributes += _attrs(
+            attributes += attrs(
                 gen_ai__input__messages=content_of.json_text(content_of.input_messages(full.messages)),
                 gen_ai__tool__definitions=content_of.json_text(content_of.tool_definitions(full.tools))
                 if full.tools
@@ -186,7 +166,7 @@ class _Run:
             self.consumed.add(called.exchange_id)
         call_id = self._call_id(called) if recorded.actor == "agent" else None
         failed = called.is_error or called.error is not None
-        attributes = _attrs(
+        attributes = attrs(
             gen_ai__operation__name="execute_tool",
             gen_ai__tool__name=called.tool,
             gen_ai__tool__call__id=call_id,
@@ -199,7 +179,7 @@ class _Run:
         )
         if self.content:
             full = tool_in_full(called, self.run.body)
-            attributes += _attrs(
+            attributes += attrs(
                 gen_ai__tool__call__arguments=content_of.json_text(full.arguments),
                 gen_ai__tool__call__result=None if failed else content_of.json_text(full.result),
             )
@@ -223,7 +203,7 @@ class _Run:
     def http(self, recorded: Recorded, exchange: ev.HttpExchanged) -> None:
         interaction = self.fhir.get(exchange.exchange_id)
         name, attributes = http_attributes(exchange, interaction)
-        attributes += _attrs(
+        attributes += attrs(
             fae__actor=recorded.actor,
             fae__upstream=recorded.upstream,
             fae__fault=exchange.fault,
@@ -263,7 +243,7 @@ def run_spans(run: RunLog, info: RunInfo, verdicts: Sequence[VerdictInfo], *, co
         elif kind is ev.ToolCalled:
             built.tool(recorded, event)  # type: ignore[arg-type]
         else:
-            found = _root_event(recorded, content)
+            found = root_event(recorded, content)
             if found is not None:
                 events.append(found)
     for recorded in built.exchanges.values():
@@ -275,8 +255,8 @@ def run_spans(run: RunLog, info: RunInfo, verdicts: Sequence[VerdictInfo], *, co
         built.trace, built.root, b"", f"invoke_agent {run.agent}", INTERNAL, start, end, _root_attributes(built, run)
     )
     if content:
-        root.attributes += _content_of_run(run)
-    root.events = events + [_verdict_event(v, end, content) for v in verdicts]
+        root.attributes += content_of_run(run)
+    root.events = events + [verdict_event(v, end, content) for v in verdicts]
     if run.status in FAILED_STATUSES:
         failed = run.last(ev.RunFailed)
         _fail(root, failed.event.reason if failed is not None else (info.error or run.status))  # type: ignore[attr-defined]
@@ -285,7 +265,7 @@ def run_spans(run: RunLog, info: RunInfo, verdicts: Sequence[VerdictInfo], *, co
 
 def _root_attributes(built: _Run, run: RunLog) -> Attributes:
     info = built.info
-    return _attrs(
+    return attrs(
         gen_ai__operation__name="invoke_agent",
         gen_ai__agent__name=run.agent,
         gen_ai__provider__name=built.provider,
@@ -304,67 +284,4 @@ def _root_attributes(built: _Run, run: RunLog) -> Attributes:
         fae__run__phase=info.phase,
         fae__task__id=run.task_id,
         fae__task__variation=run.variation,
-    )
-
-
-def _content_of_run(run: RunLog) -> Attributes:
-    """The task prompt as the agent's input, its answer as its output."""
-    started = run.first(ev.RunStarted)
-    answered = run.last(ev.AnswerGiven)
-    prompt: Any = started.event.prompt if started is not None else None  # type: ignore[attr-defined]
-    return _attrs(
-        gen_ai__input__messages=content_of.json_text(content_of.prompt_messages(prompt)) if prompt else None,
-        gen_ai__output__messages=content_of.json_text(
-            content_of.answer_messages(answered.event.text, answered.event.stop_reason)  # type: ignore[attr-defined]
-        )
-        if answered is not None
-        else None,
-    )
-
-
-def _root_event(recorded: Recorded, content: bool) -> SpanEvent | None:
-    """What the root span notes as an event: seeding, the answer, the state capture, a paraphrase."""
-    event, at = recorded.event, _ns(recorded.wall_us)
-    if isinstance(event, ev.SandboxSeeded):
-        return SpanEvent(at, "fae.sandbox_seeded", _attrs(fae__sandbox__resource_count=event.resource_count))
-    if isinstance(event, ev.StateCaptured):
-        return SpanEvent(at, "fae.state_captured", _attrs(fae__state__resource_count=event.resource_count))
-    if isinstance(event, ev.AnswerGiven):
-        return SpanEvent(
-            at,
-            "fae.answer_given",
-            _attrs(fae__answer__stop_reason=event.stop_reason, fae__answer__text=event.text if content else None),
-        )
-    if isinstance(event, ev.PromptParaphrased):
-        return SpanEvent(
-            at,
-            "fae.prompt_paraphrased",
-            _attrs(
-                fae__paraphrase__accepted=event.accepted,
-                fae__paraphrase__model=event.model,
-                fae__paraphrase__problems=len(event.problems),
-            ),
-        )
-    return None
-
-
-def _verdict_event(verdict: VerdictInfo, at: int, content: bool) -> SpanEvent:
-    """A verdict as the conventions' evaluation result, at the end of the run it judged."""
-    return SpanEvent(
-        at,
-        "gen_ai.evaluation.result",
-        _attrs(
-            gen_ai__evaluation__name=f"{verdict.judge} {verdict.rules}" if verdict.rules else verdict.judge,
-            gen_ai__evaluation__score__label=verdict.outcome,
-            gen_ai__evaluation__score__value=None if verdict.passed is None else float(verdict.passed),
-            gen_ai__evaluation__explanation=verdict.explanation if content else None,
-            fae__verdict__judge=verdict.judge,
-            fae__verdict__rule_set=verdict.rule_set,
-            fae__verdict__rule_set_hash=verdict.rule_set_hash,
-            fae__verdict__code_version=verdict.code_version,
-            fae__verdict__outcome=verdict.outcome,
-            fae__verdict__passed=verdict.passed,
-            fae__verdict__judged_at=verdict.judged_at,
-            fae__verdict__batch=verdict.batch,
-        ),
     )

@@ -56,6 +56,11 @@ class SpanData:
     status_message: str = ""
 
 
+def attrs(**values: Value | None) -> Attributes:
+    """Attributes from keyword names (``__`` for ``.``), the None ones left out."""
+    return [(key.replace("__", "."), value) for key, value in values.items() if value is not None]
+
+
 def text(value: str) -> str:
     """A string that encodes as UTF-8: a lone surrogate (valid in a Python string, never in OTLP) becomes U+FFFD."""
     try:
