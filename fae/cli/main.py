@@ -15,7 +15,7 @@ from fae.cli.curate import curate as _curate
 from fae.cli.guard import user_error, user_errors
 from fae.cli.judge import compare as _compare
 from fae.cli.judge import rejudge as _rejudge
-from fae.cli.options import DEFAULT_LOG, LogOption, RayOption
+from fae.cli.options import DEFAULT_LOG, LogOption, RayOption, RunsOption
 from fae.cli.progress import progress, steps
 from fae.cli.replay import replay as _replay
 from fae.cli.runs import runs as _runs
