@@ -164,6 +164,7 @@ def record(
     memory: Sequence[str] = (),
     paraphrase_model: str | None = None,
     paraphrase_seed: int = 0,
+    paraphrases: str | Path | None = None,
     audit_events: bool = False,
     redact_headers: Sequence[str] = (),
     redact_params: Sequence[str] = (),
@@ -192,18 +193,26 @@ def record(
     in one process; None: ``FAE_RECORD_PROCESSES``, else 2 (in a worker process: 1).
     ``workers``: record in this many local worker processes, each with its own stack and log shard, merged
     into ``log`` at the end; 1 records in this process; None: ``FAE_RECORD_WORKERS``, else 1 (docs/scale.md).
+    ``paraphrase_model``: reword every prompt, one paraphrase per (task, variation, model, ``paraphrase_seed``)
+    made before the runs and played by all of them; ``paraphrases``: a paraphrase file whose paraphrases are
+    played instead of asking the model (docs/tasks.md, "Paraphrase").
     """
     import anyio
 
     from fae.harness.local_workers import choose_workers, record_on_workers
+    from fae.harness.paraphrases import Paraphrase
     from fae.harness.ray_record import record_on_ray
-    from fae.harness.run import Paraphrase
     from fae.harness.shards import merge_shards, shard_dir
     from fae.harness.stack import parse_memory_stores
     from fae.harness.suite_runner import record_suite
 
     specs = plan_runs(
         task_ids, variations=variations, agents=agents, repeats=repeats, suite=suite, scenario_dirs=scenario_dirs
+    )
+    paraphrase = (
+        Paraphrase(paraphrase_model, paraphrase_seed, str(paraphrases) if paraphrases else None)
+        if paraphrase_model or paraphrases
+        else None
     )
     llm_options = {key: value for key, value in (("model", model), ("api_key", api_key)) if value}
     redactor = Redactor.with_extra(headers=list(redact_headers), query_params=list(redact_params), values=[api_key])
@@ -225,7 +234,7 @@ def record(
             },
             memory_stores=parse_memory_stores(list(memory)),
             llm_options=llm_options,
-            paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
+            paraphrase=paraphrase,
             stop=stop,
             retry_errored=retry_errored,
             settle_s=settle_s,
@@ -258,7 +267,7 @@ def record(
             },
             memory_stores=memory_stores,
             llm_options=llm_options,
-            paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
+            paraphrase=paraphrase,
             stop=stop,
             retry_errored=retry_errored,
             settle_s=settle_s,
@@ -278,7 +287,7 @@ def record(
             on_progress=on_progress,
             memory_stores=memory_stores,
             llm_options=llm_options,
-            paraphrase=Paraphrase(paraphrase_model, paraphrase_seed) if paraphrase_model else None,
+            paraphrase=paraphrase,
             audit_events=audit_events,
             stop=stop,
             retry_errored=retry_errored,

@@ -85,6 +85,7 @@ app.add_typer(
     help="Experiments as data: train memory stores, then evaluate configurations.",
 )
 _mount("fae.cli.log", "log", "Log files as a whole: merge the shards of a cluster recording.")
+_mount("fae.cli.paraphrase", "paraphrase", "Fixed paraphrases: write a log's to a file another recording loads.")
 
 
 def _split_ints(text: str) -> list[int]:
@@ -159,9 +160,19 @@ def record(
     memory: Annotated[list[str], typer.Option(help="A Reflexion memory store NAME=DIR (repeatable).")] = [],
     paraphrase_model: Annotated[
         str | None,
-        typer.Option(help="Reword each task prompt with this model first (through the proxy, so it is logged)."),
+        typer.Option(
+            help="Reword each task prompt with this model: once per variation, before the runs (through the "
+            "proxy, so it is logged), and every run of the variation plays that paraphrase."
+        ),
     ] = None,
     paraphrase_seed: Annotated[int, typer.Option(help="Seed of the paraphrase requests.")] = 0,
+    paraphrases: Annotated[
+        Path | None,
+        typer.Option(
+            "--paraphrases",
+            help="A paraphrase file (`fae paraphrase export`): play its paraphrases instead of asking the model.",
+        ),
+    ] = None,
     audit_events: Annotated[
         bool,
         typer.Option(
@@ -261,6 +272,7 @@ def record(
                 memory=memory,
                 paraphrase_model=paraphrase_model,
                 paraphrase_seed=paraphrase_seed,
+                paraphrases=paraphrases,
                 audit_events=audit_events,
                 redact_headers=redact_header,
                 redact_params=redact_param,

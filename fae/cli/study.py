@@ -145,6 +145,12 @@ def experiment_run(
     paraphrase_model: Annotated[
         str | None, typer.Option(help="The paraphrase model (where the file paraphrases).")
     ] = None,
+    paraphrases: Annotated[
+        Path | None,
+        typer.Option(
+            "--paraphrases", help="A paraphrase file to play (where the file paraphrases) instead of asking the model."
+        ),
+    ] = None,
     evaluator_model: Annotated[str | None, typer.Option(help="Reflexion evaluator model.")] = None,
     reflector_model: Annotated[str | None, typer.Option(help="Reflexion reflector model.")] = None,
     llm_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.", envvar="OPENAI_BASE_URL")] = None,
@@ -169,6 +175,7 @@ def experiment_run(
         agents=agent,
         model=model,
         paraphrase_model=paraphrase_model,
+        paraphrases=str(paraphrases) if paraphrases else None,
         evaluator_model=evaluator_model,
         reflector_model=reflector_model,
     )

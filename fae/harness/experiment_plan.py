@@ -11,7 +11,8 @@ import msgspec
 import yaml
 
 from fae.errors import FaeError
-from fae.harness.run import Paraphrase, RunSpec
+from fae.harness.paraphrases import Paraphrase
+from fae.harness.run import RunSpec
 from fae.harness.suite_runner import base_run_id
 from fae.tasks import load_suite
 from fae.util.data_files import read_yaml
@@ -37,8 +38,13 @@ class TrainingSpec(PhaseSpec, frozen=True, forbid_unknown_fields=True):
 
 
 class ParaphraseSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Reword every prompt: one paraphrase per (task, variation), made by ``model`` with ``seed`` (plus the
+    experiment's) once and played by every trial and configuration; ``file``: a paraphrase file whose
+    paraphrases are played instead of asking (a relative path is read from the experiment file's folder)."""
+
     model: str
     seed: int = 0
+    file: str | None = None
 
 
 class Experiment(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -76,6 +82,11 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
     except msgspec.ValidationError as exc:
         raise FaeError(f"{path}: {exc}") from None
     check(experiment, str(path))
+    if experiment.paraphrase is not None and experiment.paraphrase.file is not None:
+        found = path.parent / experiment.paraphrase.file  # an absolute file stays itself
+        experiment = msgspec.structs.replace(
+            experiment, paraphrase=msgspec.structs.replace(experiment.paraphrase, file=str(found))
+        )
     return experiment
 
 
@@ -128,6 +139,7 @@ def with_overrides(
     paraphrase_model: str | None = None,
     evaluator_model: str | None = None,
     reflector_model: str | None = None,
+    paraphrases: str | None = None,
 ) -> Experiment:
     """The experiment reduced to ``tasks`` tasks per phase and with the command line's choices."""
     changes: dict = {}
@@ -156,8 +168,12 @@ def with_overrides(
             evaluator_model=evaluator_model or training.evaluator_model,
             reflector_model=reflector_model or training.reflector_model,
         )
-    if paraphrase_model and experiment.paraphrase is not None:
-        changes["paraphrase"] = msgspec.structs.replace(experiment.paraphrase, model=paraphrase_model)
+    if experiment.paraphrase is not None:  # one that does not reword its prompts ignores both
+        changes["paraphrase"] = msgspec.structs.replace(
+            experiment.paraphrase,
+            model=paraphrase_model or experiment.paraphrase.model,
+            file=paraphrases or experiment.paraphrase.file,
+        )
     return msgspec.structs.replace(experiment, **changes)
 
 
@@ -171,7 +187,8 @@ def agent_name(configuration: str, model: str | None) -> str:
 def paraphrase_of(experiment: Experiment) -> Paraphrase | None:
     if experiment.paraphrase is None:
         return None
-    return Paraphrase(experiment.paraphrase.model, experiment.paraphrase.seed + experiment.seed)
+    spec = experiment.paraphrase
+    return Paraphrase(spec.model, spec.seed + experiment.seed, spec.file)
 
 
 def eval_specs(experiment: Experiment) -> list[RunSpec]:

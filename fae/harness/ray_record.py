@@ -16,7 +16,8 @@ from typing import Any
 
 from fae.errors import RecordError
 from fae.harness.interrupt import StopRequest
-from fae.harness.run import Paraphrase, RunSpec
+from fae.harness.paraphrases import Paraphrase
+from fae.harness.run import RunSpec
 from fae.harness.shard_driver import LOST, plan_shards, record_on_pool
 from fae.harness.shards import ShardJob, ShardRecorder, shard_dir
 from fae.harness.suite_runner import SuiteResult

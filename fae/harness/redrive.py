@@ -256,8 +256,8 @@ def read_llm_recording(run: RunLog, log: str) -> LlmRecording:
     prompt = started.event.prompt
     for recorded in run.events:  # the agent saw the harness's accepted rewording, when there was one
         event = recorded.event
-        if type(event).__name__ == "PromptParaphrased" and getattr(event, "accepted", False):
-            prompt = event.prompt  # type: ignore[attr-defined]
+        if isinstance(event, ev.PromptParaphrased) and event.accepted:
+            prompt = event.prompt
     if prompt is None or started.event.task_now is None:
         from fae.harness.suite_runner import render_task
 

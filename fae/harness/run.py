@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -15,6 +14,7 @@ from fae.agents.base import Agent, AgentContext, AgentError, AgentResult
 from fae.errors import FaeError, PlanError
 from fae.fhir.audit import IDENTITY_HEADER
 from fae.harness.interrupt import StopRequest
+from fae.harness.paraphrases import Paraphrases, play_paraphrase
 from fae.harness.settle import default_settle_s, settle
 from fae.harness.stack import Stack, sandbox_id
 from fae.mcp.fhir_links import link_url, rebase_link, server_base_path
@@ -223,49 +223,6 @@ async def _judge_live(stack: Stack, run_id: str) -> list[VerdictRow]:
     return rows
 
 
-@dataclass(frozen=True)
-class Paraphrase:
-    """Ask ``model`` to reword each task prompt; ``seed`` makes the request repeatable."""
-
-    model: str
-    seed: int = 0
-
-
-async def _paraphrase(
-    stack: Stack, client: httpx.AsyncClient, spec: RunSpec, rendered: Any, paraphrase: Paraphrase
-) -> Any:
-    """The variation the agent will see: reworded through the proxy (so it is logged), or as it was."""
-    from fae.tasks.paraphrase import accept_paraphrase, paraphrase_request, paraphrased
-
-    if not hasattr(rendered, "check_spec"):
-        raise FaeError(f"task {spec.task_id} cannot be paraphrased (only the suite's tasks can)", run_id=spec.run_id)
-    base = stack.llm_base(spec.run_id, "harness")
-    if base is None:
-        raise FaeError("--paraphrase-model needs an LLM endpoint (--llm-url)", run_id=spec.run_id)
-    seed = int(hashlib.sha256(f"{paraphrase.seed}/{spec.task_id}/{spec.variation}".encode()).hexdigest()[:8], 16)
-    request = paraphrase_request(rendered, seed=seed, model=paraphrase.model)
-    reply = await client.post(base + "/chat/completions", json=request)
-    try:
-        text = reply.json()["choices"][0]["message"]["content"] or ""
-    except (ValueError, KeyError, IndexError, TypeError):
-        raise FaeError(
-            f"the paraphrase model answered HTTP {reply.status_code} without a usable reply", run_id=spec.run_id
-        ) from None
-    prompt, problems = accept_paraphrase(rendered, text)
-    await stack.writer.write(
-        events=[
-            Stamped(
-                spec.run_id,
-                ev.PromptParaphrased(
-                    model=paraphrase.model, accepted=prompt is not None, prompt=prompt or text, problems=tuple(problems)
-                ),
-                actor="harness",
-            )
-        ]
-    )
-    return paraphrased(rendered, text) if prompt is not None else rendered
-
-
 @dataclass
 class _Outcome:
     """How a run is ending, and who ended it if it did not finish."""
@@ -300,7 +257,7 @@ async def _play(
     spec: RunSpec,
     rendered: Any,
     agent: Agent,
-    paraphrase: Paraphrase | None,
+    paraphrase: Paraphrases | None,
     started: datetime,
     outcome: _Outcome,
     settle_s: float,
@@ -310,7 +267,7 @@ async def _play(
     await _seed(stack, client, spec, rendered.seed_bundle)
     stack.proxy.faults.arm(spec.run_id, scenario_faults(spec.agent, spec.variation))
     if paraphrase is not None:
-        rendered = await _paraphrase(stack, client, spec, rendered, paraphrase)
+        rendered = await play_paraphrase(stack, spec.run_id, rendered, paraphrase)
     ctx = AgentContext(
         run_id=spec.run_id,
         prompt=rendered.prompt,
@@ -390,14 +347,15 @@ async def execute_run(
     spec: RunSpec,
     rendered: Any,
     agent: Agent,
-    paraphrase: Paraphrase | None = None,
+    paraphrase: Paraphrases | None = None,
     stop: StopRequest | None = None,
     settle_s: float | None = None,
 ) -> str:
     """Record one run from start to close; returns its final status.
 
     Before its state capture the harness waits ``settle_s`` (default: ensure_record's) after the
-    run's last write, so the verifier's read-back lands after the correction window.
+    run's last write, so the verifier's read-back lands after the correction window. ``paraphrase``: the
+    recording's fixed paraphrases (``fae.harness.paraphrases``); the agent gets its variation's.
 
     A run that does not finish names its ``cause``: ``agent`` (its own upstream fault; status
     errored), ``harness`` or ``stack`` (status failed), ``signal`` (cancelled by ``stop``; status

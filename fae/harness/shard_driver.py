@@ -19,7 +19,8 @@ from fae.agents.base import Agent
 from fae.agents.prefixes import build_agent
 from fae.errors import RecordError
 from fae.harness.interrupt import StopRequest
-from fae.harness.run import Paraphrase, RunSpec
+from fae.harness.paraphrases import Paraphrase, fix_paraphrases_first
+from fae.harness.run import RunSpec
 from fae.harness.shards import ShardJob, merge_shards, planned_attempts
 from fae.harness.suite_runner import SuiteResult, check_servers, render_task, runs_to_do
 from fae.store.log import EventLog
@@ -72,6 +73,16 @@ def plan_shards(
     marked = merge_shards(log_path)  # what a killed driver or worker left is in LOG before anything is planned
     todo, skipped = runs_to_do(specs, planned_attempts(log_path), resume=resume, retry_errored=retry_errored)
     result = SuiteResult(planned=len(specs), skipped=skipped, statuses=Counter(), interrupted_marked=marked, runs=[])
+    book = (  # fixed in LOG before a worker starts: workers on one variation never ask twice
+        fix_paraphrases_first(
+            log_path,
+            {(s.task_id, s.variation): rendered[(s.task_id, s.variation)] for s in todo},
+            paraphrase,
+            stack_options,
+        )
+        if paraphrase is not None and todo
+        else None
+    )
     options = {**stack_options, "memory_stores": dict(memory_stores)}
     redaction = ShardJob.redaction_of(options.pop("redactor", None))
     job = ShardJob(
@@ -79,7 +90,7 @@ def plan_shards(
         agent_names=tuple(agents),
         llm_options=dict(llm_options),
         rendered=rendered,
-        run_options={"paraphrase": paraphrase, "settle_s": settle_s},
+        run_options={"paraphrase": book, "settle_s": settle_s},
         task_dirs=tuple(str(d) for d in task_dirs()),
         scenario_dirs=tuple(str(d) for d in scenario_dirs()),
         redaction=redaction,

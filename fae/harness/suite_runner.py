@@ -16,7 +16,8 @@ from fae.agents.base import Agent, agent_slug
 from fae.agents.prefixes import build_agent
 from fae.errors import RecordError, TaskError
 from fae.harness.interrupt import StopRequest
-from fae.harness.run import Paraphrase, RunSpec, execute_run
+from fae.harness.paraphrases import Paraphrase, fix_paraphrases
+from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import Stack, open_stack
 from fae.proxy.addon import DEFAULT_MAX_BODY_BYTES
 from fae.recorder.redact import Redactor
@@ -195,7 +196,8 @@ async def record_suite(
 ) -> SuiteResult:
     """Record every planned run not already done; returns what happened.
 
-    ``memory_stores`` names the Reflexion memory stores the memory agents use
+    ``paraphrase``: reword every prompt, one paraphrase per variation, fixed before the runs start
+    (``fae.harness.paraphrases``). ``memory_stores`` names the Reflexion memory stores the memory agents use
     (``nospec``, ``spec``); ``llm_options`` (model, api_key, timeout_s,
     max_retries) go to LLM agents. ``audit_events``: the FHIR server keeps an AuditEvent
     trail (the embedded one is told to), and each run's trail is read into the log. ``settle_s``:
@@ -231,6 +233,17 @@ async def record_suite(
             stop.bind()
         marked = await _mark_interrupted(stack)
         todo, skipped = runs_to_do(specs, attempts(stack.log), resume=resume, retry_errored=retry_errored)
+        # every variation's paraphrase is fixed before a run starts: runs that start together never ask twice
+        book = (
+            await fix_paraphrases(
+                stack,
+                {(s.task_id, s.variation): rendered[(s.task_id, s.variation)] for s in todo},
+                paraphrase,
+                concurrency=concurrency,
+            )
+            if paraphrase is not None and todo
+            else None
+        )
         # an external server is one shared store: its runs go one at a time
         limiter = anyio.CapacityLimiter(1 if fhir_url else max(1, concurrency))
 
@@ -248,7 +261,7 @@ async def record_suite(
                             spec,
                             rendered[(spec.task_id, spec.variation)],
                             agents[spec.agent],
-                            paraphrase=paraphrase,
+                            paraphrase=book,
                             stop=stop,
                             settle_s=settle_s,
                         )

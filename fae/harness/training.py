@@ -103,9 +103,11 @@ async def train(
     """Train a memory store from runs of ``task_ids`` played by ``agent``; returns what happened.
 
     ``experiment``, ``phase`` and ``run_prefix`` name the runs of an experiment's training phase;
-    ``paraphrase`` (a ``fae.harness.run.Paraphrase``) rewords each prompt the agent sees.
+    ``paraphrase`` (a ``fae.harness.paraphrases.Paraphrase``) rewords each prompt the agent sees: one
+    paraphrase per variation, fixed before the first run, played by every trial and shown to the reflector.
     """
     from fae.agents.prefixes import build_agent
+    from fae.harness.paraphrases import fix_paraphrases, played_prompt
     from fae.harness.run import RunSpec, execute_run
     from fae.harness.stack import open_stack
     from fae.harness.suite_runner import base_run_id, render_task
@@ -124,6 +126,7 @@ async def train(
     async with open_stack(log_path, llm_url=llm_url) as stack, httpx.AsyncClient(timeout=120) as client:
         _, existing = stack.log.query("SELECT run_id FROM runs")
         taken = {run_id for (run_id,) in existing}
+        book = await fix_paraphrases(stack, rendered, paraphrase) if paraphrase is not None else None
         for (task_id, variation), task in rendered.items():
             meta = getattr(task, "meta", None)
             tags = [meta.family] if meta is not None else []
@@ -141,7 +144,7 @@ async def train(
                     experiment=experiment,
                     phase=phase,
                 )
-                status = await execute_run(stack, spec, task, runner, paraphrase=paraphrase)
+                status = await execute_run(stack, spec, task, runner, paraphrase=book)
                 run, passed, reasons = _strict_verdict(stack.log, run_id, task.now)
                 grounding = None
                 if use_specs:
@@ -159,7 +162,7 @@ async def train(
                     raise RecordError("reflection needs an LLM URL to ask")
                 reflection = await reflect_run(
                     client,
-                    _view(run, task.prompt, passed, reasons),
+                    _view(run, played_prompt(book, task), passed, reasons),
                     llm_base=llm_base,
                     created_at=task.now.isoformat(),
                     evaluator_model=evaluator_model,

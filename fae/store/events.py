@@ -163,12 +163,44 @@ class ToolCalled(Event, tag="ToolCalled", frozen=True):
 
 
 class PromptParaphrased(Event, tag="PromptParaphrased", frozen=True):
-    """The harness asked an LLM to reword the task; ``accepted`` says whether the agent got the rewording."""
+    """The run's task was reworded; ``accepted`` says whether the agent got the rewording.
+
+    ``prompt`` is the prompt the agent got when accepted (else the refused text). A recording fixes one
+    paraphrase per (task, variation, model, seed) before its runs start (``ParaphraseMade``) and every run
+    of the variation plays it: ``digest`` (SHA-256 of the prompt the agent got: the paraphrase, or the
+    original when refused) is the same in each, ``original`` is the SHA-256 of the prompt it rewords,
+    ``text`` the model's paraphrase, ``made_in`` the log's id for the event that made it. Runs recorded
+    before fixed paraphrases have none of these (each asked the model anew).
+    """
 
     model: str
     accepted: bool
     prompt: str
     problems: tuple[str, ...] = ()
+    exchange_id: str | None = None
+    seed: int | None = None
+    original: str | None = None
+    digest: str | None = None
+    text: str | None = None
+    made_in: str | None = None
+
+
+class ParaphraseMade(Event, tag="ParaphraseMade", frozen=True):
+    """A variation's paraphrase was fixed for every run that plays it: asked of ``model`` once (``origin``
+    ``generated``, the request is the exchange ``exchange_id`` of the same id) or taken from a paraphrase
+    file (``origin`` the file's name). Kept under an id of its own (``paraphrase.TASK.vN.HASH``), not a run.
+    """
+
+    task_id: str
+    variation: int
+    model: str
+    seed: int
+    original: str
+    text: str
+    accepted: bool
+    digest: str
+    problems: tuple[str, ...] = ()
+    origin: str = "generated"
     exchange_id: str | None = None
 
 
@@ -208,6 +240,7 @@ AnyEvent = (
     | LlmCalled
     | ToolCalled
     | PromptParaphrased
+    | ParaphraseMade
     | AnswerGiven
     | StateCaptured
     | RunFinished

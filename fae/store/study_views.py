@@ -52,7 +52,8 @@ RUN_RESULTS = """
     other AS (
         SELECT run_id, count(*) FILTER (WHERE kind = 'FhirInteracted') AS fhir_exchanges,
                coalesce(bool_or(CAST(payload->>'$.accepted' AS BOOLEAN))
-                            FILTER (WHERE kind = 'PromptParaphrased'), false) AS paraphrased
+                            FILTER (WHERE kind = 'PromptParaphrased'), false) AS paraphrased,
+               max(payload->>'$.digest') FILTER (WHERE kind = 'PromptParaphrased') AS paraphrase
         FROM events WHERE (kind = 'FhirInteracted' AND actor = 'agent') OR kind = 'PromptParaphrased'
         GROUP BY run_id
     ),
@@ -81,7 +82,7 @@ RUN_RESULTS = """
     )
     SELECT a.run_id, a.experiment, a.phase, a.suite, a.task_id,
            coalesce(m.family, 'other') AS family, m.difficulty, m.gold_calls, m.min_tool_calls,
-           a.variation, coalesce(x.paraphrased, false) AS paraphrased,
+           a.variation, coalesce(x.paraphrased, false) AS paraphrased, x.paraphrase,
            a.agent AS configuration, a.agent_config->>'$.model' AS model,
            a.repeat AS trial, a.attempts, a.status, a.stop_reason, a.cause, a.error,
            j.strict_outcome, j.light_outcome,
