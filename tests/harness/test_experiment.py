@@ -119,6 +119,26 @@ def test_the_evaluation_passes_and_paraphrases_where_the_experiment_says(recorde
     assert all(r[4:] == (5, 2, True) for r in by_name.values()), by_name
 
 
+def test_paraphrasing_experiments_ask_once_per_variation_and_every_run_of_it_plays_that_paraphrase(recorded):
+    log, _, _, _ = recorded
+    with EventLog(log, read_only=True) as opened:
+        _, played = opened.query(
+            "SELECT r.experiment, r.task_id, r.variation, count(*), count(DISTINCT e.payload->>'$.digest'),"
+            " any_value(e.payload->>'$.made_in') FROM runs r JOIN events e USING (run_id)"
+            " WHERE e.kind = 'PromptParaphrased' GROUP BY ALL ORDER BY ALL"
+        )
+        _, requests = opened.query(
+            "SELECT run_id FROM events WHERE kind = 'LlmCalled' AND actor = 'harness'"
+            " AND payload->>'$.model' = 'scripted:paraphrase' ORDER BY run_id"
+        )
+    assert {row[0] for row in played} == {"exp3", "exp4"}
+    # training (2 trials at most, 1 at a pass) and evaluation (5 configurations x 2 trials) share it
+    assert all(runs >= 1 and digests == 1 for _, _, _, runs, digests, _ in played), played
+    assert any(runs >= 10 for _, _, _, runs, _, _ in played), played
+    # one request per variation, whichever experiment and phase first needed it (the two share model and seed)
+    assert sorted(r for (r,) in requests) == sorted({made for *_, made in played})
+
+
 def test_exp4_evaluates_only_tasks_training_never_saw(recorded):
     log, _, _, _ = recorded
     with EventLog(log, read_only=True) as opened:
