@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from fae.harness.redrive import ReplayReport
     from fae.harness.run import RunSpec
     from fae.harness.suite_runner import SuiteResult
+    from fae.report.prices import PriceTable
     from fae.report.study import Study
 
 # Recording, replay, the agents and the study import the recording stack (mitmproxy, the MCP SDK, LangChain,
@@ -406,17 +407,32 @@ def stats(
     experiment: str | None = None,
     phase: str | None = None,
     prices: Mapping[str, tuple[float, float]] | None = None,
+    price_files: Sequence[str | Path] = (),
     pairs: Sequence[tuple[str, str]] | None = None,
     tables: Sequence[str] | None = None,
 ) -> Study:
     """Every analysis of the log's runs (docs/study.md), each table with the SQL that made it.
 
-    ``prices``: model -> (USD per million prompt tokens, per million completion tokens);
+    The cost uses fae's dated list prices, then each of ``price_files`` (the format of fae/report/prices.yaml),
+    then ``prices``: model -> (USD per million prompt tokens, per million completion tokens);
     ``pairs``: configurations to test against each other (default every pair); ``tables``: only these.
     """
     from fae.report import commands
 
-    return commands.study(log, experiment=experiment, phase=phase, prices=prices, pairs=pairs, tables=tables)
+    return commands.study(
+        log,
+        experiment=experiment,
+        phase=phase,
+        prices=_price_table(prices, price_files),
+        pairs=pairs,
+        tables=tables,
+    )
+
+
+def _price_table(prices: Mapping[str, tuple[float, float]] | None, files: Sequence[str | Path]) -> PriceTable:
+    from fae.report.prices import Price, price_table
+
+    return price_table(files, {model: Price(rate[0], rate[1]) for model, rate in (prices or {}).items()})
 
 
 def write_report(
@@ -426,12 +442,16 @@ def write_report(
     experiment: str | None = None,
     phase: str | None = None,
     prices: Mapping[str, tuple[float, float]] | None = None,
+    price_files: Sequence[str | Path] = (),
     pairs: Sequence[tuple[str, str]] | None = None,
 ) -> Path:
-    """Write one self-contained HTML report (figures, tables, the SQL behind each); returns its path."""
+    """Write one self-contained HTML report (figures, tables, the SQL behind each); returns its path.
+    ``prices`` and ``price_files`` as for ``stats``."""
     from fae.report import commands
 
-    return commands.report(log, output, experiment=experiment, phase=phase, prices=prices, pairs=pairs)
+    return commands.report(
+        log, output, experiment=experiment, phase=phase, prices=_price_table(prices, price_files), pairs=pairs
+    )
 
 
 def replay(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -16,17 +16,30 @@ LogOption = Annotated[Path, typer.Option("--log", "-l", help="The DuckDB event l
 ExperimentOption = Annotated[str | None, typer.Option("--experiment", "-e", help="Only this experiment's runs.")]
 PhaseOption = Annotated[str | None, typer.Option(help="Only this phase's runs (train or eval).")]
 PriceOption = Annotated[
-    list[str], typer.Option("--price", help="MODEL=IN/OUT: USD per million prompt and completion tokens (repeatable).")
+    list[str],
+    typer.Option(
+        "--price",
+        help="MODEL=IN/OUT[/CACHED]: USD per million prompt, completion (and cached prompt) tokens, over the "
+        "price table (repeatable).",
+    ),
+]
+PricesOption = Annotated[
+    list[Path],
+    typer.Option(
+        "--prices",
+        help="A price table (YAML or JSON, the format of fae/report/prices.yaml): its models' prices replace "
+        "fae's dated list prices (repeatable).",
+    ),
 ]
 PairOption = Annotated[
     list[str], typer.Option("--pair", help="A,B: compare these two configurations (repeatable; default every pair).")
 ]
 
 
-def _options(price: list[str], pair: list[str]) -> tuple[dict, list[tuple[str, str]] | None]:
-    from fae.report.study import parse_price
+def _options(price: list[str], prices_file: list[Path], pair: list[str]) -> tuple[Any, list[tuple[str, str]] | None]:
+    from fae.report.prices import parse_price, price_table
 
-    prices = dict(parse_price(p) for p in price)
+    prices = price_table(prices_file, dict(parse_price(p) for p in price))
     pairs = []
     for text in pair:
         a, sep, b = text.partition(",")
@@ -41,6 +54,7 @@ def stats(
     experiment: ExperimentOption = None,
     phase: PhaseOption = None,
     price: PriceOption = [],
+    prices_file: PricesOption = [],
     pair: PairOption = [],
     table: Annotated[list[str], typer.Option("--table", "-t", help="Only this table (repeatable).")] = [],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON: every table with its SQL.")] = False,
@@ -52,7 +66,7 @@ def stats(
     from fae.report.text import as_json as json_text
     from fae.report.text import rich_table
 
-    prices, pairs = _options(price, pair)
+    prices, pairs = _options(price, prices_file, pair)
     with steps("stats") as on_step:
         study = compute(
             log, experiment=experiment, phase=phase, prices=prices, pairs=pairs, tables=table or None, on_step=on_step
@@ -77,12 +91,13 @@ def report(
     experiment: ExperimentOption = None,
     phase: PhaseOption = None,
     price: PriceOption = [],
+    prices_file: PricesOption = [],
     pair: PairOption = [],
 ) -> None:
     """Write one self-contained HTML page: figures, tables, and the SQL behind each (works from file://)."""
     from fae.report.commands import report as write
 
-    prices, pairs = _options(price, pair)
+    prices, pairs = _options(price, prices_file, pair)
     with steps("report") as on_step:
         write(log, output, experiment=experiment, phase=phase, prices=prices, pairs=pairs, on_step=on_step)
     screen().print(f"wrote {output}")

@@ -6,7 +6,7 @@ The CLI calls these rather than fae.api, whose import loads the agents, the prox
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from fae.errors import FaeError
@@ -14,6 +14,7 @@ from fae.report.cache import cached_scope
 from fae.report.distributions import all_distributions
 from fae.report.drawing import Drawing
 from fae.report.html import write_report
+from fae.report.prices import PriceTable
 from fae.report.scope import FIGURE_TABLES, Scope
 from fae.report.source import study_log
 from fae.report.study import Step, Study, compute_study
@@ -24,7 +25,7 @@ def study(
     *,
     experiment: str | None = None,
     phase: str | None = None,
-    prices: Mapping[str, tuple[float, float]] | None = None,
+    prices: PriceTable | None = None,
     pairs: Sequence[tuple[str, str]] | None = None,
     tables: Sequence[str] | None = None,
     on_step: Step | None = None,
@@ -36,7 +37,7 @@ def study(
         return compute_study(
             source,
             scope,
-            prices=dict(prices or {}),
+            prices=prices,
             pairs=list(pairs) if pairs else None,
             only=set(tables) if tables else None,
             on_step=on_step,
@@ -49,7 +50,7 @@ def report(
     *,
     experiment: str | None = None,
     phase: str | None = None,
-    prices: Mapping[str, tuple[float, float]] | None = None,
+    prices: PriceTable | None = None,
     pairs: Sequence[tuple[str, str]] | None = None,
     on_step: Step | None = None,
 ) -> Path:
@@ -75,7 +76,7 @@ def report(
             found = compute_study(
                 source,
                 scope,
-                prices=dict(prices or {}),
+                prices=prices,
                 pairs=list(pairs) if pairs else None,
                 first=FIGURE_TABLES,
                 ready=draw,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import fields, replace
@@ -13,55 +11,21 @@ import matplotlib
 import numpy as np
 from matplotlib import cbook
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_svg import RendererSVG
 from matplotlib.collections import PolyCollection
-from matplotlib.figure import Figure as MplFigure
-from matplotlib.typing import RcKeyType
 
 from fae.report.distributions import GRID, Distribution, Spread
+from fae.report.figure_cost import cost_front
+from fae.report.plotting import COLORS, STYLE, legend, new_figure, short_name, svg
 from fae.report.scope import FIGURES, Figure, Table
 from fae.report.study import Study
 from fae.util.visible import visible
 
-# applied only while the report draws (rc_context), so an embedding program's settings are left alone
-STYLE: dict[RcKeyType, Any] = {
-    "svg.fonttype": "none",
-    "text.parse_math": False,  # a label is text from the log: a "$" in it is a dollar sign, never mathtext
-    "svg.hashsalt": "fae-report",
-    "font.size": 9,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-}
-COLORS = ("#3b6ea8", "#d9822b", "#4a9a5b", "#b8443f", "#7d5ba6", "#8c6d4f", "#c76fa8", "#7f7f7f")
-
-
-def _svg(fig: MplFigure) -> str:
-    """The figure cropped to its ink, as ``bbox_inches="tight"`` crops it, but laid out once, not drawn twice.
-
-    The bars, lines and violins are clipped to the axes, so only the labels, ticks and legend can reach
-    past them: leaving the rest out of the layout gives the same box without measuring every artist.
-    """
-    for ax in fig.axes:
-        for artist in (*ax.patches, *ax.lines, *ax.collections):
-            artist.set_in_layout(False)
-    width, height = fig.get_size_inches() * 72
-    box = fig.get_tightbbox(RendererSVG(width, height, io.StringIO())).padded(0.1)  # savefig's tight pad
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches=box, metadata={"Date": None, "Creator": None})
-    text = buffer.getvalue()
-    return re.sub(r"^.*?(<svg\b)", r"\1", text, count=1, flags=re.S)  # drop the XML prologue and doctype
-
 
 def _label(row: dict, single: bool, model: str | None) -> str:
-    configuration = _short(str(row["configuration"]), model)
+    configuration = short_name(str(row["configuration"]), model)
     if single:
         return configuration
     return "/".join(str(row[k]) for k in ("experiment", "phase") if row[k] is not None) + f"\n{configuration}"
-
-
-def _short(configuration: str, model: str | None) -> str:
-    """A configuration without the model every configuration shares (the report's header names it)."""
-    return configuration.removesuffix(f"@{model}") if model else configuration
 
 
 def _from_zero(ax: Axes) -> None:
@@ -70,19 +34,10 @@ def _from_zero(ax: Axes) -> None:
     ax.set_ylim(0, top if top > 0.06 else 1)
 
 
-def _legend(ax: Axes) -> None:
-    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-
-
 def _labels(table: Table, model: str | None) -> tuple[bool, list[str]]:
     rows = table.dicts()
     single = len({(r.get("experiment"), r.get("phase")) for r in rows}) <= 1
     return single, list(dict.fromkeys(_label(r, single, model) for r in rows))
-
-
-def _new(width: float, height: float = 3.6) -> tuple[MplFigure, Axes]:
-    fig = MplFigure(figsize=(min(max(width, 7.0), 12.0), height), dpi=72)  # the SVG dpi: layout measures as it draws
-    return fig, fig.add_subplot()
 
 
 def _tick(ax: Axes, labels: list[str]) -> None:
@@ -98,7 +53,7 @@ def success_bars(study: Study) -> Figure | None:
         return None
     single, _ = _labels(table, study.shared_model)
     labels = [_label(r, single, study.shared_model) for r in rows]
-    fig, ax = _new(max(4.5, 1.3 * len(rows)))
+    fig, ax = new_figure(max(4.5, 1.3 * len(rows)))
     x = range(len(rows))
     ax.bar(
         [i - 0.2 for i in x],
@@ -121,8 +76,8 @@ def success_bars(study: Study) -> Figure | None:
     _tick(ax, labels)
     ax.set_ylabel("success rate (%)")
     ax.set_ylim(0, 105)
-    _legend(ax)
-    return Figure("fig-success", "Success rate per configuration, mean ± std over trials", table.sql, _svg(fig))
+    legend(ax)
+    return Figure("fig-success", "Success rate per configuration, mean ± std over trials", table.sql, svg(fig))
 
 
 def success_by(study: Study, slice_name: str) -> Figure | None:
@@ -133,7 +88,7 @@ def success_by(study: Study, slice_name: str) -> Figure | None:
     single, _ = _labels(table, study.shared_model)
     configs = list(dict.fromkeys(_label(r, single, study.shared_model) for r in rows))
     values = sorted({r["value"] for r in rows})
-    fig, ax = _new(max(4.5, 0.9 * len(values) * max(1, len(configs)) * 0.5 + 2))
+    fig, ax = new_figure(max(4.5, 0.9 * len(values) * max(1, len(configs)) * 0.5 + 2))
     width = 0.8 / len(configs)
     for c, config in enumerate(configs):
         found = {r["value"]: r for r in rows if _label(r, single, study.shared_model) == config}
@@ -150,9 +105,9 @@ def success_by(study: Study, slice_name: str) -> Figure | None:
     ax.set_xlabel(slice_name)
     ax.set_ylabel("strict success (%)")
     ax.set_ylim(0, 105)
-    _legend(ax)
+    legend(ax)
     return Figure(
-        f"fig-success-{slice_name}", f"Strict success by {slice_name}, mean ± std over trials", table.sql, _svg(fig)
+        f"fig-success-{slice_name}", f"Strict success by {slice_name}, mean ± std over trials", table.sql, svg(fig)
     )
 
 
@@ -165,7 +120,7 @@ def pass_curves(study: Study) -> Figure | None:
     series: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         series[_label(r, single, study.shared_model)].append(r)
-    fig, ax = _new(5.5)
+    fig, ax = new_figure(5.5)
     for c, (config, found) in enumerate(series.items()):
         color = COLORS[c % len(COLORS)]
         ks = [r["k"] for r in found]
@@ -175,8 +130,8 @@ def pass_curves(study: Study) -> Figure | None:
     ax.set_ylabel("pass^k (solid), pass@k (dashed)")
     ax.set_ylim(0, 1.05)
     ax.set_xticks(sorted({r["k"] for r in rows}))
-    _legend(ax)
-    return Figure("fig-pass-k", "pass^k and pass@k curves (strict)", table.sql, _svg(fig))
+    legend(ax)
+    return Figure("fig-pass-k", "pass^k and pass@k curves (strict)", table.sql, svg(fig))
 
 
 def variance_bars(study: Study) -> Figure | None:
@@ -185,7 +140,7 @@ def variance_bars(study: Study) -> Figure | None:
     if not rows:
         return None
     single, labels = _labels(table, study.shared_model)
-    fig, ax = _new(max(4.5, 1.2 * len(rows)))
+    fig, ax = new_figure(max(4.5, 1.2 * len(rows)))
     bottom = [0.0] * len(rows)
     for c, (column, name) in enumerate(
         (
@@ -200,8 +155,8 @@ def variance_bars(study: Study) -> Figure | None:
     _tick(ax, labels)
     ax.set_ylabel("variance (pp²)")
     _from_zero(ax)
-    _legend(ax)
-    return Figure("fig-variance", "Variance decomposition of the strict outcome", table.sql, _svg(fig))
+    legend(ax)
+    return Figure("fig-variance", "Variance decomposition of the strict outcome", table.sql, svg(fig))
 
 
 def grouped_bars(
@@ -212,7 +167,7 @@ def grouped_bars(
         return None
     single, configs = _labels(table, study.shared_model)
     categories = list(dict.fromkeys(str(r[category]) for r in rows))
-    fig, ax = _new(max(5.0, 0.35 * len(categories) * len(configs) + 2), 3.4)
+    fig, ax = new_figure(max(5.0, 0.35 * len(categories) * len(configs) + 2), 3.4)
     width = 0.8 / len(configs)
     for c, config in enumerate(configs):
         found = {str(r[category]): r[value] for r in rows if _label(r, single, study.shared_model) == config}
@@ -226,8 +181,8 @@ def grouped_bars(
     _tick(ax, categories)
     ax.set_ylabel(ylabel)
     _from_zero(ax)
-    _legend(ax)
-    return Figure(name, title, table.sql, _svg(fig))
+    legend(ax)
+    return Figure(name, title, table.sql, svg(fig))
 
 
 def _violin_stats(spread: Spread) -> dict[str, Any]:
@@ -266,11 +221,11 @@ def distribution(study: Study, found: Distribution) -> Figure:
     groups: dict[str, dict[str, Spread]] = defaultdict(dict)
     for spread in found.spreads:
         experiment, phase, configuration = spread.key
-        short = _short(configuration, study.shared_model)
+        short = short_name(configuration, study.shared_model)
         groups[short if single else f"{experiment}/{phase}\n{short}"][spread.split] = spread
     labels = list(groups)
     splits = sorted({k for spreads in groups.values() for k in spreads})
-    fig, ax = _new(max(5.0, (0.5 + 0.45 * len(splits)) * len(labels)), 3.6)
+    fig, ax = new_figure(max(5.0, (0.5 + 0.45 * len(splits)) * len(labels)), 3.6)
     width = 0.8 / len(splits)
     for j, split in enumerate(splits):
         positions = [i - 0.4 + width * (j + 0.5) for i, label in enumerate(labels) if split in groups[label]]
@@ -298,8 +253,8 @@ def distribution(study: Study, found: Distribution) -> Figure:
     _tick(ax, labels)
     ax.set_ylabel(found.ylabel)
     if found.split:
-        _legend(ax)
-    return Figure(found.name, found.title, found.sql, _svg(fig))
+        legend(ax)
+    return Figure(found.name, found.title, found.sql, svg(fig))
 
 
 def _makers(study: Study, distributions: dict[str, Distribution]) -> dict[str, Callable[[], Figure | None]]:
@@ -343,6 +298,7 @@ def _makers(study: Study, distributions: dict[str, Distribution]) -> dict[str, C
             "fig-token-cv",
             "Token coefficient of variation by level",
         ),
+        "fig-cost": lambda: cost_front(study),
     }
 
 

@@ -78,10 +78,19 @@ FIGURES = (
     "fig-tokens",
     "fig-tokens-difficulty",
     "fig-token-cv",
+    "fig-cost",
 )
 
 # the study's tables the figures read (with the overview), computed first so that drawing can start
-FIGURE_TABLES = ("success", "pass_k", "variance", "tool_errors_by_resource_type", "failure_modes", "token_cv")
+FIGURE_TABLES = (
+    "success",
+    "pass_k",
+    "variance",
+    "tool_errors_by_resource_type",
+    "failure_modes",
+    "token_cv",
+    "cost",
+)
 
 
 @dataclass(frozen=True)

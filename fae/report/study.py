@@ -6,7 +6,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from fae.errors import FaeError
-from fae.report import derived, tables
+from fae.report import cost, derived, tables
+from fae.report.prices import PriceTable, shipped_prices
 from fae.report.scope import Queryable, Scope, Table
 
 Step = Callable[[int, int, str], None]
@@ -26,23 +27,11 @@ class Study:
         return self.tables[name]
 
 
-def parse_price(text: str) -> tuple[str, tuple[float, float]]:
-    """``MODEL=IN/OUT`` (USD per million prompt and completion tokens)."""
-    model, sep, rates = text.rpartition("=")
-    usd_in, slash, usd_out = rates.partition("/")
-    try:
-        if not sep or not model or not slash:
-            raise ValueError
-        return model, (float(usd_in), float(usd_out))
-    except ValueError:
-        raise FaeError(f"--price {text!r} is not MODEL=IN/OUT (USD per million tokens, e.g. gpt-4.1=2/8)") from None
-
-
 def compute_study(
     log: Queryable,
     scope: Scope | None = None,
     *,
-    prices: dict[str, tuple[float, float]] | None = None,
+    prices: PriceTable | None = None,
     pairs: list[tuple[str, str]] | None = None,
     only: set[str] | None = None,
     first: Collection[str] = (),
@@ -50,7 +39,8 @@ def compute_study(
     on_step: Step | None = None,
     extra_steps: int = 0,
 ) -> Study:
-    """Every analysis of the runs in ``scope`` (or the tables named in ``only``), each with its SQL.
+    """Every analysis of the runs in ``scope`` (or the tables named in ``only``), each with its SQL; the cost
+    with ``prices`` (default: fae's list prices, ``fae.report.prices``).
 
     The tables named in ``first`` (and the overview) are computed before the others and handed to ``ready``
     as a study of their own, so that work on them (the report's drawing) overlaps the rest. ``on_step(done,
@@ -75,7 +65,7 @@ def compute_study(
         "tokens": lambda: tables.tokens(log, scope),
         "token_cv": lambda: tables.token_cv(log, scope),
         "harms": lambda: tables.harms(log, scope),
-        "cost": lambda: tables.cost(log, scope, prices or {}),
+        "cost": lambda: cost.cost(log, scope, prices or shipped_prices()),
     }
     unknown = sorted((only or set()) - set(makers))
     if unknown:

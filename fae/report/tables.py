@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from fae.report.scope import KEYS, TOOL_CALLS, Queryable, Scope, Table, literal, run_sql
-from fae.store.study_views import KNOWN_APIS_SQL
+from fae.report.scope import KEYS, TOOL_CALLS, Queryable, Scope, Table, run_sql
 
 # a mean or CV of tokens per run is unknown (NULL) where a run's tokens are: never one over the known runs alone
 KNOWN_MEAN = "CASE WHEN bool_and(total_tokens IS NOT NULL) THEN avg(total_tokens) END"
@@ -231,50 +230,4 @@ GROUP BY ALL ORDER BY ALL"""
         sql,
         "Per ensure_record rule set (shown by its rules and hash); the oracle labels each write-verification run "
         "harmful or harmless; a verdict stops a write when it is not a pass (and applies).",
-    )
-
-
-def cost(log: Queryable, scope: Scope, prices: dict[str, tuple[float, float]]) -> Table | None:
-    if not prices:
-        return None
-    values = ", ".join(
-        f"({literal(model)}, {usd_in!r}, {usd_out!r})" for model, (usd_in, usd_out) in sorted(prices.items())
-    )
-    sql = f"""
-WITH {scope.cte()},
-price(model, usd_in, usd_out) AS (VALUES {values}),
-calls AS (  -- the agent's LLM calls of the runs in scope, each payload parsed once
-    SELECT run_id, u[1] AS model, CAST(u[2] AS BIGINT) AS prompt_tokens, CAST(u[3] AS BIGINT) AS completion_tokens,
-           u[4] NOT IN ({KNOWN_APIS_SQL}) AS unknown
-    FROM (SELECT run_id, json_extract_string(payload, ['$.model', '$.prompt_tokens', '$.completion_tokens', '$.api'])
-                 AS u
-          FROM events WHERE kind = 'LlmCalled' AND actor = 'agent' AND run_id IN (SELECT run_id FROM scope))
-),
-spent AS (
-    SELECT c.run_id, sum((coalesce(c.prompt_tokens, 0) * p.usd_in + coalesce(c.completion_tokens, 0) * p.usd_out)
-                         / 1e6) AS usd, count(*) FILTER (WHERE p.model IS NULL) AS unpriced_calls,
-           count(*) FILTER (WHERE c.unknown) AS unknown_token_calls
-    FROM calls c LEFT JOIN price p ON p.model = c.model GROUP BY c.run_id
-),
-counted AS (SELECT {KEYS}, strict, coalesce(x.usd, 0) AS usd,
-                   coalesce(x.unpriced_calls, 0) + coalesce(x.unknown_token_calls, 0) AS uncounted,
-                   coalesce(x.unpriced_calls, 0) AS unpriced_calls,
-                   coalesce(x.unknown_token_calls, 0) AS unknown_token_calls
-            FROM scope s LEFT JOIN spent x USING (run_id))
-SELECT {KEYS}, count(*) AS runs, count(*) FILTER (WHERE strict) AS successes,
-       CASE WHEN sum(uncounted) = 0 THEN sum(usd) END AS usd,
-       CASE WHEN sum(uncounted) = 0 THEN sum(usd) / nullif(count(*) FILTER (WHERE strict), 0) END AS usd_per_success,
-       sum(unpriced_calls) AS unpriced_calls, sum(unknown_token_calls) AS unknown_token_calls
-FROM counted GROUP BY ALL ORDER BY ALL"""
-    return run_sql(
-        log,
-        "cost",
-        "Cost per successful run (USD)",
-        sql,
-        "usd = Σ prompt_tokens × in + completion_tokens × out, per million tokens, agent calls; "
-        "per success = usd / strict passes. unpriced_calls: calls to a model with no --price "
-        "(then no total is given); unknown_token_calls: calls to an LLM API fae does not read (then the "
-        "cost is unknown).",
-        {"usd": "{:.4f}", "usd_per_success": "{:.4f}"},
-        unknown=("usd",),
     )

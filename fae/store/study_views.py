@@ -114,7 +114,35 @@ RUN_RESULTS = """
 
 RUN_RESULTS = RUN_RESULTS.replace("{KNOWN_APIS_SQL}", KNOWN_APIS_SQL)
 
+# The agent's LLM usage per run and model, the input of the study's cost (docs/study.md, "Cost"). A call's tokens
+# are unknown when its API is one fae does not read, or when it succeeded and its answer gave no usage (a stream
+# without usage): such a call is counted in unknown_calls and its tokens in none of the sums, never as zero. A call
+# that failed without usage (an HTTP error, no answer) spent nothing; the cache columns are NULL where no answer
+# said.
+LLM_USAGE = """
+    SELECT run_id, model, count(*) AS calls,
+           count(*) FILTER (WHERE unknown) AS unknown_calls,
+           count(*) FILTER (WHERE failed) AS failed_calls,
+           coalesce(sum(prompt_tokens) FILTER (WHERE NOT unknown), 0) AS prompt_tokens,
+           coalesce(sum(completion_tokens) FILTER (WHERE NOT unknown), 0) AS completion_tokens,
+           sum(cache_read_tokens) FILTER (WHERE NOT unknown) AS cache_read_tokens,
+           sum(cache_write_tokens) FILTER (WHERE NOT unknown) AS cache_write_tokens
+    FROM (SELECT run_id, coalesce(u[1], '(none)') AS model, CAST(u[2] AS BIGINT) AS prompt_tokens,
+                 CAST(u[3] AS BIGINT) AS completion_tokens, CAST(u[4] AS BIGINT) AS cache_read_tokens,
+                 CAST(u[5] AS BIGINT) AS cache_write_tokens,
+                 u[8] IS NOT NULL OR coalesce(CAST(u[7] AS INTEGER), 200) >= 400 AS failed,
+                 coalesce(u[6], '') NOT IN ({KNOWN_APIS_SQL})
+                   OR (u[2] IS NULL AND u[8] IS NULL AND coalesce(CAST(u[7] AS INTEGER), 200) < 400
+                       AND u[6] NOT IN ('models', 'count_tokens')) AS unknown
+          FROM (SELECT run_id, json_extract_string(payload, ['$.model', '$.prompt_tokens', '$.completion_tokens',
+                         '$.cache_read_tokens', '$.cache_write_tokens', '$.api', '$.status', '$.error']) AS u
+                FROM events WHERE kind = 'LlmCalled' AND actor = 'agent'))
+    GROUP BY run_id, model
+"""
+LLM_USAGE = LLM_USAGE.replace("{KNOWN_APIS_SQL}", KNOWN_APIS_SQL)
+
 STUDY_VIEWS: dict[str, str] = {
     "latest_verdicts": LATEST_VERDICTS,
     "run_results": RUN_RESULTS,
+    "llm_usage": LLM_USAGE,
 }

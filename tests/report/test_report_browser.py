@@ -36,6 +36,7 @@ FIGURES = (
     "fig-tokens",
     "fig-tokens-difficulty",
     "fig-token-cv",
+    "fig-cost",
 )
 
 

@@ -19,7 +19,8 @@ from matplotlib import cbook
 from fae.errors import FaeError
 from fae.report.distributions import GRID, Spread, distribution
 from fae.report.drawing import Drawing
-from fae.report.figures import STYLE, _legend, _new, _steady, _svg, _tick, _violin_stats
+from fae.report.figures import _steady, _tick, _violin_stats
+from fae.report.plotting import STYLE, legend, new_figure, svg
 from fae.report.scope import FIGURE_TABLES, Scope, run_sql
 from fae.report.study import Study, compute_study
 from fae.store.log import EventLog
@@ -126,15 +127,15 @@ print(json.dumps(sorted(m for m in ("matplotlib", "fae.api", "langchain_core", "
 def test_a_figure_is_cropped_to_the_same_box_as_bbox_inches_tight():
     # rotated two-line labels reach left of the axes and a legend sits outside them, right: both must fit
     with matplotlib.rc_context(STYLE):  # the report's style: its ids are seeded, so both SVGs can be equal
-        fig, ax = _new(7.0)
+        fig, ax = new_figure(7.0)
         labels = [f"experiment-{i}/phase-{i}\nlangchain:memory-spec+specs-{i}" for i in range(6)]
         ax.bar(range(6), [10, 250, 40, 3000, 0, 99], 0.6, yerr=[5] * 6, label="a very long legend entry " * 3)
         _tick(ax, labels)
         ax.set_ylabel("tokens")
-        _legend(ax)
+        legend(ax)
         tight = io.StringIO()
         fig.savefig(tight, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
-        cropped = _svg(fig)
+        cropped = svg(fig)
     assert cropped == re.sub(r"^.*?(<svg\b)", r"\1", tight.getvalue(), count=1, flags=re.S)
 
 

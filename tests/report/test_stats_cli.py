@@ -33,7 +33,7 @@ def test_stats_prints_every_table_within_100_columns(log):
         "tokens per run",
         "coefficient of variation",
         "harms caught",
-        "Cost per successful run",
+        "Cost of the agents' LLM calls",
     ):
         assert title in result.output, title
     too_wide = [line for line in result.output.splitlines() if len(line) > 100]

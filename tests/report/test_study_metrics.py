@@ -10,8 +10,9 @@ import pytest
 
 from fae.errors import FaeError
 from fae.report.estimators import bootstrap_mean_ci, mcnemar_exact, paired_bootstrap_cis, pass_at_k, pass_hat_k
+from fae.report.prices import Price, price_table
 from fae.report.scope import Scope
-from fae.report.study import compute_study, parse_price
+from fae.report.study import compute_study
 from fae.report.text import cell
 from fae.store.log import Batch, EventLog, RunRow, RunUpdate, VerdictRow
 from tests.report.synthetic import build
@@ -21,7 +22,7 @@ from tests.report.synthetic import build
 def study(tmp_path_factory):
     path = build(tmp_path_factory.mktemp("study") / "synthetic.duckdb")
     with EventLog(path, read_only=True) as log:
-        yield compute_study(log, prices={"m-a": (1.0, 2.0)})
+        yield compute_study(log, prices=price_table(prices={"m-a": Price(1.0, 2.0)}))
 
 
 def row(study, table, **match):
@@ -143,11 +144,13 @@ def test_harms_per_rule_set(study):
 
 
 def test_cost_per_success_only_when_every_model_is_priced(study):
-    # A: prompt 2700 - 120, completion 120 tokens at 1 and 2 USD per million; 6 successes
+    # A: prompt 2700 - 120, completion 120 tokens at 1 and 2 USD per million; 6 successes of 12 runs
     a = row(study, "cost", configuration="A")
     assert isclose(a["usd"], (2580 * 1 + 120 * 2) / 1e6) and isclose(a["usd_per_success"], a["usd"] / 6)
-    b = row(study, "cost", configuration="B")
-    assert b["usd"] is None and b["unpriced_calls"] == 12
+    assert isclose(a["usd_per_run"], a["usd"] / 12) and a["price"] == "listed" and a["pareto"] is True
+    b = row(study, "cost", configuration="B")  # m-b has no price: no cost at all, never 0
+    assert b["usd"] is None and b["usd_per_success"] is None and b["price"] == "no price: m-b"
+    assert b["pareto"] is None
 
 
 def test_every_table_sql_runs_alone_and_gives_its_rows(study, tmp_path_factory):
@@ -170,13 +173,6 @@ def test_a_scope_that_matches_nothing_is_one_clear_error(tmp_path):
         with pytest.raises(FaeError, match="no runs of experiment 'nope'"):
             compute_study(log, Scope(experiment="nope"))
         assert compute_study(log, Scope(experiment="e", phase="eval"))["overview"].rows
-
-
-@pytest.mark.parametrize("text", ["gpt", "gpt=1", "=1/2", "gpt=a/b"])
-def test_a_bad_price_is_refused(text):
-    with pytest.raises(FaeError, match="MODEL=IN/OUT"):
-        parse_price(text)
-    assert parse_price("org/model=0.5/1.5") == ("org/model", (0.5, 1.5))
 
 
 def test_llm_calls_carry_the_duration_of_their_exchange_and_latest_verdicts_keep_the_newest(tmp_path):
