@@ -26,6 +26,7 @@ from typing import Any
 
 import anyio
 import httpx
+import msgspec
 
 from fae.errors import FaeError, RecordError, TaskError
 from fae.harness.stack import open_stack
@@ -99,7 +100,10 @@ def paraphrases_in_log(log: EventLog) -> dict[tuple[str, int, str, int, str], tu
     found: dict[tuple[str, int, str, int, str], tuple[ParaphraseEntry, str, str | None]] = {}
     tasks: dict[str, tuple[str, int]] | None = None
     for run_id, payload in rows:
-        event = ev.decode(payload)
+        try:
+            event = ev.decode(payload)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            raise FaeError("an event payload cannot be decoded: the log is damaged", run_id=run_id) from None
         if isinstance(event, ev.ParaphraseMade):
             entry = ParaphraseEntry(
                 task_id=event.task_id,

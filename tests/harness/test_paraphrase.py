@@ -22,8 +22,9 @@ from fae.harness.suite_runner import plan_suite, record_suite, render_task
 from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
 from fae.plan import plan_to_dict
 from fae.store.log import EventLog
+from fae.tasks import judged
 from fae.tasks.paraphrase_file import digest_of, dump_paraphrases, fix, load_paraphrase_file
-from tests.run_report import why_not_finished
+from tests.run_report import live_against_rejudge, why_not_finished
 
 pytestmark = pytest.mark.timeout(900)  # several recordings and a sharded one on a loaded 2-core machine
 TASK = "rec-create-patient"
@@ -147,6 +148,14 @@ def test_the_agent_saw_the_paraphrase_the_run_keeps_the_original_and_judging_pas
         assert started_with == render_task(TASK, variation).prompt, run_id  # the task as rendered
     assert _query(log, "SELECT DISTINCT outcome FROM verdicts WHERE judge = 'task'") == [("pass",)]
     assert _query(log, "SELECT count(DISTINCT paraphrase), bool_and(paraphrased) FROM run_results") == [(2, True)]
+    # the task the log keeps for its judges is the one rendered, not the paraphrase: judging is unaffected
+    kept = _query(
+        log,
+        "SELECT r.variation, b.data FROM events e JOIN runs r USING (run_id) JOIN blobs b"
+        " ON b.hash = e.payload->>'$.task_blob' WHERE e.kind = 'TaskRendered'",
+    )
+    assert len(kept) == 12
+    assert all(judged.decode(bytes(body)).played.prompt == render_task(TASK, v).prompt for v, body in kept)
 
 
 def test_a_paraphrase_file_plays_the_same_prompts_in_another_log_without_asking(recorded):
@@ -204,3 +213,11 @@ def test_paraphrase_export_writes_json_and_says_in_one_line_when_there_is_nothin
     assert [e.variation for e in load_paraphrase_file(out)] == list(VARIATIONS)
     result = CliRunner().invoke(app, ["paraphrase", "export", "--log", str(log), "-o", str(out), "-e", "nope"])
     assert result.exit_code == 1 and result.output.strip().endswith("holds no fixed paraphrases of experiment nope")
+
+
+def test_a_rejudge_from_the_log_alone_gives_the_live_verdicts_of_paraphrased_runs(recorded, tmp_path):
+    log, _, _, _, _ = recorded
+    copy = tmp_path / "rejudged.duckdb"
+    copy.write_bytes(log.read_bytes())
+    live, here = live_against_rejudge(copy)
+    assert live == here and {outcome for _, judge, outcome, _ in here if judge == "task"} == {"pass"}, here

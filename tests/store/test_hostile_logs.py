@@ -45,8 +45,9 @@ COMMANDS: dict[str, list[str]] = {
     "migrate": ["migrate", "--log", "{log}"],
     "curate": ["curate", "--log", "{log}"],
     "record": ["record", "--resume", "--log", "{log}", "--task", "builtin-create-patient", "--variations", "0-1"],
+    "paraphrase": ["paraphrase", "export", "--log", "{log}", "-o", "{out}/paraphrases.yaml"],
 }
-READ_ONLY = {"runs", "info", "show", "sql", "export", "otel", "compare", "replay"}
+READ_ONLY = {"runs", "info", "show", "sql", "export", "otel", "compare", "replay", "paraphrase"}
 """Commands that open the log read-only (the others open it for writing, which migrates it and recreates views)."""
 
 REFUSED = {
@@ -86,6 +87,8 @@ PROGRESS = re.compile(r"[a-z]+: \d+/\d+( \(\d+%\).*)?")
 """A long command's progress line on stderr (fae/cli/progress.py)."""
 NO_LLM = "give --llm-url"
 """What ``fae curate`` says on any log it reads: these runs have no soft verdict yet, and no judge was named."""
+NO_PARAPHRASES = "holds no fixed paraphrases"
+"""What ``fae paraphrase export`` says on any log of the corpus: the built-in task it records is never reworded."""
 
 
 def refusal(name: str, command: str) -> str | None:
@@ -94,7 +97,8 @@ def refusal(name: str, command: str) -> str | None:
         return REFUSED[name]
     if name in REFUSED_READ_ONLY and command in READ_ONLY:
         return REFUSED_READ_ONLY[name]
-    return REFUSED_BY.get((name, command)) or (NO_LLM if command == "curate" else None)
+    quiet = {"curate": NO_LLM, "paraphrase": NO_PARAPHRASES}
+    return REFUSED_BY.get((name, command)) or quiet.get(command)
 
 
 @pytest.fixture(scope="module")
