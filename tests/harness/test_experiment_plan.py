@@ -12,11 +12,13 @@ from fae.harness.experiment_plan import (
     eval_specs,
     first_tasks,
     load_experiment,
+    paraphrase_of,
     plan_experiment,
     presets,
     task_list,
     with_overrides,
 )
+from fae.harness.paraphrases import Paraphrase
 from fae.tasks import load_suite
 
 
@@ -80,3 +82,17 @@ def test_a_bad_experiment_file_is_one_clear_error(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(FaeError, match=message):
         load_experiment(path)
+
+
+def test_a_paraphrase_file_is_read_beside_the_experiment_and_the_command_line_overrides_it(tmp_path):
+    (tmp_path / "mine.yaml").write_text(
+        "name: mine\nconfigurations: [langchain:baseline]\nevaluation: {tasks: [rec-create-patient]}\n"
+        "seed: 2\nparaphrase: {model: m, seed: 5, file: fixed/paraphrases.yaml}\n"
+    )
+    mine = load_experiment(tmp_path / "mine.yaml")
+    assert paraphrase_of(mine) == Paraphrase("m", 7, str(tmp_path / "fixed" / "paraphrases.yaml"))
+    overridden = with_overrides(mine, paraphrase_model="other", paraphrases="/elsewhere.yaml")
+    assert paraphrase_of(overridden) == Paraphrase("other", 7, "/elsewhere.yaml")
+    # an experiment that does not reword its prompts ignores both, as it always ignored --paraphrase-model
+    exp2 = with_overrides(load_experiment("exp2"), paraphrase_model="other", paraphrases="/elsewhere.yaml")
+    assert paraphrase_of(exp2) is None
