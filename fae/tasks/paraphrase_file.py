@@ -149,6 +149,17 @@ def check_entry(entry: ParaphraseEntry, rendered: Rendered, where: str) -> Fixed
     return fixed
 
 
+class _Dumper(yaml.SafeDumper):
+    """Writes a text of several lines as a literal block, as it reads (PyYAML quotes one it cannot)."""
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+
+_Dumper.add_representer(str, _text)
+
+
 def dump_paraphrases(entries: Iterable[ParaphraseEntry], path: str | Path, note: str = "") -> int:
     """Write a paraphrase file (JSON for a ``.json`` path, else YAML), sorted by key; returns how many."""
     path = Path(path)
@@ -157,7 +168,7 @@ def dump_paraphrases(entries: Iterable[ParaphraseEntry], path: str | Path, note:
     if path.suffix.lower() == ".json":
         text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     else:
-        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+        text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
