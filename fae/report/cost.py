@@ -79,7 +79,9 @@ SELECT {KEYS}, runs, successes, success_pct, usd, usd_per_run, usd_per_success,
             ELSE concat_ws('; ', CASE WHEN unpriced_calls > 0
                                       THEN 'no price: ' || array_to_string(unpriced_models, ', ') END,
                                  CASE WHEN unknown_token_calls > 0
-                                      THEN 'unknown tokens: ' || unknown_token_calls || ' calls' END) END AS price,
+                                      THEN 'unknown tokens: ' || unknown_token_calls
+                                           || CASE WHEN unknown_token_calls = 1 THEN ' call' ELSE ' calls' END
+                                      END) END AS price,
        -- on the Pareto front: no configuration of its experiment and phase costs as little or less per run
        -- and succeeds as often or more, and one of the two strictly
        CASE WHEN usd IS NOT NULL AND success_pct IS NOT NULL THEN NOT EXISTS (

@@ -2,13 +2,12 @@
 
 Experiment "c", phase "eval": each configuration plays tasks T1 and T2, two trials each (4 runs), and each
 run makes the calls CALLS lists (model as the provider's answer names it, prompt, completion, cache read and
-cache write tokens, API, HTTP status). Cache tokens are written into the event's payload as the recorder of
-OpenAI's and Anthropic's usage writes them (``cache_read_tokens``, ``cache_write_tokens``).
+cache write tokens, API, HTTP status), recorded as the recorder records OpenAI's and Anthropic's usage (the
+cache reads and writes are part of the prompt tokens).
 """
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import NamedTuple
@@ -62,10 +61,8 @@ PASSES: dict[str, list[int]] = {
 }
 
 
-def _event(run_id: str, seq: int, event: ev.Event, extra: dict | None = None) -> EventRow:
+def _event(run_id: str, seq: int, event: ev.Event) -> EventRow:
     payload = ev.encode(event)
-    if extra:
-        payload = json.dumps({**json.loads(payload), **extra}).encode()
     return EventRow(
         run_id, seq, type(event).__struct_config__.tag, T0 + timedelta(seconds=seq), seq, "agent", "llm", payload
     )
@@ -105,13 +102,10 @@ def build(path: Path) -> Path:
                     completion_tokens=call.completion,
                     total_tokens=None if call.prompt is None else call.prompt + (call.completion or 0),
                     status=call.status,
+                    cache_read_tokens=call.cache_read,
+                    cache_write_tokens=call.cache_write,
                 )
-                extra = {
-                    k: v
-                    for k, v in (("cache_read_tokens", call.cache_read), ("cache_write_tokens", call.cache_write))
-                    if v is not None
-                }
-                batch.events.append(_event(run_id, seq, called, extra))
+                batch.events.append(_event(run_id, seq, called))
             batch.verdicts.append(
                 VerdictRow(
                     run_id,

@@ -144,7 +144,7 @@ def test_fae_stats_prints_unknown_tokens_and_no_cost(log):
     cost = {row["configuration"]: row for row in found["cost"]["rows"]}
     assert cost["probe:chat"]["usd"] == pytest.approx((11 * 1 + 4 * 2) / 1e6)
     other = cost["probe:other"]  # every call is priced: the total is unknown for its tokens alone
-    assert (other["usd"], other["unpriced_calls"], other["unknown_token_calls"]) == (None, 0, 1)
+    assert (other["usd"], other["usd_per_run"], other["price"]) == (None, None, "unknown tokens: 1 call")
     overview = json.loads(runner.invoke(app, ["stats", "--log", str(log), "--json", "-t", "overview"]).output)
     tokens = {row["configuration"]: row["tokens"] for row in overview["overview"]["rows"]}
     assert tokens == {"probe:chat": 15, "probe:other": None}
