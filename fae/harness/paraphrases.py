@@ -78,14 +78,12 @@ class Paraphrases:
     model: str
     seed: int
     played: dict[Key, Played] = field(default_factory=dict)
-    made: int = 0
-    """How many the model was asked for by this recording (the rest came from the log or the file)."""
 
 
 def made_in(task_id: str, variation: int, model: str, seed: int, original: str) -> str:
     """The id a variation's paraphrase is kept under: its request and its ``ParaphraseMade`` event."""
     digest = hashlib.sha256(f"{model}\n{seed}\n{original}".encode()).hexdigest()[:12]
-    return f"paraphrase.{task_id}.v{variation}.{digest}"
+    return f"{ev.PARAPHRASE_IDS}{task_id}.v{variation}.{digest}"
 
 
 def paraphrases_in_log(log: EventLog) -> dict[tuple[str, int, str, int, str], tuple[ParaphraseEntry, str, str | None]]:
@@ -276,7 +274,7 @@ async def fix_paraphrases(
     events += [Stamped(p.made_in, _made_event(p, origin), actor="harness") for p in to_record]
     if events:
         await stack.writer.write(events=events)
-    return replace(book, made=sum(1 for k in to_make if book.played[k].fixed is not None))
+    return book
 
 
 def _last_exchange(log: EventLog, where: str) -> str | None:

@@ -185,6 +185,10 @@ class PromptParaphrased(Event, tag="PromptParaphrased", frozen=True):
     made_in: str | None = None
 
 
+PARAPHRASE_IDS = "paraphrase."
+"""The ids a variation's fixed paraphrase is kept under (its ``ParaphraseMade`` and its request): no run's."""
+
+
 class ParaphraseMade(Event, tag="ParaphraseMade", frozen=True):
     """A variation's paraphrase was fixed for every run that plays it: asked of ``model`` once (``origin``
     ``generated``, the request is the exchange ``exchange_id`` of the same id) or taken from a paraphrase

@@ -1,7 +1,8 @@
 """Merging log shards into one log: what each cluster worker recorded, brought together.
 
 Each shard is attached read-only and copied in one transaction: its runs and
-their events, the blobs the log lacks (content addressed, so stored once;
+their events, the fixed paraphrases the log lacks (``ParaphraseMade`` and its request, kept under ids of no
+run), the blobs the log lacks (content addressed, so stored once;
 a body kept in a side file has its file copied beside the log first),
 and every verdict the log lacks. The log is opened locked down, able to open
 the shards named and nothing else; each shard's catalogue and body hashes are
@@ -23,6 +24,7 @@ import duckdb
 
 from fae.errors import StoreError
 from fae.store.bodies import bodies_dir, copy_body
+from fae.store.events import PARAPHRASE_IDS
 from fae.store.log import EventLog
 from fae.store.names import BLOB_HASH_SQL, check_hash
 from fae.store.opening import wal_of
@@ -131,8 +133,11 @@ def _merge_one(con: duckdb.DuckDBPyConnection, path: Path, into: Path) -> Merged
                 "INSERT INTO main.blobs SELECT hash, any_value(size), arg_min(data, external), bool_and(external)"
                 " FROM shard.blobs WHERE hash NOT IN (SELECT hash FROM main.blobs) GROUP BY hash",
             )
-            events = _value(
-                con, "INSERT INTO main.events SELECT * FROM shard.events WHERE run_id IN (SELECT run_id FROM new_runs)"
+            events = _value(  # a run's events, and fixed paraphrases (kept under ids of no run) the log lacks
+                con,
+                "INSERT INTO main.events SELECT * FROM shard.events WHERE run_id IN (SELECT run_id FROM new_runs)"
+                f" OR (starts_with(run_id, '{PARAPHRASE_IDS}') AND run_id NOT IN (SELECT run_id FROM shard.runs)"
+                "     AND run_id NOT IN (SELECT DISTINCT run_id FROM main.events))",
             )
             verdicts = _value(
                 con,

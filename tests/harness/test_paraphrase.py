@@ -22,6 +22,7 @@ from fae.harness.suite_runner import plan_suite, record_suite, render_task
 from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
 from fae.plan import plan_to_dict
 from fae.store.log import EventLog
+from fae.store.merge import merge_logs
 from fae.tasks import judged
 from fae.tasks.paraphrase_file import digest_of, dump_paraphrases, fix, load_paraphrase_file
 from tests.run_report import live_against_rejudge, why_not_finished
@@ -221,3 +222,13 @@ def test_a_rejudge_from_the_log_alone_gives_the_live_verdicts_of_paraphrased_run
     copy.write_bytes(log.read_bytes())
     live, here = live_against_rejudge(copy)
     assert live == here and {outcome for _, judge, outcome, _ in here if judge == "task"} == {"pass"}, here
+
+
+def test_a_merged_log_keeps_the_paraphrase_requests_once(recorded, tmp_path):
+    log, _, _, _, _ = recorded
+    into = tmp_path / "merged.duckdb"
+    merge_logs([log], into)
+    merge_logs([log], into)  # idempotent: nothing twice
+    assert _requests(into) == _requests(log) and len(_requests(into)) == len(VARIATIONS)
+    made = "SELECT count(*) FROM events WHERE kind = 'ParaphraseMade'"
+    assert _query(into, made) == _query(log, made) == [(len(VARIATIONS),)]
