@@ -31,7 +31,7 @@ FROM scope GROUP BY ALL ORDER BY ALL"""
         sql,
         "Means per run. A spec retried by --resume counts once (its latest attempt); retried counts "
         "the extra attempts; errored = the agent's side (a failure); failed = fae's side (left out). "
-        "tokens: unknown when a run called an LLM API fae does not read.",
+        "tokens: unknown when a run's are (a call of an LLM API fae does not read, with no answer or no usage).",
         {"strict_pct": PCT, "light_pct": PCT, "tool_calls": "{:.1f}", "tokens": "{:.0f}", "seconds": "{:.1f}"},
         unknown=("tokens",),
     )
@@ -173,7 +173,8 @@ FROM sliced GROUP BY ALL ORDER BY {KEYS}, slice, value"""
         "Agent tokens per run (prompt + completion, every LLM call)",
         sql,
         "Sum over the run's agent LLM calls of total_tokens (else prompt + completion). unknown_runs: runs "
-        "that called an LLM API fae does not read; where there is one, its group's tokens are unknown.",
+        "with a call whose tokens are unknown (an LLM API fae does not read, no answer, no usage); where there "
+        "is one, its group's tokens are unknown.",
         {"mean_tokens": "{:.0f}", "median_tokens": "{:.0f}"},
         unknown=("mean_tokens", "median_tokens", "total_tokens"),
     )

@@ -8,7 +8,8 @@ every column.
 
 from __future__ import annotations
 
-from fae.store.study_views import KNOWN_APIS_SQL, STUDY_VIEWS
+from fae.store.study_views import STUDY_VIEWS
+from fae.store.token_counts import CALL_KNOWN, CALL_TOTAL, run_sum, usage_columns, usage_paths
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: the spine
@@ -163,7 +164,9 @@ VIEWS: dict[str, str] = {
                CAST(l.payload->>'$.total_tokens' AS BIGINT)      AS total_tokens,
                CAST(l.payload->>'$.cache_read_tokens' AS BIGINT)  AS cache_read_tokens,
                CAST(l.payload->>'$.cache_write_tokens' AS BIGINT) AS cache_write_tokens,
-               l.payload->>'$.api' IN ({KNOWN_APIS_SQL})          AS tokens_known,
+               (SELECT {CALL_KNOWN} FROM (SELECT {usage_columns("u")}
+                                          FROM (SELECT json_extract_string(l.payload, {usage_paths()}) AS u)))
+                   AS tokens_known,
                CAST(l.payload->>'$.status' AS INTEGER) AS status,
                l.payload->>'$.error' AS error,
                h.duration_ms
@@ -194,9 +197,10 @@ VIEWS: dict[str, str] = {
                  AND e.actor = 'agent') AS llm_calls,
                (SELECT count(*) FROM events e WHERE e.run_id = r.run_id AND e.kind = 'ToolCalled'
                  AND e.actor = 'agent') AS tool_calls,
-               (SELECT CASE WHEN bool_and(e.payload->>'$.api' IN ({KNOWN_APIS_SQL}))  -- else unknown, never a part
-                            THEN sum(CAST(e.payload->>'$.total_tokens' AS BIGINT)) END FROM events e
-                 WHERE e.run_id = r.run_id AND e.kind = 'LlmCalled' AND e.actor = 'agent') AS total_tokens,
+               (SELECT {run_sum(CALL_TOTAL)}  -- 0 with no call, NULL with one of unknown tokens, never a part
+                FROM (SELECT {usage_columns("u")}
+                      FROM (SELECT json_extract_string(e.payload, {usage_paths()}) AS u FROM events e
+                            WHERE e.run_id = r.run_id AND e.kind = 'LlmCalled' AND e.actor = 'agent'))) AS total_tokens,
                (SELECT e.payload->>'$.text' FROM events e
                  WHERE e.run_id = r.run_id AND e.kind = 'AnswerGiven' ORDER BY e.seq DESC LIMIT 1) AS answer
         FROM runs r

@@ -6,9 +6,15 @@ docs/study.md describes every column.
 
 from __future__ import annotations
 
-from fae.store.events import USAGE_KNOWN_APIS
-
-KNOWN_APIS_SQL = ", ".join(f"'{api}'" for api in USAGE_KNOWN_APIS)
+from fae.store.token_counts import (
+    CALL_COMPLETION,
+    CALL_PROMPT,
+    CALL_TOTAL,
+    UNKNOWN_CALLS,
+    run_sum,
+    usage_columns,
+    usage_paths,
+)
 
 # One row per run × judge × rule set: the most recent verdict (a rejudge appends, never edits).
 LATEST_VERDICTS = """
@@ -32,19 +38,7 @@ RUN_RESULTS = """
         FROM runs GROUP BY coalesce(experiment, ''), coalesce(phase, ''), task_id, variation, agent, repeat
     ),
     attempts AS (SELECT r.*, s.attempts FROM spec s JOIN runs r USING (run_id)),
-    llm AS (  -- each payload parsed once, for the usage fields together; a call of an API fae does not read
-              -- makes the run's tokens unknown (NULL), never a part-sum
-        SELECT run_id, count(*) AS llm_calls,
-               count(*) FILTER (WHERE u[4] NOT IN ({KNOWN_APIS_SQL})) AS unknown_token_calls,
-               sum(CAST(u[1] AS BIGINT)) AS prompt_tokens,
-               sum(CAST(u[2] AS BIGINT)) AS completion_tokens,
-               sum(coalesce(CAST(u[3] AS BIGINT), CAST(u[1] AS BIGINT) + CAST(u[2] AS BIGINT))) AS total_tokens
-        FROM (SELECT run_id, json_extract_string(payload, ['$.prompt_tokens', '$.completion_tokens',
-                                                           '$.total_tokens', '$.api']) AS u
-              FROM events WHERE kind = 'LlmCalled' AND actor = 'agent')
-        GROUP BY run_id
-    ),
-    tools AS (
+{LLM}    tools AS (
         SELECT run_id, count(*) AS tool_calls,
                count(*) FILTER (WHERE CAST(payload->>'$.is_error' AS BOOLEAN)) AS tool_errors
         FROM events WHERE kind = 'ToolCalled' AND actor = 'agent' GROUP BY run_id
@@ -93,10 +87,9 @@ RUN_RESULTS = """
                  AND coalesce(j.light_outcome, '') NOT IN ('not_applicable', 'task_changed')
                 THEN coalesce(j.light_passed, false) END AS light,
            j.failure_mode, j.ensure_record, j.oracle,
-           CASE WHEN coalesce(l.unknown_token_calls, 0) = 0 THEN coalesce(l.prompt_tokens, 0) END AS prompt_tokens,
-           CASE WHEN coalesce(l.unknown_token_calls, 0) = 0 THEN coalesce(l.completion_tokens, 0) END
-               AS completion_tokens,
-           CASE WHEN coalesce(l.unknown_token_calls, 0) = 0 THEN coalesce(l.total_tokens, 0) END AS total_tokens,
+           if(l.run_id IS NULL, 0, l.prompt_tokens) AS prompt_tokens,
+           if(l.run_id IS NULL, 0, l.completion_tokens) AS completion_tokens,
+           if(l.run_id IS NULL, 0, l.total_tokens) AS total_tokens,
            coalesce(l.unknown_token_calls, 0) AS unknown_token_calls,
            coalesce(l.llm_calls, 0) AS llm_calls,
            coalesce(t.tool_calls, 0) AS tool_calls,
@@ -112,7 +105,21 @@ RUN_RESULTS = """
     LEFT JOIN judged j ON j.run_id = a.run_id
 """
 
-RUN_RESULTS = RUN_RESULTS.replace("{KNOWN_APIS_SQL}", KNOWN_APIS_SQL)
+# the agent's LLM calls per run and their tokens: a run with no call used 0, one with a call of unknown tokens
+# (an API fae does not read, no answer, no usage) has an unknown total, never a part-sum
+# (fae.store.token_counts); each payload is parsed once, for every usage field together
+LLM = f"""    llm AS (
+        SELECT run_id, count(*) AS llm_calls, {UNKNOWN_CALLS} AS unknown_token_calls,
+               {run_sum(CALL_PROMPT)} AS prompt_tokens,
+               {run_sum(CALL_COMPLETION)} AS completion_tokens,
+               {run_sum(CALL_TOTAL)} AS total_tokens
+        FROM (SELECT run_id, {usage_columns("u")}
+              FROM (SELECT run_id, json_extract_string(payload, {usage_paths()}) AS u
+                    FROM events WHERE kind = 'LlmCalled' AND actor = 'agent'))
+        GROUP BY run_id
+    ),
+"""
+RUN_RESULTS = RUN_RESULTS.replace("{LLM}", LLM)
 
 # The agent's LLM usage per run and model, the input of the study's cost (docs/study.md, "Cost"). A call's tokens
 # are unknown when its API is one fae does not read, or when it succeeded and its answer gave no usage (a stream

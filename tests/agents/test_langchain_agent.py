@@ -337,6 +337,20 @@ def test_llm_faults_end_the_run_errored_with_every_exchange_recorded(llm, tmp_pa
     assert (status, stop) == ("finished", "answered"), error
     statuses = [s for (s,) in query(log, "SELECT status FROM llm_calls WHERE run_id = ? ORDER BY seq", [run_id])]
     assert statuses == [429, 200, 429, 200]
+    # tokens are one number in every view: a refused call spent none, a call with no answer (a timeout) or with
+    # no usage (garbage) makes the run's total unknown
+    tokens = {
+        run_id: (summary, results)
+        for run_id, summary, results in query(
+            log,
+            "SELECT run_id, s.total_tokens, r.total_tokens FROM run_summary s JOIN run_results r USING (run_id)",
+        )
+    }
+    expected = {"fault:429": 0, "fault:500": 0, "fault:timeout": None, "fault:garbage": None}
+    for model, total in expected.items():
+        assert tokens[runs[model][0]] == (total, total), (model, tokens[runs[model][0]])
+    summary, results = tokens[runs["fault:429-then-ok"][0]]
+    assert summary == results and summary > 0, (summary, results)
 
 
 def test_stop_reasons_hit_cap_gave_up_and_recovery(llm, tmp_path):
