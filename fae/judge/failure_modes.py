@@ -1,12 +1,15 @@
 """The failure-mode classifier: why a run went wrong, read from its tool calls.
 
-Modes, in the order the outcome reports the first that applies:
-incorrect_tool_selection (no required template's tool multiset is covered by
-the calls made), incorrect_order (no template is an ordered subsequence of
-them), incorrect_resource_type (checked only when selection passes: a required
-resource type appears in no tool input or output), prohibited_tool (a
-prohibited tool was called), tool_error (a call returned an error), and other
-(the run failed its strict check and none of these applies).
+A run carries every mode that applies (the reference study's modes are flags, not one pick), in this order:
+no_tool_call (the agent called no tool where the task needs one: it stands alone, for the modes below that
+would follow from it say nothing more), incorrect_tool_selection (no required template's tool multiset is
+covered by the calls made), incorrect_order (no template is an ordered subsequence of them),
+incorrect_resource_type (checked only when selection passes: a required resource type appears in no tool
+input or output), prohibited_tool (a prohibited tool was called), tool_error (a call returned an error). The
+verdict's outcome is the modes joined by "+" ("incorrect_order+tool_error"), "other" when the run failed its
+strict check and none applies, and "none" when it passed and none applies. A run that errored (the agent's
+side stopped it: its LLM timed out, answered an error or garbage, its plan broke) or that fae's side ended is
+no evidence of how the agent uses tools: it is "errored", with no mode and ``passed`` null.
 """
 
 from __future__ import annotations
@@ -25,7 +28,20 @@ from fae.judge.task_checks import task_check
 
 _encode = msgspec.json.Encoder().encode
 
-MODES = ("incorrect_tool_selection", "incorrect_order", "incorrect_resource_type", "prohibited_tool", "tool_error")
+MODES = (
+    "no_tool_call",
+    "incorrect_tool_selection",
+    "incorrect_order",
+    "incorrect_resource_type",
+    "prohibited_tool",
+    "tool_error",
+)
+JOINER = "+"
+"""Between the modes of one outcome: a verdict's outcome is one string, and a run may carry several modes."""
+ERRORED = "errored"
+# run statuses that end a run before the agent was done: the agent's own upstream failed (errored), or fae's
+# side did (failed: the harness or the stack; interrupted: a signal or a dead recording process)
+ENDED_EARLY = ("errored", "failed", "interrupted")
 
 
 def covers(called: Sequence[str] | Counter, template: Sequence[str]) -> bool:
@@ -110,7 +126,7 @@ def classify(
     prohibited: Sequence[str],
     required_types: Sequence[str],
 ) -> list[str]:
-    """Every failure mode that applies to a run's calls."""
+    """Every failure mode that applies to a run's calls, in the order of ``MODES``."""
     modes: list[str] = []
     counted = Counter(called)  # counted once for every template
     selection_ok = not templates or any(covers(counted, t) for t in templates)
@@ -124,7 +140,20 @@ def classify(
         modes.append("prohibited_tool")
     if errors:
         modes.append("tool_error")
+    if modes and not called:
+        return ["no_tool_call"]  # selection and order (or resource type) fail only because nothing was called
     return modes
+
+
+def outcome_of(modes: Sequence[str], passed: bool) -> str:
+    """The verdict's outcome: every mode, joined; else none (passed) or other (failed)."""
+    return JOINER.join(modes) if modes else ("none" if passed else "other")
+
+
+def errored(ctx: RunContext) -> bool:
+    """The run ended before the agent was done, so its calls say nothing of how it works: the agent's answer
+    says it errored (in the log before the live verdict is taken), or the run's status says a side ended it."""
+    return ctx.transcript.stop_reason == ERRORED or ctx.run.status in ENDED_EARLY
 
 
 @judge("failure_mode")
@@ -132,13 +161,15 @@ def failure_mode_judge(rules: dict) -> JudgeFn:
     """Classify a run's failure mode from its tool calls and the task's metadata."""
 
     def run(ctx: RunContext) -> Verdict:
+        calls = ctx.transcript.tool_calls
+        called = [c.tool for c in calls]
+        if errored(ctx):  # before the task: whatever the task, the run is no evidence of a mode
+            return Verdict(ERRORED, None, {"modes": [], "tools": called, "stop_reason": ctx.transcript.stop_reason})
         found = ctx.task
         if found is None:
             return Verdict("not_applicable", None, {"reason": f"no task {ctx.run.task_id!r} in the suite"})
         _, rendered = found
         meta = rendered.meta
-        calls = ctx.transcript.tool_calls
-        called = [c.tool for c in calls]
         touched: set[str] = set()
         for call in calls:
             _types(call.arguments, touched)
@@ -153,7 +184,7 @@ def failure_mode_judge(rules: dict) -> JudgeFn:
         )
         check = task_check(ctx, "strict")
         passed = bool(check and check.passed)
-        outcome = modes[0] if modes else ("none" if passed else "other")
+        outcome = outcome_of(modes, passed)
         missing = sorted(set(meta.required_resources) - touched)
         return Verdict(
             outcome,

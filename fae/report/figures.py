@@ -279,12 +279,12 @@ def _makers(study: Study, distributions: dict[str, Distribution]) -> dict[str, C
         ),
         "fig-failure-modes": lambda: grouped_bars(
             study,
-            study["failure_modes"],
+            _agent_modes(study["failure_modes"]),
             "failure_mode",
             "runs",
             "failed runs",
             "fig-failure-modes",
-            "Failure modes of failed runs",
+            "Failure modes of failed runs (a run counts under each of its modes; errored runs apart)",
         ),
         "fig-calls": spread("fig-calls"),
         "fig-tokens": spread("fig-tokens"),
@@ -334,6 +334,11 @@ def _steady(value: Any) -> Any:
     if isinstance(value, Spread):
         return replace(value, **{f.name: _steady(getattr(value, f.name)) for f in fields(value)})
     return value
+
+
+def _agent_modes(table: Table) -> Table:
+    """failure_modes without the rows left out of the shares (errored runs, runs not judged): no mode of the agent."""
+    return replace(table, rows=[r for r, d in zip(table.rows, table.dicts(), strict=True) if d["share"] is not None])
 
 
 def _cv_long(table: Table) -> Table:

@@ -120,16 +120,29 @@ FROM calls GROUP BY ALL ORDER BY {KEYS}, {by}"""
 
 def failure_modes(log: Queryable, scope: Scope) -> Table:
     sql = f"""
-WITH {scope.cte()}
-SELECT {KEYS}, coalesce(failure_mode, '(not judged)') AS failure_mode, count(*) AS runs,
-       count(*) / sum(count(*)) OVER (PARTITION BY {KEYS}) AS share
-FROM scope WHERE strict = false GROUP BY {KEYS}, failure_mode ORDER BY {KEYS}, runs DESC, failure_mode"""
+WITH {scope.cte()},
+failed AS (  -- runs that failed strict; analysed: those of them the judge gave a set of the agent's modes
+    SELECT {KEYS}, failure_mode, failure_modes,
+           count(*) FILTER (WHERE failure_modes IS NOT NULL) OVER (PARTITION BY {KEYS}) AS analysed
+    FROM scope WHERE strict = false
+),
+labels AS (  -- each mode a run carries, and the label of each run left out of the shares
+    SELECT {KEYS}, analysed, unnest(failure_modes) AS failure_mode, true AS counted
+    FROM failed WHERE failure_modes IS NOT NULL
+    UNION ALL
+    SELECT {KEYS}, analysed, coalesce(failure_mode, '(not judged)'), false FROM failed WHERE failure_modes IS NULL
+)
+SELECT {KEYS}, failure_mode, count(*) AS runs, CASE WHEN counted THEN count(*) / nullif(analysed, 0) END AS share,
+       analysed
+FROM labels GROUP BY {KEYS}, failure_mode, counted, analysed
+ORDER BY {KEYS}, counted DESC, runs DESC, failure_mode"""
     return run_sql(
         log,
         "failure_modes",
         "Failure modes of runs that failed the strict check",
         sql,
-        "From the failure_mode judge: the first mode that applies.",
+        "A run counts once under each mode it carries. share = runs with the mode / analysed, the failed "
+        "runs the failure_mode judge gave modes; errored runs (and runs not judged) are listed with no share.",
         {"share": "{:.0%}"},
     )
 

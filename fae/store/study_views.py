@@ -86,7 +86,12 @@ RUN_RESULTS = """
            CASE WHEN a.status IN ('finished', 'errored')
                  AND coalesce(j.light_outcome, '') NOT IN ('not_applicable', 'task_changed')
                 THEN coalesce(j.light_passed, false) END AS light,
-           j.failure_mode, j.ensure_record, j.oracle,
+           CASE WHEN a.status = 'errored' THEN 'errored' ELSE j.failure_mode END AS failure_mode,
+           CASE WHEN a.status <> 'finished' OR j.failure_mode IS NULL OR j.failure_mode IN {LEFT_OUT} THEN NULL
+                WHEN j.failure_mode = 'none' THEN []
+                WHEN regexp_full_match(j.failure_mode, '[a-z_]+([+][a-z_]+)*') THEN string_split(j.failure_mode, '+')
+                ELSE [j.failure_mode] END AS failure_modes,  -- another author's outcome: one label, as written
+           j.ensure_record, j.oracle,
            if(l.run_id IS NULL, 0, l.prompt_tokens) AS prompt_tokens,
            if(l.run_id IS NULL, 0, l.completion_tokens) AS completion_tokens,
            if(l.run_id IS NULL, 0, l.total_tokens) AS total_tokens,
@@ -119,7 +124,9 @@ LLM = f"""    llm AS (
         GROUP BY run_id
     ),
 """
-RUN_RESULTS = RUN_RESULTS.replace("{LLM}", LLM)
+# failure_mode outcomes that are no set of the agent's modes: the run errored, or the judge did not judge it
+LEFT_OUT = "('errored', 'error', 'not_applicable', 'task_changed')"
+RUN_RESULTS = RUN_RESULTS.replace("{LLM}", LLM).replace("{LEFT_OUT}", LEFT_OUT)
 
 # The agent's LLM usage per run and model, the input of the study's cost (docs/study.md, "Cost"). A call's tokens
 # are unknown when its API is one fae does not read, or when it succeeded and its answer gave no usage (a stream

@@ -337,6 +337,10 @@ def test_llm_faults_end_the_run_errored_with_every_exchange_recorded(llm, tmp_pa
     assert (status, stop) == ("finished", "answered"), error
     statuses = [s for (s,) in query(log, "SELECT status FROM llm_calls WHERE run_id = ? ORDER BY seq", [run_id])]
     assert statuses == [429, 200, 429, 200]
+    # an errored run is labelled errored, never with a mode of the agent's; the run that recovered is judged
+    labels = dict(query(log, "SELECT run_id, outcome FROM latest_verdicts WHERE judge = 'failure_mode'"))
+    for model, (run_id, status, _, error) in runs.items():
+        assert (labels[run_id] == "errored") == (status == "errored"), (model, labels[run_id], error)
     # tokens are one number in every view: a refused call spent none, a call with no answer (a timeout) or with
     # no usage (garbage) makes the run's total unknown
     tokens = {

@@ -188,3 +188,27 @@ def test_a_last_bit_of_difference_in_a_parallel_sum_does_not_reach_the_tables():
     nudged = math.nextafter(value, math.inf)
     first, second = (run_sql(Answers(v), "t", "T", "SELECT 1") for v in (value, nudged))
     assert first.rows == second.rows == [("A", float(f"{value:.12g}"), 3), ("B", None, 0)]
+
+
+def test_the_failure_mode_figure_draws_the_agents_modes_and_not_the_runs_left_out(log, tmp_path):
+    """The table lists errored runs (no share); the figure of modes leaves them out, and draws each mode a run
+    carries."""
+    from fae.report.figures import draw
+    from fae.store.log import Batch, RunUpdate
+    from tests.report.synthetic import _verdict
+
+    path = tmp_path / "modes.duckdb"
+    path.write_bytes(log.read_bytes())
+    with EventLog(path) as opened:
+        opened.write_batch(
+            Batch(
+                updates=[RunUpdate("A.T2.v0.r1", "errored")],
+                verdicts=[_verdict("A.T2.v0.r0", "failure_mode", {}, "no_tool_call+prohibited_tool", False, at=3)],
+            )
+        )
+        study = compute_study(opened, only={"failure_modes"})
+    assert "errored" in {r["failure_mode"] for r in study["failure_modes"].dicts()}
+    [figure] = draw(study, {}, ("fig-failure-modes",))
+    drawn = set(re.findall(r">([a-z_]+)</text>", figure.svg))
+    assert {"no_tool_call", "prohibited_tool", "tool_error", "incorrect_order"} <= drawn, drawn
+    assert "errored" not in drawn, drawn

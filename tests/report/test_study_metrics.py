@@ -271,3 +271,37 @@ def test_a_run_whose_task_changed_is_left_out_of_success_rates_and_an_error_stil
         rows, a = rejudged("error", 4)
         assert rows == [("error", False, False)]
         assert isclose(a["strict_pct"], 100 * 5 / 12, rel_tol=1e-9)
+
+
+def test_failure_mode_shares_count_each_mode_and_leave_errored_runs_out(tmp_path):
+    """A's six failed runs: T1.v1.r1 incorrect_order, five T2 runs tool_error. Rejudged, one T2 run carries two
+    modes and one no tool call; one errored (its old verdict still names a mode): it fails the success rate as
+    before, but is no evidence of a mode, so it is listed apart and out of the shares' denominator."""
+    from tests.report.synthetic import _verdict
+
+    path = build(tmp_path / "synthetic.duckdb")
+    with EventLog(path) as log:
+        log.write_batch(
+            Batch(
+                updates=[RunUpdate("A.T2.v0.r1", "errored")],
+                verdicts=[
+                    _verdict("A.T2.v0.r0", "failure_mode", {}, "incorrect_order+tool_error", False, at=3, batch="r"),
+                    _verdict("A.T2.v1.r0", "failure_mode", {}, "no_tool_call", False, at=3, batch="r"),
+                    # a run that passed strict is not among the failures, whatever modes it carries
+                    _verdict("A.T1.v0.r0", "failure_mode", {}, "tool_error", True, at=3, batch="r"),
+                ],
+            )
+        )
+        study = compute_study(log)
+    shares = {
+        r["failure_mode"]: (r["runs"], r["share"], r["analysed"])
+        for r in study["failure_modes"].dicts()
+        if r["configuration"] == "A"
+    }
+    assert shares == {
+        "incorrect_order": (2, 2 / 5, 5),
+        "tool_error": (3, 3 / 5, 5),
+        "no_tool_call": (1, 1 / 5, 5),
+        "errored": (1, None, 5),
+    }, shares
+    assert row(study, "overview", configuration="A")["strict_pct"] == 50.0  # errored still counts as a failure
