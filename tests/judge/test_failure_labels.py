@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+from datetime import UTC, datetime
 
 import anyio
 import pytest
@@ -19,8 +20,10 @@ from recording import record_runs
 
 from fae.agents.scripted_agent import ScriptedAgent
 from fae.harness.run import RunSpec
+from fae.judge.judging import build_plan, judge_run
 from fae.judge.rejudge import rejudge
 from fae.plan import AnswerStep, Plan, ToolStep
+from fae.replay.source import load_runs
 from fae.store.log import Batch, EventLog, VerdictRow
 from fae.tasks import load_suite
 from tests.run_report import why_not_finished
@@ -146,7 +149,9 @@ def test_a_log_an_older_fae_judged_reads_and_rejudges(labelled, tmp_path):
         rewritten = []
         for run_id, judge, rules, digest, _, outcome, passed, evidence, at, batch in rows:
             name = run_id.rpartition(".")[2]
-            verdict = VerdictRow(run_id, judge, json.loads(rules), digest, "src-older", outcome, passed, {}, at, batch)
+            verdict = VerdictRow(
+                run_id, judge, json.loads(rules), digest, "src-older", outcome, passed, json.loads(evidence), at, batch
+            )
             if name in older:
                 outcome, modes = older[name]
                 verdict = dataclasses.replace(verdict, outcome=outcome, passed=False, evidence={"modes": modes})
@@ -165,3 +170,18 @@ def test_a_log_an_older_fae_judged_reads_and_rejudges(labelled, tmp_path):
         "broken": "errored",
         "tangled": "incorrect_order+prohibited_tool+tool_error",
     }, rows
+
+
+@pytest.mark.parametrize("status", ["failed", "interrupted", "errored"])
+def test_a_run_a_side_ended_is_errored_by_its_status_alone(labelled, status):
+    """fae never judges a run that failed or was interrupted (no verdict: left out everywhere), and an errored
+    run's answer says it errored; still, judged through the API, a run whose status says it ended early gets no
+    mode even where its answer does not say so. The same run finished keeps its modes."""
+    with EventLog(labelled, read_only=True) as opened:
+        [run] = load_runs(opened, [f"{TASK}.v0.searches"])
+    plan = build_plan("failure_mode")
+    at = datetime(2025, 1, 1, tzinfo=UTC)
+    [finished] = judge_run(run, plan, judged_at=at)
+    assert finished.outcome == "incorrect_tool_selection+incorrect_order", finished
+    [ended] = judge_run(dataclasses.replace(run, status=status), plan, judged_at=at)
+    assert (ended.outcome, ended.passed, ended.evidence["modes"]) == ("errored", None, []), ended
