@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from fae.store.token_counts import (
     CALL_COMPLETION,
+    CALL_KNOWN,
     CALL_PROMPT,
     CALL_TOTAL,
     UNKNOWN_CALLS,
@@ -133,27 +134,26 @@ RUN_RESULTS = RUN_RESULTS.replace("{LLM}", LLM).replace("{LEFT_OUT}", LEFT_OUT)
 # without usage): such a call is counted in unknown_calls and its tokens in none of the sums, never as zero. A call
 # that failed without usage (an HTTP error, no answer) spent nothing; the cache columns are NULL where no answer
 # said.
-LLM_USAGE = """
+LLM_USAGE = f"""
     SELECT run_id, model, count(*) AS calls,
-           count(*) FILTER (WHERE unknown) AS unknown_calls,
+           count(*) FILTER (WHERE NOT known) AS unknown_calls,
            count(*) FILTER (WHERE failed) AS failed_calls,
-           coalesce(sum(prompt_tokens) FILTER (WHERE NOT unknown), 0) AS prompt_tokens,
-           coalesce(sum(completion_tokens) FILTER (WHERE NOT unknown), 0) AS completion_tokens,
-           sum(cache_read_tokens) FILTER (WHERE NOT unknown) AS cache_read_tokens,
-           sum(cache_write_tokens) FILTER (WHERE NOT unknown) AS cache_write_tokens
-    FROM (SELECT run_id, coalesce(u[1], '(none)') AS model, CAST(u[2] AS BIGINT) AS prompt_tokens,
-                 CAST(u[3] AS BIGINT) AS completion_tokens, CAST(u[4] AS BIGINT) AS cache_read_tokens,
-                 CAST(u[5] AS BIGINT) AS cache_write_tokens,
-                 u[8] IS NOT NULL OR coalesce(CAST(u[7] AS INTEGER), 200) >= 400 AS failed,
-                 coalesce(u[6], '') NOT IN ({KNOWN_APIS_SQL})
-                   OR (u[2] IS NULL AND u[8] IS NULL AND coalesce(CAST(u[7] AS INTEGER), 200) < 400
-                       AND u[6] NOT IN ('models', 'count_tokens')) AS unknown
-          FROM (SELECT run_id, json_extract_string(payload, ['$.model', '$.prompt_tokens', '$.completion_tokens',
-                         '$.cache_read_tokens', '$.cache_write_tokens', '$.api', '$.status', '$.error']) AS u
-                FROM events WHERE kind = 'LlmCalled' AND actor = 'agent'))
+           coalesce(sum(prompt_tokens) FILTER (WHERE known), 0) AS prompt_tokens,
+           coalesce(sum(completion_tokens) FILTER (WHERE known), 0) AS completion_tokens,
+           sum(cache_read_tokens) FILTER (WHERE known) AS cache_read_tokens,
+           sum(cache_write_tokens) FILTER (WHERE known) AS cache_write_tokens
+    FROM (SELECT *, {CALL_KNOWN} AS known, error IS NOT NULL OR coalesce(status >= 400, false) AS failed
+          FROM (SELECT run_id, coalesce(u[6], '(none)') AS model, {usage_columns("u")},
+                       CAST(u[7] AS BIGINT) AS cache_read_tokens, CAST(u[8] AS BIGINT) AS cache_write_tokens,
+                       u[9] AS error
+                FROM (SELECT run_id, json_extract_string(payload, {
+    usage_paths("$.model", "$.cache_read_tokens", "$.cache_write_tokens", "$.error")
+}) AS u
+                      FROM events WHERE kind = 'LlmCalled' AND actor = 'agent')))
     GROUP BY run_id, model
 """
-LLM_USAGE = LLM_USAGE.replace("{KNOWN_APIS_SQL}", KNOWN_APIS_SQL)
+"""Per run and model, the agent's LLM calls and their tokens; a call's tokens known or not as fae.store.token_counts
+says, so the cost agrees with every other view."""
 
 STUDY_VIEWS: dict[str, str] = {
     "latest_verdicts": LATEST_VERDICTS,

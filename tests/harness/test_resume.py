@@ -70,7 +70,7 @@ def test_sigkill_mid_suite_then_resume(tmp_path):
     # the CLI's readers work while the recorder holds the file
     listed = runner.invoke(app, ["runs", "--log", str(log), "--status", "finished"])
     assert listed.exit_code == 0 and ".gold.r0" in listed.output, listed.output
-    first = next(line.split()[1] for line in listed.output.splitlines() if ".gold.r0" in line)
+    first = next(word for line in listed.output.splitlines() for word in line.split() if word.endswith(".gold.r0"))
     shown = runner.invoke(app, ["show", first, "--log", str(log)])
     assert shown.exit_code == 0 and "run finished" in shown.output, shown.output
     counted = runner.invoke(app, ["sql", "--json", "--log", str(log), "SELECT count(*) AS n FROM fhir_exchanges"])

@@ -11,10 +11,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from fae.report.cost import cost
 from fae.report.distributions import all_distributions
+from fae.report.prices import Price, PriceTable
 from fae.report.scope import Scope
 from fae.report.study import Study
-from fae.report.tables import cost, tokens
+from fae.report.tables import tokens
 from fae.store import events as ev
 from fae.store.log import Batch, EventLog, EventRow, RunRow, RunUpdate
 
@@ -94,6 +96,6 @@ def test_the_tokens_table_and_cost_say_unknown_instead_of_counting_a_part(log):
     assert (found["mean_tokens"], found["total_tokens"]) == (None, None)
     spreads = all_distributions(log, Study(Scope()))["fig-tokens"].spreads  # the known runs only, never as 0
     assert sum(s.runs for s in spreads) == len(known)
-    priced = cost(log, Scope(), {"m": (1.0, 2.0)}).dicts()[0]
-    assert priced["unknown_token_calls"] == sum(u for _, _, u in RUNS.values())
-    assert priced["usd"] is None and priced["unpriced_calls"] == 0
+    priced = cost(log, Scope(), PriceTable(models={"m": Price(1.0, 2.0)})).dicts()[0]
+    unknown = sum(u for _, _, u in RUNS.values())
+    assert priced["usd"] is None and priced["price"] == f"unknown tokens: {unknown} call{'s' * (unknown != 1)}"
