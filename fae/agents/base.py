@@ -19,7 +19,11 @@ class AgentError(FaeError):
 
 @dataclass(frozen=True)
 class AgentContext:
-    """Everything an agent may use for one run. It reaches FHIR only through ``mcp_url``."""
+    """Everything an agent may use for one run. It reaches FHIR only through ``mcp_url``.
+
+    Each URL is its own run's, through the recording proxy, with the capability of its ``agent`` actor
+    in the path: it reaches nothing of another run, no admin route, and stops working when the run ends.
+    """
 
     run_id: str
     prompt: str
@@ -29,10 +33,12 @@ class AgentContext:
     gold_plan: Plan | None = None
     extra_mcp: dict[str, str] = field(default_factory=dict)
     # proxied FHIR bases for the other actors a scenario plays (other-user, fault, verifier),
-    # and the server's own base, which the proxy does not see; scripted scenarios only
+    # and the server's own base, which the proxy does not see, with the headers it takes there;
+    # given only to an agent with ``plays_other_actors`` (fae's scripted agents)
     fhir_bases: dict[str, str] = field(default_factory=dict)
     fhir_direct: str | None = None
     variation: int = 0
+    fhir_direct_headers: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,10 @@ from fae.util.tls import client_tls
 class ScriptedAgent:
     """Plays ``plan``, or the plan ``plan_for`` gives for the run's variation, or else the gold plan."""
 
+    plays_other_actors = True
+    """A scenario plan's http steps act as other actors, and may write past the proxy: fae's own code, trusted
+    with those actors' bases and the stack key (``fae.harness.run.agent_context``)."""
+
     def __init__(self, name: str, plan: Plan | None, plan_for: Callable[[int], Plan] | None = None):
         self.name = name
         self.plan = plan
@@ -52,7 +56,11 @@ def _http_caller(ctx: AgentContext, client: httpx.AsyncClient):
             method.upper(),
             base.rstrip("/") + "/" + path.lstrip("/"),
             content=content,
-            headers={"content-type": "application/fhir+json", "accept": "application/fhir+json"},
+            headers={
+                "content-type": "application/fhir+json",
+                "accept": "application/fhir+json",
+                **(ctx.fhir_direct_headers if via == "direct" else {}),
+            },
         )
         try:
             return reply.json()

@@ -1,7 +1,8 @@
 """`fae demo`: a small suite on the embedded stack, judged, rejudged under a changed rule, compared.
 
 No key and no network: the LangChain agent talks to the local scripted LLM
-server over real HTTP, through the recording proxy, like any other upstream.
+server over real HTTP, through the recording proxy, like any other upstream;
+the stack serves it, so it answers only the proxy.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ DEMO_SCENARIOS = (
 
 def record_demo(log: Path, on_progress: Callable[[Any, str], None] | None = None) -> SuiteResult:
     """Record the demo suite into ``log`` with a local scripted LLM server serving the gold plans."""
-    from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
+    from fae.llm import PlanRegistry, create_app, entry_from_dict
 
     registry = PlanRegistry()
     for task_id in DEMO_TASKS:
@@ -42,5 +43,5 @@ def record_demo(log: Path, on_progress: Callable[[Any, str], None] | None = None
         registry.add(entry_from_dict({"match": rendered.prompt, "plan": plan_to_dict(rendered.gold_plan)}))
     specs = plan_suite(DEMO_TASKS, [0], DEMO_AGENTS, 1, "demo")
     specs += plan_suite([SCENARIO_TASK], [0], DEMO_SCENARIOS, 1, "demo")
-    with LlmServer(create_app(registry)) as llm:
-        return anyio.run(lambda: record_suite(log, specs, llm_url=llm.base_url, concurrency=4, on_progress=on_progress))
+    app = create_app(registry)
+    return anyio.run(lambda: record_suite(log, specs, llm_app=app, concurrency=4, on_progress=on_progress))

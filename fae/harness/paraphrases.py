@@ -233,7 +233,10 @@ async def _ask(stack: Any, client: httpx.AsyncClient, rendered: Rendered, book: 
         rendered, seed=request_seed(book.seed, rendered.task_id, rendered.variation), model=book.model
     )
     try:
-        reply = await client.post(stack.llm_base(where, "harness") + "/chat/completions", json=request)
+        try:
+            reply = await client.post(stack.llm_base(where, "harness") + "/chat/completions", json=request)
+        finally:
+            stack.revoke(where)  # the request's capability dies with it, as a run's does when it closes
         text = reply.json()["choices"][0]["message"]["content"] or ""
     except httpx.HTTPError as exc:
         return Played(None, where, error=f"the paraphrase request failed: {exc!r}")
@@ -250,7 +253,7 @@ async def fix_paraphrases(
     """Every variation's paraphrase fixed in the stack's log before any run starts: reused, taken from the
     file, or asked of the model once each (``concurrency`` requests at a time)."""
     book, to_record, to_make = plan_paraphrases(stack.log, rendered, spec)
-    if to_make and stack.llm_base("paraphrase", "harness") is None:
+    if to_make and not stack.llm_upstream:
         raise RecordError("--paraphrase-model needs an LLM endpoint (--llm-url)")
     asked: dict[Key, Played] = {}
     limiter = anyio.CapacityLimiter(max(1, concurrency))

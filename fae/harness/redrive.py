@@ -348,7 +348,6 @@ async def replay_llm(
     from fae.harness.run import RunSpec, execute_run
     from fae.harness.stack import open_stack
     from fae.replay.source import load_run
-    from fae.util.serve import serve_asgi
 
     policy = Policy.STOP if strict else Policy.PLAY_NEXT
     report = ReplayReport(recording.run_id, out=str(out), llm_calls=len(recording.calls))
@@ -377,10 +376,8 @@ async def replay_llm(
             run_id=recording.run_id,
         )
     engine = FhirEngine(id_factory=recorded_id_factory(recording.created_ids))
-    async with (
-        serve_asgi(cassette.app()) as port,
-        open_stack(out, llm_url=f"http://127.0.0.1:{port}/v1", memory_stores=stores, fhir_engine=engine) as stack,
-    ):
+    # the cassette is the stack's own LLM: like its FHIR and MCP servers it answers only the proxy
+    async with open_stack(out, llm_app=cassette.app(), memory_stores=stores, fhir_engine=engine) as stack:
         replay_id = _next_replay_id(stack, recording.run_id)
         stage("re-driving")
         spec = RunSpec(

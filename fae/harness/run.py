@@ -193,16 +193,6 @@ async def read_audit_trail(stack: Stack, client: httpx.AsyncClient, run_id: str,
     return len(await _search_pages(stack, client, run_id, "harness", "/" + query, "reading the AuditEvent trail"))
 
 
-def _direct_base(stack: Stack, run_id: str) -> str | None:
-    """The sandbox's FHIR base on the server itself, bypassing the proxy (scenarios' unrecorded writes)."""
-    upstream = stack.proxy.upstreams.get("fhir")
-    if upstream is None:
-        return None
-    if stack.embedded:
-        return f"{upstream.base_url.rstrip('/')}/sandbox/{sandbox_id(run_id)}/fhir"
-    return upstream.base_url
-
-
 async def _judge_live(stack: Stack, run_id: str) -> list[VerdictRow]:
     """The run's verdicts against its live capture with the default rules; same code as `fae rejudge`.
 
@@ -268,18 +258,7 @@ async def _play(
     stack.proxy.faults.arm(spec.run_id, scenario_faults(spec.agent, spec.variation))
     if paraphrase is not None:
         rendered = await play_paraphrase(stack, spec.run_id, rendered, paraphrase)
-    ctx = AgentContext(
-        run_id=spec.run_id,
-        prompt=rendered.prompt,
-        now=rendered.now,
-        mcp_url=stack.mcp_url(spec.run_id),
-        llm_base_url=stack.llm_base(spec.run_id),
-        gold_plan=getattr(rendered, "gold_plan", None),
-        extra_mcp=stack.extra_mcp(spec.run_id),
-        fhir_bases={a: stack.fhir_base(spec.run_id, a) for a in HTTP_ACTORS},
-        fhir_direct=_direct_base(stack, spec.run_id),
-        variation=spec.variation,
-    )
+    ctx = agent_context(stack, spec, rendered, agent)
     try:
         result = await agent.run(ctx)
     except (AgentError, PlanError) as exc:
@@ -306,6 +285,30 @@ async def _play(
     if stack.audit_events:
         await read_audit_trail(stack, client, spec.run_id, started)
     outcome.verdicts = await _judge_live(stack, spec.run_id)
+
+
+def agent_context(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent) -> AgentContext:
+    """What the agent of one run is handed: its own run's endpoints, as the ``agent`` actor, and nothing else.
+
+    Only an agent that plays the other actors of a write-verification scenario (``plays_other_actors``, fae's
+    scripted agents) is also given their proxied FHIR bases and the run's base on the server itself with the
+    stack key: those reach past the agent's wall, so no program or model-driven agent gets them.
+    """
+    scenario = bool(getattr(agent, "plays_other_actors", False))
+    direct = stack.direct_fhir(spec.run_id) if scenario else None
+    return AgentContext(
+        run_id=spec.run_id,
+        prompt=rendered.prompt,
+        now=rendered.now,
+        mcp_url=stack.mcp_url(spec.run_id),
+        llm_base_url=stack.llm_base(spec.run_id),
+        gold_plan=getattr(rendered, "gold_plan", None),
+        extra_mcp=stack.extra_mcp(spec.run_id),
+        fhir_bases={a: stack.fhir_base(spec.run_id, a) for a in HTTP_ACTORS} if scenario else {},
+        fhir_direct=direct[0] if direct else None,
+        fhir_direct_headers=direct[1] if direct else {},
+        variation=spec.variation,
+    )
 
 
 async def _drop_sandbox(stack: Stack, client: httpx.AsyncClient, spec: RunSpec) -> None:
@@ -359,7 +362,8 @@ async def execute_run(
 
     A run that does not finish names its ``cause``: ``agent`` (its own upstream fault; status
     errored), ``harness`` or ``stack`` (status failed), ``signal`` (cancelled by ``stop``; status
-    interrupted). Its sandbox is deleted whatever the outcome.
+    interrupted). Its sandbox is deleted whatever the outcome, and once it has closed every URL it
+    was given stops working (``Stack.revoke``).
     """
     started = _now()
     settle_s = default_settle_s() if settle_s is None else settle_s
@@ -408,6 +412,24 @@ async def execute_run(
     )
     outcome = _Outcome()
     try:
+        await _play_and_close(stack, spec, rendered, agent, paraphrase, stop, settle_s, started, outcome)
+    finally:
+        stack.revoke(spec.run_id)
+    return outcome.status
+
+
+async def _play_and_close(
+    stack: Stack,
+    spec: RunSpec,
+    rendered: Any,
+    agent: Agent,
+    paraphrase: Paraphrases | None,
+    stop: StopRequest | None,
+    settle_s: float,
+    started: datetime,
+    outcome: _Outcome,
+) -> None:
+    try:
         async with httpx.AsyncClient(timeout=60, verify=client_tls()) as client:
             try:
                 await _play(stack, client, spec, rendered, agent, paraphrase, started, outcome, settle_s)
@@ -424,7 +446,6 @@ async def execute_run(
             await _close_run(stack, spec, outcome)
         raise
     await _close_run(stack, spec, outcome)
-    return outcome.status
 
 
 def _describe(exc: BaseException) -> str:

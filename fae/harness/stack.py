@@ -3,10 +3,13 @@
 log writer → live-query endpoint → FHIR server (embedded, or an external base)
 → FHIR MCP server, FHIR specs MCP server and any Reflexion memory MCP servers
 → recording proxy in front of all of them. Every client
-reaches an upstream through the proxy, at ``/run/{run}/{actor}/{upstream}/``.
-With ``processes=2`` the embedded FHIR server and the MCP servers run in a child
-process (``fae.harness.upstream_process``), so the proxy, the writer and the
-agents have this process's core to themselves.
+reaches an upstream through the proxy, at ``/run/{run}/{actor}/{capability}/{upstream}/``;
+the URLs come from ``Stack``'s methods, the one place that asks the proxy for a
+run's capabilities, and ``Stack.revoke`` ends them when the run closes. Every
+upstream the stack starts answers only requests carrying the stack's key, which
+the proxy adds (``fae.util.credentials``). With ``processes=2`` the embedded FHIR
+server and the MCP servers run in a child process (``fae.harness.upstream_process``),
+so the proxy, the writer and the agents have this process's core to themselves.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from fae.store.live import LiveQueryServer
 from fae.store.log import EventLog
 from fae.store.sandbox import Budget
 from fae.store.writer import LogWriter, open_writer
+from fae.util.credentials import KEY_HEADER, new_stack_key, require_stack_key
 from fae.util.loop_errors import quiet_cancellations
 from fae.util.serve import serve_asgi
 
@@ -71,6 +75,8 @@ class Stack:
     """The FHIR server keeps an AuditEvent trail, which the harness reads back after each run."""
     upstream_pid: int | None = None
     """The child process serving the FHIR and MCP servers (``processes=2``), or None when they run here."""
+    stack_key: str = field(default="", repr=False)
+    """The key the stack's own upstreams require (the proxy adds it); see ``direct_fhir``."""
 
     def fhir_base(self, run_id: str, actor: str) -> str:
         """The proxied FHIR base a client uses in ``run_id`` as ``actor``."""
@@ -79,7 +85,22 @@ class Stack:
         return self.proxy.url(run_id, actor, "fhir")
 
     def fhir_root(self, run_id: str, actor: str) -> str:
+        """The FHIR server's root through the proxy: its admin routes (``sandbox``), for the harness's actors only."""
         return self.proxy.url(run_id, actor, "fhir")
+
+    def direct_fhir(self, run_id: str) -> tuple[str, dict[str, str]] | None:
+        """The run's FHIR base on the server itself, bypassing the proxy, and the headers it takes there (the
+        stack key, on the embedded server): for fae's scripted scenarios' unrecorded writes, never an agent's."""
+        upstream = self.proxy.upstreams.get("fhir")
+        if upstream is None:
+            return None
+        if self.embedded:
+            return f"{upstream.base_url.rstrip('/')}/sandbox/{sandbox_id(run_id)}/fhir", {KEY_HEADER: self.stack_key}
+        return upstream.base_url, {}
+
+    def revoke(self, run_id: str) -> None:
+        """Every URL the run was given stops working: called when the run has closed."""
+        self.proxy.revoke(run_id)
 
     def mcp_url(self, run_id: str, actor: str = "agent") -> str:
         return self.proxy.url(run_id, actor, "mcp-fhir", "mcp")
@@ -124,6 +145,7 @@ async def open_stack(
     *,
     fhir_url: str | None = None,
     llm_url: str | None = None,
+    llm_app: Any | None = None,
     redactor: Redactor | None = None,
     memory_stores: Mapping[str, Path] | None = None,
     fhir_engine: Any | None = None,
@@ -134,6 +156,9 @@ async def open_stack(
 ) -> AsyncIterator[Stack]:
     """Start everything a recording needs; yields when all of it is listening.
 
+    ``llm_app``: an OpenAI-compatible ASGI app (fae's scripted LLM server, a replay's cassette) served
+    by the stack as its LLM, which then answers only the proxy, as the FHIR and MCP servers do; an
+    ``llm_url`` is someone else's server, reached as it is.
     ``memory_stores`` names Reflexion memory store directories (e.g. ``{"spec": Path(...)}``);
     each is served by its own memory MCP server, reached by agents as ``extra_mcp["memory:NAME"]``.
     ``fhir_engine`` is the embedded server's engine when the caller needs its own (``fae replay``
@@ -148,6 +173,9 @@ async def open_stack(
     """
     if processes not in PROCESS_CHOICES:
         raise FaeError(f"processes must be 1 or 2 (got {processes})")
+    if llm_url and llm_app is not None:
+        raise FaeError("give the stack an LLM URL or an LLM app to serve, not both")
+    key = new_stack_key()
     stores = dict(memory_stores or {})
     check_memory_stores(stores)
     embedded = fhir_url is None
@@ -161,6 +189,7 @@ async def open_stack(
                 upstream_process(
                     serve_fhir=embedded and fhir_engine is None,
                     embedded=embedded,
+                    key=key,
                     audit_events=audit_events,
                     memory_stores=stores,
                 )
@@ -172,19 +201,24 @@ async def open_stack(
         writer = await stack.enter_async_context(open_writer(log, fsync=fsync))
         apps: dict[str, tuple[str, Any]] = {}
         if embedded and "fhir" not in servers:
-            apps["fhir"] = ("fhir", fhir_app(fhir_engine, audit_events=audit_events))
+            apps["fhir"] = ("fhir", fhir_app(fhir_engine, audit_events=audit_events, key=key))
         if processes == 1:
-            apps.update(mcp_apps(embedded=embedded, memory_stores=stores))
+            apps.update(mcp_apps(embedded=embedded, memory_stores=stores, key=key))
+        if llm_app is not None:
+            apps["llm"] = ("llm", require_stack_key(llm_app, key))
         for name, (kind, app) in apps.items():
             servers[name] = (kind, await stack.enter_async_context(serve_asgi(app)))
-        upstreams = {name: Upstream(name, f"http://127.0.0.1:{port}", kind) for name, (kind, port) in servers.items()}
+        upstreams = {
+            name: Upstream(name, f"http://127.0.0.1:{port}", kind, embedded=True)
+            for name, (kind, port) in servers.items()
+        }
         if fhir_url is not None:
             upstreams["fhir"] = Upstream("fhir", fhir_url.rstrip("/"), "fhir")
         if llm_url:
             upstreams["llm"] = Upstream("llm", llm_url.rstrip("/").removesuffix("/v1"), "llm")
         try:
             proxy = await stack.enter_async_context(
-                run_proxy(upstreams, Recorder(writer, redactor), max_body_bytes=max_body_bytes)
+                run_proxy(upstreams, Recorder(writer, redactor), max_body_bytes=max_body_bytes, stack_key=key)
             )
         except OSError as exc:
             raise RecordError(f"the recording proxy could not start: {exc}") from None
@@ -193,8 +227,9 @@ async def open_stack(
             writer=writer,
             proxy=proxy,
             embedded=embedded,
-            llm_upstream=bool(llm_url),
+            llm_upstream=bool(llm_url) or llm_app is not None,
             extra_mcp_upstreams=extra_mcp_names(stores),
             audit_events=audit_events,
             upstream_pid=child_pid,
+            stack_key=key,
         )

@@ -181,6 +181,7 @@ async def record_suite(
     concurrency: int = 4,
     fhir_url: str | None = None,
     llm_url: str | None = None,
+    llm_app: Any | None = None,
     redactor: Redactor | None = None,
     on_progress: Callable[[RunSpec, str], None] | None = None,
     memory_stores: Mapping[str, Path] | None = None,
@@ -204,6 +205,8 @@ async def record_suite(
     the wait after the agent's last write before the read-back (default: ensure_record's).
     ``processes``: 2 serves the FHIR and MCP servers in a child process so the recording uses two
     cores; 1 keeps everything in this process (for debugging); None: ``default_processes()``.
+    ``llm_app``: an OpenAI-compatible ASGI app the stack serves as its LLM instead of ``llm_url``
+    (fae's scripted LLM server), reached, like the stack's other servers, only through the proxy.
     """
     processes = default_processes() if processes is None else processes
     # one agent per name, built once (building one looks up the installed agent plugins)
@@ -222,6 +225,7 @@ async def record_suite(
         log_path,
         fhir_url=fhir_url,
         llm_url=llm_url,
+        llm_app=llm_app,
         redactor=redactor,
         memory_stores=memory_stores,
         audit_events=audit_events,

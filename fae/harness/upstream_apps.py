@@ -7,7 +7,6 @@ forwards to, so nothing downstream can tell where they run.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -15,16 +14,13 @@ from typing import Any
 
 from fae.errors import FaeError
 from fae.fhir.audit import IDENTITY_HEADER
-from fae.proxy.routes import route_url
+from fae.proxy.addon import CAPABILITY_HEADER
+from fae.proxy.routes import route_url, sandbox_id
+from fae.util.credentials import is_capability, require_stack_key
 
 _STORE_NAME = re.compile(r"[a-z][a-z0-9-]{0,19}")
 # the proxy always listens on the loopback: a forwarded host elsewhere did not come from it
 _PROXY_HOST = re.compile(r"(127\.0\.0\.1|localhost|\[::1\]):\d{1,5}")
-
-
-def sandbox_id(run_id: str) -> str:
-    """The embedded server's sandbox for a run: short, FHIR-id safe, derived from the run id."""
-    return "sb-" + hashlib.sha256(run_id.encode()).hexdigest()[:20]
 
 
 def actor_identities(app: Any) -> Any:
@@ -47,8 +43,9 @@ def actor_identities(app: Any) -> Any:
     return with_identity
 
 
-def fhir_app(engine: Any | None = None, *, audit_events: bool = False) -> Any:
-    """The embedded FHIR server over ``engine`` (a fresh one by default), each actor audited by name."""
+def fhir_app(engine: Any | None = None, *, audit_events: bool = False, key: str) -> Any:
+    """The embedded FHIR server over ``engine`` (a fresh one by default), each actor audited by name,
+    answering only requests that carry the stack ``key`` (the proxy's)."""
     from fae.fhir.app import create_app
     from fae.fhir.engine import FhirEngine
 
@@ -56,26 +53,28 @@ def fhir_app(engine: Any | None = None, *, audit_events: bool = False) -> Any:
     if audit_events:
         engine.audit_events = True  # every sandbox created from now on keeps a trail
     app: Any = create_app(engine)
-    return actor_identities(app) if audit_events else app
+    return require_stack_key(actor_identities(app) if audit_events else app, key)
 
 
 def proxied_fhir_base(embedded: bool) -> Callable[[Mapping[str, str]], str]:
     """The FHIR MCP server's base for a tool call: the run's FHIR base back through the proxy it came by.
 
-    The proxy tells each upstream its own address (X-Forwarded-Host) and the run and actor
-    (X-Fae-Run, X-Fae-Actor), so the MCP server needs no handle on the proxy and can run in
-    another process.
+    The proxy tells each of the stack's upstreams its own address (X-Forwarded-Host), the run,
+    the actor and that pair's capability (X-Fae-Run, X-Fae-Actor, X-Fae-Capability), so the MCP
+    server needs no handle on the proxy and can run in another process. Only the proxy reaches
+    the server (the stack key), and it sets these headers itself, so they can be believed.
     """
 
     def base_for(headers: Mapping[str, str]) -> str:
         lowered = {k.lower(): v for k, v in headers.items()}
         run_id = lowered.get("x-fae-run")
         proxy_host = lowered.get("x-forwarded-host", "")
-        if not run_id or not _PROXY_HOST.fullmatch(proxy_host):
+        capability = lowered.get(CAPABILITY_HEADER, "")
+        if not run_id or not _PROXY_HOST.fullmatch(proxy_host) or not is_capability(capability):
             raise KeyError("the MCP request did not come through the recording proxy (no X-Fae-Run)")
         actor = lowered.get("x-fae-actor", "agent")
         rest = f"sandbox/{sandbox_id(run_id)}/fhir" if embedded else ""
-        return route_url(f"http://{proxy_host}", run_id, actor, "fhir", rest)
+        return route_url(f"http://{proxy_host}", run_id, actor, capability, "fhir", rest)
 
     return base_for
 
@@ -122,8 +121,8 @@ def memory_upstream_name(store: str) -> str:
     return f"mcp-memory-{store}"
 
 
-def mcp_apps(*, embedded: bool, memory_stores: Mapping[str, Path]) -> dict[str, tuple[str, Any]]:
-    """The MCP servers by proxy upstream name: (upstream kind, ASGI app)."""
+def mcp_apps(*, embedded: bool, memory_stores: Mapping[str, Path], key: str) -> dict[str, tuple[str, Any]]:
+    """The MCP servers by proxy upstream name: (upstream kind, ASGI app), each answering only the stack ``key``."""
     from fae.mcp.fhir_server import fhir_mcp_http_app
     from fae.mcp.specs_server import specs_mcp_http_app
 
@@ -135,7 +134,7 @@ def mcp_apps(*, embedded: bool, memory_stores: Mapping[str, Path]) -> dict[str, 
         factory = memory_app_factory()
         for store_name, store_dir in memory_stores.items():
             apps[memory_upstream_name(store_name)] = ("mcp", factory(Path(store_dir)))
-    return apps
+    return {name: (kind, require_stack_key(app, key)) for name, (kind, app) in apps.items()}
 
 
 def extra_mcp_names(memory_stores: Mapping[str, Path]) -> dict[str, str]:

@@ -3,7 +3,9 @@
 The parent keeps the recording proxy, the log writer, the agents and live
 judging; the child serves the embedded FHIR server and the MCP servers, each
 a plain HTTP server on 127.0.0.1 that the proxy forwards to like any upstream.
-The child prints its ports as one JSON line on stdout, then serves until its
+The child reads the stack key as the first line of its stdin (never its
+command line nor its environment, which other processes of the same user can
+read), prints its ports as one JSON line on stdout, then serves until its
 stdin closes. It runs in its own session and installs no signal handlers, so
 SIGINT and SIGTERM (a terminal's Ctrl-C included) are the parent's alone to
 handle; it dies with the parent (PR_SET_PDEATHSIG on Linux, stdin's end
@@ -80,12 +82,18 @@ async def _read_ports(process: anyio.abc.Process) -> dict[str, tuple[str, int]]:
 
 @asynccontextmanager
 async def upstream_process(
-    *, serve_fhir: bool, embedded: bool, audit_events: bool = False, memory_stores: dict[str, Path] | None = None
+    *,
+    serve_fhir: bool,
+    embedded: bool,
+    key: str,
+    audit_events: bool = False,
+    memory_stores: dict[str, Path] | None = None,
 ) -> AsyncIterator[UpstreamProcess]:
     """Start the child, yield its servers once all listen, and stop it when the block exits.
 
     ``serve_fhir``: the child serves the embedded FHIR server too (else only the MCP servers);
-    ``embedded``: the FHIR server is the embedded one, so the MCP server reaches a run's sandbox.
+    ``embedded``: the FHIR server is the embedded one, so the MCP server reaches a run's sandbox;
+    ``key``: the stack key its servers require of every request.
     """
     config = _config(
         serve_fhir=serve_fhir, embedded=embedded, audit_events=audit_events, memory_stores=dict(memory_stores or {})
@@ -101,6 +109,11 @@ async def upstream_process(
         start_new_session=True,
     )
     try:
+        assert process.stdin is not None
+        try:
+            await process.stdin.send(key.encode() + b"\n")
+        except (anyio.BrokenResourceError, OSError):
+            pass  # the child died already: _read_ports says so
         servers = await _read_ports(process)
         yield UpstreamProcess(pid=process.pid, servers=servers)
     finally:
@@ -136,11 +149,14 @@ def die_with_parent(parent: int) -> None:
 
 
 async def _serve(config: dict[str, Any], on_stop: Callable[[], None]) -> None:
+    key = sys.stdin.buffer.readline().decode().strip()
+    if not key:
+        raise SystemExit("fae.harness.upstream_process: no stack key on stdin")
     apps: dict[str, tuple[str, Any]] = {}
     if config["serve_fhir"]:
-        apps["fhir"] = ("fhir", fhir_app(audit_events=config["audit_events"]))
+        apps["fhir"] = ("fhir", fhir_app(audit_events=config["audit_events"], key=key))
     stores = {name: Path(path) for name, path in config["memory_stores"].items()}
-    apps.update(mcp_apps(embedded=config["embedded"], memory_stores=stores))
+    apps.update(mcp_apps(embedded=config["embedded"], memory_stores=stores, key=key))
     async with AsyncExitStack() as stack:
         servers = {name: (kind, await stack.enter_async_context(serve_asgi(app))) for name, (kind, app) in apps.items()}
         sys.stdout.write(json.dumps(servers) + "\n")

@@ -1,8 +1,9 @@
 """The FHIR CRUD MCP server: the tools of ``fhir_tools`` served over MCP.
 
 The FHIR base is fixed, or a template holding ``{run}`` (and optionally
-``{actor}``) that each tool call fills from the ``X-Fae-Run`` / ``X-Fae-Actor``
-headers of the HTTP request it came in on: the recording proxy adds them, so
+``{actor}`` and ``{capability}``) that each tool call fills from the
+``X-Fae-Run`` / ``X-Fae-Actor`` / ``X-Fae-Capability`` headers of the HTTP
+request it came in on: the recording proxy adds them, so
 one MCP server serves every run, and each run's FHIR traffic goes to its own
 sandbox through the proxy. A callable base gets the request headers and returns
 the base. Over stdio there are no headers, so a template base answers with an
@@ -29,6 +30,7 @@ from fae.util.tls import client_tls
 
 RUN_HEADER = "X-Fae-Run"
 ACTOR_HEADER = "X-Fae-Actor"
+CAPABILITY_HEADER = "X-Fae-Capability"
 SERVER_NAME = "fhir"
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -36,7 +38,7 @@ BaseSource = str | Callable[[Mapping[str, str]], str]
 """A FHIR base URL, a template with ``{run}``/``{actor}``, or a function of the request headers."""
 
 _HEADER_VALUE = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
-_PLACEHOLDERS = {"{run}": RUN_HEADER, "{actor}": ACTOR_HEADER}
+_PLACEHOLDERS = {"{run}": RUN_HEADER, "{actor}": ACTOR_HEADER, "{capability}": CAPABILITY_HEADER}
 
 
 class BaseUnavailable(Exception):

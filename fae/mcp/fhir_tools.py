@@ -1,4 +1,4 @@
-"""FHIR CRUD tools as plain async functions over an ``httpx.AsyncClient``.
+r"""FHIR CRUD tools as plain async functions over an ``httpx.AsyncClient``.
 
 Each function takes a client whose ``base_url`` is a FHIR base (``.../fhir``)
 and returns FHIR JSON. Nothing here raises for a FHIR or network failure: a
@@ -6,6 +6,13 @@ non-2xx answer, a server that is down and a malformed argument all come back
 as an error dict (see ``docs/mcp.md``), because an agent must be able to read
 the failure and try again. The MCP server in ``fae.mcp.fhir_server`` exposes
 these functions as tools; their docstrings are what an LLM reads.
+
+Every argument that becomes part of a URL is checked first, so that no value
+can change what a call does: ``resourceType`` must name an R4 resource type,
+``resourceId`` must be a FHIR id (``[A-Za-z0-9\-.]{1,64}``) and not ``.`` or
+``..`` (which a URL resolves away: a read would become a search, a delete a
+conditional delete), search parameter names and ``ifNoneExist`` must be
+search parameters, and ``ifMatchVersion`` a version id.
 """
 
 from __future__ import annotations
@@ -13,9 +20,11 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+from urllib.parse import parse_qsl
 
 import httpx
 
+from fae.fhir.spec import load_spec
 from fae.fhir.types import Resource
 from fae.mcp.fhir_links import link_url, rebase_link, server_base_path
 
@@ -37,8 +46,11 @@ _SEARCH_ALIASES = {
     "id": "_id",
     "lastUpdated": "_lastUpdated",
 }
-_RESOURCE_TYPE = re.compile(r"[A-Z][A-Za-z]{1,63}")
 _RESOURCE_ID = re.compile(r"[A-Za-z0-9\-.]{1,64}")
+_DOT_SEGMENTS = (".", "..")
+# a search parameter name with its modifier, chain or reverse chain: subject:Patient.name, _has:Observation:subject:code
+_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-.:]{0,127}")
+_VERSION_ID = re.compile(r'(W/)?("?)([A-Za-z0-9\-.]{1,64})\2')
 
 Result = dict[str, Any]
 
@@ -78,22 +90,66 @@ def _json_object(argument: str, value: Any) -> dict[str, Any]:
 
 
 def _resource_type(value: Any) -> str:
-    if not isinstance(value, str) or not _RESOURCE_TYPE.fullmatch(value):
-        raise _BadArgument(
-            "resourceType",
-            f"resourceType must be a FHIR resource type such as 'Patient', got {value!r}",
-        )
-    return value
+    """A FHIR R4 resource type name, exactly as the specification spells it."""
+    types = load_spec().resource_types
+    if isinstance(value, str) and value in types:
+        return value
+    near = [name for name in types if isinstance(value, str) and name.lower() == value.lower()]
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    raise _BadArgument(
+        "resourceType",
+        f"resourceType must be a FHIR R4 resource type such as 'Patient', got {value!r}{hint}",
+    )
 
 
 def _resource_id(value: Any) -> str:
-    if not isinstance(value, str) or not _RESOURCE_ID.fullmatch(value):
+    """A FHIR id: 1-64 letters, digits, '-' and '.', and not '.' or '..' (a URL would resolve those away)."""
+    if not isinstance(value, str) or not _RESOURCE_ID.fullmatch(value) or value in _DOT_SEGMENTS:
         hint = " (give the logical id only, without 'Type/')" if isinstance(value, str) and "/" in value else ""
         raise _BadArgument(
             "resourceId",
-            f"resourceId must be a FHIR id (letters, digits, '-', '.'), got {value!r}{hint}",
+            f"resourceId must be a FHIR id (1-64 letters, digits, '-', '.'; not '.' or '..'), got {value!r}{hint}",
         )
     return value
+
+
+def _param_name(argument: str, name: str) -> str:
+    if not _PARAM_NAME.fullmatch(name):
+        raise _BadArgument(
+            argument,
+            f"{name!r} is not a search parameter name (letters, digits, '_', '-', '.', ':'; such as "
+            "'family', 'subject:Patient', '_count')",
+        )
+    return name
+
+
+def _if_none_exist(value: Any) -> str | None:
+    """A conditional create's search: ``name=value`` pairs joined by '&', each name a search parameter."""
+    if value is None or value == "":
+        return None
+    wrong = _BadArgument(
+        "ifNoneExist", f"ifNoneExist must be a search such as 'identifier=http://x|123', got {value!r}"
+    )
+    if not isinstance(value, str) or any(ch in value for ch in "\r\n#"):
+        raise wrong
+    try:
+        pairs = parse_qsl(value.removeprefix("?"), keep_blank_values=True, strict_parsing=True)
+    except ValueError:
+        raise wrong from None
+    for name, _ in pairs:
+        _param_name("ifNoneExist", name)
+    return value
+
+
+def _version_id(value: Any) -> str | None:
+    """An If-Match value from a version id ('2') or an ETag ('W/"2"')."""
+    if value is None or value == "":
+        return None
+    plain = isinstance(value, str | int) and not isinstance(value, bool)
+    matched = _VERSION_ID.fullmatch(str(value)) if plain else None
+    if matched is None:
+        raise _BadArgument("ifMatchVersion", f"ifMatchVersion must be a version id such as '2', got {value!r}")
+    return f'W/"{matched.group(3)}"'
 
 
 def _param_value(key: str, value: Any) -> str:
@@ -116,7 +172,7 @@ def search_params(params: Any) -> list[tuple[str, str]]:
     mapping = _json_object("params_json", params)
     pairs: list[tuple[str, str]] = []
     for key, value in mapping.items():
-        name = _SEARCH_ALIASES.get(key, key)
+        name = _param_name("params_json", _SEARCH_ALIASES.get(key, key))
         values = value if isinstance(value, list) else [value]
         pairs.extend((name, _param_value(key, item)) for item in values if item is not None)
     return pairs
@@ -319,12 +375,13 @@ async def createResource(
     try:
         resource_type = _resource_type(resourceType)
         body = dict(_json_object("body_json", body_json))
+        condition = _if_none_exist(ifNoneExist)
     except _BadArgument as bad:
         return invalid_argument(bad.argument, bad.diagnostics)
     body["resourceType"] = resource_type
     headers = {"Prefer": "return=representation"}
-    if ifNoneExist:
-        headers["If-None-Exist"] = ifNoneExist
+    if condition:
+        headers["If-None-Exist"] = condition
     response = await _send(client, "POST", resource_type, json=body, headers=headers)
     return _answer(response, resource_type)
 
@@ -409,14 +466,14 @@ async def updateResource(
     try:
         path = f"{_resource_type(resourceType)}/{_resource_id(resourceId)}"
         body = dict(_json_object("body_json", body_json))
+        if_match = _version_id(ifMatchVersion)
     except _BadArgument as bad:
         return invalid_argument(bad.argument, bad.diagnostics)
     body["resourceType"] = resourceType
     body["id"] = resourceId
     headers = {"Prefer": "return=representation"}
-    if ifMatchVersion:
-        version = str(ifMatchVersion)
-        headers["If-Match"] = version if version.startswith("W/") else f'W/"{version}"'
+    if if_match:
+        headers["If-Match"] = if_match
     response = await _send(client, "PUT", path, json=body, headers=headers)
     return _answer(response, resourceType)
 

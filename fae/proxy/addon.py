@@ -37,16 +37,30 @@ from typing import Protocol
 from mitmproxy import http
 from mitmproxy.net import encoding as mitm_encoding
 
+from fae.proxy.capabilities import HARNESS_ACTORS, CapabilityBook
 from fae.proxy.decode import decode_bounded, decodes_bounded
 from fae.proxy.exchange import DEFAULT_MAX_BODY_BYTES, Chunk, Exchange
 from fae.proxy.gather import Gathered
-from fae.proxy.routes import Route, RouteError, Upstream, parse_route
+from fae.proxy.routes import Route, RouteError, Upstream, parse_route, refusal
 from fae.store import bodies
+from fae.util.credentials import KEY_HEADER
 from fae.util.trim import trim_heap
 
 ROUTE_KEY = "fae_route"
-_ADDED_HEADERS = ("x-fae-run", "x-fae-actor", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-prefix")
+CAPABILITY_HEADER = "x-fae-capability"
+"""The run's capability, told to the stack's own upstreams so the MCP server can call FHIR back through the proxy."""
+_ADDED_HEADERS = (
+    "x-fae-run",
+    "x-fae-actor",
+    CAPABILITY_HEADER,
+    KEY_HEADER,
+    "x-forwarded-host",
+    "x-forwarded-proto",
+    "x-forwarded-prefix",
+)
+_IDENTITY_HEADER = "x-fae-identity"  # fae.fhir.audit's: only the harness's own actors may present one
 EXCHANGE_KEY = "fae_exchange"
+REFUSED_KEY = "fae_refused"
 _TOO_LARGE = "body exceeds mitmproxy's body_size_limit"
 
 
@@ -158,14 +172,30 @@ def _declared_size(headers: http.Headers) -> int | None:
 
 
 class RecordingAddon:
-    """Routes ``/run/{run}/{actor}/{upstream}/...`` to its upstream and records the exchange."""
+    """Routes ``/run/{run}/{actor}/{capability}/{upstream}/...`` to its upstream and records the exchange.
+
+    A request whose capability is not the live one of its (run, actor), or whose path its actor may not
+    reach (``fae.proxy.routes.refusal``), is answered 403 and never forwarded. When its capability is a
+    live one, the refusal is recorded in the run that capability belongs to (what was asked, and why it
+    was refused); one with no live capability belongs to no run and is only counted (``refused``).
+    """
 
     def __init__(
-        self, upstreams: dict[str, Upstream], sink: ExchangeSink, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+        self,
+        upstreams: dict[str, Upstream],
+        sink: ExchangeSink,
+        *,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        capabilities: CapabilityBook | None = None,
+        stack_key: str | None = None,
     ):
         self.upstreams = upstreams
         self.sink = sink
         self.max_body_bytes = max_body_bytes
+        self.capabilities = capabilities if capabilities is not None else CapabilityBook()
+        self.stack_key = stack_key
+        self.refused = 0
+        """Requests refused with no live capability: they belong to no run, so no run records them."""
         self.stream_bytes = bodies.BODY_FILE_BYTES
         self._trim_due = False  # a large body passed: glibc keeps its freed heap buffers resident until trimmed
         self._collect_due = False
@@ -184,12 +214,21 @@ class RecordingAddon:
         if not self.sink.healthy:
             flow.response = _error_response(503, "fae proxy: the event log cannot be written; refusing traffic")
             return
+        if self._refused(flow, route):
+            return
         upstream = route.upstream
+        for name in [*_ADDED_HEADERS, *([_IDENTITY_HEADER] if route.actor not in HARNESS_ACTORS else [])]:
+            flow.request.headers.pop(name, None)  # only the proxy speaks for a run, an actor or the stack
         # tell the upstream where its clients really are, so the links it writes lead back through here
         if not upstream.base_path:
             flow.request.headers["x-forwarded-host"] = flow.request.host_header or ""
             flow.request.headers["x-forwarded-proto"] = flow.request.scheme
-            flow.request.headers["x-forwarded-prefix"] = f"/run/{route.run_id}/{route.actor}/{upstream.name}"
+            flow.request.headers["x-forwarded-prefix"] = (
+                f"/run/{route.run_id}/{route.actor}/{route.capability}/{upstream.name}"
+            )
+        if upstream.embedded and self.stack_key:
+            flow.request.headers[KEY_HEADER] = self.stack_key
+            flow.request.headers[CAPABILITY_HEADER] = route.capability
         flow.request.scheme = upstream.scheme
         flow.request.host = upstream.host
         flow.request.port = upstream.port
@@ -201,6 +240,30 @@ class RecordingAddon:
         declared = _declared_size(flow.request.headers)
         if declared is not None and declared >= self.stream_bytes:  # over the limit: mitmproxy refused it already
             flow.request.stream = _Passing(declared)
+
+    def _refused(self, flow: http.HTTPFlow, route: Route) -> bool:
+        """Answer 403 if the route's capability or path is not allowed; True if so. A refusal whose capability
+        is live is recorded in that capability's run, as its actor, with the path as it was asked."""
+        owner = self.capabilities.owner(route.capability)
+        if owner is None:
+            reason = "no live capability for this run and actor (a run's URLs stop working when it ends)"
+        elif owner != (route.run_id, route.actor):
+            reason = "this capability belongs to another run or actor"
+        else:
+            refused = refusal(route)
+            if refused is None:
+                return False
+            reason = f"{route.actor} may reach {refused}"
+        flow.response = _error_response(403, f"fae proxy: refused: {reason}")
+        if owner is None:
+            self.refused += 1
+            return True
+        run_id, actor = owner
+        flow.metadata[REFUSED_KEY] = f"refused by the proxy with 403: {reason}"
+        flow.metadata[ROUTE_KEY] = Route(
+            run_id=run_id, actor=actor, upstream=route.upstream, rest=flow.request.path, capability=route.capability
+        )
+        return True
 
     def request(self, flow: http.HTTPFlow) -> None:
         route: Route | None = flow.metadata.get(ROUTE_KEY)
@@ -221,12 +284,14 @@ class RecordingAddon:
 
     def _exchange(self, flow: http.HTTPFlow, route: Route, body: bodies.Body | None) -> Exchange:
         headers = [(k, v) for k, v in flow.request.headers.items(multi=True) if k.lower() not in _ADDED_HEADERS]
+        refused: str | None = flow.metadata.get(REFUSED_KEY)
         return Exchange(
             exchange_id=uuid.uuid4().hex,
             run_id=route.run_id,
             actor=route.actor,
             upstream=route.upstream.name,
-            kind=route.upstream.kind,
+            # a refused request reached no upstream: a plain HTTP exchange, never a FHIR interaction or tool call
+            kind="http" if refused else route.upstream.kind,
             method=flow.request.method,
             url=flow.request.url,
             path=route.rest,
@@ -235,6 +300,7 @@ class RecordingAddon:
             started_at=flow.request.timestamp_start or time.time(),
             started_mono_ns=time.monotonic_ns(),
             body_limit=self.max_body_bytes,
+            error=refused,
         )
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:

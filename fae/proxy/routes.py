@@ -1,17 +1,28 @@
-"""Attribution by path: ``/run/{run_id}/{actor}/{upstream}/{rest}``.
+"""Attribution by path: ``/run/{run_id}/{actor}/{capability}/{upstream}/{rest}``.
 
 Any HTTP client works unchanged: it is given a base URL that already names the
-run, the actor and the upstream, and the proxy strips the prefix before
-forwarding.
+run, the actor, the capability that lets that actor of that run through
+(``fae.proxy.capabilities``) and the upstream, and the proxy strips the prefix
+before forwarding. A capability in the path rather than a header is what lets
+every client take it as a plain base URL (MCP clients, the OpenAI and Anthropic
+SDKs, LangChain), and links an upstream writes lead back through the proxy with
+it. The log never keeps one (``fae.util.credentials``).
+
+Which paths an actor may reach below an upstream is decided here too
+(``refusal``): the harness's own actors reach everything, every other actor
+only the API of its own run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
+from fae.proxy.capabilities import HARNESS_ACTORS
 from fae.store.names import RUN_ID
+from fae.util.credentials import is_capability
 
 ACTORS = ("agent", "setup", "harness", "verifier", "other-user", "fault")
 UPSTREAM_KINDS = ("fhir", "llm", "mcp", "http")
@@ -27,6 +38,9 @@ class Upstream:
     name: str
     base_url: str
     kind: str
+    embedded: bool = False
+    """Started by the stack: it answers only requests carrying the stack key, which the proxy adds; an
+    embedded FHIR upstream keeps one sandbox per run (``sandbox_id``), the only one a run's agent reaches."""
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):
@@ -61,6 +75,7 @@ class Route:
     actor: str
     upstream: Upstream
     rest: str  # path below the upstream's base, starting with "/", query included
+    capability: str = ""
 
 
 class RouteError(ValueError):
@@ -68,16 +83,18 @@ class RouteError(ValueError):
 
 
 def parse_route(path: str, upstreams: dict[str, Upstream]) -> Route:
-    """Split a proxied path into its run, actor, upstream and the rest."""
+    """Split a proxied path into its run, actor, capability, upstream and the rest (checked by the caller)."""
     raw_path, sep, query = path.partition("?")
-    parts = raw_path.split("/", 5)
-    if len(parts) < 5 or parts[0] != "" or parts[1] != "run":
-        raise RouteError("path must start with /run/{run_id}/{actor}/{upstream}/")
-    _, _, run_id, actor, upstream_name, *rest = parts
+    parts = raw_path.split("/", 6)
+    if len(parts) < 6 or parts[0] != "" or parts[1] != "run":
+        raise RouteError("path must start with /run/{run_id}/{actor}/{capability}/{upstream}/")
+    _, _, run_id, actor, capability, upstream_name, *rest = parts
     if not _RUN_ID.fullmatch(run_id):
         raise RouteError(f"run id {run_id!r} is not valid")
     if actor not in ACTORS:
         raise RouteError(f"actor {actor!r} is not one of {', '.join(ACTORS)}")
+    if not is_capability(capability):
+        raise RouteError("path must start with /run/{run_id}/{actor}/{capability}/{upstream}/: no capability")
     upstream = upstreams.get(upstream_name)
     if upstream is None:
         known = ", ".join(sorted(upstreams)) or "none"
@@ -85,9 +102,65 @@ def parse_route(path: str, upstreams: dict[str, Upstream]) -> Route:
     tail = "/" + (rest[0] if rest else "")
     if ".." in tail.split("/"):
         raise RouteError("path may not contain '..'")
-    return Route(run_id=run_id, actor=actor, upstream=upstream, rest=tail + (sep + query if sep else ""))
+    return Route(
+        run_id=run_id,
+        actor=actor,
+        upstream=upstream,
+        rest=tail + (sep + query if sep else ""),
+        capability=capability,
+    )
 
 
-def route_url(proxy_base: str, run_id: str, actor: str, upstream: str, rest: str = "") -> str:
-    """The URL a client uses to reach ``upstream`` as ``actor`` in ``run_id``."""
-    return f"{proxy_base.rstrip('/')}/run/{run_id}/{actor}/{upstream}/{rest.lstrip('/')}"
+def sandbox_id(run_id: str) -> str:
+    """The embedded server's sandbox for a run: short, FHIR-id safe, derived from the run id."""
+    return "sb-" + hashlib.sha256(run_id.encode()).hexdigest()[:20]
+
+
+_MCP_PATHS = ("/mcp", "/sse", "/messages/")
+
+
+def _below(path: str, base: str) -> bool:
+    return path == base or path.startswith(base.rstrip("/") + "/")
+
+
+_LLM_ADMIN = ("/_fae", "/slots")
+"""Paths of a model server that change it for every run (fae's plan registry; llama.cpp's slot save,
+restore and erase): an agent reaches any other path, so an API fae does not parse (``/v1beta/...``,
+``/api/chat``) still goes through and is recorded byte for byte."""
+
+
+def _llm_path(route: Route, path: str) -> str:
+    """The path on the model server itself: the upstream's base path (``/v1`` when ``--llm-url`` names
+    the API rather than the server's root) joined to the path the agent asked for."""
+    return route.upstream.base_path.rstrip("/") + "/" + path.lstrip("/")
+
+
+def refusal(route: Route) -> str | None:
+    """Why ``route``'s actor may not reach its path, or None when it may.
+
+    The harness's actors (setup, harness) reach every path. Every other actor reaches only
+    its run's own API: on an embedded FHIR server its run's sandbox (not the sandbox list,
+    nor creating, resetting, cloning or dropping one, nor another run's); on an LLM upstream
+    every path but the server's admin routes (``_LLM_ADMIN``); on an MCP upstream its
+    transports. A path is judged percent-decoded, and ``.`` or ``..`` segments are refused.
+    """
+    if route.actor in HARNESS_ACTORS:
+        return None
+    path = unquote(route.rest.partition("?")[0])
+    if any(segment in (".", "..") for segment in path.split("/")) or "\\" in path:
+        return "a path with '.' or '..' segments"
+    kind = route.upstream.kind
+    if kind == "fhir" and route.upstream.embedded:
+        base = f"/sandbox/{sandbox_id(route.run_id)}/fhir"
+        if not _below(route.rest.partition("?")[0], base):
+            return f"only the run's own FHIR base ({base}) on the embedded server"
+    elif kind == "llm" and any(_below(_llm_path(route, path), admin) for admin in _LLM_ADMIN):
+        return "not the model server's admin routes (fae's plan registry, llama.cpp's slots)"
+    elif kind == "mcp" and not any(_below(path, allowed.rstrip("/")) for allowed in _MCP_PATHS):
+        return "only the MCP transports (/mcp, /sse, /messages/)"
+    return None
+
+
+def route_url(proxy_base: str, run_id: str, actor: str, capability: str, upstream: str, rest: str = "") -> str:
+    """The URL a client uses to reach ``upstream`` as ``actor`` in ``run_id``, with that pair's capability."""
+    return f"{proxy_base.rstrip('/')}/run/{run_id}/{actor}/{capability}/{upstream}/{rest.lstrip('/')}"

@@ -14,6 +14,7 @@ from mitmproxy.master import Master
 
 from fae.errors import RecordError
 from fae.proxy.addon import DEFAULT_MAX_BODY_BYTES, ExchangeSink, RecordingAddon
+from fae.proxy.capabilities import CapabilityBook
 from fae.proxy.faults import FaultAddon, FaultBook
 from fae.proxy.inflight import InFlightAddon, InFlightBook
 from fae.proxy.routes import Upstream, route_url
@@ -52,13 +53,26 @@ class ProxyHandle:
     """Faults armed per run for write-verification scenarios (``fae.proxy.faults``)."""
     in_flight: InFlightBook = field(default_factory=InFlightBook)
     """Each run's requests not yet recorded (``fae.proxy.inflight``), which the settle wait waits on."""
+    capabilities: CapabilityBook = field(default_factory=CapabilityBook)
+    """The live capabilities (``fae.proxy.capabilities``): ``url`` mints them, ``revoke`` ends a run's."""
+    addon: RecordingAddon | None = field(default=None, repr=False)
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
     def url(self, run_id: str, actor: str, upstream: str, rest: str = "") -> str:
-        return route_url(self.base_url, run_id, actor, upstream, rest)
+        """The URL ``actor`` of ``run_id`` reaches ``upstream`` by: the one place a capability is put in a URL."""
+        return route_url(self.base_url, run_id, actor, self.capabilities.capability(run_id, actor), upstream, rest)
+
+    def revoke(self, run_id: str) -> None:
+        """Every URL ``run_id`` was given stops working (its run has closed)."""
+        self.capabilities.revoke(run_id)
+
+    @property
+    def refused(self) -> int:
+        """Requests refused with no live capability (they belong to no run, so no run's log holds them)."""
+        return self.addon.refused if self.addon is not None else 0
 
 
 class _Started:
@@ -77,8 +91,13 @@ async def run_proxy(
     host: str = "127.0.0.1",
     port: int = 0,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    stack_key: str | None = None,
 ) -> AsyncIterator[ProxyHandle]:
-    """Serve the recording proxy until the block exits; bodies over ``max_body_bytes`` are refused (413)."""
+    """Serve the recording proxy until the block exits; bodies over ``max_body_bytes`` are refused (413).
+
+    ``stack_key`` goes, in ``fae.util.credentials.KEY_HEADER``, with every request forwarded to an
+    ``embedded`` upstream (the stack's own), and with no other.
+    """
     if max_body_bytes < 1:
         raise RecordError(f"the body size limit must be positive (got {max_body_bytes} bytes)")
     opts = options.Options()
@@ -87,8 +106,12 @@ async def run_proxy(
     started = _Started()
     book = FaultBook()
     in_flight = InFlightBook()
+    capabilities = CapabilityBook()
+    recording = RecordingAddon(
+        upstreams, sink, max_body_bytes=max_body_bytes, capabilities=capabilities, stack_key=stack_key
+    )
     master.addons.add(
-        RecordingAddon(upstreams, sink, max_body_bytes=max_body_bytes),
+        recording,
         FaultAddon(book),
         InFlightAddon(in_flight),
         started,
@@ -117,6 +140,14 @@ async def run_proxy(
             master.shutdown()
             raise RecordError(f"the recording proxy could not listen on {host}:{port}")
         try:
-            yield ProxyHandle(host=host, port=addresses[0][1], upstreams=upstreams, faults=book, in_flight=in_flight)
+            yield ProxyHandle(
+                host=host,
+                port=addresses[0][1],
+                upstreams=upstreams,
+                faults=book,
+                in_flight=in_flight,
+                capabilities=capabilities,
+                addon=recording,
+            )
         finally:
             master.shutdown()

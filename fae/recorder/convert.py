@@ -13,6 +13,7 @@ from fae.recorder.redact import Redactor
 from fae.store.bodies import BODY_FILE_BYTES, Body, Pieces
 from fae.store.events import Event, Header, HttpExchanged
 from fae.store.log import blob_hash
+from fae.store.secrets import scrub_credentials
 
 
 def _header(headers: list[tuple[str, str]], name: str) -> str:
@@ -32,10 +33,18 @@ def _large(body: Body | None, digest: str | None) -> str | None:
     return digest if body is not None and len(body) >= BODY_FILE_BYTES else None
 
 
+def _scrubbed(body: Body | None) -> Body | None:
+    """A body held whole, with fae's credentials scrubbed before it is hashed or parsed (a large one is scrubbed
+    as it is stored, ``fae.store.bodies``; other secrets, by the writer)."""
+    return scrub_credentials(body) if isinstance(body, bytes) else body
+
+
 def _scrub_encoded(exchange: Exchange, redactor: Redactor) -> tuple[Body | None, Body | None]:
     """(raw, decoded) response bodies; a compressed body whose decoded copy held a secret is re-encoded clean."""
     raw, decoded = exchange.response_body, exchange.decoded_body
-    if decoded is None or (isinstance(decoded, Pieces) and not redactor.secrets.found_in(decoded)):
+    if decoded is None:
+        return _scrubbed(raw), None
+    if isinstance(decoded, Pieces) and not redactor.secrets.found_in(decoded):
         return raw, decoded  # a large decoded body is scrubbed as it is stored (fae.store.bodies)
     clean = redactor.secrets.scrub_bytes(_whole(decoded) or b"")
     if clean is decoded:
@@ -62,6 +71,7 @@ def exchange_events(exchange: Exchange, redactor: Redactor) -> tuple[list[Event]
     url, path = redactor.url(exchange.url), redactor.path(exchange.path)
     response_headers = redactor.header_list(exchange.response_headers)
     raw_body, decoded_body = _scrub_encoded(exchange, redactor)
+    request_body = _scrubbed(exchange.request_body)
     stored_response = decoded_body if decoded_body is not None else raw_body
     http = HttpExchanged(
         exchange_id=exchange.exchange_id,
@@ -69,7 +79,7 @@ def exchange_events(exchange: Exchange, redactor: Redactor) -> tuple[list[Event]
         url=url,
         path=path,
         request_headers=tuple(Header(k, v) for k, v in request_headers),
-        request_blob=keep(exchange.request_body),
+        request_blob=keep(request_body),
         request_size=len(exchange.request_body or b""),
         status=exchange.status,
         response_headers=tuple(Header(k, v) for k, v in response_headers),
@@ -93,7 +103,7 @@ def exchange_events(exchange: Exchange, redactor: Redactor) -> tuple[list[Event]
                 exchange.exchange_id,
                 exchange.method,
                 exchange.path,
-                exchange.request_body,
+                request_body,
                 exchange.status,
                 response_headers,
                 stored_response,
@@ -104,23 +114,23 @@ def exchange_events(exchange: Exchange, redactor: Redactor) -> tuple[list[Event]
             llm_event(
                 exchange.exchange_id,
                 exchange.path,
-                exchange.request_body,
+                request_body,
                 exchange.status,
                 stored_response,
                 exchange.streamed,
                 exchange.error,
-                request_blob=_large(exchange.request_body, http.request_blob),
+                request_blob=_large(request_body, http.request_blob),
                 response_blob=_large(stored_response, http.decoded_blob or http.response_blob),
             )
         )
     elif exchange.kind == "mcp" and posted_session(exchange) is None:  # a legacy-SSE POST: see mcp_sse
         large = any(
-            body is not None and len(body) >= BODY_FILE_BYTES for body in (exchange.request_body, stored_response)
+            body is not None and len(body) >= BODY_FILE_BYTES for body in (request_body, stored_response)
         )  # read where it lies, never joined
         events.extend(
             mcp_events(
                 exchange.exchange_id,
-                exchange.request_body,
+                request_body,
                 stored_response,
                 _header(response_headers, "content-type"),
                 exchange.upstream,

@@ -10,6 +10,7 @@ from fae.recorder.mcp_sse import SsePairing
 from fae.recorder.redact import Redactor
 from fae.store.events import ChunkReceived, HttpExchanged
 from fae.store.log import blob_hash
+from fae.store.secrets import scrub_credentials
 from fae.store.writer import LogWriter, Stamped
 
 
@@ -48,7 +49,8 @@ class Recorder:
     def chunk(self, exchange: Exchange, index: int, chunk: Chunk) -> None:
         if index == 0:
             self.redactor.learn_request(exchange.request_headers, exchange.url)
-        digest = blob_hash(chunk.data)
+        data = scrub_credentials(chunk.data)  # an SSE endpoint event holds the run's capability
+        digest = blob_hash(data)
         event = ChunkReceived(
             exchange_id=exchange.exchange_id, index=index, offset_ms=chunk.offset_ms, blob=digest, size=len(chunk.data)
         )
@@ -56,7 +58,7 @@ class Recorder:
         # left several times the stream's size resident
         self.writer.submit(
             events=[Stamped(exchange.run_id, event, actor=exchange.actor, upstream=exchange.upstream)],
-            blobs={digest: chunk.data},
+            blobs={digest: data},
             side_files=exchange.chunk_bytes >= self.writer.body_file_bytes,
         )
         found = self.sse.chunk(exchange, chunk.data)

@@ -6,6 +6,12 @@ self link, a tool argument). Every value redacted in a recording, and the
 configured API key, joins this set; the writer scrubs each batch with it, in
 the raw, URL-encoded and JSON-escaped forms. A cheap substring test runs first,
 so a batch with no secret in it is passed through untouched.
+
+fae's own credentials (``fae.util.credentials``: run capabilities, stack keys)
+are scrubbed by their shape, whether or not this set has seen them, each to a
+placeholder of its own length that keeps its prefix
+(``fae-cap-redactedredactedredactedredacted``): it says what stood there, and a
+body keeps its size, so a recorded Content-Length and size still agree with it.
 """
 
 from __future__ import annotations
@@ -13,17 +19,58 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import overload
 from urllib.parse import quote, quote_plus
 
 from fae.store.bodies import Body, body_slices
-from fae.store.log import Batch, blob_hash
+from fae.store.log import Batch, RunRow, RunUpdate, VerdictRow, blob_hash
+from fae.util.credentials import CREDENTIAL_BYTES, CREDENTIAL_LENGTH, CREDENTIAL_MARK
 
 REDACTED = "[redacted]"
+_MARKER = REDACTED.encode()
 MIN_LENGTH = 8
 """Shorter values are not scrubbed from bodies: they would match ordinary text (they are still redacted where sent)."""
+_CREDENTIAL_MARKER = b"redacted" * 4  # as long as a credential's 32 hex digits, and not hex itself
+
+
+def _credential(found: re.Match[bytes]) -> bytes:
+    return b"fae-" + found.group("kind") + b"-" + _CREDENTIAL_MARKER
+
+
+def scrub_credentials(data: bytes) -> bytes:
+    """The data with every fae credential replaced by its placeholder; the same object when none occurs.
+
+    The recorder runs this before it hashes a body: a capability is in most FHIR replies' links, and a body
+    scrubbed only by the writer would be renamed, each rename then sought in every later event.
+    """
+    if CREDENTIAL_MARK not in data:
+        return data
+    clean = CREDENTIAL_BYTES.sub(_credential, data)
+    return data if clean == data else clean
+
+
+def _stream_sub(
+    pieces: Iterable[bytes | memoryview], pattern: re.Pattern[bytes], keep: int, replace: Callable
+) -> Iterator[bytes]:
+    """``pattern.sub(replace, ...)`` over a body in pieces, as if it were whole: the last ``keep`` bytes of
+    each piece wait for the next one, since a match (at most ``keep + 1`` long) can straddle two."""
+    tail = b""
+    for piece in pieces:
+        text = tail + bytes(piece)
+        settled = len(text) - keep  # a match starting before here lies wholly in ``text``
+        out, position = [], 0
+        for found in pattern.finditer(text):
+            if found.start() >= settled:
+                break
+            out += [text[position : found.start()], replace(found)]
+            position = found.end()
+        cut = max(position, settled)
+        out.append(text[position:cut])
+        tail = text[cut:]
+        yield b"".join(out)
+    yield pattern.sub(replace, tail)
 
 
 def _forms(value: str) -> set[str]:
@@ -76,31 +123,13 @@ class SecretValues:
             return frozenset(self._forms), self._pattern
 
     def scrub_stream(self, pieces: Iterable[bytes | memoryview]) -> Iterator[bytes | memoryview]:
-        """The pieces of one body with every secret form replaced, as if scrubbed whole; uncopied when none is known.
-
-        The last ``longest form - 1`` bytes of each piece wait for the next one: a form can straddle pieces.
-        """
+        """The pieces of one body with every fae credential and secret form replaced, as if scrubbed whole."""
         forms, pattern = self._compiled()
+        clean = _stream_sub(pieces, CREDENTIAL_BYTES, CREDENTIAL_LENGTH - 1, _credential)
         if pattern is None:
-            yield from pieces
+            yield from clean
             return
-        keep = max(len(f) for f in forms) - 1
-        tail = b""
-        marker = REDACTED.encode()
-        for piece in pieces:
-            text = tail + bytes(piece)
-            settled = len(text) - keep  # a form starting before here lies wholly in ``text``
-            out, position = [], 0
-            for found in pattern.finditer(text):
-                if found.start() >= settled:
-                    break
-                out += [text[position : found.start()], marker]
-                position = found.end()
-            cut = max(position, settled)
-            out.append(text[position:cut])
-            tail = text[cut:]
-            yield b"".join(out)
-        yield pattern.sub(marker, tail)
+        yield from _stream_sub(clean, pattern, max(len(f) for f in forms) - 1, lambda _: _MARKER)
 
     def rename(self, old: str, new: str) -> None:
         """A blob's hash that scrubbing changed: events naming the old one are rewritten to the new one."""
@@ -108,35 +137,38 @@ class SecretValues:
             self._renamed[old.encode()] = new.encode()
 
     def found_in(self, body: Body) -> bool:
-        """Whether any secret form occurs in the body, searched a slice at a time (a form may straddle two)."""
+        """Whether any fae credential or secret form occurs in the body, searched a slice at a time (one may
+        straddle two)."""
         forms, pattern = self._compiled()
-        if pattern is None:
-            return False
-        keep = max(len(f) for f in forms) - 1
+        patterns = [CREDENTIAL_BYTES, *([pattern] if pattern is not None else [])]
+        keep = max([CREDENTIAL_LENGTH, *(len(f) for f in forms)]) - 1
         tail = b""
         for piece in body_slices(body):
             text = tail + bytes(piece)
-            if pattern.search(text):
+            if any(p.search(text) for p in patterns):
                 return True
-            tail = text[len(text) - keep :] if keep else b""
+            tail = text[len(text) - keep :]
         return False
 
     def scrub_bytes(self, data: bytes) -> bytes:
+        """The data with every fae credential and secret form replaced; the same object when none occurs."""
+        clean = scrub_credentials(data)
         forms, pattern = self._compiled()
-        if pattern is None or not any(f in data for f in forms):
-            return data
-        return pattern.sub(REDACTED.encode(), data)
+        if pattern is None or not any(f in clean for f in forms):
+            return clean
+        return pattern.sub(_MARKER, clean)
 
     @overload
     def scrub_text(self, text: str) -> str: ...
     @overload
     def scrub_text(self, text: None) -> None: ...
     def scrub_text(self, text: str | None) -> str | None:
-        """The text with every secret form replaced; None stays None."""
-        if text is None or not self:
+        """The text with every secret form and credential replaced; None stays None."""
+        if text is None:
             return text
-        scrubbed = self.scrub_bytes(text.encode("utf-8", "surrogatepass"))
-        return scrubbed.decode("utf-8", "surrogatepass")
+        encoded = text.encode("utf-8", "surrogatepass")
+        scrubbed = self.scrub_bytes(encoded)
+        return text if scrubbed is encoded else scrubbed.decode("utf-8", "surrogatepass")
 
     def _scrub_json(self, value: dict) -> dict:
         text = json.dumps(value, sort_keys=True)
@@ -144,9 +176,8 @@ class SecretValues:
         return value if scrubbed == text else json.loads(scrubbed)
 
     def scrub_batch(self, batch: Batch) -> Batch:
-        """The batch with every secret form replaced; blobs that change get new hashes, and events follow."""
-        if not self:
-            return batch
+        """The batch with every secret form and credential replaced; blobs that change get new hashes, and events
+        follow. A batch with none in it is returned as it is."""
         blobs: dict[str, bytes] = {}
         renamed = self._renamed
         for digest, data in batch.blobs.items():
@@ -164,14 +195,31 @@ class SecretValues:
                 if old_hash in payload:
                     payload = payload.replace(old_hash, new_hash)
             events.append(row if payload is row.payload else replace(row, payload=payload))
-        return Batch(
-            blobs=blobs,
-            runs=[replace(r, agent_config=self._scrub_json(r.agent_config)) for r in batch.runs],
-            events=events,
-            updates=[
-                replace(u, error=self.scrub_text(u.error), stop_reason=self.scrub_text(u.stop_reason))
-                for u in batch.updates
-            ],
-            verdicts=[replace(v, evidence=self._scrub_json(v.evidence)) for v in batch.verdicts],
-            external=batch.external,
+        runs = [self._scrub_run(r) for r in batch.runs]
+        updates = [self._scrub_update(u) for u in batch.updates]
+        verdicts = [self._scrub_verdict(v) for v in batch.verdicts]
+        same = (
+            all(a is b for a, b in zip(blobs.values(), batch.blobs.values(), strict=True))
+            and list(blobs) == list(batch.blobs)
+            and all(a is b for a, b in zip(events, batch.events, strict=True))
+            and all(a is b for a, b in zip(runs, batch.runs, strict=True))
+            and all(a is b for a, b in zip(updates, batch.updates, strict=True))
+            and all(a is b for a, b in zip(verdicts, batch.verdicts, strict=True))
         )
+        if same:
+            return batch
+        return Batch(blobs=blobs, runs=runs, events=events, updates=updates, verdicts=verdicts, external=batch.external)
+
+    def _scrub_run(self, run: RunRow) -> RunRow:
+        config = self._scrub_json(run.agent_config)
+        return run if config is run.agent_config else replace(run, agent_config=config)
+
+    def _scrub_update(self, update: RunUpdate) -> RunUpdate:
+        error, stop_reason = self.scrub_text(update.error), self.scrub_text(update.stop_reason)
+        if error is update.error and stop_reason is update.stop_reason:
+            return update
+        return replace(update, error=error, stop_reason=stop_reason)
+
+    def _scrub_verdict(self, verdict: VerdictRow) -> VerdictRow:
+        evidence = self._scrub_json(verdict.evidence)
+        return verdict if evidence is verdict.evidence else replace(verdict, evidence=evidence)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import httpx
 
-from fae.harness.stack import open_stack
+from fae.harness.stack import open_stack, sandbox_id
 from fae.store.log import EventLog
 
 SEED = {
@@ -23,14 +23,14 @@ def test_a_client_following_links_stays_recorded(tmp_path):
 
     async def main():
         async with open_stack(log) as stack, httpx.AsyncClient() as client:
-            created = await client.post(stack.fhir_root("r1", "setup") + "sandbox?id=sb1", json=SEED)
-            assert created.json()["base"].startswith(stack.proxy.base_url + "/run/r1/setup/fhir/")
-            base = stack.proxy.url("r1", "agent", "fhir", "sandbox/sb1/fhir/")
+            created = await client.post(stack.fhir_root("r1", "setup") + f"sandbox?id={sandbox_id('r1')}", json=SEED)
+            assert created.json()["base"].startswith(stack.fhir_root("r1", "setup"))
+            base = stack.fhir_base("r1", "agent") + "/"
             page = (await client.get(base + "Patient?_count=2")).json()
             assert all(e["fullUrl"].startswith(base) for e in page["entry"])
             pages = 1
             while nxt := [link["url"] for link in page["link"] if link["relation"] == "next"]:
-                assert nxt[0].startswith(stack.proxy.base_url + "/run/r1/agent/fhir/")
+                assert nxt[0].startswith(stack.fhir_root("r1", "agent"))
                 page = (await client.get(nxt[0])).json()
                 pages += 1
             assert pages == 3
@@ -81,7 +81,7 @@ def test_state_capture_follows_every_page(tmp_path, monkeypatch):
 
     async def main():
         async with open_stack(log) as stack, httpx.AsyncClient() as client:
-            sid = __import__("fae.harness.stack", fromlist=["sandbox_id"]).sandbox_id("r1")
+            sid = sandbox_id("r1")
             await client.post(stack.fhir_root("r1", "setup") + f"sandbox?id={sid}", json=SEED)
             return await capture_state(stack, client, "r1")
 

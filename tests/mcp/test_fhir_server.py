@@ -93,7 +93,9 @@ async def test_fhir_errors_come_back_as_data_flagged_is_error(mcp_url):
     assert bad.is_error and bad.result["error"] == "OPERATION_OUTCOME" and bad.result["status"] == 422
     assert bad.result["first_expression"] == "Patient.gender"
     assert missing.is_error and missing.result["status"] == 404
-    assert unknown.is_error and unknown.result["issue_codes"] == ["not-supported"]
+    # a type R4 does not have is refused before any request, as every argument that becomes part of a URL
+    assert unknown.is_error and unknown.result["error"] == "INVALID_ARGUMENT", unknown.result
+    assert unknown.result["argument"] == "resourceType"
 
 
 async def test_bad_json_arguments_come_back_as_errors(mcp_url):

@@ -81,7 +81,7 @@ async def test_operation_outcome_comes_back_as_data(base):
 
 async def test_non_fhir_error_page_comes_back_as_http_error(base):
     async with httpx.AsyncClient(base_url=base) as client:
-        broken = await fhir_tools.searchResources(client, "Broken")
+        broken = await fhir_tools.searchResources(client, "Basic")
     assert broken["error"] == "HTTP_ERROR" and broken["status"] == 500
     assert "Internal explosion" in broken["body_excerpt"]
     assert broken["issue_count"] == 0 and "operationOutcome" not in broken

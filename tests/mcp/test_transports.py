@@ -263,3 +263,29 @@ async def test_over_sse_through_the_proxy_each_call_reaches_its_runs_fhir_base(s
         )
     assert rows == [("run-a", "mcp-fhir"), ("run-b", "mcp-fhir")]
     assert writes == [("run-a",), ("run-b",)]
+
+
+@pytest.mark.anyio
+async def test_a_legacy_session_takes_messages_from_its_own_run_only(tmp_path):
+    """A session id is in the log; another run that learns it is answered as if the session did not exist."""
+    message = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    log = EventLog(tmp_path / "log.duckdb")
+    async with serve_asgi(specs_mcp_http_app()) as port:
+        upstreams = {"mcp-specs": Upstream("mcp-specs", f"http://127.0.0.1:{port}", "mcp")}
+        async with (
+            open_writer(log) as writer,
+            run_proxy(upstreams, Recorder(writer)) as proxy,
+            httpx.AsyncClient(timeout=30) as client,
+            client.stream("GET", proxy.url("run-a", "agent", "mcp-specs", "sse")) as stream,
+        ):
+            chunks, head = stream.aiter_raw(), b""  # one iterator, never left: leaving it closes the stream
+            while b"\r\n\r\n" not in head:
+                head += await anext(chunks)
+            endpoint = head.split(b"data: ", 1)[1].split(b"\r\n", 1)[0].decode()
+            session = endpoint.partition("?")[2]
+            assert endpoint.startswith(proxy.url("run-a", "agent", "mcp-specs").removeprefix(proxy.base_url)), endpoint
+            foreign = await client.post(proxy.url("run-b", "agent", "mcp-specs", f"messages/?{session}"), json=message)
+            own = await client.post(proxy.base_url + endpoint, json=message)
+    log.close()
+    assert (foreign.status_code, foreign.text) == (404, "Could not find session")
+    assert own.status_code == 202, own.text

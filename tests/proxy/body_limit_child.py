@@ -2,7 +2,8 @@
 
     python -m tests.proxy.body_limit_child LOG MAX_BODY_BYTES [--embedded-fhir]
 
-Prints ``port PROXY_PORT``, then answers each stdin line: ``rss`` → ``rss PEAK_KIB NOW_KIB``
+Prints ``port PROXY_PORT PREFIX`` (PREFIX: the path of run ``r1``'s agent, its capability in it),
+then answers each stdin line: ``rss`` → ``rss PEAK_KIB NOW_KIB``
 (this process's peak resident size and its size now, VmHWM and VmRSS from
 /proc/self/status), ``mark`` → ``marked`` once the peak is reset to the size
 now (Linux's clear_refs; where that is refused the peak stays cumulative,
@@ -20,8 +21,8 @@ about N bytes of server-sent events, with no Content-Length),
 (that file, a decompression bomb, sent with that content-encoding). It is served as four
 upstreams: ``api`` (opaque), ``fhir``, ``llm`` and ``mcp``.
 With ``--embedded-fhir`` the embedded FHIR server runs in a process of its
-own as upstream ``real`` (kind fhir), and ``rss`` adds that process's peak and
-current size, so its own cost (it parses and stores what it is sent) is never
+own as upstream ``real`` (kind fhir; run ``r1``'s sandbox made by its setup actor), and
+``rss`` adds that process's peak and current size, so its own cost (it parses and stores what it is sent) is never
 counted as the proxy's.
 """
 
@@ -38,13 +39,15 @@ from urllib.parse import parse_qs
 
 import anyio
 import anyio.to_thread
+import httpx
 
 from fae.harness.upstream_process import upstream_process
-from fae.proxy.routes import Upstream
+from fae.proxy.routes import Upstream, sandbox_id
 from fae.proxy.server import run_proxy
 from fae.recorder.recorder import Recorder
 from fae.store.log import EventLog
 from fae.store.writer import open_writer
+from fae.util.credentials import new_stack_key
 from fae.util.serve import serve_asgi
 from tests.proxy.shaped_bodies import bundle_pieces, completion_pieces, completion_stream, tool_result_pieces
 
@@ -213,13 +216,21 @@ async def main(log_path: str, max_body: int, embedded_fhir: bool) -> None:
             "mcp": Upstream("mcp", stand_in, "mcp"),
         }
         real_pid = None
+        key = new_stack_key()
         if embedded_fhir:
-            real = await stack.enter_async_context(upstream_process(serve_fhir=True, embedded=True))
+            real = await stack.enter_async_context(upstream_process(serve_fhir=True, embedded=True, key=key))
             real_pid = real.pid
-            upstreams["real"] = Upstream("real", f"http://127.0.0.1:{real.servers['fhir'][1]}", "fhir")
+            upstreams["real"] = Upstream("real", f"http://127.0.0.1:{real.servers['fhir'][1]}", "fhir", embedded=True)
         writer = await stack.enter_async_context(open_writer(log))
-        proxy = await stack.enter_async_context(run_proxy(upstreams, Recorder(writer), max_body_bytes=max_body))
-        print(f"port {proxy.port}", flush=True)
+        proxy = await stack.enter_async_context(
+            run_proxy(upstreams, Recorder(writer), max_body_bytes=max_body, stack_key=key)
+        )
+        if embedded_fhir:
+            async with httpx.AsyncClient() as client:
+                made = await client.post(proxy.url("r1", "setup", "real", f"sandbox?id={sandbox_id('r1')}"))
+                assert made.status_code == 201, made.text
+        agent = proxy.url("r1", "agent", "api").removeprefix(proxy.base_url).removesuffix("api/")
+        print(f"port {proxy.port} {agent}", flush=True)
         while True:
             line = (await anyio.to_thread.run_sync(sys.stdin.readline)).strip()
             if line == "rss":

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 
+from fae.proxy.routes import sandbox_id
 from tests.proxy.shaped_bodies import bomb, chat_request, document_reference, tool_call
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,8 +84,9 @@ class ProxyChild:
             stdout=subprocess.PIPE,
             text=True,
         )
-        self.port = int(self._line().split()[1])
-        self.base = f"http://127.0.0.1:{self.port}/run/r1/agent/"
+        _, port, self.prefix = self._line().split()
+        self.port = int(port)
+        self.base = f"http://127.0.0.1:{self.port}{self.prefix}"
         self.opaque = self.opaque or os.urandom(self.limit - 1)  # the client's copy is never the child's
         for _ in range(3):  # warm every path once, so the baseline includes it
             for rest, content in (
@@ -161,7 +163,7 @@ class ProxyChild:
                 assert reply.status_code == 200 and sum(len(c) for c in reply.iter_raw()) > 0, encoding
 
     def _refuse(self) -> None:
-        reply = raw_post(self.port, "/run/r1/agent/api/refused", 4 * self.limit)
+        reply = raw_post(self.port, f"{self.prefix}api/refused", 4 * self.limit)
         assert not reply or reply.startswith(b"HTTP/1.1 413"), reply[:200]
 
     def cases(self) -> dict[str, Callable[[], object]]:
@@ -195,10 +197,10 @@ class ProxyChild:
 
         def read_back() -> None:
             created = self.answers["real"].json()
-            self.sent("GET", f"real/fhir/DocumentReference/{created['id']}")
+            self.sent("GET", f"real/sandbox/{sandbox_id('r1')}/fhir/DocumentReference/{created['id']}")
 
         def create() -> None:
             body = document_reference(self.limit - 4096)  # the server answers it with an id and meta added
-            self.answers["real"] = self.sent("POST", "real/fhir/DocumentReference", body)
+            self.answers["real"] = self.sent("POST", f"real/sandbox/{sandbox_id('r1')}/fhir/DocumentReference", body)
 
         return {"real FHIR create": create, "real FHIR read": read_back}

@@ -241,3 +241,35 @@ def test_conversion_redacts_before_blobs_are_made():
     assert "SECRET" not in text and "[redacted]" in text
     assert all(b"SECRET" not in blob for blob in blobs.values())
     assert [type(e).__name__ for e in events] == ["HttpExchanged", "FhirInteracted"]
+
+
+def test_a_capability_in_a_body_is_scrubbed_before_the_body_is_hashed():
+    """A FHIR reply's links carry the run's capability: the recorder hands the writer a clean body under its own
+    hash, so the writer never renames it (each rename is then sought in every later event)."""
+    from fae.store.log import blob_hash
+    from fae.util.credentials import new_capability
+
+    capability = new_capability()
+    link = f"http://127.0.0.1:9/run/r1/agent/{capability}/fhir/sandbox/s/fhir/Patient/p1"
+    body = json.dumps({"resourceType": "Patient", "id": "p1", "link": link}).encode()
+    exchange = Exchange(
+        exchange_id="x",
+        run_id="r1",
+        actor="agent",
+        upstream="fhir",
+        kind="fhir",
+        method="PUT",
+        url="http://127.0.0.1:8/sandbox/s/fhir/Patient/p1",
+        path="/sandbox/s/fhir/Patient/p1",
+        request_headers=[],
+        request_body=body,
+        started_at=0.0,
+        started_mono_ns=0,
+        status=200,
+        response_body=body,
+    )
+    events, blobs = exchange_events(exchange, Redactor())
+    clean = body.replace(capability.encode(), b"fae-cap-" + b"redacted" * 4)
+    assert blobs == {blob_hash(clean): clean}
+    assert (events[0].request_blob, events[0].response_blob) == (blob_hash(clean), blob_hash(clean))
+    assert len(clean) == len(body)  # the placeholder keeps the body's size

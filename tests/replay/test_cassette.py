@@ -241,3 +241,25 @@ def test_the_request_key_normalises_anthropic_tool_use_ids_and_tool_result_times
     assert base == request_key("POST", "/v1/messages", request("toolu_b", "2026-02-02T00:00:00Z", "Varga"))
     assert base != request_key("POST", "/v1/messages", request("toolu_a", "2025-01-01T00:00:00Z", "Vargo"))
     assert base != request_key("POST", "/v1/chat/completions", request("toolu_a", "2025-01-01T00:00:00Z", "Varga"))
+
+
+def test_a_log_from_before_capabilities_and_one_after_replay_alike():
+    """A recording's links have one of three shapes: no capability (logs from before them), the capability's
+    placeholder (what a log stores now), a live capability (what a replay's agent sends): one request key."""
+
+    def request(link: str) -> bytes:
+        result = {"resourceType": "Bundle", "link": [{"relation": "self", "url": link}], "entry": []}
+        return json.dumps(
+            {"model": "m", "messages": [{"role": "tool", "tool_call_id": "c", "content": json.dumps(result)}]}
+        ).encode()
+
+    tail = "fhir/sandbox/sb-1/fhir/Patient?name=x"
+    shapes = [
+        f"http://127.0.0.1:1/run/r.v0/agent/{tail}",
+        f"http://127.0.0.1:2/run/r.v0/agent/fae-cap-{'redacted' * 4}/{tail}",
+        f"http://127.0.0.1:3/run/r.v0.replay1/agent/fae-cap-{'0a' * 16}/{tail}",
+    ]
+    keys = {request_key("POST", "/v1/chat/completions", request(link)) for link in shapes}
+    assert len(keys) == 1
+    other = request_key("POST", "/v1/chat/completions", request(shapes[0].replace("name=x", "name=y")))
+    assert other not in keys
