@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         ReplayReport,
         Rule,
         RunContext,
+        Study,
         SuiteResult,
         Verdict,
         add_task_dir,
@@ -35,7 +36,9 @@ if TYPE_CHECKING:
         register_judge,
         rejudge,
         replay,
+        stats,
         tasks,
+        write_report,
     )
 
 __all__ = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-_PLACEHOLDERS = {"str": "TEXT", "int": "N", "float": "NUMBER", "bool": "BOOL"}
+_PLACEHOLDERS: dict[str, str] = {"str": "TEXT", "int": "N", "float": "NUMBER", "bool": "BOOL"}
 
 
 def _placeholder(option: Any) -> str:
@@ -20,7 +20,7 @@ def _placeholder(option: Any) -> str:
         return "DIR"
     if option.type_descriptor.is_path:
         return "PATH"
-    bare = option.bare_type()
+    bare = str(option.bare_type())
     if bare.startswith("list[") and bare.endswith("]"):
         bare = bare[5:-1]
     return _PLACEHOLDERS.get(bare, bare.upper())

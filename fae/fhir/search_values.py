@@ -12,6 +12,7 @@ import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from fae.fhir.outcome import FhirProblem
 from fae.fhir.references import parse_reference
@@ -312,7 +313,7 @@ def compare_ranges[N: (float, Decimal)](prefix: str, t_lo: N, t_hi: N, s: Compar
     if prefix == "eb":
         return t_hi <= s.low
     if prefix == "ap":
-        gap = abs(now - s.low) * 0.1 if isinstance(s.low, float) else abs(s.point) * Decimal("0.1")
+        gap: Any = abs(now - s.low) * 0.1 if isinstance(s.low, float) else abs(Decimal(s.point)) * Decimal("0.1")
         return t_hi >= s.low - gap and t_lo <= s.high + gap
     return False
 

@@ -233,13 +233,13 @@ async def _ask(stack: Any, client: httpx.AsyncClient, rendered: Rendered, book: 
         rendered, seed=request_seed(book.seed, rendered.task_id, rendered.variation), model=book.model
     )
     try:
-        try:
-            reply = await client.post(stack.llm_base(where, "harness") + "/chat/completions", json=request)
-        finally:
-            stack.revoke(where)  # the request's capability dies with it, as a run's does when it closes
-        text = reply.json()["choices"][0]["message"]["content"] or ""
+        reply = await client.post(stack.llm_base(where, "harness") + "/chat/completions", json=request)
     except httpx.HTTPError as exc:
         return Played(None, where, error=f"the paraphrase request failed: {exc!r}")
+    finally:
+        stack.revoke(where)  # the request's capability dies with it, as a run's does when it closes
+    try:
+        text = reply.json()["choices"][0]["message"]["content"] or ""
     except (ValueError, KeyError, IndexError, TypeError):
         return Played(
             None, where, error=f"the paraphrase model answered HTTP {reply.status_code} without a usable reply"

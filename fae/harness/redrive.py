@@ -13,6 +13,7 @@ first divergence; lenient records it and goes on.
 
 from __future__ import annotations
 
+import inspect
 import json
 import uuid
 from collections.abc import Callable, Mapping
@@ -141,7 +142,7 @@ async def replay_scripted(
             index = report.calls
             report.calls += 1
             tool = getattr(fhir_tools, name, None)
-            if not callable(tool) or name.startswith("_"):
+            if name.startswith("_") or not inspect.iscoroutinefunction(tool):
                 raise ReplayDrift(f"tool {name!r} is not one of the FHIR tools replay can drive", run_id=run.run_id)
             result = await tool(client, **args)
             outcome = ToolOutcome(result=result, is_error=fhir_tools.is_error_result(result))

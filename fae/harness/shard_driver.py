@@ -45,9 +45,11 @@ class ShardPool(Protocol):
 
     def wait(self, timeout: float) -> list[tuple[int, RunSpec, str | None]]:
         """Runs that came back: (recorder, spec, status, None if never started, or ``LOST``)."""
+        ...
 
     def close(self) -> bool:
         """Close every live recorder's stack (flushing its shard); whether every write reached its shard."""
+        ...
 
 
 def plan_shards(

@@ -165,6 +165,7 @@ class ShardRecorder:
     async def _one(self, spec: RunSpec) -> str | None:
         if self._stop.requested:
             return None  # never started: the next --resume records it
+        status = "interrupted"  # what the run is when its scope is cancelled before execute_run returns
         with anyio.CancelScope() as scope:
             self._in_flight[spec.run_id] = scope
             try:

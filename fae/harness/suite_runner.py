@@ -257,6 +257,7 @@ async def record_suite(
             async with limiter:
                 if stop is not None and stop.requested:
                     return  # never started: the next --resume records it
+                status = "interrupted"  # what the run is when its scope is cancelled before execute_run returns
                 with anyio.CancelScope() as scope:
                     in_flight[spec.run_id] = scope
                     try:

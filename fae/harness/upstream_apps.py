@@ -49,10 +49,10 @@ def fhir_app(engine: Any | None = None, *, audit_events: bool = False, key: str)
     from fae.fhir.app import create_app
     from fae.fhir.engine import FhirEngine
 
-    engine = engine if engine is not None else FhirEngine()
+    served: Any = FhirEngine() if engine is None else engine
     if audit_events:
-        engine.audit_events = True  # every sandbox created from now on keeps a trail
-    app: Any = create_app(engine)
+        served.audit_events = True  # every sandbox created from now on keeps a trail
+    app: Any = create_app(served)
     return require_stack_key(actor_identities(app) if audit_events else app, key)
 
 

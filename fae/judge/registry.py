@@ -163,7 +163,7 @@ def rule_set(name: str, overrides: Mapping[str, Any] | None = None) -> dict[str,
         if isinstance(default, float) and isinstance(value, int):
             value = float(value)  # settle_s=1 and settle_s=1.0 are one rule set, with one hash
         minimum = definition.rules[key].minimum
-        if minimum is not None and value < minimum:
+        if minimum is not None and isinstance(value, (int, float)) and value < minimum:
             raise JudgeError(f"rule {key} of judge {name!r} is at least {minimum:g}, got {value!r}")
         rules[key] = value
     return rules

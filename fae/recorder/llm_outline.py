@@ -43,7 +43,7 @@ def request_outline(body: Body | None, api: str) -> tuple[dict[str, Any] | None,
     first = ("system",) if system and _given(found.get(system)) else ()
     if listed is None:  # no conversation, or a Responses input given as one string: the user's
         return request, (*first, "user") if key and _is_string(found[key]) else None
-    roles = list(first)
+    roles: list[str] = list(first)
     for item in listed:
         role = field(item, "role")
         kind = field(item, "type") if role is None else None

@@ -44,7 +44,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -385,7 +385,7 @@ class Cassette:
             if reply.streamed:
                 parts = reply.chunks
 
-                async def stream() -> Any:
+                async def stream() -> AsyncIterator[bytes]:
                     for part in parts:
                         yield part
 

@@ -129,8 +129,9 @@ class BlobLocator:
         found = {h: self._seen[h] for h in wanted if h in self._seen}
         missing = wanted - found.keys()
         since_last = 0
+        cursor: Any = self._cursor
         while missing and not self._done and since_last < self.look_ahead:
-            rows = self._cursor.fetchmany(4096)
+            rows = cursor.fetchmany(4096)
             if not rows:
                 self._done = True
                 break

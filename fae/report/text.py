@@ -132,7 +132,7 @@ def rich_table(table: Table, width: int = 100) -> RichTable:
     whole = sum(min(w, 30) + 2 for _, _, w in columns) <= width - 4
     for column, numeric, widest in columns:
         out.add_column(
-            SHORT.get(column, column),
+            SHORT.get(column, column) or "",
             justify="right" if numeric else "left",
             overflow="fold",
             min_width=min(widest, 30) if whole and not numeric else None,

@@ -100,7 +100,7 @@ class LiveQueryServer:
         server_ref = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
+            def log_message(self, format: str, *args: Any) -> None:
                 return
 
             def do_POST(self) -> None:

@@ -22,6 +22,7 @@ from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from fae.errors import TaskError
 
@@ -49,7 +50,8 @@ def _from_entry_points() -> tuple[Path, ...]:
     for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
         try:
             target = point.load()
-            directory = Path(target() if callable(target) else target)
+            named: Any = target() if callable(target) else target
+            directory = Path(named)
         except Exception as exc:  # a broken plugin is named, never a traceback
             raise TaskError(f"task plugin {point.name!r} ({point.value}) failed to load: {exc}") from None
         if not directory.is_dir():
