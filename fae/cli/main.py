@@ -251,6 +251,12 @@ def record(
             suite=suite,
             scenario_dirs=scenarios_dir,
         )
+        from fae.harness.model_server import serial_warning
+
+        # an external FHIR server takes one run at a time; otherwise --concurrency runs (shared by any workers)
+        warning = serial_warning(llm_url, 1 if fhir_url else concurrency)
+        if warning:
+            err.print(warning)
         with progress("recording", len(specs), lines=True) as step:
 
             def advance(spec: Any, status: str) -> None:
