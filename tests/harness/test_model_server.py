@@ -26,7 +26,7 @@ def model_server(props: Any, status: int = 200) -> Iterator[str]:
     seen: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+        def do_GET(self) -> None:
             seen.append(self.path)
             body = props if isinstance(props, bytes) else json.dumps(props).encode()
             self.send_response(status if self.path == "/props" else 404)
@@ -35,7 +35,7 @@ def model_server(props: Any, status: int = 200) -> Iterator[str]:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             return
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
