@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -39,6 +40,8 @@ class AgentContext:
     fhir_direct: str | None = None
     variation: int = 0
     fhir_direct_headers: dict[str, str] = field(default_factory=dict, repr=False)
+    upstreams: dict[str, str] = field(default_factory=dict)
+    """The agent's own servers (an A2A agent's), by the names it declared in ``upstreams``, through the proxy."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,16 @@ class Agent(Protocol):
     def config(self) -> dict[str, Any]: ...
 
     async def run(self, ctx: AgentContext) -> AgentResult: ...
+
+
+def declared_upstreams(agents: Iterable[Agent]) -> dict[str, str]:
+    """The servers the agents talk to themselves (``agent.upstreams``: name → base URL), for the stack to proxy."""
+    found: dict[str, str] = {}
+    for agent in agents:
+        for name, url in getattr(agent, "upstreams", {}).items():
+            if found.setdefault(name, url) != url:
+                raise ValueError(f"upstream {name!r} is declared for two servers: {found[name]} and {url}")
+    return found
 
 
 def agent_slug(spec: str) -> str:

@@ -1,4 +1,4 @@
-"""Agents by name: a prefix registry (``gold``, ``plan:``, ``scenario:``, ``langchain:``, plugins' own)."""
+"""Agents by name: a prefix registry (``gold``, ``plan:``, ``scenario:``, ``langchain:``, ``a2a:``, plugins' own)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from fae.agents.a2a_agent import build_a2a_agent, check_url
 from fae.agents.base import Agent
 from fae.agents.langchain_agent import build_langchain_agent, spec_options
 from fae.agents.langchain_configs import configuration
@@ -82,6 +83,7 @@ for _prefix, _factory in (
     ("plan", _plan),
     ("scenario", _scenario),
     ("langchain", _langchain),
+    ("a2a", build_a2a_agent),
 ):
     register_agent(_prefix, _factory)
 
@@ -104,8 +106,8 @@ def build_agent(spec: str, **llm_options: Any) -> Agent:
     fae's prefixes: ``gold`` / ``scripted:gold`` and ``plan:PATH`` (scripted agents),
     ``scenario:NAME`` (write-verification scenarios), ``langchain:CONFIG[@MODEL]``
     with CONFIG one of baseline, specs, memory-nospec, memory-spec, memory-spec+specs
-    (see docs/agents.md). ``llm_options`` (model, api_key, timeout_s, max_retries)
-    go to every factory; scripted agents ignore them.
+    (see docs/agents.md), ``a2a:URL`` (an agent served over A2A). ``llm_options`` (model, api_key,
+    timeout_s, max_retries) go to every factory; scripted and A2A agents ignore them.
     """
     factories = agent_factories()
     _known_prefix(spec, factories)
@@ -139,6 +141,8 @@ def check_agent(spec: str) -> None:
         config_name, _, query = spec.removeprefix("langchain:").partition("@")[0].partition("?")
         configuration(config_name)
         spec_options(spec, query)
+    elif prefix == "a2a":
+        check_url(spec.removeprefix("a2a:"))
 
 
 def _usage(prefix: str) -> str:
@@ -148,4 +152,5 @@ def _usage(prefix: str) -> str:
         "plan": "plan:PATH",
         "scenario": "scenario:NAME",
         "langchain": "langchain:CONFIG[@MODEL]",
+        "a2a": "a2a:URL",
     }.get(prefix, f"{prefix}[:...]")

@@ -308,6 +308,7 @@ def agent_context(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent) -> A
         fhir_direct=direct[0] if direct else None,
         fhir_direct_headers=direct[1] if direct else {},
         variation=spec.variation,
+        upstreams=stack.agent_upstreams(spec.run_id, getattr(agent, "upstreams", {})),
     )
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 from anyio.from_thread import start_blocking_portal
 
-from fae.agents.base import Agent
+from fae.agents.base import Agent, declared_upstreams
 from fae.agents.prefixes import build_agent
 from fae.errors import LogInUse, RecordError
 from fae.harness.interrupt import StopRequest
@@ -137,7 +137,11 @@ class ShardRecorder:
             add_scenario_dir(folder)
         self._agents: dict[str, Agent] = {name: build_agent(name, **job.llm_options) for name in job.agent_names}
         self._rendered, self._run_options = job.rendered, job.run_options
-        stack_options = {**job.stack_options, "redactor": Redactor(**job.redaction)}
+        stack_options = {
+            **job.stack_options,
+            "redactor": Redactor(**job.redaction),
+            "agent_upstreams": declared_upstreams(self._agents.values()),
+        }
         self._in_flight: dict[str, anyio.CancelScope] = {}
         self._stop = StopRequest()
         self._exit = ExitStack()

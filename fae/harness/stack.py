@@ -15,7 +15,7 @@ so the proxy, the writer and the agents have this process's core to themselves.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +77,9 @@ class Stack:
     """The child process serving the FHIR and MCP servers (``processes=2``), or None when they run here."""
     stack_key: str = field(default="", repr=False)
     """The key the stack's own upstreams require (the proxy adds it); see ``direct_fhir``."""
+    agent_upstream_names: frozenset[str] = frozenset()
+    """Upstreams that are agents' own servers (an A2A agent): reached with the agent's capability, their faults
+    the agent's."""
 
     def fhir_base(self, run_id: str, actor: str) -> str:
         """The proxied FHIR base a client uses in ``run_id`` as ``actor``."""
@@ -111,14 +114,14 @@ class Stack:
     async def unreachable(self, timeout_s: float = 5.0) -> str | None:
         """The first part of the stack that accepts no connection (proxy, FHIR, MCP servers), or None.
 
-        The LLM is left out: it is the agent's own upstream, and its faults are the agent's.
+        The LLM and the agents' own servers are left out: their faults are the agent's.
         """
         parts = {
             "the recording proxy": self.proxy.base_url,
             **{
                 f"the {name} upstream": upstream.base_url
                 for name, upstream in self.proxy.upstreams.items()
-                if upstream.kind != "llm"
+                if upstream.kind != "llm" and name not in self.agent_upstream_names
             },
         }
         for part, base in parts.items():
@@ -131,6 +134,10 @@ class Stack:
                 return f"{part} ({url.host}:{port})"
             await stream.aclose()
         return None
+
+    def agent_upstreams(self, run_id: str, names: Iterable[str], actor: str = "agent") -> dict[str, str]:
+        """Proxied URLs of an agent's own servers (``open_stack(agent_upstreams=...)``) among ``names``."""
+        return {name: self.proxy.url(run_id, actor, name) for name in names if name in self.agent_upstream_names}
 
     def extra_mcp(self, run_id: str, actor: str = "agent") -> dict[str, str]:
         """Proxied URLs of the extra MCP servers (``specs``, ``memory:NAME``) for ``AgentContext.extra_mcp``."""
@@ -153,6 +160,7 @@ async def open_stack(
     fsync: bool = False,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     processes: int = 1,
+    agent_upstreams: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Stack]:
     """Start everything a recording needs; yields when all of it is listening.
 
@@ -170,6 +178,8 @@ async def open_stack(
     ``max_body_bytes``: the proxy answers 413 to a larger request body (and records that it did).
     ``processes``: 1 serves everything in this process; 2 serves the embedded FHIR server and the
     MCP servers in a child process (see ``fae.harness.upstream_process``).
+    ``agent_upstreams``: servers the agents talk to themselves (``fae.agents.base.declared_upstreams``: an A2A
+    agent's), name → base URL, put behind the proxy as plain HTTP upstreams, recorded byte for byte.
     """
     if processes not in PROCESS_CHOICES:
         raise FaeError(f"processes must be 1 or 2 (got {processes})")
@@ -216,6 +226,10 @@ async def open_stack(
             upstreams["fhir"] = Upstream("fhir", fhir_url.rstrip("/"), "fhir")
         if llm_url:
             upstreams["llm"] = Upstream("llm", llm_url.rstrip("/").removesuffix("/v1"), "llm")
+        for name, url in (agent_upstreams or {}).items():
+            if name in upstreams:
+                raise FaeError(f"an agent's server may not be named {name!r}: the stack's own upstream is")
+            upstreams[name] = Upstream(name, url, "http")
         try:
             proxy = await stack.enter_async_context(
                 run_proxy(upstreams, Recorder(writer, redactor), max_body_bytes=max_body_bytes, stack_key=key)
@@ -232,4 +246,5 @@ async def open_stack(
             audit_events=audit_events,
             upstream_pid=child_pid,
             stack_key=key,
+            agent_upstream_names=frozenset(agent_upstreams or ()),
         )

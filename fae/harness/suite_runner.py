@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 
-from fae.agents.base import Agent, agent_slug
+from fae.agents.base import Agent, agent_slug, declared_upstreams
 from fae.agents.prefixes import build_agent
 from fae.errors import RecordError, TaskError
 from fae.harness.interrupt import StopRequest
@@ -232,6 +232,7 @@ async def record_suite(
         fsync=fsync,
         max_body_bytes=max_body_bytes,
         processes=processes,
+        agent_upstreams=declared_upstreams(agents.values()),
     ) as stack:
         if stop is not None:
             stop.bind()

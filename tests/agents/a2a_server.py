@@ -1,0 +1,125 @@
+"""An A2A agent built with the official a2a-sdk, served on 127.0.0.1, for the tests of ``a2a:URL``.
+
+Its ``behaviour`` says how its tasks end. ``fhir`` is an agent that does the task: it reads the run's
+endpoints from the message's data part, calls fae's FHIR MCP server there with the official MCP SDK
+client (the write it was given, as the task's gold plan has it) and answers with an artifact. The
+others end failed, rejected or input-required, or never end (until fae cancels the task).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx2
+from a2a.helpers.proto_helpers import get_data_parts, get_text_parts, new_task_from_user_message, new_text_part
+from a2a.helpers.proto_helpers import new_text_message as _text_message
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from starlette.applications import Starlette
+
+from fae.util.serve import serve_asgi
+
+
+@dataclass
+class Heard:
+    """What the agent was sent, for the test to compare with what fae meant to send."""
+
+    prompts: list[str] = field(default_factory=list)
+    endpoints: list[dict[str, Any]] = field(default_factory=list)
+    tool_results: list[Any] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+
+
+class FhirAgent(AgentExecutor):
+    def __init__(self, behaviour: str, write: dict[str, Any] | None, heard: Heard) -> None:
+        self.behaviour, self.write, self.heard = behaviour, write, heard
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        message = context.message
+        assert message is not None
+        task = context.current_task or new_task_from_user_message(message)
+        await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        self.heard.prompts.extend(get_text_parts(message.parts))
+        self.heard.endpoints.extend(get_data_parts(message.parts))
+        await updater.start_work()
+        say = _say(task.id, task.context_id)
+        if self.behaviour == "fail":
+            await updater.failed(say("the FHIR server is out of my reach"))
+        elif self.behaviour == "reject":
+            await updater.reject(say("I do not register patients"))
+        elif self.behaviour == "input":
+            await updater.requires_input(say("Which clinic should the patient be registered at?"))
+        elif self.behaviour == "hang":
+            await anyio.sleep_forever()  # until fae gives up and cancels the task
+        else:
+            endpoints = self.heard.endpoints[-1]
+            created = await _create(endpoints["fhir_mcp_url"], self.write or {})
+            self.heard.tool_results.append(created)
+            await updater.add_artifact([new_text_part(f"<PATIENT>{created['id']}</PATIENT>")], name="answer")
+            await updater.complete(say("registered"))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        self.heard.cancelled.append(context.task_id or "")
+        task = context.current_task
+        if task is not None:
+            await TaskUpdater(event_queue, task.id, task.context_id).cancel()
+
+
+def _say(task_id: str, context_id: str) -> Any:
+    return lambda text: _text_message(text, task_id=task_id, context_id=context_id)
+
+
+async def _create(mcp_url: str, write: dict[str, Any]) -> dict[str, Any]:
+    """One createResource call with the official MCP SDK client, at the URL the data part gave."""
+    async with httpx2.AsyncClient(timeout=30) as http, Client(streamable_http_client(mcp_url, http_client=http)) as mcp:
+        result = await mcp.call_tool("createResource", write)
+    assert not result.is_error, result
+    return json.loads(result.content[0].text)  # type: ignore[union-attr]
+
+
+def _card(url: str) -> AgentCard:
+    return AgentCard(
+        name="patient registrar",
+        description="Registers patients through fae's FHIR MCP server",
+        version="1.0.0",
+        supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")],
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain", "application/json"],
+        default_output_modes=["text/plain"],
+        skills=[AgentSkill(id="register", name="register a patient", description="FHIR writes", tags=["fhir"])],
+    )
+
+
+@asynccontextmanager
+async def a2a_server(
+    behaviour: str = "fhir", write: dict[str, Any] | None = None, *, streaming: bool = True
+) -> AsyncIterator[tuple[str, Heard]]:
+    """Serve the agent until the block exits; yields its URL and what it heard."""
+    heard = Heard()
+    where: dict[str, str] = {}
+
+    async def with_url(card: AgentCard) -> AgentCard:
+        served = _card(where["url"])
+        served.capabilities.streaming = streaming
+        return served
+
+    card = _card("http://127.0.0.1/")
+    handler = DefaultRequestHandler(FhirAgent(behaviour, write, heard), InMemoryTaskStore(), card)
+    app = Starlette(
+        routes=[*create_agent_card_routes(card, card_modifier=with_url), *create_jsonrpc_routes(handler, "/")]
+    )
+    async with serve_asgi(app) as port:
+        where["url"] = f"http://127.0.0.1:{port}/"
+        yield where["url"], heard
