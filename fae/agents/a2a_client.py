@@ -100,8 +100,8 @@ class FollowedTask:
 
     def _status(self, status: TaskStatus) -> None:
         self.state = STATES.get(status.state, "unknown")
-        if status.HasField("message"):
-            self.status_text = "\n".join(_texts(status.message.parts)) or None
+        # the latest status's message, or none: an earlier one ("looking…") is never the answer
+        self.status_text = ("\n".join(_texts(status.message.parts)) or None) if status.HasField("message") else None
 
     def _artifact(self, artifact: Artifact, *, append: bool) -> None:
         texts = _texts(artifact.parts)

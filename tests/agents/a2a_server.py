@@ -3,7 +3,8 @@
 Its ``behaviour`` says how its tasks end. ``fhir`` is an agent that does the task: it reads the run's
 endpoints from the message's data part, calls fae's FHIR MCP server there with the official MCP SDK
 client (the write it was given, as the task's gold plan has it) and answers with an artifact. The
-others end failed, rejected or input-required, or never end (until fae cancels the task).
+others end failed, rejected or input-required, never end (until fae cancels the task), or are still
+working when ``SendMessage`` is answered and found completed by the first ``GetTask`` (``later``).
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import httpx2
 from a2a.helpers.proto_helpers import get_data_parts, get_text_parts, new_task_from_user_message, new_text_part
 from a2a.helpers.proto_helpers import new_text_message as _text_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Task, TaskState
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from starlette.applications import Starlette
@@ -63,6 +65,8 @@ class FhirAgent(AgentExecutor):
             await updater.requires_input(say("Which clinic should the patient be registered at?"))
         elif self.behaviour == "hang":
             await anyio.sleep_forever()  # until fae gives up and cancels the task
+        elif self.behaviour == "later":
+            pass  # the answer to SendMessage says working; the task ends when it is polled (LaterStore)
         else:
             endpoints = self.heard.endpoints[-1]
             created = await _create(endpoints["fhir_mcp_url"], self.write or {})
@@ -75,6 +79,21 @@ class FhirAgent(AgentExecutor):
         task = context.current_task
         if task is not None:
             await TaskUpdater(event_queue, task.id, task.context_id).cancel()
+
+
+class LaterStore(InMemoryTaskStore):
+    """A store whose working tasks are found completed, with an artifact, by the first ``GetTask`` that asks."""
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        task = await super().get(task_id, context)
+        if task is not None and context.state.get("method") == "GetTask" and task.status.state == WORKING:
+            task.status.state = TaskState.TASK_STATE_COMPLETED
+            task.artifacts.add(artifact_id="late", parts=[new_text_part("done after the answer")])
+            await self.save(task, context)
+        return task
+
+
+WORKING = TaskState.TASK_STATE_WORKING
 
 
 def _say(task_id: str, context_id: str) -> Any:
@@ -116,7 +135,8 @@ async def a2a_server(
         return served
 
     card = _card("http://127.0.0.1/")
-    handler = DefaultRequestHandler(FhirAgent(behaviour, write, heard), InMemoryTaskStore(), card)
+    store = LaterStore() if behaviour == "later" else InMemoryTaskStore()
+    handler = DefaultRequestHandler(FhirAgent(behaviour, write, heard), store, card)
     app = Starlette(
         routes=[*create_agent_card_routes(card, card_modifier=with_url), *create_jsonrpc_routes(handler, "/")]
     )

@@ -173,3 +173,17 @@ def test_a_bad_a2a_url_is_one_line_before_anything_records(spec):
     with pytest.raises(PlanError, match="a2a:") as caught:
         check_agent(spec)
     assert "\n" not in str(caught.value)
+
+
+async def test_a_task_still_working_when_answered_is_polled_to_its_end(tmp_path):
+    log_path = tmp_path / "a2a-later.duckdb"
+    async with a2a_server("later", streaming=False) as (url, _):
+        specs = api.plan_runs([TASK], agents=[f"a2a:{url}"])
+        await record_suite(log_path, specs, processes=1)
+    ((status, cause, error),) = _runs(log_path).values()
+    assert status == "finished", error
+    with EventLog(log_path, read_only=True) as log:
+        methods = [json.loads(_blob(log, e[5]))["method"] for e in _a2a_exchanges(log, specs[0].run_id)[1:]]
+        _, answer = log.query("SELECT payload->>'$.text' FROM events WHERE kind = 'AnswerGiven'")
+    assert methods == ["SendMessage", "GetTask"], methods
+    assert answer == [("done after the answer",)]
