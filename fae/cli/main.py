@@ -128,7 +128,7 @@ def record(
         typer.Option(
             "--agent",
             "-a",
-            help="gold, plan:PATH, scenario:NAME or langchain:CONFIG[@MODEL] (repeatable; docs/agents.md).",
+            help="gold, plan:PATH, scenario:NAME, langchain:CONFIG[@MODEL] or a2a:URL (repeatable; docs/agents.md).",
         ),
     ] = [],
     repeats: Annotated[int, typer.Option(min=1, help="Repeats of each (task, variation, agent).")] = 1,

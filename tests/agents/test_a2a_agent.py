@@ -19,6 +19,7 @@ from fae import api
 from fae.agents.a2a_agent import TIMEOUT_ENV, upstream_name
 from fae.agents.prefixes import check_agent
 from fae.errors import PlanError
+from fae.harness.experiment_plan import agent_name
 from fae.harness.suite_runner import record_suite, render_task
 from fae.llm import PlanRegistry, create_app
 from fae.plan import ToolStep
@@ -152,14 +153,15 @@ async def test_a2a_tasks_that_do_not_complete_end_their_runs_errored_with_the_re
 
 
 async def test_an_a2a_task_that_never_ends_is_cancelled_at_the_timeout(tmp_path, monkeypatch):
-    monkeypatch.setenv(TIMEOUT_ENV, "1")
+    # the task's first events come over loopback in milliseconds: 5 s leaves a loaded machine room to send them
+    monkeypatch.setenv(TIMEOUT_ENV, "5")
     log_path = tmp_path / "a2a-hang.duckdb"
     async with a2a_server("hang") as (url, heard):
         specs = api.plan_runs([TASK], agents=[f"a2a:{url}"])
         await record_suite(log_path, specs, processes=1)
     ((status, cause, error),) = _runs(log_path).values()
     assert (status, cause) == ("errored", "agent"), error
-    assert error.endswith("the A2A task did not finish within 1 s (its last state: working)"), error
+    assert error.endswith("the A2A task did not finish within 5 s (its last state: working)"), error
     assert len(heard.cancelled) == 1  # fae asked the server to stop the task it gave up on
     with EventLog(log_path, read_only=True) as log:
         exchanges = _a2a_exchanges(log, specs[0].run_id)
@@ -187,3 +189,8 @@ async def test_a_task_still_working_when_answered_is_polled_to_its_end(tmp_path)
         _, answer = log.query("SELECT payload->>'$.text' FROM events WHERE kind = 'AnswerGiven'")
     assert methods == ["SendMessage", "GetTask"], methods
     assert answer == [("done after the answer",)]
+
+
+def test_an_experiment_configuration_names_an_a2a_agent_as_it_is():
+    assert agent_name("a2a:http://127.0.0.1:9999", "some-model") == "a2a:http://127.0.0.1:9999"
+    check_agent("a2a:http://127.0.0.1:9999/agents/fhir")
