@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from fae.agents.base import declared_upstreams
 from fae.errors import FaeError, RecordError
 from fae.memory.embeddings import DEFAULT_SPEC, Embedder, embedder_from_spec
 from fae.memory.reflection_store import MemoryStore
@@ -123,7 +124,11 @@ async def train(
         store_dir, embedder or embedder_from_spec(DEFAULT_SPEC), created_at=first_now.isoformat()
     )
     results: list[TrainedRun] = []
-    async with open_stack(log_path, llm_url=llm_url) as stack, httpx.AsyncClient(timeout=120) as client:
+    upstreams = declared_upstreams([runner])  # an A2A agent's server, behind the proxy like in any recording
+    async with (
+        open_stack(log_path, llm_url=llm_url, agent_upstreams=upstreams) as stack,
+        httpx.AsyncClient(timeout=120) as client,
+    ):
         _, existing = stack.log.query("SELECT run_id FROM runs")
         taken = {run_id for (run_id,) in existing}
         book = await fix_paraphrases(stack, rendered, paraphrase) if paraphrase is not None else None
