@@ -2,9 +2,11 @@
 
 Its ``behaviour`` says how its tasks end. ``fhir`` is an agent that does the task: it reads the run's
 endpoints from the message's data part, calls fae's FHIR MCP server there with the official MCP SDK
-client (the write it was given, as the task's gold plan has it) and answers with an artifact. The
-others end failed, rejected or input-required, never end (until fae cancels the task), or are still
-working when ``SendMessage`` is answered and found completed by the first ``GetTask`` (``later``).
+client (the write it was given, as the task's gold plan has it) and answers with an artifact.
+``claude`` is driven by its model: the official Anthropic SDK at the data part's Anthropic-compatible
+base (fae's scripted model plays the task's gold plan), its tool calls made over MCP the same way.
+The others end failed, rejected or input-required, never end (until fae cancels the task), or are
+still working when ``SendMessage`` is answered and found completed by the first ``GetTask`` (``later``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import anthropic
 import anyio
 import httpx2
 from a2a.helpers.proto_helpers import get_data_parts, get_text_parts, new_task_from_user_message, new_text_part
@@ -67,6 +70,11 @@ class FhirAgent(AgentExecutor):
             await anyio.sleep_forever()  # until fae gives up and cancels the task
         elif self.behaviour == "later":
             pass  # the answer to SendMessage says working; the task ends when it is polled (LaterStore)
+        elif self.behaviour == "claude":
+            endpoints = self.heard.endpoints[-1]
+            answer = await _tool_loop(endpoints, get_text_parts(message.parts)[0])
+            await updater.add_artifact([new_text_part(answer)], name="answer")
+            await updater.complete()
         else:
             endpoints = self.heard.endpoints[-1]
             created = await _create(endpoints["fhir_mcp_url"], self.write or {})
@@ -106,6 +114,36 @@ async def _create(mcp_url: str, write: dict[str, Any]) -> dict[str, Any]:
         result = await mcp.call_tool("createResource", write)
     assert not result.is_error, result
     return json.loads(result.content[0].text)  # type: ignore[union-attr]
+
+
+async def _tool_loop(endpoints: dict[str, Any], prompt: str, model: str = "scripted:gold") -> str:
+    """A model-driven agent: the official Anthropic SDK at the data part's Anthropic base, its tool calls made
+    with the official MCP SDK client at the data part's FHIR MCP URL, until the model answers in words."""
+    claude = anthropic.AsyncAnthropic(base_url=endpoints["anthropic_base_url"], api_key="k", max_retries=0)
+    async with (
+        httpx2.AsyncClient(timeout=30) as http,
+        Client(streamable_http_client(endpoints["fhir_mcp_url"], http_client=http)) as mcp,
+    ):
+        listed = await mcp.list_tools()
+        tools: Any = [
+            {"name": t.name, "description": t.description or "", "input_schema": t.input_schema} for t in listed.tools
+        ]
+        messages: list[Any] = [{"role": "user", "content": prompt}]
+        for _ in range(8):
+            reply = await claude.messages.create(model=model, max_tokens=1024, messages=messages, tools=tools)
+            calls = [block for block in reply.content if block.type == "tool_use"]
+            if not calls:
+                return "".join(block.text for block in reply.content if block.type == "text")
+            results = []
+            for call in calls:
+                result = await mcp.call_tool(call.name, dict(call.input))  # type: ignore[arg-type]
+                text = "".join(c.text for c in result.content if c.type == "text")  # type: ignore[union-attr]
+                results.append({"type": "tool_result", "tool_use_id": call.id, "content": text})
+            messages += [
+                {"role": "assistant", "content": [block.model_dump(exclude_none=True) for block in reply.content]},
+                {"role": "user", "content": results},
+            ]
+    raise AssertionError("the scripted model never answered")
 
 
 def _card(url: str) -> AgentCard:

@@ -22,6 +22,7 @@ from fae.errors import PlanError
 from fae.harness.experiment_plan import agent_name
 from fae.harness.suite_runner import record_suite, render_task
 from fae.llm import PlanRegistry, create_app
+from fae.llm.suite_plans import SuitePlans
 from fae.plan import ToolStep
 from fae.store.log import EventLog
 from tests.agents.a2a_server import a2a_server
@@ -110,6 +111,31 @@ async def test_an_a2a_agent_is_recorded_judged_and_rejudged(tmp_path):
 
     live, rejudged = live_against_rejudge(log_path)
     assert rejudged == live and live, (live, rejudged)
+
+
+async def test_an_a2a_agent_driven_by_its_model_is_recorded_with_its_llm_calls(tmp_path):
+    log_path = tmp_path / "a2a-claude.duckdb"
+    # fae's scripted model plays the suite task's gold plan it finds from the prompt
+    llm = create_app(PlanRegistry(fallback=SuitePlans().find))
+    async with a2a_server("claude") as (url, _):
+        specs = api.plan_runs([TASK], agents=[f"a2a:{url}"])
+        result = await record_suite(log_path, specs, llm_app=llm, processes=1)
+    assert dict(result.statuses) == {"finished": 1}, why_not_finished(log_path)
+    run_id = specs[0].run_id
+    with EventLog(log_path, read_only=True) as log:
+        _, verdicts = log.query("SELECT judge, outcome FROM verdicts WHERE run_id = ? AND batch = 'live'", [run_id])
+        _, calls = log.query(
+            "SELECT actor, api, finish_reason, tokens_known, total_tokens > 0 FROM llm_calls WHERE run_id = ? "
+            "ORDER BY seq",
+            [run_id],
+        )
+        _, tools = log.query("SELECT tool FROM tool_calls WHERE run_id = ? ORDER BY seq", [run_id])
+    assert {("task", "pass"), ("ensure_record", "created_verified")} <= set(verdicts), verdicts
+    # the model's two turns (a tool call, then the answer) are the agent's LLM calls, through the proxy
+    assert calls == [("agent", "messages", "tool_use", True, True), ("agent", "messages", "end_turn", True, True)], (
+        calls
+    )
+    assert ("createResource",) in tools, tools
 
 
 def _free_port() -> int:
