@@ -65,6 +65,12 @@ def timeout_from_env() -> float:
     return value
 
 
+def check_a2a_spec(spec: str) -> None:
+    """``a2a:URL`` and the timeout setting, checked before anything records (the SDK when the agent is built)."""
+    check_url(spec.removeprefix("a2a:"))
+    timeout_from_env()
+
+
 def run_endpoints(ctx: AgentContext) -> dict[str, Any]:
     """What the data part tells the A2A agent: the run's own proxied MCP and LLM endpoints, nothing else.
 

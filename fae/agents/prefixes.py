@@ -8,7 +8,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from fae.agents.a2a_agent import build_a2a_agent, check_url
+from fae.agents.a2a_agent import build_a2a_agent, check_a2a_spec
 from fae.agents.base import Agent
 from fae.agents.langchain_agent import build_langchain_agent, spec_options
 from fae.agents.langchain_configs import configuration
@@ -142,7 +142,7 @@ def check_agent(spec: str) -> None:
         configuration(config_name)
         spec_options(spec, query)
     elif prefix == "a2a":
-        check_url(spec.removeprefix("a2a:"))
+        check_a2a_spec(spec)
 
 
 def _usage(prefix: str) -> str:

@@ -217,6 +217,12 @@ async def test_a_task_still_working_when_answered_is_polled_to_its_end(tmp_path)
     assert answer == [("done after the answer",)]
 
 
+def test_a_bad_a2a_timeout_is_one_line_before_anything_records(monkeypatch):
+    monkeypatch.setenv(TIMEOUT_ENV, "abc")
+    with pytest.raises(PlanError, match=r"^FAE_A2A_TIMEOUT_S must be a positive number of seconds \(got 'abc'\)$"):
+        check_agent("a2a:http://127.0.0.1:9999")
+
+
 def test_an_experiment_configuration_names_an_a2a_agent_as_it_is():
     assert agent_name("a2a:http://127.0.0.1:9999", "some-model") == "a2a:http://127.0.0.1:9999"
     check_agent("a2a:http://127.0.0.1:9999/agents/fhir")
