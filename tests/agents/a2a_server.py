@@ -119,8 +119,9 @@ async def _create(mcp_url: str, write: dict[str, Any]) -> dict[str, Any]:
 async def _tool_loop(endpoints: dict[str, Any], prompt: str, model: str = "scripted:gold") -> str:
     """A model-driven agent: the official Anthropic SDK at the data part's Anthropic base, its tool calls made
     with the official MCP SDK client at the data part's FHIR MCP URL, until the model answers in words."""
-    claude = anthropic.AsyncAnthropic(base_url=endpoints["anthropic_base_url"], api_key="k", max_retries=0)
+    # every client is closed in this loop: one left to the garbage collector closes itself in a later test's loop
     async with (
+        anthropic.AsyncAnthropic(base_url=endpoints["anthropic_base_url"], api_key="k", max_retries=0) as claude,
         httpx2.AsyncClient(timeout=30) as http,
         Client(streamable_http_client(endpoints["fhir_mcp_url"], http_client=http)) as mcp,
     ):
