@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from fae.errors import FaeError
 from fae.plan import Plan
+from fae.store.events import Event
+
+Record = Callable[[Event, dict[str, bytes]], Awaitable[None]]
+"""Appends an event of the agent's own (with the blobs it names) to its run's log, as the ``agent`` actor."""
 
 STOP_REASONS = ("answered", "gave_up", "hit_cap", "errored", "no_answer")
 
@@ -42,6 +46,8 @@ class AgentContext:
     fhir_direct_headers: dict[str, str] = field(default_factory=dict, repr=False)
     upstreams: dict[str, str] = field(default_factory=dict)
     """The agent's own servers (an A2A agent's), by the names it declared in ``upstreams``, through the proxy."""
+    # what the agent saw that the proxy did not (a program's exit and stderr), written to the run's log
+    record: Record | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

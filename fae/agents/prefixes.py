@@ -10,6 +10,7 @@ from typing import Any
 
 from fae.agents.a2a_agent import build_a2a_agent, check_a2a_spec
 from fae.agents.base import Agent
+from fae.agents.command import build_command_agent
 from fae.agents.langchain_agent import build_langchain_agent, spec_options
 from fae.agents.langchain_configs import configuration
 from fae.agents.scripted_agent import ScriptedAgent
@@ -84,6 +85,7 @@ for _prefix, _factory in (
     ("scenario", _scenario),
     ("langchain", _langchain),
     ("a2a", build_a2a_agent),
+    ("cmd", build_command_agent),
 ):
     register_agent(_prefix, _factory)
 
@@ -106,8 +108,9 @@ def build_agent(spec: str, **llm_options: Any) -> Agent:
     fae's prefixes: ``gold`` / ``scripted:gold`` and ``plan:PATH`` (scripted agents),
     ``scenario:NAME`` (write-verification scenarios), ``langchain:CONFIG[@MODEL]``
     with CONFIG one of baseline, specs, memory-nospec, memory-spec, memory-spec+specs
-    (see docs/agents.md), ``a2a:URL`` (an agent served over A2A). ``llm_options`` (model, api_key,
-    timeout_s, max_retries) go to every factory; scripted and A2A agents ignore them.
+    (see docs/agents.md), ``a2a:URL`` (an agent served over A2A), ``cmd[?timeout=SECONDS]:COMMAND LINE``
+    (any program). ``llm_options`` (model, api_key, timeout_s, max_retries) go to every factory; scripted
+    and A2A agents ignore them, a program gets the model.
     """
     factories = agent_factories()
     _known_prefix(spec, factories)
@@ -115,7 +118,8 @@ def build_agent(spec: str, **llm_options: Any) -> Agent:
 
 
 def prefix_of(spec: str) -> str:
-    return spec.partition(":")[0]
+    """The registry word of a spec: before its first ``:``, less options after ``?`` (``cmd?timeout=60:...``)."""
+    return spec.partition(":")[0].partition("?")[0]
 
 
 def _known_prefix(spec: str, factories: dict[str, AgentFactory]) -> None:
@@ -135,8 +139,8 @@ def check_agent(spec: str) -> None:
     factories = agent_factories()
     _known_prefix(spec, factories)
     prefix = prefix_of(spec)
-    if prefix in ("scripted", "plan", "scenario"):
-        factories[prefix](spec)  # reads a plan file or a scenario's name: cheap, and nothing starts
+    if prefix in ("scripted", "plan", "scenario", "cmd"):
+        factories[prefix](spec)  # reads a plan file, a scenario's name or a command line: nothing starts
     elif prefix == "langchain":
         config_name, _, query = spec.removeprefix("langchain:").partition("@")[0].partition("?")
         configuration(config_name)
@@ -153,4 +157,5 @@ def _usage(prefix: str) -> str:
         "scenario": "scenario:NAME",
         "langchain": "langchain:CONFIG[@MODEL]",
         "a2a": "a2a:URL",
+        "cmd": "cmd:COMMAND LINE",
     }.get(prefix, f"{prefix}[:...]")

@@ -128,7 +128,8 @@ def record(
         typer.Option(
             "--agent",
             "-a",
-            help="gold, plan:PATH, scenario:NAME, langchain:CONFIG[@MODEL] or a2a:URL (repeatable; docs/agents.md).",
+            help="gold, plan:PATH, scenario:NAME, langchain:CONFIG[@MODEL], a2a:URL or cmd:COMMAND LINE "
+            "(repeatable; docs/agents.md).",
         ),
     ] = [],
     repeats: Annotated[int, typer.Option(min=1, help="Repeats of each (task, variation, agent).")] = 1,

@@ -139,7 +139,8 @@ async def run_experiment(
         llm_url=llm_url,
         on_progress=on_progress,
         memory_stores=stores or None,
-        llm_options={"api_key": api_key} if api_key else None,
+        # a program agent (cmd:) is told the experiment's model as FAE_MODEL; a LangChain spec names its own
+        llm_options={k: v for k, v in (("model", experiment.model), ("api_key", api_key)) if v} or None,
         paraphrase=paraphrase_of(experiment),
     )
     result.statuses, result.skipped = suite.statuses, suite.skipped

@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 
 from fae.agents.base import Agent, AgentContext, AgentResult
+from fae.agents.command import command_agent_from_config
 from fae.agents.plan_runner import PlanRun, ToolOutcome, run_plan
 from fae.errors import PlanError, ReplayDrift
 from fae.plan import Plan
@@ -284,11 +285,13 @@ def read_llm_recording(run: RunLog, log: str) -> LlmRecording:
     )
 
 
-def agent_from_config(config: dict[str, Any]) -> Agent:
-    """The agent a stored ``agent_config`` describes, rebuilt from this code (LangChain agents)."""
+def agent_from_config(config: dict[str, Any], name: str = "") -> Agent:
+    """The agent a stored ``agent_config`` describes, rebuilt from this code (LangChain and program agents)."""
+    if config.get("kind") == "command":
+        return command_agent_from_config(name, config)
     if config.get("kind") != "langchain":
         raise ReplayDrift(
-            f"fae replay re-drives scripted and langchain runs, not {config.get('kind') or 'unknown'} agents"
+            f"fae replay re-drives scripted, langchain and cmd runs, not {config.get('kind') or 'unknown'} agents"
         )
     from fae.agents.langchain_agent import OMIT, PREFIX, build_langchain_agent
 
@@ -360,7 +363,7 @@ async def replay_llm(
     cassette = Cassette(recording.calls, policy, on_miss=missed)
     config = {k: v for k, v in recording.agent_config.items() if k != "replay_of"}
     agent = ReplayedAgent(
-        agent_from_config(config),
+        agent_from_config(config, recording.agent),
         {
             "run_id": recording.run_id,
             "log": recording.log,

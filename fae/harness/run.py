@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import httpx
 
-from fae.agents.base import Agent, AgentContext, AgentError, AgentResult
+from fae.agents.base import Agent, AgentContext, AgentError, AgentResult, Record
 from fae.errors import FaeError, PlanError
 from fae.fhir.audit import IDENTITY_HEADER
 from fae.harness.interrupt import StopRequest
@@ -309,7 +309,18 @@ def agent_context(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent) -> A
         fhir_direct_headers=direct[1] if direct else {},
         variation=spec.variation,
         upstreams=stack.agent_upstreams(spec.run_id, getattr(agent, "upstreams", {})),
+        record=_agent_record(stack, spec.run_id),
     )
+
+
+def _agent_record(stack: Stack, run_id: str) -> Record:
+    """How the agent adds an event of its own to its run's log: as the ``agent`` actor, through the one writer
+    (which scrubs every secret the recording has seen from it)."""
+
+    async def record(event: ev.Event, blobs: dict[str, bytes]) -> None:
+        await stack.writer.write(events=[Stamped(run_id, event, actor="agent")], blobs=blobs)
+
+    return record
 
 
 async def _drop_sandbox(stack: Stack, client: httpx.AsyncClient, spec: RunSpec) -> None:

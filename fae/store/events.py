@@ -213,6 +213,23 @@ class AnswerGiven(Event, tag="AnswerGiven", frozen=True):
     stop_reason: str = "answered"
 
 
+class ProgramEnded(Event, tag="ProgramEnded", frozen=True):
+    """A program agent (``cmd:``) ended: how, where its answer came from, and its output, bounded, in blobs.
+
+    ``exit_code`` is None when a signal ended it (``signal``) or fae stopped it at its timeout (``timed_out``).
+    The blobs keep stdout's first and stderr's last bytes (``fae.agents.command``); the sizes are the whole.
+    """
+
+    exit_code: int | None
+    signal: str | None = None
+    timed_out: bool = False
+    answer_from: str | None = None
+    stdout_blob: str | None = None
+    stdout_bytes: int = 0
+    stderr_blob: str | None = None
+    stderr_bytes: int = 0
+
+
 class StateCaptured(Event, tag="StateCaptured", frozen=True):
     """The sandbox's resources read back by the harness after the run."""
 
@@ -246,6 +263,7 @@ AnyEvent = (
     | PromptParaphrased
     | ParaphraseMade
     | AnswerGiven
+    | ProgramEnded
     | StateCaptured
     | RunFinished
     | RunFailed

@@ -1,0 +1,214 @@
+"""The Python example program agent (docs/examples/anthropic_agent.py) recorded, judged, rejudged and replayed.
+
+Real parts only: fae's scripted LLM server on 127.0.0.1 (Anthropic Messages, streamed) playing the suite's
+gold plans, the official ``anthropic`` SDK and MCP Python SDK inside the program, the whole recording stack.
+Beside it in the same recording: programs that exit non-zero, crash and hang, each a run status with a cause.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from fae import api
+from fae.cli import app
+from fae.llm import LlmServer, PlanRegistry, create_app
+from fae.llm.suite_plans import SuitePlans
+from fae.replay.source import load_run
+from fae.store import events as ev
+from fae.store.bodies import bodies_dir
+from fae.store.log import EventLog
+from tests.run_report import live_against_rejudge, why_not_finished
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "anthropic_agent.py"
+PYTHON = shlex.quote(sys.executable)
+AGENT = f"cmd:{PYTHON} {EXAMPLE}"
+TASK = "rec-create-patient"
+SECRET = "sk-ant-test-" + "5" * 24
+FAILS = f"cmd:{PYTHON} -c 'import sys; print(\"bad key\", file=sys.stderr); sys.exit(3)'"
+CRASHES = f"cmd:{PYTHON} -c 'import os, signal; os.kill(os.getpid(), signal.SIGSEGV)'"
+HANGS = f"cmd?timeout=2:{PYTHON} -c 'import time; time.sleep(3600)'"
+LEAKS = f"cmd:{PYTHON} {Path(__file__).with_name('leaky_program.py')}"
+AGENTS = [AGENT, FAILS, CRASHES, HANGS, LEAKS]
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def llm():
+    with LlmServer(create_app(PlanRegistry(fallback=SuitePlans().find))) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def recorded(llm, tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    log = tmp_path_factory.mktemp("cmd") / "cmd.duckdb"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("ANTHROPIC_API_KEY", SECRET)  # the program's own key, from the user's environment
+        result = api.record(log, [TASK], agents=AGENTS, llm_url=llm.base_url, model="scripted:gold")
+    by_run = dict(result.runs)
+    return log, {spec.agent: by_run[spec.run_id] for spec in _specs()}
+
+
+def _specs() -> list[Any]:
+    return api.plan_runs([TASK], agents=AGENTS)
+
+
+def _run_id(agent: str) -> str:
+    return next(s.run_id for s in _specs() if s.agent == agent)
+
+
+def _events(log: Path, run_id: str) -> list[Any]:
+    with EventLog(log, read_only=True) as opened:
+        return list(load_run(opened, run_id).events)
+
+
+def _ended(log: Path, run_id: str) -> tuple[ev.ProgramEnded, dict[str, bytes]]:
+    with EventLog(log, read_only=True) as opened:
+        run = load_run(opened, run_id)
+        [ended] = [r.event for r in run.events if isinstance(r.event, ev.ProgramEnded)]
+        blobs = {h: run.body(h) for h in (ended.stdout_blob, ended.stderr_blob) if h}
+    return ended, blobs
+
+
+def test_the_example_run_finishes_and_passes_its_task(recorded):
+    log, statuses = recorded
+    assert statuses[AGENT] == "finished", why_not_finished(log)
+    rows = api.query(
+        log, "SELECT judge, outcome, passed FROM verdicts WHERE run_id = ? AND batch = 'live'", [_run_id(AGENT)]
+    )
+    task = {(r["outcome"], r["passed"]) for r in rows if r["judge"] == "task"}
+    assert task == {("pass", True)}, rows
+    ended, blobs = _ended(log, _run_id(AGENT))
+    assert (ended.exit_code, ended.answer_from) == (0, "stdout")
+    [answer] = api.query(log, "SELECT answer FROM run_summary WHERE run_id = ?", [_run_id(AGENT)])
+    assert answer["answer"] and blobs[ended.stdout_blob].decode().strip() == answer["answer"]
+
+
+def test_the_anthropic_run_s_tokens_are_the_server_s_usage_as_the_sdk_read_it(recorded):
+    log, _ = recorded
+    ended, blobs = _ended(log, _run_id(AGENT))
+    usages = [json.loads(line)["usage"] for line in blobs[ended.stderr_blob].decode().splitlines()]
+    calls = api.query(
+        log,
+        "SELECT api, stream, prompt_tokens, completion_tokens, cache_read_tokens, cache_write_tokens, tokens_known"
+        " FROM llm_calls WHERE run_id = ? ORDER BY seq",
+        [_run_id(AGENT)],
+    )
+    assert len(calls) == len(usages) == 2, (calls, usages)
+    for call, usage in zip(calls, usages, strict=True):
+        assert (call["api"], call["stream"], call["tokens_known"]) == ("messages", True, True)
+        assert (call["prompt_tokens"], call["completion_tokens"]) == (usage["input_tokens"], usage["output_tokens"])
+        assert (call["cache_read_tokens"], call["cache_write_tokens"]) == (
+            usage["cache_read_input_tokens"] or 0,
+            usage["cache_creation_input_tokens"] or 0,
+        )
+    [summary] = api.query(log, "SELECT total_tokens FROM run_summary WHERE run_id = ?", [_run_id(AGENT)])
+    assert summary["total_tokens"] == sum(u["input_tokens"] + u["output_tokens"] for u in usages)
+
+
+def test_what_the_sdks_send_is_recorded_with_the_key_redacted(recorded):
+    log, _ = recorded
+    exchanges = [r.event for r in _events(log, _run_id(AGENT)) if isinstance(r.event, ev.HttpExchanged)]
+    llm = [x for x in exchanges if x.path == "/v1/messages"]
+    mcp = [x for x in exchanges if x.path == "/mcp"]
+    assert len(llm) == 2 and all(x.streamed and x.status == 200 for x in llm)
+    for exchange in llm:
+        headers = {h.name.lower(): h.value for h in exchange.request_headers}
+        assert headers["anthropic-version"] and headers["user-agent"].startswith("AsyncAnthropic/Python")
+        # the anthropic SDK sends its key as a bearer token (x-api-key on older versions): both are secrets
+        assert {headers.get("authorization"), headers.get("x-api-key")} - {None} == {"[redacted]"}, headers
+    assert {next((h.value for h in x.request_headers if h.name == "mcp-method"), None) for x in mcp} >= {
+        "tools/list",
+        "tools/call",
+    }
+    leaked = [
+        r.event for r in _events(log, _run_id(LEAKS)) if isinstance(r.event, ev.HttpExchanged) and r.actor == "agent"
+    ]
+    assert [(x.path, x.status) for x in leaked] == [("/v1/models", 200)]
+    assert {h.value for h in leaked[0].request_headers if h.name.lower() == "x-api-key"} == {"[redacted]"}
+    ended, blobs = _ended(log, _run_id(LEAKS))
+    assert blobs[ended.stderr_blob].endswith(b"my key is [redacted]\n"), blobs  # scrubbed after the proxy saw it
+    stored = log.read_bytes() + b"".join(p.read_bytes() for p in bodies_dir(log).rglob("*") if p.is_file())
+    with EventLog(log, read_only=True) as opened:
+        stored += "".join(p for (p,) in opened.query("SELECT payload FROM events")[1]).encode()
+        stored += b"".join(bytes(b) for (b,) in opened.query("SELECT data FROM blobs WHERE NOT external")[1])
+    assert SECRET.encode() not in stored
+
+
+@pytest.mark.parametrize(
+    ("agent", "error", "exit_code", "signal", "timed_out"),
+    [
+        (FAILS, "the program exited with code 3: bad key", 3, None, False),
+        (CRASHES, "the program was killed by SIGSEGV", None, "SIGSEGV", False),
+        (HANGS, "the program ran past its timeout of 2 s and was stopped", None, None, True),
+    ],
+)
+def test_a_failing_program_is_an_errored_run_with_a_cause_never_a_harness_failure(
+    recorded, agent, error, exit_code, signal, timed_out
+):
+    log, statuses = recorded
+    assert statuses[agent] == "errored", why_not_finished(log)
+    [run] = api.query(log, "SELECT status, cause, error FROM runs WHERE run_id = ?", [_run_id(agent)])
+    assert (run["status"], run["cause"], run["error"]) == ("errored", "agent", error)
+    ended, blobs = _ended(log, _run_id(agent))
+    assert (ended.exit_code, ended.signal, ended.timed_out) == (exit_code, signal, timed_out)
+    if agent == FAILS:
+        assert blobs[ended.stderr_blob] == b"bad key\n"
+
+
+def test_rejudging_the_log_gives_the_live_verdicts(recorded):
+    log, _ = recorded
+    live, again = live_against_rejudge(log)
+    assert live and live == again
+
+
+def test_the_example_run_replays_identically(recorded, tmp_path, monkeypatch):
+    log, _ = recorded
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "any")  # the SDK wants a key to start; the cassette ignores it
+    report = api.replay(log, _run_id(AGENT), out=tmp_path / "replay.duckdb")
+    assert not report.divergences, [d.describe() for d in report.divergences]
+    assert (report.llm_calls, report.llm_played, report.matched) == (2, 2, 1)
+    [recorded_answer] = api.query(log, "SELECT answer FROM run_summary WHERE run_id = ?", [_run_id(AGENT)])
+    assert report.answer == recorded_answer["answer"]
+    [config] = api.query(tmp_path / "replay.duckdb", "SELECT agent_config FROM runs")
+    assert json.loads(config["agent_config"])["kind"] == "command"
+
+
+def test_an_experiment_file_names_a_program_agent_and_gives_it_the_experiment_s_model(llm, tmp_path, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    experiment = tmp_path / "byo.yaml"
+    experiment.write_text(
+        yaml.safe_dump(
+            {
+                "name": "byo",
+                "model": "scripted:gold",
+                "trials": 1,
+                "configurations": [AGENT],
+                "evaluation": {"tasks": [TASK], "variations": [1]},
+            }
+        )
+    )
+    log = tmp_path / "byo.duckdb"
+    result = runner.invoke(app, ["experiment", "run", str(experiment), "--log", str(log), "--llm-url", llm.base_url])
+    assert result.exit_code == 0, result.output + why_not_finished(log)
+    [run] = api.query(log, "SELECT agent, status, agent_config FROM runs")
+    assert (run["agent"], run["status"]) == (AGENT, "finished")
+    assert json.loads(run["agent_config"])["model"] == "scripted:gold"
+
+
+def test_the_command_line_refuses_a_program_it_cannot_find_in_one_line(tmp_path):
+    result = runner.invoke(
+        app, ["record", "--log", str(tmp_path / "x.duckdb"), "--task", TASK, "--agent", "cmd:no-such-agent-program"]
+    )
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "cannot find an executable program 'no-such-agent-program'" in result.output
+    assert not (tmp_path / "x.duckdb").exists()
