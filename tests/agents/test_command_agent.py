@@ -186,10 +186,17 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-SPAWNS_AND_HANGS = (
-    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'])\n"
-    "open(sys.argv[1], 'w').write(f'{os.getpid()} {child.pid}')\n"
+CHILD = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, lambda *_: (open(sys.argv[1], 'w').write('asked to stop'), sys.exit(0)))\n"
+    "print('ready', flush=True)\n"
     "time.sleep(3600)\n"
+)
+SPAWNS_AND_HANGS = (
+    f"child = subprocess.Popen([sys.executable, '-c', {CHILD!r}, sys.argv[1] + '.term'], stdout=subprocess.PIPE)\n"
+    "child.stdout.readline()\n"
+    "open(sys.argv[1], 'w').write(f'{os.getpid()} {child.pid}')\n"
+    "if len(sys.argv) < 3: time.sleep(3600)\n"
 )
 
 
@@ -199,6 +206,16 @@ def test_the_timeout_stops_the_program_and_everything_it_started(tmp_path):
     with pytest.raises(AgentError, match=r"ran past its timeout of 1 s"):
         _play(f"cmd?timeout=1:{_program(tmp_path, SPAWNS_AND_HANGS)} {pids}", recorded)
     assert recorded.ended().timed_out and recorded.ended().exit_code is None
+    program, child = map(int, pids.read_text().split())
+    assert not _alive(program) and not _alive(child)
+    assert Path(f"{pids}.term").read_text() == "asked to stop"  # the whole group got SIGTERM first
+
+
+def test_what_a_program_leaves_running_when_it_exits_is_stopped(tmp_path):
+    pids = tmp_path / "pids"
+    recorded = Recorded()
+    _play(f"cmd:{_program(tmp_path, SPAWNS_AND_HANGS)} {pids} exit", recorded)
+    assert recorded.ended().exit_code == 0
     program, child = map(int, pids.read_text().split())
     assert not _alive(program) and not _alive(child)
 
