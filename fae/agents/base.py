@@ -43,6 +43,8 @@ class AgentContext:
     fhir_bases: dict[str, str] = field(default_factory=dict)
     fhir_direct: str | None = None
     variation: int = 0
+    # the run's proxied FHIR base as the agent, only where the task allows access past MCP (``fhir_access``)
+    fhir_base: str | None = None
     fhir_direct_headers: dict[str, str] = field(default_factory=dict, repr=False)
     upstreams: dict[str, str] = field(default_factory=dict)
     """The agent's own servers (an A2A agent's), by the names it declared in ``upstreams``, through the proxy."""

@@ -28,7 +28,7 @@ SET_BY_FAE = (
     "FAE_MCP_SERVERS",
     "FAE_SPECS_MCP_URL",
     "FAE_SPECS_MCP_SSE_URL",
-    "FAE_FHIR_BASE",  # never given: no task allows an agent FHIR past MCP (docs/agents.md)
+    "FAE_FHIR_BASE",  # only where the task allows it (``fhir_access: direct``)
     OPENAI_BASE,
     ANTHROPIC_BASE,
 )
@@ -76,6 +76,8 @@ def program_env(
     if ctx.llm_base_url:
         env[OPENAI_BASE] = ctx.llm_base_url
         env[ANTHROPIC_BASE] = ctx.llm_base_url.removesuffix("/v1")
+    if ctx.fhir_base:
+        env["FAE_FHIR_BASE"] = ctx.fhir_base
     if model:
         env["FAE_MODEL"] = model
     # a user's HTTP proxy must not carry the program's calls to the recording proxy on 127.0.0.1

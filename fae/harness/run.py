@@ -309,6 +309,9 @@ def agent_context(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent) -> A
         fhir_direct_headers=direct[1] if direct else {},
         variation=spec.variation,
         upstreams=stack.agent_upstreams(spec.run_id, getattr(agent, "upstreams", {})),
+        fhir_base=stack.fhir_base(spec.run_id, "agent")
+        if getattr(rendered, "fhir_access", "mcp") == "direct"
+        else None,
         record=_agent_record(stack, spec.run_id),
     )
 

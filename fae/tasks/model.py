@@ -107,6 +107,7 @@ class Rendered(_Playable):
     answer_tags: tuple[str, ...]
     meta: Meta
     check_spec: dict[str, Any] = field(repr=False)
+    fhir_access: str = "mcp"
 
 
 def fill(value: Any, params: Mapping[str, Any], *, where: str) -> Any:
@@ -152,6 +153,7 @@ class Task:
     extra_check_name: str | None = None  # the family's name for it (the log keeps the name; the code stays here)
     source: str = ""
     derived: tuple[str, ...] = ()  # dates the agent works out from the prompt's clock; the gold may use them
+    fhir_access: str = "mcp"  # "direct": an agent may also reach its run's FHIR base itself (FAE_FHIR_BASE)
 
     @property
     def meta(self) -> Meta:
@@ -222,6 +224,7 @@ class Task:
             answer_tags=self.answer_tags,
             meta=self.meta,
             check_spec=spec,
+            fhir_access=self.fhir_access,
         )
 
     def hidden_gold_parameters(self, params: Mapping[str, Any], prompt: str) -> list[str]:

@@ -36,7 +36,9 @@ _FIELDS = {
     "min_tool_calls",
     "extra_check",
     "derived",
+    "fhir_access",
 }
+FHIR_ACCESS = ("mcp", "direct")
 
 
 class Suite(Mapping[str, Task]):
@@ -111,6 +113,9 @@ def task_from_dict(raw: Mapping[str, Any], family: str, *, source: str = "", mod
     if not tags:
         raise TaskError(f"{where}: a task needs at least one answer tag")
     derived = tuple(raw.get("derived") or ())
+    fhir_access = raw.get("fhir_access", "mcp")
+    if fhir_access not in FHIR_ACCESS:
+        raise TaskError(f"{where}: fhir_access is mcp or direct, got {fhir_access!r}")
     shape = check_problems(raw["check"])
     if shape:
         raise TaskError(f"{where}: {shape[0]}")
@@ -134,6 +139,7 @@ def task_from_dict(raw: Mapping[str, Any], family: str, *, source: str = "", mod
         extra_check_name=str(raw["extra_check"]) if extra is not None else None,
         source=source,
         derived=derived,
+        fhir_access=fhir_access,
     )
     return task
 

@@ -7,24 +7,34 @@ Beside it in the same recording: programs that exit non-zero, crash and hang, ea
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 import yaml
 from typer.testing import CliRunner
 
 from fae import api
+from fae.agents.prefixes import build_agent
 from fae.cli import app
+from fae.errors import TaskError
+from fae.harness.run import RunSpec, execute_run
+from fae.harness.stack import open_stack
 from fae.llm import LlmServer, PlanRegistry, create_app
 from fae.llm.suite_plans import SuitePlans
 from fae.replay.source import load_run
 from fae.store import events as ev
 from fae.store.bodies import bodies_dir
 from fae.store.log import EventLog
+from fae.tasks import load_suite
+from fae.tasks.sources import PACKAGED
+from fae.tasks.suite import task_from_dict
+from fae.util.data_files import read_yaml
 from tests.run_report import live_against_rejudge, why_not_finished
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -212,3 +222,36 @@ def test_the_command_line_refuses_a_program_it_cannot_find_in_one_line(tmp_path)
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "cannot find an executable program 'no-such-agent-program'" in result.output
     assert not (tmp_path / "x.duckdb").exists()
+
+
+READS_FHIR = f"cmd:{PYTHON} {Path(__file__).with_name('fhir_direct_program.py')}"
+
+
+def test_only_a_task_that_allows_direct_fhir_access_gives_the_program_its_run_s_fhir_base(tmp_path):
+    task = load_suite()[TASK]
+    allowed = dataclasses.replace(task, fhir_access="direct").render(0)
+    statuses: dict[str, str] = {}
+
+    async def record() -> None:
+        async with open_stack(tmp_path / "direct.duckdb", processes=1) as stack:
+            for run_id, rendered in (("direct", allowed), ("mcp-only", task.render(0))):
+                spec = RunSpec(run_id=run_id, task_id=TASK, variation=0, agent=READS_FHIR, repeat=0)
+                statuses[run_id] = await execute_run(stack, spec, rendered, build_agent(READS_FHIR))
+
+    anyio.run(record, backend="asyncio")
+    log = tmp_path / "direct.duckdb"
+    assert statuses == {"direct": "finished", "mcp-only": "errored"}, why_not_finished(log)
+    [answer] = api.query(log, "SELECT answer FROM run_summary WHERE run_id = 'direct'")
+    seeded = api.query(log, "SELECT count(*) AS n FROM fhir_exchanges WHERE run_id = 'direct' AND actor = 'agent'")
+    assert int(answer["answer"]) > 0 and seeded[0]["n"] == 1  # its own read, through the proxy, as the agent
+    [run] = api.query(log, "SELECT error FROM runs WHERE run_id = 'mcp-only'")
+    assert "exited with code 1: KeyError: 'FAE_FHIR_BASE'" in run["error"]
+
+
+def test_a_task_file_says_mcp_or_direct_for_its_fhir_access():
+    task = load_suite()[TASK]
+    raw = read_yaml(PACKAGED / task.source)
+    assert task_from_dict(raw, task.family, source=task.source).fhir_access == "mcp"
+    assert task_from_dict({**raw, "fhir_access": "direct"}, task.family).fhir_access == "direct"
+    with pytest.raises(TaskError, match="fhir_access is mcp or direct, got 'sideways'"):
+        task_from_dict({**raw, "fhir_access": "sideways"}, task.family)
