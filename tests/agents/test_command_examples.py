@@ -48,7 +48,8 @@ FAILS = f"cmd:{PYTHON} -c 'import sys; print(\"bad key\", file=sys.stderr); sys.
 CRASHES = f"cmd:{PYTHON} -c 'import os, signal; os.kill(os.getpid(), signal.SIGSEGV)'"
 HANGS = f"cmd?timeout=2:{PYTHON} -c 'import time; time.sleep(3600)'"
 LEAKS = f"cmd:{PYTHON} {Path(__file__).with_name('leaky_program.py')}"
-AGENTS = [AGENT, FAILS, CRASHES, HANGS, LEAKS]
+OVER_SSE = f"cmd:{PYTHON} {Path(__file__).with_name('sse_program.py')}"
+AGENTS = [AGENT, FAILS, CRASHES, HANGS, LEAKS, OVER_SSE]
 runner = CliRunner()
 
 
@@ -173,6 +174,24 @@ def test_a_failing_program_is_an_errored_run_with_a_cause_never_a_harness_failur
     assert (ended.exit_code, ended.signal, ended.timed_out) == (exit_code, signal, timed_out)
     if agent == FAILS:
         assert blobs[ended.stderr_blob] == b"bad key\n"
+
+
+def test_the_legacy_sse_url_reaches_the_run_s_fhir_mcp_server_through_the_proxy(recorded):
+    log, statuses = recorded
+    assert statuses[OVER_SSE] == "finished", why_not_finished(log)
+    [answer] = api.query(log, "SELECT answer FROM run_summary WHERE run_id = ?", [_run_id(OVER_SSE)])
+    assert answer["answer"].split() == sorted(
+        [
+            "createResource",
+            "deleteResource",
+            "getResourceById",
+            "listResourceTypes",
+            "searchResources",
+            "updateResource",
+        ]
+    )
+    paths = {e.event.path for e in _events(log, _run_id(OVER_SSE)) if isinstance(e.event, ev.HttpExchanged)}
+    assert "/sse" in paths and any(p.startswith("/messages/") for p in paths), paths
 
 
 def test_rejudging_the_log_gives_the_live_verdicts(recorded):
