@@ -35,6 +35,9 @@ SET_BY_FAE = (
 """Names fae sets (or leaves unset) for every run; ``FAE_MEMORY_<NAME>_MCP_URL`` besides."""
 _MEMORY_VARIABLE = re.compile(r"FAE_MEMORY_\w+_MCP_URL")
 _LOOPBACK = "127.0.0.1,localhost"
+NO_LLM = "http://no-llm-given-to-fae.invalid"
+"""The LLM base a program gets when the recording has no LLM: a name that never resolves (RFC 6761), so a
+model call fails, naming why, rather than reach a model unrecorded."""
 
 
 def sse_url(streamable_url: str) -> str:
@@ -73,9 +76,9 @@ def program_env(
             env["FAE_SPECS_MCP_URL"], env["FAE_SPECS_MCP_SSE_URL"] = url, sse_url(url)
         elif server.startswith("memory:"):
             env[memory_variable(server)] = url
-    if ctx.llm_base_url:
-        env[OPENAI_BASE] = ctx.llm_base_url
-        env[ANTHROPIC_BASE] = ctx.llm_base_url.removesuffix("/v1")
+    llm_base = ctx.llm_base_url or f"{NO_LLM}/v1"
+    env[OPENAI_BASE] = llm_base
+    env[ANTHROPIC_BASE] = llm_base.removesuffix("/v1")
     if ctx.fhir_base:
         env["FAE_FHIR_BASE"] = ctx.fhir_base
     if model:

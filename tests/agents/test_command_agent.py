@@ -7,6 +7,7 @@ programs never call them, they only show what they were given. ``record`` collec
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
@@ -123,6 +124,15 @@ def test_the_program_gets_the_prompt_and_its_run_s_endpoints_in_the_sdks_names(t
     assert (ended.exit_code, ended.signal, ended.timed_out, ended.answer_from) == (0, None, False, "stdout")
     assert recorded.blobs[ended.stdout_blob].decode().strip() == result.answer
     assert ended.stderr_blob is None and ended.stderr_bytes == 0
+
+
+def test_without_an_llm_the_sdks_base_urls_lead_nowhere_rather_than_to_a_model_unrecorded(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://elsewhere.example/v1")
+    command = _program(tmp_path, "print(os.environ['OPENAI_BASE_URL'], os.environ['ANTHROPIC_BASE_URL'])")
+    agent = build_agent(f"cmd:{command}")
+    context = dataclasses.replace(_context(Recorded()), llm_base_url=None)
+    answer = anyio.run(agent.run, context).answer
+    assert answer == "http://no-llm-given-to-fae.invalid/v1 http://no-llm-given-to-fae.invalid"
 
 
 def test_the_answer_file_wins_over_stdout_and_an_empty_one_does_not(tmp_path):
