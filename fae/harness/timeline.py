@@ -64,6 +64,18 @@ def describe(kind: str, payload: dict[str, Any]) -> str:
         )
     if kind == "AnswerGiven":
         return f"answer ({payload.get('stop_reason')}): {_short(payload.get('text'), 120)}"
+    if kind == "ProgramEnded":
+        how = (
+            "ran past its timeout"
+            if payload.get("timed_out")
+            else f"killed by {payload['signal']}"
+            if payload.get("signal")
+            else f"exited {payload.get('exit_code')}"
+        )
+        return (
+            f"program {how} (answer from {payload.get('answer_from') or 'nowhere'}; "
+            f"stdout {payload.get('stdout_bytes', 0)} bytes, stderr {payload.get('stderr_bytes', 0)} bytes)"
+        )
     if kind == "StateCaptured":
         return f"state captured: {payload['resource_count']} resources"
     if kind == "RunFinished":

@@ -174,6 +174,9 @@ def test_a_failing_program_is_an_errored_run_with_a_cause_never_a_harness_failur
     assert (ended.exit_code, ended.signal, ended.timed_out) == (exit_code, signal, timed_out)
     if agent == FAILS:
         assert blobs[ended.stderr_blob] == b"bad key\n"
+    shown = runner.invoke(app, ["show", _run_id(agent), "--log", str(log)])
+    how = {FAILS: "exited 3", CRASHES: "killed by SIGSEGV", HANGS: "ran past its timeout"}[agent]
+    assert shown.exit_code == 0 and f"program {how} (answer from nowhere" in shown.output, shown.output
 
 
 def test_the_legacy_sse_url_reaches_the_run_s_fhir_mcp_server_through_the_proxy(recorded):
