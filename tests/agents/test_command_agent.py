@@ -11,6 +11,7 @@ import dataclasses
 import json
 import shlex
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -187,13 +188,24 @@ def test_a_program_killed_by_a_signal_errors_the_run(tmp_path):
     assert (recorded.ended().exit_code, recorded.ended().signal) == (None, "SIGKILL")
 
 
-def _alive(pid: int) -> bool:
+def _running(pid: int) -> bool:
     """A process that exists and is not a zombie (a container's init may not reap what it inherits)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (FileNotFoundError, IndexError):
         return False
     return state not in ("Z", "X")
+
+
+def _alive(pid: int, within_s: float = 30.0) -> bool:
+    """Still running ``within_s`` after fae's stop returned: SIGKILL is sent when it returns, and on a loaded
+    machine the kernel may take a moment to end a process that was handling SIGTERM (polled, not timed)."""
+    deadline = time.monotonic() + within_s
+    while _running(pid):
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 CHILD = (
