@@ -76,11 +76,34 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
         pass  # the group has ended already
 
 
+def _group_running(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs (a zombie does not: a container's init may never reap the
+    children it inherits). Read from /proc; where there is none, the group is taken as ended."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return False
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended while we looked
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
 async def _stop(process: Process) -> None:
-    """SIGTERM to the program's whole group, SIGKILL after the grace period; returns when the program is gone."""
+    """SIGTERM to the program's whole group, SIGKILL to what still runs of it after the grace period (the program
+    and what it started: each gets the grace to clean up, not only the program); returns when the program is gone."""
     _signal_group(process.pid, signal.SIGTERM)
     with anyio.move_on_after(STOP_GRACE_S):
         await process.wait()
+        while _group_running(process.pid):
+            await anyio.sleep(0.05)
     _signal_group(process.pid, signal.SIGKILL)
     await process.wait()
 
