@@ -526,9 +526,11 @@ app.command("curate")(user_errors(_curate))
 
 from fae.cli.study import report as _report  # noqa: E402
 from fae.cli.study import stats as _stats  # noqa: E402
+from fae.cli.view import view as _view  # noqa: E402
 
 app.command("stats")(user_errors(_stats))
 app.command("report")(user_errors(_report))
+app.command("view")(user_errors(_view))
 
 
 def build_cli() -> Any:

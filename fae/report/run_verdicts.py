@@ -24,6 +24,7 @@ class ShownVerdict:
     passed: bool | None
     reasons: list[str]  # ``verdict_reasons``: none for a pass
     batch: str | None
+    evidence: Any = None  # as the judge wrote it (a JSON string or value), for a page that shows it whole
 
 
 def run_verdicts(reader: Any, run_id: str) -> list[ShownVerdict]:
@@ -38,7 +39,7 @@ def run_verdicts(reader: Any, run_id: str) -> list[ShownVerdict]:
         rules = json.loads(rule_set) if isinstance(rule_set, str) else (rule_set or {})
         label = rule_set_label(rules if isinstance(rules, dict) else {"rule_set": rules}, digest, empty="")
         reasons = verdict_reasons(judge, outcome, passed, evidence)
-        shown.append(ShownVerdict(judge, label, outcome, passed, reasons, batch))
+        shown.append(ShownVerdict(judge, label, outcome, passed, reasons, batch, evidence))
     return shown
 
 

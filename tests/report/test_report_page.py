@@ -8,6 +8,7 @@ import re
 from typer.testing import CliRunner
 
 from fae.cli.main import app
+from fae.report.explorer.markup import SCRIPT
 from fae.report.html import render_report
 from fae.report.scope import Scope, Table
 from fae.report.study import Study
@@ -40,7 +41,9 @@ def test_the_report_is_self_contained_and_the_same_every_time(tmp_path):
     text = pages[0]
     assert pages[0] == pages[1], "two reports of one log differ"
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", text), "the page loads something remote"
-    assert "<script" not in text and "@import" not in text
+    assert text.count("<script") == 1 and f"<script>{SCRIPT}</script>" in text, "a script besides the sorter"
+    assert "@import" not in text
+    assert 'id="summary"' in text and "Configuration × task" in text
     for figure in FIGURES:
         assert re.search(rf'id="{figure}".*?<svg\b', text, re.S), figure
     assert text.count("<summary>SQL") == len(FIGURES) + text.count('class="table"')
@@ -61,7 +64,7 @@ def test_every_value_on_the_page_is_escaped_text():
     shown = html.escape(visible(hostile))
     table = Table("t", hostile, "SELECT 1", ["configuration", hostile], [(hostile, 1.0)], note=hostile)
     study = Study(Scope(experiment=hostile, phase=hostile), {"t": table}, shared_model=hostile)
-    page = render_report(study, [], log_name=hostile)
+    page = render_report(study, [], log_name=hostile).replace(f"<script>{SCRIPT}</script>", "")
     assert "<script" not in page and "<img" not in page and "\u202e" not in page and "\x1b" not in page
     # the cell, the column, the title twice (heading, contents), the note, the scope (experiment, phase), the
     # model, the log's name twice (title, header)
