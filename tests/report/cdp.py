@@ -53,7 +53,7 @@ class Chromium:
             time.sleep(0.1)
         port = int(port_file.read_text().split()[0])
         pages = [t for t in httpx.get(f"http://127.0.0.1:{port}/json/list").json() if t["type"] == "page"]
-        self.socket = connect(pages[0]["webSocketDebuggerUrl"], max_size=None, open_timeout=timeout)
+        self.socket = connect(pages[0]["webSocketDebuggerUrl"], max_size=None, open_timeout=timeout).__enter__()
         self.next_id = 0
         self.events: list[dict[str, Any]] = []
         self.console: list[str] = []
@@ -112,18 +112,26 @@ class Chromium:
         return found["result"].get("value")
 
     def click(self, selector: str) -> None:
-        """Press and release the left mouse button at the centre of the first element ``selector`` finds, and
-        wait for the page it leads to."""
+        """Press and release the left mouse button at the centre of the first element ``selector`` finds (of its
+        first line box: a link that wraps has a gap in the middle of its bounding box), and wait for the page
+        it leads to."""
+        # a page takes input only once it has drawn a frame: a screenshot makes it draw one now
+        self.call("Page.captureScreenshot", format="png", clip={"x": 0, "y": 0, "width": 1, "height": 1, "scale": 1})
         box = self.value(
             f"(() => {{const e = document.querySelector({json.dumps(selector)}); if (!e) return null;"
-            " e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
+            " e.scrollIntoView({block: 'center'}); const r = e.getClientRects()[0];"
             " return [r.left + r.width / 2, r.top + r.height / 2];})()"
         )
         assert box, f"nothing matches {selector}"
         self.events.clear()
+        self.call("Input.dispatchMouseEvent", type="mouseMoved", x=box[0], y=box[1])
         for kind in ("mousePressed", "mouseReleased"):
             self.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
-        self.wait_for("Page.loadEventFired")
+        try:
+            self.wait_for("Page.loadEventFired")
+        except (AssertionError, TimeoutError):
+            found = self.value(f"document.querySelector({json.dumps(selector)}).outerHTML")
+            raise AssertionError(f"a click on {found} at {box} led nowhere; at {self.value('location.href')}") from None
 
     def screenshot(self, target: Path, width: int, most: int = 2400) -> Path:
         """The page at ``width`` CSS pixels, as tall as its content up to ``most``, as a PNG."""
@@ -132,6 +140,7 @@ class Chromium:
         self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
         shot = self.call("Page.captureScreenshot", format="png")
         target.write_bytes(base64.b64decode(shot["data"]))
+        self.call("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=False)
         return target
 
     def close(self) -> None:

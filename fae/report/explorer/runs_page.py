@@ -91,7 +91,7 @@ def runs_page(reader: Any, query: Mapping[str, str], *, log_name: str) -> str:
         pages.append(f'<a href="{href("/runs", {**shown, "offset": offset + PAGE})}">later →</a>')
     head = "".join(f"<th>{text(c)}</th>" for c in COLUMNS)
     table = (
-        f'<div class="scroll"><table class="data"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody>'
+        f'<div class="scroll"><table class="data runs"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody>'
         "</table></div>"
         if rows
         else '<p class="note">no runs</p>'

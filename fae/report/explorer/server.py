@@ -12,7 +12,7 @@ Content-Security-Policy.
 from __future__ import annotations
 
 import html
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -79,7 +79,9 @@ def serve(explorer: Explorer, host: str = "127.0.0.1", port: int = 0) -> HTTPSer
         def log_message(self, format: str, *args: Any) -> None:
             pass  # a request is not news; errors are pages
 
-    return HTTPServer((host, port), Handler)
+    server = ThreadingHTTPServer((host, port), Handler)  # a browser holds idle preconnected sockets open
+    server.daemon_threads = True
+    return server
 
 
 def port_of(server: HTTPServer) -> int:
