@@ -121,11 +121,12 @@ def pass_curves(study: Study) -> Figure | None:
     for r in rows:
         series[_label(r, single, study.shared_model)].append(r)
     fig, ax = new_figure(5.5)
+    one_k = len({r["k"] for r in rows}) == 1  # then the series sit side by side around k, not on one point
     for c, (config, found) in enumerate(series.items()):
         color = COLORS[c % len(COLORS)]
-        ks = [r["k"] for r in found]
+        ks = [r["k"] + (0.04 * (c - (len(series) - 1) / 2) if one_k else 0) for r in found]
         ax.plot(ks, [r["pass_hat_k"] for r in found], "-o", color=color, label=f"{config.replace(chr(10), ' ')} pass^k")
-        ax.plot(ks, [r["pass_at_k"] for r in found], "--", color=color, alpha=0.6)
+        ax.plot(ks, [r["pass_at_k"] for r in found], "--x", color=color, alpha=0.6)  # x: seen for one k too
     ax.set_xlabel("k")
     ax.set_ylabel("pass^k (solid), pass@k (dashed)")
     ax.set_ylim(0, 1.05)

@@ -8,7 +8,10 @@ from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_svg import RendererSVG
+from matplotlib.collections import LineCollection
+from matplotlib.container import BarContainer
 from matplotlib.figure import Figure as MplFigure
+from matplotlib.patches import Rectangle
 from matplotlib.typing import RcKeyType
 
 # applied only while the report draws (rc_context), so an embedding program's settings are left alone
@@ -20,7 +23,61 @@ STYLE: dict[RcKeyType, Any] = {
     "axes.spines.top": False,
     "axes.spines.right": False,
 }
-COLORS = ("#3b6ea8", "#d9822b", "#4a9a5b", "#b8443f", "#7d5ba6", "#8c6d4f", "#c76fa8", "#7f7f7f")
+COLORS = (
+    "#0072b2",  # blue        (Okabe & Ito's colour-blind-safe set first: the common case of few series)
+    "#e69f00",  # orange
+    "#009e73",  # bluish green
+    "#cc79a7",  # reddish purple
+    "#56b4e9",  # sky blue
+    "#d55e00",  # vermillion
+    "#332288",  # indigo      (then Paul Tol's muted set: told apart by dichromats too, and from the first)
+    "#999933",  # olive
+    "#882255",  # wine
+    "#44aa99",  # teal
+    "#000000",  # black
+    "#ddcc77",  # sand
+)
+"""Twelve distinct series colours, each told apart by colour-blind readers (deuteranopia, protanopia,
+tritanopia): Okabe & Ito's palette less its yellow (too pale on white), then Paul Tol's muted scheme less the
+hues it shares. A figure of more series than this repeats one; no figure of the report draws that many."""
+
+ZERO = "all zero"
+"""Said across an axes whose every value is zero, so an empty-looking chart is never read as missing data."""
+
+
+def _bars(ax: Axes) -> list[Rectangle]:
+    return [p for c in ax.containers if isinstance(c, BarContainer) for p in c.patches if isinstance(p, Rectangle)]
+
+
+def mark_zeros(ax: Axes) -> None:
+    """A zero bar drawn as a thick line at zero in its colour (a 0 % bar is seen, not missing), and an axes
+    whose every bar and line is zero says so across it. An axes with a drawing other than bars, lines and error
+    bars (a violin, a box, whose legend entries are empty bars; a scatter) is left as it is, and so is a zero
+    segment of a stack (it would read as a line between its neighbours)."""
+    if any(line.get_gid() == "zero" for line in ax.lines) or any(t.get_text() == ZERO for t in ax.texts):
+        return  # marked already
+    if any(not isinstance(c, LineCollection) for c in ax.collections):
+        return
+    if any(not isinstance(p, Rectangle) for p in ax.patches):
+        return
+    bars = _bars(ax)
+    heights = [p.get_height() for p in bars]
+    lines = [y for line in ax.lines for y in line.get_ydata()]  # type: ignore[union-attr]
+    for bar in bars:
+        if bar.get_height() == 0 and bar.get_width() > 0 and bar.get_y() == 0:
+            x = bar.get_x()
+            ax.plot(
+                [x, x + bar.get_width()],
+                [0, 0],
+                color=bar.get_facecolor(),
+                linewidth=3,
+                solid_capstyle="butt",
+                gid="zero",
+            )
+    errors = [y for c in ax.collections for segment in c.get_segments() for _, y in segment]  # type: ignore[attr-defined]
+    values = [v for v in (*heights, *lines, *errors) if v == v]  # NaN (no value) is neither zero nor not
+    if values and all(v == 0 for v in values):
+        ax.text(0.5, 0.5, ZERO, transform=ax.transAxes, ha="center", va="center", fontsize=13, color="#555555")
 
 
 def svg(fig: MplFigure) -> str:
@@ -30,6 +87,7 @@ def svg(fig: MplFigure) -> str:
     past them: leaving the rest out of the layout gives the same box without measuring every artist.
     """
     for ax in fig.axes:
+        mark_zeros(ax)
         for artist in (*ax.patches, *ax.lines, *ax.collections):
             artist.set_in_layout(False)
     width, height = fig.get_size_inches() * 72
@@ -46,8 +104,8 @@ def short_name(configuration: str, model: str | None) -> str:
 
 
 def legend(ax: Axes) -> None:
-    """The legend beside the axes, outside the data."""
-    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    """The legend right beside the axes, outside the data, in type a reader can read."""
+    ax.legend(frameon=False, fontsize=8.5, loc="upper left", bbox_to_anchor=(1.0, 1), borderaxespad=0.3)
 
 
 def new_figure(width: float, height: float = 3.6) -> tuple[MplFigure, Axes]:

@@ -41,7 +41,9 @@ margin:2px 0}.t{color:#555;font-variant-numeric:tabular-nums;display:inline-bloc
 li.k-LlmCalled{border-color:#0072b2}li.k-ToolCalled{border-color:#e69f00}li.k-HttpExchanged{border-color:#009e73}
 li.k-FhirInteracted{border-color:#56b4e9}li.k-AnswerGiven{border-color:#cc79a7}li.k-RunFailed,li.fault{border-color:#d55e00;
 background:#fff4ee}.diff-add{color:#1a7f37}.diff-del{color:#b3261e}
-.grid td{text-align:center}.grid td:first-child,table.runs td:first-child{white-space:nowrap;text-align:left}
+.grid td{text-align:center}
+.grid th{white-space:normal;min-width:5em;max-width:11em;overflow-wrap:anywhere}
+.grid td:first-child,table.runs td:first-child{white-space:nowrap;text-align:left}
 @media (max-width:900px){main{padding:4px 8px 30px}section{padding:10px 10px}}
 """
 
