@@ -20,11 +20,13 @@ SEED = {
     "entry": [
         {"resource": {"resourceType": "Patient", "id": "p1", "name": [{"family": "Keep"}]}},
         {"resource": {"resourceType": "Patient", "id": "gone", "name": [{"family": "Gone"}]}},
+        {"resource": {"resourceType": "Patient", "id": "same", "meta": {"versionId": "1"}}},
     ],
 }
 END = [
     {"resourceType": "Patient", "id": "p1", "name": [{"family": ATTACK}], "meta": {"versionId": "2"}},
     {"resourceType": "Observation", "id": "o1", "note": [{"text": LINK}]},
+    {"resourceType": "Patient", "id": "same", "meta": {"versionId": "3", "lastUpdated": "2025-01-01T00:00:00Z"}},
 ]
 BODY = {"resourceType": "Patient", "id": "p1", "name": [{"family": ATTACK}], "photo": [{"url": LINK}]}
 
@@ -44,7 +46,7 @@ def build_explorer_log(path: Path) -> Path:
     batch.updates.append(RunUpdate(HOSTILE_RUN, "finished", ended_at=started + timedelta(seconds=9)))
     batch.events += [
         _event(0, ev.RunStarted(task_id="T1", variation=0, agent="A", prompt=ATTACK), actor="harness"),
-        _event(1, ev.SandboxSeeded(sandbox="s", fhir_base="b", resource_count=2, seed_blob=blob_hash(seed)), "harness"),
+        _event(1, ev.SandboxSeeded(sandbox="s", fhir_base="b", resource_count=3, seed_blob=blob_hash(seed)), "harness"),
         _event(
             2,
             ev.LlmCalled(
@@ -73,7 +75,7 @@ def build_explorer_log(path: Path) -> Path:
         ),
         _event(4, ev.ToolCalled(tool="updateResource", arguments={"family": ATTACK}, result={"url": LINK})),
         _event(6, ev.AnswerGiven(text=f'{ATTACK}<a href="{LINK}">click</a>')),
-        _event(7, ev.StateCaptured(resource_count=2, state_blob=blob_hash(end)), actor="harness"),
+        _event(7, ev.StateCaptured(resource_count=3, state_blob=blob_hash(end)), actor="harness"),
         _event(8, ev.RunFinished()),
     ]
     batch.verdicts.append(

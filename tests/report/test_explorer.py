@@ -92,8 +92,9 @@ def test_a_run_page_holds_its_timeline_in_time_order_its_verdicts_and_its_state_
     assert "3.500 s" in shown
     # the verdict, its reason in words and its evidence
     assert "task" in shown and "fail" in shown and "evidence" in shown
-    # the state diff: Observation/o1 added, Patient/gone removed, Patient/p1 changed (meta ignored)
-    assert "2 resources seeded, 2 at the end: 1 added, 1 removed, 1 changed, 0 unchanged" in shown
+    # the state diff: Observation/o1 added, Patient/gone removed, Patient/p1 changed, Patient/same only
+    # stamped anew by the server (meta), so unchanged
+    assert "3 resources seeded, 3 at the end: 1 added, 1 removed, 1 changed, 1 unchanged" in shown
     assert "+ Observation/o1" in shown and "− Patient/gone" in shown and "~ Patient/p1" in shown
     assert '-      "family": "Keep"' in shown
 
@@ -107,6 +108,11 @@ def test_a_cells_link_lists_exactly_its_runs_and_each_links_to_its_page(explorer
     assert "6 runs" in "".join(tags.text)
     _, modes = explorer.answer("/runs?configuration=A&failure_mode=incorrect_order")
     assert modes.count('href="/run/') == 1 and 'href="/run/A.T1.v1.r1"' in modes, modes
+    # a run id is percent-encoded whole in its link, so no id can end the path or start a query
+    _, hostile = explorer.answer("/runs?configuration=A&task_id=T1&variation=0")
+    encoded = "/run/" + quote(HOSTILE_RUN, safe="")
+    assert f'href="{encoded}"' in hostile, hostile
+    assert explorer.answer(encoded)[0] == 200
     _, none = explorer.answer("/runs?configuration=A&task_id=nothing%27%20OR%201=1")
     assert "0 runs" in none and 'href="/run/' not in none
 
