@@ -70,6 +70,11 @@ def verdicts_html(reader: Any, run_id: str) -> str:
     )
 
 
+def _fact(value: Any) -> Any:
+    """A list (failure modes) as its items joined the way run_results prints them, none when empty."""
+    return ("+".join(map(str, value)) or "none") if isinstance(value, list) else value
+
+
 def _facts(reader: Any, run_id: str) -> dict[str, Any]:
     columns, rows = reader.query(f"SELECT {', '.join(FACTS)} FROM run_results WHERE run_id = ?", [run_id])
     if rows:
@@ -88,7 +93,9 @@ def run_page(reader: Any, run_id: str, *, log_name: str) -> str | None:
     if not facts:
         return None
     listed = "".join(
-        f"<tr><th>{text(name)}</th><td>{text(value)}</td></tr>" for name, value in facts.items() if value is not None
+        f"<tr><th>{text(name)}</th><td>{text(_fact(value))}</td></tr>"
+        for name, value in facts.items()
+        if value is not None
     )
     timeline, count = timeline_html(reader, run_id)
     back = href("/runs", {k: facts.get(k) for k in ("configuration", "task_id")})
