@@ -113,6 +113,14 @@ def test_a_cells_link_lists_exactly_its_runs_and_each_links_to_its_page(explorer
     encoded = "/run/" + quote(HOSTILE_RUN, safe="")
     assert f'href="{encoded}"' in hostile, hostile
     assert explorer.answer(encoded)[0] == 200
+    # the runs that flip between two configurations: A failed where B passed on the same task, variation, trial
+    _, flipped = explorer.answer("/runs?experiment=e&phase=eval&configuration=A&versus=B&strict=false")
+    assert sorted(flipped.split('href="/run/')[1:][i].split('"')[0] for i in range(3)) == [
+        "A.T1.v1.r1",
+        "A.T2.v0.r0",
+        "A.T2.v1.r1",
+    ], flipped
+    assert flipped.count('href="/run/') == 3
     _, none = explorer.answer("/runs?configuration=A&task_id=nothing%27%20OR%201=1")
     assert "0 runs" in none and 'href="/run/' not in none
 
@@ -147,6 +155,9 @@ def test_the_report_links_each_cell_that_stands_for_runs_only_when_served(tmp_pa
     assert "/runs?configuration=A&task_id=T1" in links, "the grid's cell A × T1"
     assert "/runs?experiment=e&phase=eval&configuration=A&failure_mode=tool_error" in links, "a failure mode"
     assert "/runs?experiment=e&phase=eval&configuration=B&difficulty=2" in links, "a difficulty slice"
+    flips = "/runs?experiment=e&amp;phase=eval&amp;configuration=A&amp;versus=B&amp;strict="
+    assert f'href="{flips}false">3</a>' in page, "only_b: A failed where B passed, 3 times"
+    assert f'href="{flips}true">0</a>' in page, "only_a: A passed where B failed, never"
     written = tmp_path / "report.html"
     result = CliRunner().invoke(app, ["report", "--log", str(log), "-o", str(written)])
     assert result.exit_code == 0, result.output

@@ -12,7 +12,10 @@ BASE = ("experiment", "phase", "configuration")
 SLICES = ("difficulty", "family")
 OWN = {"failure_mode": "failure_mode", "tool": "tool", "task_id": "task_id"}
 """A column whose value is itself a filter of the runs list."""
-LINKED = ("configuration", "runs", "value", "a", "b", *OWN)
+LINKED = ("configuration", "runs", "value", "a", "b", "only_a", "only_b", *OWN)
+FLIPPED = {"only_a": "true", "only_b": "false"}
+"""The paired table's discordant counts: a's runs that passed where b's failed (only_a), or failed where b's
+passed (only_b), on the same task, variation and trial: the runs that flip between the two."""
 
 
 def cell_link(table: Table, column: str, row: tuple[Any, ...]) -> str | None:
@@ -23,6 +26,8 @@ def cell_link(table: Table, column: str, row: tuple[Any, ...]) -> str | None:
     query: dict[str, Any] = {k: values[k] for k in BASE if values.get(k) is not None}
     if column in ("a", "b"):  # the paired table: each side is a configuration
         return href("/runs", {**query, "configuration": values[column]}) if values.get(column) else None
+    if column in FLIPPED and values.get("a") and values.get("b"):
+        return href("/runs", {**query, "configuration": values["a"], "versus": values["b"], "strict": FLIPPED[column]})
     if "configuration" not in query:
         return None
     if values.get("slice") in SLICES and values.get("value") not in (None, "?"):

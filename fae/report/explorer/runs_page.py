@@ -53,6 +53,14 @@ def run_filter(query: Mapping[str, str]) -> tuple[str, list[Any]]:
     if "strict" in query:
         terms.append("CAST(strict AS VARCHAR) = ?")
         params.append(query["strict"])
+    if "versus" in query:  # the runs whose strict outcome differs from the other configuration's same run
+        terms.append(
+            "EXISTS (SELECT 1 FROM run_results y WHERE y.configuration = ? AND y.task_id = run_results.task_id"
+            " AND y.variation = run_results.variation AND y.trial = run_results.trial"
+            " AND coalesce(y.experiment, '') = coalesce(run_results.experiment, '')"
+            " AND coalesce(y.phase, '') = coalesce(run_results.phase, '') AND y.strict <> run_results.strict)"
+        )
+        params.append(query["versus"])
     if "tool" in query:
         terms.append(
             "run_id IN (SELECT run_id FROM events WHERE kind = 'ToolCalled' AND actor = 'agent'"
