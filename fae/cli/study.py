@@ -15,6 +15,14 @@ from fae.errors import FaeError
 LogOption = Annotated[Path, typer.Option("--log", "-l", help="The DuckDB event log.", envvar="FAE_LOG")]
 ExperimentOption = Annotated[str | None, typer.Option("--experiment", "-e", help="Only this experiment's runs.")]
 PhaseOption = Annotated[str | None, typer.Option(help="Only this phase's runs (train or eval).")]
+PooledOption = Annotated[
+    bool,
+    typer.Option(
+        "--pooled",
+        help="One group per configuration over every experiment and phase in scope (the reference paper pools"
+        " its four experiments); default: one per experiment and phase.",
+    ),
+]
 PriceOption = Annotated[
     list[str],
     typer.Option(
@@ -53,6 +61,7 @@ def stats(
     log: LogOption = Path("fae.duckdb"),
     experiment: ExperimentOption = None,
     phase: PhaseOption = None,
+    pooled: PooledOption = False,
     price: PriceOption = [],
     prices_file: PricesOption = [],
     pair: PairOption = [],
@@ -69,7 +78,14 @@ def stats(
     prices, pairs = _options(price, prices_file, pair)
     with steps("stats") as on_step:
         study = compute(
-            log, experiment=experiment, phase=phase, prices=prices, pairs=pairs, tables=table or None, on_step=on_step
+            log,
+            experiment=experiment,
+            phase=phase,
+            pooled=pooled,
+            prices=prices,
+            pairs=pairs,
+            tables=table or None,
+            on_step=on_step,
         )
     chosen = [t for t in study.tables.values() if not table or t.name in table]
     if as_json:
@@ -90,6 +106,7 @@ def report(
     output: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write.")] = Path("report.html"),
     experiment: ExperimentOption = None,
     phase: PhaseOption = None,
+    pooled: PooledOption = False,
     price: PriceOption = [],
     prices_file: PricesOption = [],
     pair: PairOption = [],
@@ -99,7 +116,9 @@ def report(
 
     prices, pairs = _options(price, prices_file, pair)
     with steps("report") as on_step:
-        write(log, output, experiment=experiment, phase=phase, prices=prices, pairs=pairs, on_step=on_step)
+        write(
+            log, output, experiment=experiment, phase=phase, pooled=pooled, prices=prices, pairs=pairs, on_step=on_step
+        )
     screen().print(f"wrote {output}")
 
 

@@ -9,6 +9,8 @@ from fae.plan import ToolStep
 from fae.store.log import EventLog
 from fae.store.task_meta import TaskMetaRow, missing_task_variations, write_task_meta
 from fae.tasks.fixture import BUILTIN_TASK, render_builtin
+from fae.tasks.judged import judged_task
+from fae.tasks.mutant_writes import WRITE_CALLS
 from fae.tasks.scenarios import TASK_ID as SCENARIO_TASK
 from fae.tasks.scenarios import render as render_scenario
 from fae.tasks.suite import rendered_task
@@ -29,15 +31,20 @@ def task_meta_row(task_id: str, variation: int) -> TaskMetaRow:
             meta.min_tool_calls,
             _tool_steps(rendered.gold_plan),
         )
-    plan = None
     try:
         if task_id == BUILTIN_TASK:
-            plan = render_builtin(variation).gold_plan
+            other = render_builtin(variation)
         elif task_id == SCENARIO_TASK:
-            plan = render_scenario(variation).gold_plan
+            other = render_scenario(variation)
+        else:
+            return TaskMetaRow(task_id, variation, None, None, None, None, None)
     except FaeError:
-        plan = None
-    return TaskMetaRow(task_id, variation, None, None, None, None, _tool_steps(plan) if plan is not None else None)
+        return TaskMetaRow(task_id, variation, None, None, None, None, None)
+    # no suite metadata: the task writes when the task its runs keep (fae.tasks.judged) names records to write,
+    # or its gold plan writes (the built-in fixture's check names no target)
+    steps = [s for s in other.gold_plan.steps if isinstance(s, ToolStep)]
+    writes = bool(judged_task(other).targets) or any(s.call in WRITE_CALLS for s in steps)
+    return TaskMetaRow(task_id, variation, None, None, writes, None, _tool_steps(other.gold_plan))
 
 
 def _tool_steps(plan) -> int:

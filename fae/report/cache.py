@@ -32,9 +32,7 @@ class CachedScope:
         self.cached = f"scope AS (SELECT * FROM {CACHED})"
         self.made: set[str] = set()
         # in run_id order: the tables' float aggregates then add in one order every time (same log, same bytes)
-        cursor.execute(
-            f"CREATE OR REPLACE TEMP TABLE {CACHED} AS SELECT * FROM run_results WHERE {scope.where()} ORDER BY run_id"
-        )
+        cursor.execute(f"CREATE OR REPLACE TEMP TABLE {CACHED} AS {scope.select()} ORDER BY run_id")
 
     def query(self, sql: str, params: list[Any] | None = None) -> tuple[list[str], list[tuple]]:
         try:

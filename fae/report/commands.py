@@ -26,6 +26,7 @@ def study(
     *,
     experiment: str | None = None,
     phase: str | None = None,
+    pooled: bool = False,
     prices: PriceTable | None = None,
     pairs: Sequence[tuple[str, str]] | None = None,
     tables: Sequence[str] | None = None,
@@ -33,7 +34,7 @@ def study(
 ) -> Study:
     """Every analysis of the log's runs in scope (or the ``tables`` named), each table with its SQL;
     ``on_step(done, total, name)`` as each table starts."""
-    scope = Scope(experiment, phase)
+    scope = Scope(experiment, phase, pooled)
     with study_log(log) as opened, cached_scope(opened, scope) as source:
         return compute_study(
             source,
@@ -51,6 +52,7 @@ def report(
     *,
     experiment: str | None = None,
     phase: str | None = None,
+    pooled: bool = False,
     prices: PriceTable | None = None,
     pairs: Sequence[tuple[str, str]] | None = None,
     on_step: Step | None = None,
@@ -62,7 +64,7 @@ def report(
         raise FaeError(f"cannot write the report to {output}: no directory {folder}")
     told = on_step or (lambda done, total, name: None)
     found, figures, grid, steps = report_parts(
-        log, experiment=experiment, phase=phase, prices=prices, pairs=pairs, on_step=told
+        log, experiment=experiment, phase=phase, pooled=pooled, prices=prices, pairs=pairs, on_step=told
     )
     told(steps - 1, steps, "page")
     written = write_report(found, figures, output, log_name=Path(log).name, cells=grid)
@@ -75,6 +77,7 @@ def report_page(
     *,
     experiment: str | None = None,
     phase: str | None = None,
+    pooled: bool = False,
     prices: PriceTable | None = None,
     pairs: Sequence[tuple[str, str]] | None = None,
     on_step: Step | None = None,
@@ -82,7 +85,7 @@ def report_page(
     """The report as `fae view` serves it: the same page, every cell that stands for runs linked to them."""
     told = on_step or (lambda done, total, name: None)
     found, figures, grid, steps = report_parts(
-        log, experiment=experiment, phase=phase, prices=prices, pairs=pairs, on_step=told
+        log, experiment=experiment, phase=phase, pooled=pooled, prices=prices, pairs=pairs, on_step=told
     )
     told(steps - 1, steps, "page")
     return render_report(found, figures, log_name=Path(log).name, cells=grid, linked=True)
@@ -93,6 +96,7 @@ def report_parts(
     *,
     experiment: str | None,
     phase: str | None,
+    pooled: bool = False,
     prices: PriceTable | None,
     pairs: Sequence[tuple[str, str]] | None,
     on_step: Step,
@@ -105,7 +109,7 @@ def report_parts(
         planned[0] = total
         on_step(done, total, name)
 
-    scope = Scope(experiment, phase)
+    scope = Scope(experiment, phase, pooled)
     with Drawing() as drawing:  # matplotlib loads in the children while the queries run here
         with study_log(log) as opened, cached_scope(opened, scope) as source:
 

@@ -10,74 +10,28 @@ from typing import Any, cast
 import matplotlib
 import numpy as np
 from matplotlib import cbook
-from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 
+from fae.report import figures_paper as paper
 from fae.report.distributions import GRID, Distribution, Spread
 from fae.report.figure_cost import cost_front
-from fae.report.plotting import COLORS, STYLE, legend, new_figure, short_name, svg
+from fae.report.plotting import (
+    COLORS,
+    STYLE,
+    bars,
+    from_zero,
+    label_of,
+    labels_of,
+    legend,
+    new_figure,
+    say_empty,
+    short_name,
+    svg,
+    tick,
+)
 from fae.report.scope import FIGURES, Figure, Table
 from fae.report.study import Study
 from fae.util.visible import visible
-
-
-def _label(row: dict, single: bool, model: str | None) -> str:
-    configuration = short_name(str(row["configuration"]), model)
-    if single:
-        return configuration
-    return "/".join(str(row[k]) for k in ("experiment", "phase") if row[k] is not None) + f"\n{configuration}"
-
-
-def _from_zero(ax: Axes) -> None:
-    """A quantity that cannot be negative starts at 0 (and an all-zero one still shows an axis)."""
-    top = ax.get_ylim()[1]
-    ax.set_ylim(0, top if top > 0.06 else 1)
-
-
-def _labels(table: Table, model: str | None) -> tuple[bool, list[str]]:
-    rows = table.dicts()
-    single = len({(r.get("experiment"), r.get("phase")) for r in rows}) <= 1
-    return single, list(dict.fromkeys(_label(r, single, model) for r in rows))
-
-
-def _tick(ax: Axes, labels: list[str]) -> None:
-    longest = max((len(line) for label in labels for line in label.split("\n")), default=0)
-    crowded = longest * len(labels) > 90
-    ax.set_xticks(range(len(labels)), labels, rotation=25 if crowded else 0, ha="right" if crowded else "center")
-
-
-def success_bars(study: Study) -> Figure | None:
-    table = study["success"]
-    rows = [r for r in table.dicts() if r["slice"] == "all"]
-    if not rows:
-        return None
-    single, _ = _labels(table, study.shared_model)
-    labels = [_label(r, single, study.shared_model) for r in rows]
-    fig, ax = new_figure(max(4.5, 1.3 * len(rows)))
-    x = range(len(rows))
-    ax.bar(
-        [i - 0.2 for i in x],
-        [r["strict_mean"] for r in rows],
-        0.4,
-        yerr=[r["strict_std"] or 0 for r in rows],
-        capsize=3,
-        color=COLORS[0],
-        label="strict",
-    )
-    ax.bar(
-        [i + 0.2 for i in x],
-        [r["light_mean"] or 0 for r in rows],
-        0.4,
-        yerr=[r["light_std"] or 0 for r in rows],
-        capsize=3,
-        color=COLORS[1],
-        label="light",
-    )
-    _tick(ax, labels)
-    ax.set_ylabel("success rate (%)")
-    ax.set_ylim(0, 105)
-    legend(ax)
-    return Figure("fig-success", "Success rate per configuration, mean ± std over trials", table.sql, svg(fig))
 
 
 def success_by(study: Study, slice_name: str) -> Figure | None:
@@ -85,26 +39,28 @@ def success_by(study: Study, slice_name: str) -> Figure | None:
     rows = [r for r in table.dicts() if r["slice"] == slice_name]
     if not rows:
         return None
-    single, _ = _labels(table, study.shared_model)
-    configs = list(dict.fromkeys(_label(r, single, study.shared_model) for r in rows))
+    single, _ = labels_of(table, study.shared_model)
+    configs = list(dict.fromkeys(label_of(r, single, study.shared_model) for r in rows))
     values = sorted({r["value"] for r in rows})
     fig, ax = new_figure(max(4.5, 0.9 * len(values) * max(1, len(configs)) * 0.5 + 2))
     width = 0.8 / len(configs)
     for c, config in enumerate(configs):
-        found = {r["value"]: r for r in rows if _label(r, single, study.shared_model) == config}
-        ax.bar(
+        found = {r["value"]: r for r in rows if label_of(r, single, study.shared_model) == config}
+        bars(
+            ax,
             [i + c * width - 0.4 + width / 2 for i in range(len(values))],
             [found[v]["strict_mean"] if v in found else 0 for v in values],
             width,
+            COLORS[c % len(COLORS)],
             yerr=[(found[v]["strict_std"] or 0) if v in found else 0 for v in values],
             capsize=2,
-            color=COLORS[c % len(COLORS)],
             label=config.replace("\n", " "),
         )
-    _tick(ax, [str(v) for v in values])
+    tick(ax, [str(v) for v in values])
     ax.set_xlabel(slice_name)
     ax.set_ylabel("strict success (%)")
     ax.set_ylim(0, 105)
+    say_empty(ax, [r["strict_mean"] for r in rows])
     legend(ax)
     return Figure(
         f"fig-success-{slice_name}", f"Strict success by {slice_name}, mean ± std over trials", table.sql, svg(fig)
@@ -116,10 +72,10 @@ def pass_curves(study: Study) -> Figure | None:
     rows = table.dicts()
     if not rows:
         return None
-    single, _ = _labels(table, study.shared_model)
+    single, _ = labels_of(table, study.shared_model)
     series: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
-        series[_label(r, single, study.shared_model)].append(r)
+        series[label_of(r, single, study.shared_model)].append(r)
     fig, ax = new_figure(5.5)
     one_k = len({r["k"] for r in rows}) == 1  # then the series sit side by side around k, not on one point
     for c, (config, found) in enumerate(series.items()):
@@ -140,7 +96,7 @@ def variance_bars(study: Study) -> Figure | None:
     rows = table.dicts()
     if not rows:
         return None
-    single, labels = _labels(table, study.shared_model)
+    single, labels = labels_of(table, study.shared_model)
     fig, ax = new_figure(max(4.5, 1.2 * len(rows)))
     bottom = [0.0] * len(rows)
     for c, (column, name) in enumerate(
@@ -153,37 +109,14 @@ def variance_bars(study: Study) -> Figure | None:
         values = [r[column] or 0 for r in rows]
         ax.bar(range(len(rows)), values, 0.6, bottom=bottom, color=COLORS[c], label=name)
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    _tick(ax, labels)
+    tick(ax, labels)
     ax.set_ylabel("variance (pp²)")
-    _from_zero(ax)
+    from_zero(ax)
+    say_empty(ax, [r["total_pp2"] for r in rows])
     legend(ax)
-    return Figure("fig-variance", "Variance decomposition of the strict outcome", table.sql, svg(fig))
-
-
-def grouped_bars(
-    study: Study, table: Table, category: str, value: str, ylabel: str, name: str, title: str, scale: float = 1.0
-) -> Figure | None:
-    rows = table.dicts()
-    if not rows:
-        return None
-    single, configs = _labels(table, study.shared_model)
-    categories = list(dict.fromkeys(str(r[category]) for r in rows))
-    fig, ax = new_figure(max(5.0, 0.35 * len(categories) * len(configs) + 2), 3.4)
-    width = 0.8 / len(configs)
-    for c, config in enumerate(configs):
-        found = {str(r[category]): r[value] for r in rows if _label(r, single, study.shared_model) == config}
-        ax.bar(
-            [i + c * width - 0.4 + width / 2 for i in range(len(categories))],
-            [(found.get(k) or 0) * scale for k in categories],
-            width,
-            color=COLORS[c % len(COLORS)],
-            label=config.replace("\n", " "),
-        )
-    _tick(ax, categories)
-    ax.set_ylabel(ylabel)
-    _from_zero(ax)
-    legend(ax)
-    return Figure(name, title, table.sql, svg(fig))
+    return Figure(
+        "fig-variance", "Variance components of the strict outcome in pp² (paper fig. 6b)", table.sql, svg(fig)
+    )
 
 
 def _violin_stats(spread: Spread) -> dict[str, Any]:
@@ -216,29 +149,48 @@ def _box_stats(spread: Spread) -> dict[str, Any]:
     }
 
 
-def distribution(study: Study, found: Distribution) -> Figure:
-    """Violins (or boxes) per configuration, split by the figure's split (when it has one)."""
+def distribution(study: Study, found: Distribution, overall: dict[str, float] | None = None) -> Figure:
+    """Violins (or boxes) per configuration, split by the figure's split (when it has one); a violin of one
+    value is a line at it. ``overall``: a value per configuration label, drawn as a dashed line across it."""
     single = len({s.key[:2] for s in found.spreads}) <= 1
     groups: dict[str, dict[str, Spread]] = defaultdict(dict)
     for spread in found.spreads:
         experiment, phase, configuration = spread.key
         short = short_name(configuration, study.shared_model)
         groups[short if single else f"{experiment}/{phase}\n{short}"][spread.split] = spread
+    for label, value in (overall or {}).items():
+        if value is not None:
+            groups.setdefault(label, {})
     labels = list(groups)
-    splits = sorted({k for spreads in groups.values() for k in spreads})
+    present = {k for spreads in groups.values() for k in spreads}
+    splits = [k for k in found.order if k in present] + sorted(present - set(found.order))
     fig, ax = new_figure(max(5.0, (0.5 + 0.45 * len(splits)) * len(labels)), 3.6)
-    width = 0.8 / len(splits)
+    width = 0.8 / max(1, len(splits))
     for j, split in enumerate(splits):
         positions = [i - 0.4 + width * (j + 0.5) for i, label in enumerate(labels) if split in groups[label]]
         data = [groups[label][split] for label in labels if split in groups[label]]
         color = COLORS[j % len(COLORS)]
-        if found.violin and all(s.low < s.high for s in data):
-            parts = ax.violin(
-                [_violin_stats(s) for s in data], positions=positions, widths=width * 0.9, showmedians=True
-            )
-            # matplotlib's stubs say one Collection; at run time "bodies" is the list of each violin's PolyCollection
-            for body in cast("list[PolyCollection]", parts["bodies"]):
-                body.set_facecolor(color)
+        if found.violin:
+            shaped = [(p, s) for p, s in zip(positions, data, strict=True) if s.low < s.high]
+            if shaped:
+                parts = ax.violin(
+                    [_violin_stats(s) for _, s in shaped],
+                    positions=[p for p, _ in shaped],
+                    widths=width * 0.9,
+                    showmedians=True,
+                )
+                # matplotlib's stubs say one Collection; at run time "bodies" is each violin's PolyCollection
+                for body in cast("list[PolyCollection]", parts["bodies"]):
+                    body.set_facecolor(color)
+                    body.set_edgecolor(color)
+                    body.set_alpha(0.55)
+                for line in ("cbars", "cmins", "cmaxes"):
+                    parts[line].set_color(color)
+                parts["cmedians"].set_color("black")  # the median marked, as the paper's violins mark it
+                parts["cmedians"].set_linewidth(2)
+            for p, s in zip(positions, data, strict=True):
+                if s.low == s.high:  # every value the same: the violin is a line at it
+                    ax.hlines(s.median, p - width * 0.4, p + width * 0.4, color=color, linewidth=2.5)
         else:
             ax.bxp(
                 [_box_stats(s) for s in data],
@@ -249,55 +201,71 @@ def distribution(study: Study, found: Distribution) -> Figure:
                 boxprops={"facecolor": color, "alpha": 0.55},
                 medianprops={"color": "black"},
             )
-        if found.split:
-            ax.bar([0], [0], color=color, label=f"{found.split} {split}")  # a legend entry only
-    _tick(ax, labels)
+        if found.split is not None:
+            name = f"{found.split} {split}" if found.split else split
+            ax.bar([0], [0], color=color, label=name)  # a legend entry only
+    levels = [(i, level) for i, label in enumerate(labels) if (level := (overall or {}).get(label)) is not None]
+    for n, (i, level) in enumerate(levels):
+        ax.hlines(level, i - 0.45, i + 0.45, color="black", linestyles="dashed", linewidth=1.2,
+                  label="overall" if n == 0 else "_nolegend_")  # fmt: skip
+    tick(ax, labels)
     ax.set_ylabel(found.ylabel)
-    if found.split:
+    low, high = ax.get_ylim()
+    if low >= 0 or min((s.low for s in found.spreads), default=1) == 0:  # a line at 0 above the axis, not on it
+        ax.set_ylim(-0.03 * (high - min(low, 0)), high)
+    if found.split is not None or overall:
         legend(ax)
+    say_empty(ax, [v for s in found.spreads for v in (s.low, s.high)] + list((overall or {}).values()))
     return Figure(found.name, found.title, found.sql, svg(fig))
+
+
+def token_cv(study: Study, found: Distribution) -> Figure:
+    """Fig. 12: the same-prompt and within-task CVs as distributions, the overall CV as a line."""
+    table = study["token_cv"] if "token_cv" in study.tables else None
+    rows = table.dicts() if table else []
+    single = len({(r["experiment"], r["phase"]) for r in rows}) <= 1
+    overall = {label_of(r, single, study.shared_model): r["overall_cv"] for r in rows}
+    return distribution(study, found, overall)
 
 
 def _makers(study: Study, distributions: dict[str, Distribution]) -> dict[str, Callable[[], Figure | None]]:
     def spread(name: str) -> Callable[[], Figure | None]:
         return lambda: distribution(study, distributions[name]) if name in distributions else None
 
+    def table(name: str) -> Table:
+        return study.tables.get(name) or Table(name, "", "", ["experiment", "phase", "configuration"], [])
+
     return {
-        "fig-success": lambda: success_bars(study),
+        "fig-success": lambda: paper.success_strict(study),
+        "fig-success-light-writes": lambda: paper.success_light_writes(study),
         "fig-success-difficulty": lambda: success_by(study, "difficulty"),
         "fig-success-family": lambda: success_by(study, "family"),
         "fig-pass-k": lambda: pass_curves(study),
+        "fig-variance-share": lambda: paper.variance_shares(study),
         "fig-variance": lambda: variance_bars(study),
-        "fig-tool-errors": lambda: grouped_bars(
+        "fig-tool-errors-tool": lambda: paper.error_heatmap(
             study,
-            study["tool_errors_by_resource_type"],
+            table("tool_errors_by_tool"),
+            "tool",
+            "fig-tool-errors-tool",
+            "Tool-call error rate by tool and configuration (paper fig. 7a)",
+        ),
+        "fig-tool-errors": lambda: paper.error_heatmap(
+            study,
+            table("tool_errors_by_resource_type"),
             "resource_type",
-            "error_rate",
-            "tool-call error rate (%)",
             "fig-tool-errors",
-            "Tool-call error rate by FHIR resource type",
-            100,
+            "Tool-call error rate by FHIR resource type and configuration (paper fig. 7b)",
         ),
-        "fig-failure-modes": lambda: grouped_bars(
-            study,
-            _agent_modes(study["failure_modes"]),
-            "failure_mode",
-            "runs",
-            "failed runs",
-            "fig-failure-modes",
-            "Failure modes of failed runs (a run counts under each of its modes; errored runs apart)",
-        ),
+        "fig-failure-modes": lambda: paper.failure_mode_bars(study, table("failure_modes")),
         "fig-calls": spread("fig-calls"),
+        "fig-calls-excess": spread("fig-calls-excess"),
         "fig-tokens": spread("fig-tokens"),
         "fig-tokens-difficulty": spread("fig-tokens-difficulty"),
-        "fig-token-cv": lambda: grouped_bars(
-            study,
-            _cv_long(study["token_cv"]),
-            "level",
-            "cv",
-            "coefficient of variation",
-            "fig-token-cv",
-            "Token coefficient of variation by level",
+        "fig-tokens-outcome": spread("fig-tokens-outcome"),
+        "fig-tokens-calls": spread("fig-tokens-calls"),
+        "fig-token-cv": lambda: (
+            token_cv(study, distributions["fig-token-cv"]) if "fig-token-cv" in distributions else None
         ),
         "fig-cost": lambda: cost_front(study),
     }
@@ -335,17 +303,3 @@ def _steady(value: Any) -> Any:
     if isinstance(value, Spread):
         return replace(value, **{f.name: _steady(getattr(value, f.name)) for f in fields(value)})
     return value
-
-
-def _agent_modes(table: Table) -> Table:
-    """failure_modes without the rows left out of the shares (errored runs, runs not judged): no mode of the agent."""
-    return replace(table, rows=[r for r, d in zip(table.rows, table.dicts(), strict=True) if d["share"] is not None])
-
-
-def _cv_long(table: Table) -> Table:
-    """token_cv with one row per level, for grouped bars."""
-    rows = []
-    for r in table.dicts():
-        for level in ("same_prompt", "within_task", "overall"):
-            rows.append((r["experiment"], r["phase"], r["configuration"], level.replace("_", "-"), r[f"{level}_cv"]))
-    return Table(table.name, table.title, table.sql, ["experiment", "phase", "configuration", "level", "cv"], rows)

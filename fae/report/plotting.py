@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from matplotlib.axes import Axes
@@ -13,6 +14,8 @@ from matplotlib.container import BarContainer
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.patches import Rectangle
 from matplotlib.typing import RcKeyType
+
+from fae.report.scope import Table
 
 # applied only while the report draws (rc_context), so an embedding program's settings are left alone
 STYLE: dict[RcKeyType, Any] = {
@@ -78,6 +81,7 @@ def mark_zeros(ax: Axes) -> None:
     values = [v for v in (*heights, *lines, *errors) if v == v]  # NaN (no value) is neither zero nor not
     if values and all(v == 0 for v in values):
         ax.text(0.5, 0.5, ZERO, transform=ax.transAxes, ha="center", va="center", fontsize=13, color="#555555")
+HEATMAP = "viridis"  # perceptually uniform and colour-blind safe; a cell's number is written on it too
 
 
 def svg(fig: MplFigure) -> str:
@@ -103,6 +107,19 @@ def short_name(configuration: str, model: str | None) -> str:
     return configuration.removesuffix(f"@{model}") if model else configuration
 
 
+def say_empty(ax: Axes, values: Sequence[float | None]) -> None:
+    """Words where the data drawn would read as a blank axis: "no data" (nothing to draw) or "all zero"."""
+    known = [v for v in values if v is not None]
+    text = "no data" if not known else "all zero" if all(v == 0 for v in known) else None
+    if text:
+        ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="#555555", fontsize=11)
+
+
+def bars(ax: Axes, x: list[float], heights: list[float], width: float, color: str, **kw: Any) -> None:
+    """Bars whose edge is drawn in their colour, so a bar of height 0 still shows as a line on the axis."""
+    ax.bar(x, heights, width, color=color, edgecolor=color, linewidth=1.5, **kw)
+
+
 def legend(ax: Axes) -> None:
     """The legend right beside the axes, outside the data, in type a reader can read."""
     ax.legend(frameon=False, fontsize=8.5, loc="upper left", bbox_to_anchor=(1.0, 1), borderaxespad=0.3)
@@ -112,3 +129,28 @@ def new_figure(width: float, height: float = 3.6) -> tuple[MplFigure, Axes]:
     """A figure of one axes, 7 to 12 inches wide."""
     fig = MplFigure(figsize=(min(max(width, 7.0), 12.0), height), dpi=72)  # the SVG dpi: layout measures as it draws
     return fig, fig.add_subplot()
+
+
+def label_of(row: dict, single: bool, model: str | None) -> str:
+    configuration = short_name(str(row["configuration"]), model)
+    if single:
+        return configuration
+    return "/".join(str(row[k]) for k in ("experiment", "phase") if row[k] is not None) + f"\n{configuration}"
+
+
+def from_zero(ax: Axes) -> None:
+    """A quantity that cannot be negative starts at 0 (and an all-zero one still shows an axis)."""
+    top = ax.get_ylim()[1]
+    ax.set_ylim(0, top if top > 0.06 else 1)
+
+
+def labels_of(table: Table, model: str | None) -> tuple[bool, list[str]]:
+    rows = table.dicts()
+    single = len({(r.get("experiment"), r.get("phase")) for r in rows}) <= 1
+    return single, list(dict.fromkeys(label_of(r, single, model) for r in rows))
+
+
+def tick(ax: Axes, labels: list[str]) -> None:
+    longest = max((len(line) for label in labels for line in label.split("\n")), default=0)
+    crowded = longest * len(labels) > 90
+    ax.set_xticks(range(len(labels)), labels, rotation=25 if crowded else 0, ha="right" if crowded else "center")

@@ -21,6 +21,9 @@ class Scope:
 
     experiment: str | None = None
     phase: str | None = None
+    pooled: bool = False
+    """One group per configuration over every experiment and phase in scope (as the reference paper pools its
+    four experiments): experiment and phase read NULL, so every table and figure groups by configuration alone."""
 
     def where(self) -> str:
         terms = []
@@ -32,7 +35,12 @@ class Scope:
 
     def cte(self) -> str:
         """``scope``: the run_results rows in this study."""
-        return f"scope AS (SELECT * FROM run_results WHERE {self.where()})"
+        return f"scope AS ({self.select()})"
+
+    def select(self) -> str:
+        """The query of the scope's rows."""
+        columns = "* REPLACE (NULL::VARCHAR AS experiment, NULL::VARCHAR AS phase)" if self.pooled else "*"
+        return f"SELECT {columns} FROM run_results WHERE {self.where()}"
 
 
 KEYS = "experiment, phase, configuration"
@@ -68,15 +76,21 @@ class Table:
 # every figure of the report, in its order (each drawn where the study's data allows)
 FIGURES = (
     "fig-success",
+    "fig-success-light-writes",
     "fig-success-difficulty",
     "fig-success-family",
     "fig-pass-k",
+    "fig-variance-share",
     "fig-variance",
+    "fig-tool-errors-tool",
     "fig-tool-errors",
     "fig-failure-modes",
     "fig-calls",
+    "fig-calls-excess",
     "fig-tokens",
     "fig-tokens-difficulty",
+    "fig-tokens-outcome",
+    "fig-tokens-calls",
     "fig-token-cv",
     "fig-cost",
 )
@@ -86,6 +100,7 @@ FIGURE_TABLES = (
     "success",
     "pass_k",
     "variance",
+    "tool_errors_by_tool",
     "tool_errors_by_resource_type",
     "failure_modes",
     "token_cv",

@@ -76,7 +76,7 @@ RUN_RESULTS = """
         FROM chosen GROUP BY run_id
     )
     SELECT a.run_id, a.experiment, a.phase, a.suite, a.task_id,
-           coalesce(m.family, 'other') AS family, m.difficulty, m.gold_calls, m.min_tool_calls,
+           coalesce(m.family, 'other') AS family, m.difficulty, m.writes, m.gold_calls, m.min_tool_calls,
            a.variation, coalesce(x.paraphrased, false) AS paraphrased, x.paraphrase,
            a.agent AS configuration, a.agent_config->>'$.model' AS model,
            a.repeat AS trial, a.attempts, a.status, a.stop_reason, a.cause, a.error,

@@ -1,7 +1,8 @@
 """A small log with known outcomes, written through the real store API, for hand-checked study metrics.
 
-Configurations A and B play tasks T1 (records, difficulty 1, 1 gold call) and T2 (scheduling,
-difficulty 2, 3 gold calls), variations 0 and 1, three trials each, in experiment "e", phase "eval".
+Configurations A and B play tasks T1 (records, reads only, difficulty 1, 1 gold call) and T2 (scheduling,
+writes, difficulty 2, 3 gold calls), variations 0 and 1, three trials each, in experiment "e", phase "eval".
+Light passes every run but A's T2 variation 1 in trials 0 and 2.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ def build(path: Path) -> Path:
                 run_id = f"{agent}.{task}.v{variation}.r{trial}"
                 _run(batch, run_id, task, variation, agent, trial, start=start)
                 tokens = TOKENS[agent][(task, variation)][trial]
+                light_fails = (agent, task, variation) == ("A", "T2", 1) and trial != 1
                 batch.events += [
                     _event(
                         run_id,
@@ -157,7 +159,7 @@ def build(path: Path) -> Path:
                 ]
                 batch.verdicts += [
                     _verdict(run_id, "task", {"mode": "strict"}, "pass" if passed else "fail", bool(passed)),
-                    _verdict(run_id, "task", {"mode": "light"}, "pass", True),
+                    _verdict(run_id, "task", {"mode": "light"}, *(("fail", False) if light_fails else ("pass", True))),
                 ]
                 if not passed:
                     mode = "incorrect_order" if task == "T1" else "tool_error"
@@ -189,7 +191,7 @@ def build(path: Path) -> Path:
         log.write_batch(batch)
         write_task_meta(
             log,
-            [TaskMetaRow("T1", v, "records", 1, True, 1, 1) for v in (0, 1)]
+            [TaskMetaRow("T1", v, "records", 1, False, 1, 1) for v in (0, 1)]
             + [TaskMetaRow("T2", v, "scheduling", 2, True, 3, 3) for v in (0, 1)],
         )
     return path

@@ -19,8 +19,9 @@ from matplotlib import cbook
 from fae.errors import FaeError
 from fae.report.distributions import GRID, Spread, distribution
 from fae.report.drawing import Drawing
-from fae.report.figures import _steady, _tick, _violin_stats
+from fae.report.figures import _steady, _violin_stats
 from fae.report.plotting import STYLE, legend, mark_zeros, new_figure, svg
+from fae.report.plotting import tick as _tick
 from fae.report.scope import FIGURE_TABLES, Scope, run_sql
 from fae.report.study import Study, compute_study
 from fae.store.log import EventLog

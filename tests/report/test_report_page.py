@@ -15,17 +15,23 @@ from fae.report.study import Study
 from fae.util.visible import visible
 from tests.report.synthetic import build
 
-FIGURES = (
+FIGURES = (  # every figure but the cost front: the synthetic log's models have no list price
     "fig-success",
+    "fig-success-light-writes",
     "fig-success-difficulty",
     "fig-success-family",
     "fig-pass-k",
+    "fig-variance-share",
     "fig-variance",
+    "fig-tool-errors-tool",
     "fig-tool-errors",
     "fig-failure-modes",
     "fig-calls",
+    "fig-calls-excess",
     "fig-tokens",
     "fig-tokens-difficulty",
+    "fig-tokens-outcome",
+    "fig-tokens-calls",
     "fig-token-cv",
 )
 runner = CliRunner()
