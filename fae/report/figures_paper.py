@@ -4,6 +4,7 @@ tool-call error heatmaps (7a, 7b) and failure modes (8)."""
 from __future__ import annotations
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.figure import Figure as MplFigure
 
 from fae.judge.failure_modes import MODES
@@ -122,8 +123,8 @@ def error_heatmap(study: Study, table: Table, by: str, name: str, title: str) ->
         rate[i, j], calls[i, j] = 100 * r["error_rate"], r["calls"]
     fig = MplFigure(figsize=(min(max(2.5 + 1.3 * len(configs), 6.0), 12.0), 1.2 + 0.38 * len(keys)), dpi=72)
     ax = fig.add_subplot()
-    image = ax.imshow(np.ma.masked_invalid(rate), cmap=HEATMAP, vmin=0, vmax=100, aspect="auto")
-    image.cmap.set_bad("#eeeeee")
+    cmap = colormaps[HEATMAP].with_extremes(bad="#eeeeee")  # a cell with no calls: grey, and written so
+    image = ax.imshow(np.ma.masked_invalid(rate), cmap=cmap, vmin=0, vmax=100, aspect="auto")
     for i in range(len(keys)):
         for j in range(len(configs)):
             if calls[i, j]:
