@@ -121,7 +121,7 @@ def error_heatmap(study: Study, table: Table, by: str, name: str, title: str) ->
     for r in rows:
         i, j = keys.index(str(r[by])), configs.index(label_of(r, single, study.shared_model))
         rate[i, j], calls[i, j] = 100 * r["error_rate"], r["calls"]
-    fig = MplFigure(figsize=(min(max(2.5 + 1.3 * len(configs), 6.0), 12.0), 1.2 + 0.38 * len(keys)), dpi=72)
+    fig = MplFigure(figsize=(min(max(2.5 + 1.3 * len(configs), 6.0), 12.0), max(2.6, 1.2 + 0.38 * len(keys))), dpi=72)
     ax = fig.add_subplot()
     cmap = colormaps[HEATMAP].with_extremes(bad="#eeeeee")  # a cell with no calls: grey, and written so
     image = ax.imshow(np.ma.masked_invalid(rate), cmap=cmap, vmin=0, vmax=100, aspect="auto")

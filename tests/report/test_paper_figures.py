@@ -238,3 +238,20 @@ def test_labels_stay_text_and_colours_are_the_colour_blind_safe_palette(figures)
     assert COLORS[:3] == ("#0072B2", "#E69F00", "#009E73")
     _, _, drawn = figures
     assert "#0072b2" in drawn["fig-success"].svg.lower()
+
+
+def test_stats_and_report_take_pooled(log, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from fae.cli.main import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["stats", "--log", str(log), "--pooled", "--table", "success", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)["success"]["rows"]
+    assert {(r["experiment"], r["phase"]) for r in rows} == {(None, None)}, rows[:2]
+    result = runner.invoke(app, ["report", "--log", str(log), "--pooled", "-o", str(tmp_path / "pooled.html")])
+    assert result.exit_code == 0, result.output
+    assert 'id="fig-success-light-writes"' in (tmp_path / "pooled.html").read_text(encoding="utf-8")

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fae.cli.main import app
+from fae.report import scope
 from fae.report.explorer.markup import POLICY
 from tests.report.browser import find_browser, render, screenshot
 from tests.report.synthetic import build
@@ -25,20 +26,7 @@ document.body.dataset.figures = Array.from(document.querySelectorAll('section.fi
   return s.id + ':' + Math.round(box.width) + 'x' + Math.round(box.height);
 }).join(' ');
 </script>"""
-FIGURES = (
-    "fig-success",
-    "fig-success-difficulty",
-    "fig-success-family",
-    "fig-pass-k",
-    "fig-variance",
-    "fig-tool-errors",
-    "fig-failure-modes",
-    "fig-calls",
-    "fig-tokens",
-    "fig-tokens-difficulty",
-    "fig-token-cv",
-    "fig-cost",
-)
+FIGURES = tuple(scope.FIGURES)  # every figure: this log's models are priced
 
 
 @pytest.fixture(scope="module")
