@@ -81,6 +81,8 @@ def mark_zeros(ax: Axes) -> None:
     values = [v for v in (*heights, *lines, *errors) if v == v]  # NaN (no value) is neither zero nor not
     if values and all(v == 0 for v in values):
         ax.text(0.5, 0.5, ZERO, transform=ax.transAxes, ha="center", va="center", fontsize=13, color="#555555")
+
+
 HEATMAP = "viridis"  # perceptually uniform and colour-blind safe; a cell's number is written on it too
 
 

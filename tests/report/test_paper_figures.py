@@ -235,7 +235,7 @@ def test_an_axis_with_nothing_or_only_zeros_says_so():
 def test_labels_stay_text_and_colours_are_the_colour_blind_safe_palette(figures):
     from fae.report.plotting import COLORS
 
-    assert COLORS[:3] == ("#0072B2", "#E69F00", "#009E73")
+    assert tuple(c.lower() for c in COLORS[:3]) == ("#0072b2", "#e69f00", "#009e73")
     _, _, drawn = figures
     assert "#0072b2" in drawn["fig-success"].svg.lower()
 
