@@ -97,7 +97,7 @@ def test_a_killed_worker_loses_no_run_and_resume_doubles_none(tmp_path):
     log = tmp_path / "suite.duckdb"
     workers: list[int] = []
     killed: list[int] = []
-    slow = slow_agent(tmp_path, 20)  # long enough to be in flight when the kill comes, short enough to resume
+    slow = slow_agent(tmp_path, 8)  # in flight for seconds after it is seen running (the kill follows at once)
 
     def kill_a_worker_running_a_slow_run() -> None:
         """SIGKILL the worker whose shard shows a slow run running: it dies with that run in flight."""
