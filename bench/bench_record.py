@@ -51,7 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from record_stages import read_samples, table
 
 from fae.harness.local_workers import record_on_workers
-from fae.harness.suite_runner import plan_suite, record_suite
+from fae.harness.suite_plan import plan_suite
+from fae.harness.suite_runner import record_suite
 from fae.store.log import EventLog
 from fae.tasks import load_suite
 

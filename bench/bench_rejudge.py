@@ -54,7 +54,8 @@ from fae.tasks import load_suite
 def record_base(path: Path) -> None:
     import anyio  # the recording stack: imported here, so a measured rejudge process imports what `fae rejudge` does
 
-    from fae.harness.suite_runner import plan_suite, record_suite
+    from fae.harness.suite_plan import plan_suite
+    from fae.harness.suite_runner import record_suite
 
     specs = plan_suite(list(load_suite()), [0, 1, 2], ["gold"], 1, "bench")
     anyio.run(lambda: record_suite(path, specs, concurrency=8))

@@ -127,7 +127,7 @@ def plan_runs(
     A task is one of the suite's (with task directories and plugins), a write-verification scenario
     task (with ``scenario_dirs``), or the built-in fixture.
     """
-    from fae.harness.suite_runner import plan_suite
+    from fae.harness.suite_plan import plan_suite
 
     for folder in scenario_dirs:
         add_scenario_dir(folder)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import anyio
 
-from fae.harness.suite_runner import plan_suite, record_suite
+from fae.harness.suite_plan import plan_suite
+from fae.harness.suite_runner import record_suite
 from fae.judge.scenario_table import current_section, replace_section, scenario_markdown, scenario_rows
 from fae.replay.source import load_runs, run_ids
 from fae.store.log import EventLog

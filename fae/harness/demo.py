@@ -13,7 +13,8 @@ from typing import Any
 
 import anyio
 
-from fae.harness.suite_runner import SuiteResult, plan_suite, record_suite, render_task
+from fae.harness.suite_plan import plan_suite, render_task
+from fae.harness.suite_runner import SuiteResult, record_suite
 from fae.plan import plan_to_dict
 from fae.tasks.scenarios import TASK_ID as SCENARIO_TASK
 

@@ -13,7 +13,7 @@ import yaml
 from fae.errors import FaeError
 from fae.harness.paraphrases import Paraphrase
 from fae.harness.run import RunSpec
-from fae.harness.suite_runner import base_run_id
+from fae.harness.suite_plan import base_run_id
 from fae.tasks import load_suite
 from fae.util.data_files import read_yaml
 

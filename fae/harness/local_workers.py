@@ -25,7 +25,8 @@ from fae.harness.paraphrases import Paraphrase
 from fae.harness.run import RunSpec
 from fae.harness.shard_driver import LOST, plan_shards, record_on_pool
 from fae.harness.shards import ShardJob, merge_shards, planned_attempts, shard_dir
-from fae.harness.suite_runner import SuiteResult, runs_to_do
+from fae.harness.suite_plan import runs_to_do
+from fae.harness.suite_runner import SuiteResult
 from fae.store.log import EventLog
 
 WORKERS_ENV = "FAE_RECORD_WORKERS"

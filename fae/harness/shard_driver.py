@@ -22,7 +22,8 @@ from fae.harness.interrupt import StopRequest
 from fae.harness.paraphrases import Paraphrase, fix_paraphrases_first
 from fae.harness.run import RunSpec
 from fae.harness.shards import ShardJob, merge_shards, planned_attempts
-from fae.harness.suite_runner import SuiteResult, check_servers, render_task, runs_to_do
+from fae.harness.suite_plan import check_servers, render_task, runs_to_do
+from fae.harness.suite_runner import SuiteResult
 from fae.store.log import EventLog
 from fae.tasks.scenarios import scenario_dirs
 from fae.tasks.sources import task_dirs

@@ -28,7 +28,7 @@ from fae.errors import LogInUse, RecordError
 from fae.harness.interrupt import StopRequest
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
-from fae.harness.suite_runner import attempts, mark_interrupted
+from fae.harness.suite_plan import attempts, mark_interrupted
 from fae.recorder.redact import Redactor
 from fae.store.log import EventLog
 from fae.store.merge import merge_logs

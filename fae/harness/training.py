@@ -111,7 +111,7 @@ async def train(
     from fae.harness.paraphrases import fix_paraphrases, played_prompt
     from fae.harness.run import RunSpec, execute_run
     from fae.harness.stack import open_stack
-    from fae.harness.suite_runner import base_run_id, render_task
+    from fae.harness.suite_plan import base_run_id, render_task
 
     if not task_ids:
         raise FaeError("name at least one training task (--task)")

@@ -20,7 +20,8 @@ from fae.agents.a2a_agent import TIMEOUT_ENV, upstream_name
 from fae.agents.prefixes import check_agent
 from fae.errors import PlanError
 from fae.harness.experiment_plan import agent_name
-from fae.harness.suite_runner import record_suite, render_task
+from fae.harness.suite_plan import render_task
+from fae.harness.suite_runner import record_suite
 from fae.llm import PlanRegistry, create_app
 from fae.llm.suite_plans import SuitePlans
 from fae.plan import ToolStep

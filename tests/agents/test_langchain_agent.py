@@ -22,7 +22,8 @@ from fae.agents.langchain_agent import LangChainAgent, memory_server_available
 from fae.agents.langchain_configs import CONFIGURATIONS
 from fae.agents.prefixes import build_agent
 from fae.errors import FaeError, RecordError
-from fae.harness.suite_runner import plan_suite, record_suite, render_task
+from fae.harness.suite_plan import plan_suite, render_task
+from fae.harness.suite_runner import record_suite
 from fae.llm import LlmServer, create_app
 from fae.plan import ToolStep, plan_to_dict
 from fae.store.log import EventLog

@@ -22,7 +22,8 @@ MATCH = "to the medical history of patient"
 @pytest.fixture
 def recorded(tmp_path):
     """A log with two runs of one task: the gold agent (passes) and a wrong answer (fails)."""
-    from fae.harness.suite_runner import plan_suite, record_suite
+    from fae.harness.suite_plan import plan_suite
+    from fae.harness.suite_runner import record_suite
 
     wrong = tmp_path / "wrong.yaml"
     wrong.write_text(json.dumps({"name": "wrong", "steps": [{"answer": "<CONDITION>none</CONDITION>"}]}))

@@ -11,7 +11,8 @@ from fae.agents.prefixes import build_agent
 from fae.fhir.engine import FhirEngine
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack, sandbox_id
-from fae.harness.suite_runner import is_done, plan_suite, record_suite
+from fae.harness.suite_plan import is_done, plan_suite
+from fae.harness.suite_runner import record_suite
 from fae.proxy.routes import Upstream
 from fae.store.log import EventLog
 from fae.tasks.fixture import BUILTIN_TASK, render_builtin

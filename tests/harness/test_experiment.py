@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from fae.cli.main import app
 from fae.harness.experiment import store_root
 from fae.harness.experiment_plan import eval_specs, load_experiment, plan_experiment, task_list, with_overrides
-from fae.harness.suite_runner import render_task
+from fae.harness.suite_plan import render_task
 from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
 from fae.plan import plan_to_dict
 from fae.store.log import EventLog

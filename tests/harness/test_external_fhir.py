@@ -9,7 +9,8 @@ import httpx
 
 from fae.fhir.app import DEFAULT_SANDBOX, create_app
 from fae.fhir.engine import FhirEngine
-from fae.harness.suite_runner import plan_suite, record_suite
+from fae.harness.suite_plan import plan_suite
+from fae.harness.suite_runner import record_suite
 from fae.store.log import EventLog
 from fae.util.serve import serve_asgi
 from tests.run_report import why_not_finished

@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from fae.harness.suite_runner import plan_suite, record_suite
+from fae.harness.suite_plan import plan_suite
+from fae.harness.suite_runner import record_suite
 from fae.tasks.fixture import BUILTIN_TASK
 from tests.run_report import why_not_finished
 

@@ -27,7 +27,7 @@ from fae.harness.interrupt import StopRequest
 from fae.harness.local_workers import RUNS_PER_WORKER, choose_workers, default_workers, record_on_workers
 from fae.harness.run import RunSpec
 from fae.harness.shards import ShardJob, ShardRecorder, shard_dir, shard_paths
-from fae.harness.suite_runner import render_task
+from fae.harness.suite_plan import render_task
 from fae.store import journal as journal_module
 from fae.store.live import LogReader, live_file
 from fae.store.log import EventLog

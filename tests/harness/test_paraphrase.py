@@ -18,7 +18,8 @@ from fae.cli.main import app
 from fae.errors import RecordError
 from fae.harness.local_workers import record_on_workers
 from fae.harness.paraphrases import Paraphrase, export_paraphrases
-from fae.harness.suite_runner import plan_suite, record_suite, render_task
+from fae.harness.suite_plan import plan_suite, render_task
+from fae.harness.suite_runner import record_suite
 from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
 from fae.plan import plan_to_dict
 from fae.store.log import EventLog

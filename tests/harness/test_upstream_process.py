@@ -12,7 +12,8 @@ from fae.agents.prefixes import build_agent
 from fae.errors import RecordError
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
-from fae.harness.suite_runner import PROCESSES_ENV, default_processes, plan_suite, record_suite
+from fae.harness.suite_plan import plan_suite
+from fae.harness.suite_runner import PROCESSES_ENV, default_processes, record_suite
 from fae.store.log import EventLog
 from fae.tasks.fixture import BUILTIN_TASK, render_builtin
 from tests.processes import upstream_children, wait_gone

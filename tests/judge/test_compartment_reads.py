@@ -16,7 +16,8 @@ import pytest
 
 from fae.fhir.app import create_app
 from fae.fhir.engine import FhirEngine
-from fae.harness.suite_runner import plan_suite, record_suite
+from fae.harness.suite_plan import plan_suite
+from fae.harness.suite_runner import record_suite
 from fae.judge.rejudge import build_plan, judge_run
 from fae.replay.source import load_run
 from fae.store.log import EventLog

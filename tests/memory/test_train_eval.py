@@ -35,7 +35,8 @@ def _events(log_path: Path, sql: str, params: list) -> list[tuple]:
 
 
 async def test_training_then_evaluation_with_memory(tmp_path):
-    from fae.harness.suite_runner import plan_suite, record_suite
+    from fae.harness.suite_plan import plan_suite
+    from fae.harness.suite_runner import record_suite
 
     rendered = load_suite()[TASK].render(0)
     wrong_plan = tmp_path / "wrong.yaml"

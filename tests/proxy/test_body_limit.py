@@ -11,7 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from fae.cli.main import app
-from fae.harness.suite_runner import plan_suite, record_suite
+from fae.harness.suite_plan import plan_suite
+from fae.harness.suite_runner import record_suite
 from fae.proxy.routes import Upstream
 from fae.proxy.server import run_proxy
 from fae.recorder.mcp_sse import STREAM_LET_GO

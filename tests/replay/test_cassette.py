@@ -22,7 +22,8 @@ from fae.agents.base import AgentContext, AgentResult
 from fae.cli import app
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
-from fae.harness.suite_runner import plan_suite, record_suite, render_task
+from fae.harness.suite_plan import plan_suite, render_task
+from fae.harness.suite_runner import record_suite
 from fae.llm import LlmServer, create_app
 from fae.plan import plan_to_dict
 from fae.replay.cassette import Cassette, recorded_calls, request_key

@@ -22,7 +22,7 @@ from fae.agents.scripted_agent import ScriptedAgent
 from fae.cli import app
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
-from fae.harness.suite_runner import render_task
+from fae.harness.suite_plan import render_task
 from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
 from fae.plan import plan_from_dict
 from fae.replay.source import load_run

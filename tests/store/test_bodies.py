@@ -10,7 +10,8 @@ import anyio
 import pytest
 import zstandard
 
-from fae.harness.suite_runner import plan_suite, record_suite
+from fae.harness.suite_plan import plan_suite
+from fae.harness.suite_runner import record_suite
 from fae.judge.rejudge import rejudge
 from fae.replay.source import load_run
 from fae.store import bodies

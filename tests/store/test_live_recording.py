@@ -7,7 +7,8 @@ import anyio.to_thread
 import pytest
 
 from fae.errors import StoreError
-from fae.harness.suite_runner import plan_suite, record_suite
+from fae.harness.suite_plan import plan_suite
+from fae.harness.suite_runner import record_suite
 from fae.store.live import LogReader, live_file
 from fae.store.log import EventLog
 
