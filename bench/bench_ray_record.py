@@ -37,7 +37,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="fae-bench-") as folder:
         local_log = Path(folder) / "local.duckdb"
         started = time.monotonic()
-        api.record(local_log, [TASK], variations=range(args.variations), concurrency=args.concurrency)
+        api.record(
+            local_log,
+            api.plan_runs([TASK], variations=range(args.variations)),
+            api.RecordConfig(concurrency=args.concurrency),
+        )
         local_s = time.monotonic() - started
 
         node = {"num_cpus": 1, "object_store_memory": 100 * 1024 * 1024, "temp_dir": str(Path(folder) / "ray")}
@@ -62,11 +66,8 @@ def main() -> None:
             started = time.monotonic()
             result = api.record(
                 ray_log,
-                [TASK],
-                variations=range(args.variations),
-                concurrency=args.concurrency,
-                ray="auto",
-                ray_actors=2,
+                api.plan_runs([TASK], variations=range(args.variations)),
+                api.RecordConfig(execution=api.Execution(ray="auto", ray_actors=2), concurrency=args.concurrency),
             )
             ray_s = time.monotonic() - started
         finally:

@@ -50,7 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from record_stages import read_samples, table
 
-from fae.harness.local_workers import record_on_workers
+from fae.harness.config import Execution, RecordConfig, StackConfig
+from fae.harness.recording import record as record_suite_planned
 from fae.harness.suite_plan import plan_suite
 from fae.harness.suite_runner import record_suite
 from fae.store.log import EventLog
@@ -112,10 +113,13 @@ def record(variations: list[int], concurrency: int, mode: str) -> dict:
     own_before, child_before = _cpu_s()
     start = time.perf_counter()
     if mode == "w2":
-        result = record_on_workers(log, specs, workers=2, concurrency=concurrency, stack_options={"processes": 1})
+        config = RecordConfig(stack=StackConfig(processes=1), execution=Execution(workers=2), concurrency=concurrency)
+        result = record_suite_planned(log, specs, config)
     else:
         result = anyio.run(
-            lambda: record_suite(log, specs, concurrency=concurrency, processes=2 if mode == "p2" else 1)
+            lambda: record_suite(
+                log, specs, RecordConfig(stack=StackConfig(processes=2 if mode == "p2" else 1), concurrency=concurrency)
+            )
         )
     seconds = time.perf_counter() - start
     own_after, child_after = _cpu_s()

@@ -42,6 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.grow_log import grow
+from fae.harness.config import RecordConfig
 from fae.judge.judging import build_plan, judge_run, relaxed_gc
 from fae.judge.parallel import peak_rss_mib
 from fae.judge.rejudge import JUDGED_STATUSES, rejudge
@@ -58,7 +59,7 @@ def record_base(path: Path) -> None:
     from fae.harness.suite_runner import record_suite
 
     specs = plan_suite(list(load_suite()), [0, 1, 2], ["gold"], 1, "bench")
-    anyio.run(lambda: record_suite(path, specs, concurrency=8))
+    anyio.run(lambda: record_suite(path, specs, RecordConfig(concurrency=8)))
 
 
 def chunked(path: Path) -> int:

@@ -2,7 +2,8 @@
 
 The public API (docs/api.md): ``open_log``, ``query``, ``tasks``, ``plan_runs``,
 ``record``, ``rejudge``, ``compare``, ``replay``, ``stats``, ``write_report``, and for plugins ``register_judge``,
-``Rule``, ``Verdict``, ``RunContext``, ``register_agent``, ``add_task_dir``.
+``Rule``, ``Verdict``, ``RunContext``, ``register_agent``, ``add_task_dir``; a recording's configuration
+``RecordConfig`` (with ``StackConfig``, ``LlmConfig``, ``Execution``).
 Names load on first use, so ``import fae.store`` stays light.
 """
 
@@ -12,66 +13,17 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fae.api import (
-        Agent,
-        AgentContext,
-        AgentResult,
-        Comparison,
-        EventLog,
-        FaeError,
-        RejudgeResult,
-        ReplayReport,
-        Rule,
-        RunContext,
-        Study,
-        SuiteResult,
-        Verdict,
-        add_task_dir,
-        compare,
-        open_log,
-        plan_runs,
-        query,
-        record,
-        register_agent,
-        register_judge,
-        rejudge,
-        replay,
-        stats,
-        tasks,
-        write_report,
-    )
-
-__all__ = [
-    "Agent",
-    "AgentContext",
-    "AgentResult",
-    "Comparison",
-    "EventLog",
-    "FaeError",
-    "RejudgeResult",
-    "ReplayReport",
-    "Rule",
-    "RunContext",
-    "SuiteResult",
-    "Verdict",
-    "add_task_dir",
-    "compare",
-    "open_log",
-    "plan_runs",
-    "query",
-    "record",
-    "register_agent",
-    "register_judge",
-    "rejudge",
-    "replay",
-    "stats",
-    "Study",
-    "tasks",
-    "write_report",
-]
+    from fae.api import *  # noqa: F403  (the names fae.api.__all__ lists, for type checkers)
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(import_module("fae.api"), name)
+    """``fae.NAME`` is ``fae.api.NAME`` for each name ``fae.api.__all__`` lists (its one list), loaded on first use;
+    ``from fae import *`` asks for ``__all__`` here too."""
+    api = import_module("fae.api")
+    if name == "__all__" or name in api.__all__:
+        return getattr(api, name)
     raise AttributeError(f"module 'fae' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *import_module("fae.api").__all__})

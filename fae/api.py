@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from fae.agents.base import Agent, AgentContext, AgentResult
 from fae.errors import FaeError, StoreError, TaskError
+from fae.harness.config import Execution, LlmConfig, RecordConfig, StackConfig
 from fae.harness.interrupt import StopRequest
 from fae.judge.compare import Comparison
 from fae.judge.compare import compare as _compare
@@ -23,7 +24,6 @@ from fae.judge.registry import Rule, Verdict, parse_rules
 from fae.judge.registry import judge as register_judge
 from fae.judge.rejudge import RejudgeResult
 from fae.judge.rejudge import rejudge as _rejudge
-from fae.recorder.redact import Redactor
 from fae.replay.stream import ConnectionQueries
 from fae.store.export import open_parquet
 from fae.store.log import EventLog
@@ -67,11 +67,15 @@ __all__ = [
     "AgentResult",
     "Comparison",
     "EventLog",
+    "Execution",
     "FaeError",
+    "LlmConfig",
+    "RecordConfig",
     "RejudgeResult",
     "ReplayReport",
     "Rule",
     "RunContext",
+    "StackConfig",
     "SuiteResult",
     "Verdict",
     "add_task_dir",
@@ -150,156 +154,27 @@ def plan_runs(
 
 def record(
     log: str | Path,
-    task_ids: Sequence[str],
+    runs: Sequence[RunSpec],
+    config: RecordConfig | None = None,
     *,
-    variations: Sequence[int] = (0,),
-    agents: Sequence[str] = ("gold",),
-    repeats: int = 1,
-    concurrency: int = 4,
-    resume: bool = False,
-    suite: str | None = None,
-    fhir_url: str | None = None,
-    llm_url: str | None = None,
-    model: str | None = None,
-    api_key: str | None = None,
-    memory: Sequence[str] = (),
-    paraphrase_model: str | None = None,
-    paraphrase_seed: int = 0,
-    paraphrases: str | Path | None = None,
-    audit_events: bool = False,
-    redact_headers: Sequence[str] = (),
-    redact_params: Sequence[str] = (),
-    retry_errored: bool = False,
-    fsync: bool = False,
-    max_body_mib: int = 32,
-    settle_s: float | None = None,
-    scenario_dirs: Sequence[str | Path] = (),
     stop: StopRequest | None = None,
-    ray: str | None = None,
-    ray_actors: int | None = None,
     on_progress: Callable[[RunSpec, str], None] | None = None,
-    processes: int | None = None,
-    workers: int | None = None,
 ) -> SuiteResult:
-    """Record runs through the proxy into ``log`` and judge each as it ends; returns the statuses.
+    """Record ``runs`` (``plan_runs``) through the proxy into ``log`` and judge each as it ends; returns the
+    statuses.
 
-    ``agents`` are command-line agent names (``gold``, ``plan:PATH``,
-    ``langchain:CONFIG[@MODEL]``, a plugin's prefix); ``memory`` holds
-    ``NAME=DIR`` Reflexion stores for the memory configurations. ``api_key`` and every
-    redacted value are scrubbed from all that is stored. ``stop`` (``fae.harness.interrupt``) lets a
-    signal end the recording cleanly: in-flight runs are stored interrupted. ``ray``: record on Ray actors
-    at this address (``local``, ``auto``, ``ray://HOST:PORT``; docs/scale.md), ``ray_actors`` of them
-    (default one per CPU of the cluster), each into its own shard, merged into ``log`` at the end.
-    ``processes``: 2 serves the FHIR and MCP servers in a child process (two cores); 1 keeps everything
-    in one process; None: ``FAE_RECORD_PROCESSES``, else 2 (in a worker process: 1).
-    ``workers``: record in this many local worker processes, each with its own stack and log shard, merged
-    into ``log`` at the end; 1 records in this process; None: ``FAE_RECORD_WORKERS``, else 1 (docs/scale.md).
-    ``paraphrase_model``: reword every prompt, one paraphrase per (task, variation, model, ``paraphrase_seed``)
-    made before the runs and played by all of them; ``paraphrases``: a paraphrase file whose paraphrases are
-    played instead of asking the model (docs/tasks.md, "Paraphrase").
+    ``config`` (``RecordConfig``: the stack's servers and redaction, the LLM agents' model and key, concurrency,
+    resume, paraphrases, and whether the runs go in this process, in worker processes or on Ray) is documented
+    field by field in ``fae.harness.config``. The API key and every redacted value are scrubbed from all that is
+    stored. ``stop`` (``fae.harness.interrupt``) lets a signal end the recording cleanly: runs in flight are stored
+    interrupted. ``on_progress(spec, status)`` is called as each run ends.
     """
-    import anyio
+    from fae.harness.recording import record as record_planned_suite
+    from fae.harness.run import RunSpec as Planned  # the recording stack loads on first use (see _LAZY)
 
-    from fae.harness.local_workers import choose_workers, record_on_workers
-    from fae.harness.paraphrases import Paraphrase
-    from fae.harness.ray_record import record_on_ray
-    from fae.harness.shards import merge_shards, shard_dir
-    from fae.harness.stack import parse_memory_stores
-    from fae.harness.suite_runner import record_suite
-
-    specs = plan_runs(
-        task_ids, variations=variations, agents=agents, repeats=repeats, suite=suite, scenario_dirs=scenario_dirs
-    )
-    paraphrase = (
-        Paraphrase(paraphrase_model, paraphrase_seed, str(paraphrases) if paraphrases else None)
-        if paraphrase_model or paraphrases
-        else None
-    )
-    llm_options = {key: value for key, value in (("model", model), ("api_key", api_key)) if value}
-    redactor = Redactor.with_extra(headers=list(redact_headers), query_params=list(redact_params), values=[api_key])
-    if ray is not None:
-        return record_on_ray(
-            log,
-            specs,
-            address=ray,
-            actors=ray_actors,
-            resume=resume,
-            concurrency=concurrency,
-            fhir_url=fhir_url,
-            stack_options={
-                "llm_url": llm_url,
-                "redactor": redactor,
-                "audit_events": audit_events,
-                "fsync": fsync,
-                "max_body_bytes": max_body_mib * 1024 * 1024,
-            },
-            memory_stores=parse_memory_stores(list(memory)),
-            llm_options=llm_options,
-            paraphrase=paraphrase,
-            stop=stop,
-            retry_errored=retry_errored,
-            settle_s=settle_s,
-            on_progress=on_progress,
-        )
-    memory_stores = parse_memory_stores(list(memory))
-    count = choose_workers(
-        log,
-        specs,
-        workers=workers,
-        concurrency=concurrency,
-        resume=resume,
-        retry_errored=retry_errored,
-        fhir_url=fhir_url,
-    )
-    if count > 1:
-        return record_on_workers(
-            log,
-            specs,
-            workers=count,
-            resume=resume,
-            concurrency=concurrency,
-            stack_options={
-                "llm_url": llm_url,
-                "redactor": redactor,
-                "audit_events": audit_events,
-                "fsync": fsync,
-                "max_body_bytes": max_body_mib * 1024 * 1024,
-                "processes": processes or 1,
-            },
-            memory_stores=memory_stores,
-            llm_options=llm_options,
-            paraphrase=paraphrase,
-            stop=stop,
-            retry_errored=retry_errored,
-            settle_s=settle_s,
-            on_progress=on_progress,
-        )
-    # a killed sharded recording's shards hold attempts: they are in the log before it is planned
-    marked = merge_shards(log) if shard_dir(log).exists() else 0
-    result = anyio.run(
-        lambda: record_suite(
-            log,
-            specs,
-            resume=resume,
-            concurrency=concurrency,
-            fhir_url=fhir_url,
-            llm_url=llm_url,
-            redactor=redactor,
-            on_progress=on_progress,
-            memory_stores=memory_stores,
-            llm_options=llm_options,
-            paraphrase=paraphrase,
-            audit_events=audit_events,
-            stop=stop,
-            retry_errored=retry_errored,
-            fsync=fsync,
-            max_body_bytes=max_body_mib * 1024 * 1024,
-            settle_s=settle_s,
-            processes=processes,
-        )
-    )
-    result.interrupted_marked += marked
-    return result
+    if isinstance(runs, str) or not all(isinstance(spec, Planned) for spec in runs):
+        raise TaskError("record takes the runs plan_runs returns: fae.record(log, fae.plan_runs([...]), config)")
+    return record_planned_suite(log, list(runs), config, stop=stop, on_progress=on_progress)
 
 
 def _rules(rules: Mapping[str, Any] | str | Sequence[str] | None) -> dict[str, Any]:

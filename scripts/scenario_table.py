@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 
+from fae.harness.config import RecordConfig
 from fae.harness.suite_plan import plan_suite
 from fae.harness.suite_runner import record_suite
 from fae.judge.scenario_table import current_section, replace_section, scenario_markdown, scenario_rows
@@ -31,7 +32,7 @@ def main(check: bool) -> int:
         specs += plan_suite([task_id], [0], agents, 1, "write-verification")
     with tempfile.TemporaryDirectory() as folder:
         log = Path(folder) / "scenarios.duckdb"
-        result = anyio.run(lambda: record_suite(log, specs, concurrency=8))
+        result = anyio.run(lambda: record_suite(log, specs, RecordConfig(concurrency=8)))
         if result.statuses.get("finished", 0) != len(specs):
             print(f"not every scenario finished: {dict(result.statuses)}", file=sys.stderr)
             return 1

@@ -46,7 +46,7 @@ def test_user_mistakes_are_fae_errors(tmp_path):
 
 def test_stats_from_python_match_the_recorded_verdicts(tmp_path):
     log = tmp_path / "s.duckdb"
-    fae.record(log, ["rec-find-patient"], variations=[0, 1], agents=["gold"])
+    fae.record(log, fae.plan_runs(["rec-find-patient"], variations=[0, 1], agents=["gold"]))
     study = fae.stats(log, tables=["success"])
     rows = study.tables["success"].dicts()
     assert rows and all(row["strict_mean"] == 100.0 for row in rows), rows

@@ -19,7 +19,7 @@ suite = fae.tasks()
 print(f"{len(suite)} tasks; recording rec-create-patient and rec-find-patient")
 
 # 2. record: every (task, variation, agent, repeat) through the recording proxy, judged as it ends
-result = fae.record(log, ["rec-create-patient", "rec-find-patient"], variations=[0, 1], agents=["gold"])
+result = fae.record(log, fae.plan_runs(["rec-create-patient", "rec-find-patient"], variations=[0, 1], agents=["gold"]))
 print("statuses:", dict(result.statuses))
 
 # 3. rejudge from the log alone under a stricter ensure_record rule; verdicts are appended, never edited

@@ -252,6 +252,30 @@ def record(
             suite=suite,
             scenario_dirs=scenarios_dir,
         )
+        from fae.harness.config import MIB
+        from fae.harness.paraphrases import Paraphrase
+        from fae.harness.upstream_apps import parse_memory_stores
+
+        config = api.RecordConfig(
+            stack=api.StackConfig(
+                fhir_url=fhir_url,
+                llm_url=llm_url,
+                memory_stores=parse_memory_stores(memory),
+                audit_events=audit_events,
+                fsync=fsync,
+                max_body_bytes=max_body_mib * MIB,
+                processes=processes,
+                redact_headers=tuple(redact_header),
+                redact_params=tuple(redact_param),
+            ),
+            llm=api.LlmConfig(model=model, api_key=api_key),
+            execution=api.Execution(workers=workers, ray=ray, ray_actors=ray_actors),
+            concurrency=concurrency,
+            resume=resume,
+            retry_errored=retry_errored,
+            settle_s=settle,
+            paraphrase=Paraphrase.asked(paraphrase_model, paraphrase_seed, paraphrases),
+        )
         from fae.harness.model_server import serial_warning
 
         # an external FHIR server takes one run at a time; otherwise --concurrency runs (shared by any workers)
@@ -263,38 +287,7 @@ def record(
             def advance(spec: Any, status: str) -> None:
                 step(1, f"{spec.run_id}: {status}")
 
-            result = api.record(
-                log,
-                task_ids,
-                variations=variation_list,
-                agents=agent or ["gold"],
-                repeats=repeats,
-                concurrency=concurrency,
-                resume=resume,
-                suite=suite,
-                fhir_url=fhir_url,
-                llm_url=llm_url,
-                model=model,
-                api_key=api_key,
-                memory=memory,
-                paraphrase_model=paraphrase_model,
-                paraphrase_seed=paraphrase_seed,
-                paraphrases=paraphrases,
-                audit_events=audit_events,
-                redact_headers=redact_header,
-                redact_params=redact_param,
-                retry_errored=retry_errored,
-                fsync=fsync,
-                max_body_mib=max_body_mib,
-                settle_s=settle,
-                scenario_dirs=scenarios_dir,
-                stop=stop,
-                ray=ray,
-                ray_actors=ray_actors,
-                on_progress=advance,
-                processes=processes,
-                workers=workers,
-            )
+            result = api.record(log, specs, config, stop=stop, on_progress=advance)
         table = Table(title=f"recorded into {log}")
         table.add_column("planned", justify="right")
         table.add_column("already done", justify="right")

@@ -24,6 +24,7 @@ import httpx
 import msgspec
 
 from fae.errors import FaeError, JudgeError, StoreError
+from fae.harness.config import StackConfig
 from fae.judge.context import RunContext
 from fae.memory.reflexion import RunView, chat, parse_json_reply, trajectory_text
 from fae.recorder.llm import llm_in_full
@@ -290,7 +291,7 @@ async def _ask(
     """Ask the judge through the recording proxy, one run at a time, and write each label."""
     from fae.harness.stack import open_stack
 
-    async with open_stack(path, llm_url=llm_url) as stack, httpx.AsyncClient(timeout=120) as client:
+    async with open_stack(path, StackConfig(llm_url=llm_url)) as stack, httpx.AsyncClient(timeout=120) as client:
         for item in fresh:
             base = stack.llm_base(item.run_id, ACTOR)
             if base is None:

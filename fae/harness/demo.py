@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 
+from fae.harness.config import RecordConfig
 from fae.harness.suite_plan import plan_suite, render_task
 from fae.harness.suite_runner import SuiteResult, record_suite
 from fae.plan import plan_to_dict
@@ -45,4 +46,6 @@ def record_demo(log: Path, on_progress: Callable[[Any, str], None] | None = None
     specs = plan_suite(DEMO_TASKS, [0], DEMO_AGENTS, 1, "demo")
     specs += plan_suite([SCENARIO_TASK], [0], DEMO_SCENARIOS, 1, "demo")
     app = create_app(registry)
-    return anyio.run(lambda: record_suite(log, specs, llm_app=app, concurrency=4, on_progress=on_progress))
+    return anyio.run(
+        lambda: record_suite(log, specs, RecordConfig(concurrency=4), llm_app=app, on_progress=on_progress)
+    )

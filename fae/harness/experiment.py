@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fae.errors import RecordError
+from fae.harness.config import LlmConfig, RecordConfig, StackConfig
 from fae.harness.experiment_plan import STORES, Experiment, agent_name, eval_specs, paraphrase_of, task_list
 from fae.harness.run import RunSpec
 from fae.harness.suite_runner import record_suite
@@ -131,18 +132,15 @@ async def run_experiment(
     specs = eval_specs(experiment)
     with EventLog(log_path) as log:
         materialise_task_meta(log, [(s.task_id, s.variation) for s in specs])
-    suite = await record_suite(
-        log_path,
-        specs,
-        resume=resume,
-        concurrency=concurrency,
-        llm_url=llm_url,
-        on_progress=on_progress,
-        memory_stores=stores or None,
+    config = RecordConfig(
+        stack=StackConfig(llm_url=llm_url, memory_stores=stores),
         # a program agent (cmd:) is told the experiment's model as FAE_MODEL; a LangChain spec names its own
-        llm_options={k: v for k, v in (("model", experiment.model), ("api_key", api_key)) if v} or None,
+        llm=LlmConfig(model=experiment.model, api_key=api_key),
+        concurrency=concurrency,
+        resume=resume,
         paraphrase=paraphrase_of(experiment),
     )
+    suite = await record_suite(log_path, specs, config, on_progress=on_progress)
     result.statuses, result.skipped = suite.statuses, suite.skipped
     with EventLog(log_path) as log:
         materialise_task_meta(log)

@@ -12,21 +12,21 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_any
 from pathlib import Path
-from typing import Any
 
+from fae.agents.base import Agent
 from fae.errors import RecordError
+from fae.harness.config import RecordConfig
 from fae.harness.interrupt import StopRequest
-from fae.harness.paraphrases import Paraphrase
 from fae.harness.run import RunSpec
-from fae.harness.shard_driver import LOST, plan_shards, record_on_pool
-from fae.harness.shards import ShardJob, merge_shards, planned_attempts, shard_dir
-from fae.harness.suite_plan import runs_to_do
-from fae.harness.suite_runner import SuiteResult
+from fae.harness.shard_driver import LOST, record_on_pool, shard_job
+from fae.harness.shards import ShardJob, shard_dir
+from fae.harness.suite_plan import SuitePlan, SuiteResult
 from fae.store.log import EventLog
 
 WORKERS_ENV = "FAE_RECORD_WORKERS"
@@ -176,80 +176,65 @@ class WorkerPool:
 
 def record_on_workers(
     log_path: str | Path,
-    specs: Sequence[RunSpec],
+    plan: SuitePlan,
+    config: RecordConfig,
     *,
     workers: int,
-    resume: bool = False,
-    concurrency: int = 4,
-    stack_options: Mapping[str, Any] | None = None,
-    memory_stores: Mapping[str, Path] | None = None,
-    llm_options: Mapping[str, Any] | None = None,
-    paraphrase: Paraphrase | None = None,
     stop: StopRequest | None = None,
-    retry_errored: bool = False,
-    settle_s: float | None = None,
     on_progress: Callable[[RunSpec, str], None] | None = None,
     on_start: Callable[[WorkerPool], None] | None = None,
 ) -> SuiteResult:
-    """Record every planned run not already done in ``workers`` processes, then merge their shards into the log.
+    """Record the plan's runs in ``workers`` processes, then merge their shards into the log.
 
     ``on_start`` is called with the pool once every worker is serving (tests find the workers' pids there).
     """
     log_path = Path(log_path).resolve()
-    todo, result, job = plan_shards(
-        log_path,
-        specs,
-        resume=resume,
-        retry_errored=retry_errored,
-        stack_options=stack_options or {},
-        memory_stores=memory_stores or {},
-        llm_options=llm_options or {},
-        paraphrase=paraphrase,
-        settle_s=settle_s,
-    )
-    if not todo:
+    result = plan.result()
+    if not plan.todo:
+        EventLog(log_path).close()  # an empty suite still leaves a log, as a local recording does
         return result
-    count = max(1, min(workers, len(todo)))
+    job = shard_job(log_path, plan, config)
+    count = max(1, min(workers, len(plan.todo)))
     folder = shard_dir(log_path)
     folder.mkdir(parents=True, exist_ok=True)
     EventLog(log_path).close()  # LOG exists while its shards are recorded, for `fae runs` (which reads both)
     return record_on_pool(
         log_path,
         WorkerPool(count, folder, job, on_start),
-        todo,
-        math.ceil(concurrency / count),
+        plan.todo,
+        math.ceil(config.concurrency / count),
         stop,
         on_progress,
         result,
     )
 
 
-def choose_workers(
-    log_path: str | Path,
-    specs: Sequence[RunSpec],
-    *,
-    workers: int | None,
-    concurrency: int,
-    resume: bool,
-    retry_errored: bool,
-    fhir_url: str | None,
-) -> int:
-    """How many worker processes record the suite: ``workers`` as asked (checked), else ``default_workers``
-    for the runs still to do (a suite too small to pay for a second worker records in this process)."""
-    if workers is not None and workers < 1:
-        raise RecordError(f"--workers must be at least 1, not {workers}")
-    if fhir_url:
-        if workers is not None and workers > 1:
-            raise RecordError(
-                "--workers records on the embedded FHIR server only: an external server is one "
-                "shared store, so its runs go one at a time (record with --workers 1)"
-            )
-        return 1
-    if workers is not None:
-        return workers
-    if default_workers(len(specs), concurrency) == 1:
-        return 1  # even if every planned run were still to do
-    log_path = Path(log_path)
-    merge_shards(log_path)  # a killed sharded recording's runs count as attempts
-    todo, _ = runs_to_do(specs, planned_attempts(log_path), resume=resume, retry_errored=retry_errored)
-    return default_workers(len(todo), concurrency)
+@dataclass(frozen=True)
+class LocalWorkers:
+    """The worker-process executor: ``count`` local processes, each with its own stack and log shard."""
+
+    count: int
+    on_start: Callable[[WorkerPool], None] | None = None
+
+    def record(
+        self,
+        log_path: Path,
+        plan: SuitePlan,
+        agents: Mapping[str, Agent],
+        config: RecordConfig,
+        stop: StopRequest | None,
+        on_progress: Callable[[RunSpec, str], None] | None,
+    ) -> SuiteResult:
+        return record_on_workers(
+            log_path, plan, config, workers=self.count, stop=stop, on_progress=on_progress, on_start=self.on_start
+        )
+
+
+def choose_workers(plan: SuitePlan, config: RecordConfig) -> int:
+    """How many worker processes record the suite: ``config.execution.workers`` as asked, else
+    ``default_workers`` for the runs still to do (a suite too small to pay for a second worker records here)."""
+    if config.stack.fhir_url:
+        return 1  # one shared store (RecordConfig refuses more workers for it)
+    if config.execution.workers is not None:
+        return config.execution.workers
+    return default_workers(len(plan.todo), config.concurrency)

@@ -29,6 +29,7 @@ import httpx
 import msgspec
 
 from fae.errors import FaeError, RecordError, TaskError
+from fae.harness.config import StackConfig
 from fae.harness.stack import open_stack
 from fae.store import events as ev
 from fae.store.log import EventLog
@@ -58,6 +59,11 @@ class Paraphrase:
     model: str | None
     seed: int = 0
     file: str | None = None
+
+    @classmethod
+    def asked(cls, model: str | None, seed: int = 0, file: str | Path | None = None) -> Paraphrase | None:
+        """The setting ``--paraphrase-model``, ``--paraphrase-seed`` and ``--paraphrases`` ask for (None: none)."""
+        return cls(model, seed, str(file) if file else None) if model or file else None
 
 
 @dataclass(frozen=True)
@@ -290,19 +296,27 @@ def _last_exchange(log: EventLog, where: str) -> str | None:
 
 
 def fix_paraphrases_first(
-    log_path: str | Path, rendered: Mapping[Key, Any], spec: Paraphrase, stack_options: Mapping[str, Any]
+    log_path: str | Path, rendered: Mapping[Key, Any], spec: Paraphrase, stack: StackConfig
 ) -> Paraphrases:
-    """``fix_paraphrases`` before a sharded recording starts its workers: in a stack of its own on the log,
-    opened only when something is left to ask for or to record."""
+    """``fix_paraphrases`` before a sharded recording starts its workers: in a stack of its own on the log
+    (serving only the LLM, in one process), opened only when something is left to ask for or to record."""
     with EventLog(log_path) as log:
         book, to_record, to_make = plan_paraphrases(log, rendered, spec)
     if not to_record and not to_make:
         return book
-    options = {k: v for k, v in stack_options.items() if k in ("llm_url", "redactor", "fsync", "max_body_bytes")}
+    own = StackConfig(
+        llm_url=stack.llm_url,
+        fsync=stack.fsync,
+        max_body_bytes=stack.max_body_bytes,
+        processes=1,
+        redact_headers=stack.redact_headers,
+        redact_params=stack.redact_params,
+        secrets=stack.secrets,
+    )
 
     async def fix_in_stack() -> Paraphrases:
-        async with open_stack(log_path, processes=1, **options) as stack:
-            return await fix_paraphrases(stack, rendered, spec)
+        async with open_stack(log_path, own) as opened:
+            return await fix_paraphrases(opened, rendered, spec)
 
     return anyio.run(fix_in_stack)
 

@@ -10,20 +10,23 @@ merged into LOG and the shard directory is removed.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fae.agents.base import Agent
 from fae.errors import RecordError
+from fae.harness.config import RecordConfig
 from fae.harness.interrupt import StopRequest
-from fae.harness.paraphrases import Paraphrase
 from fae.harness.run import RunSpec
-from fae.harness.shard_driver import LOST, plan_shards, record_on_pool
+from fae.harness.shard_driver import LOST, record_on_pool, shard_job
 from fae.harness.shards import ShardJob, ShardRecorder, shard_dir
-from fae.harness.suite_runner import SuiteResult
+from fae.harness.suite_plan import SuitePlan, SuiteResult
+from fae.store.log import EventLog
 from fae.util.ray_cluster import cluster_cpus, import_ray, ray_connection, short_error
 
-__all__ = ["record_on_ray", "shard_dir"]
+__all__ = ["RayActors", "shard_dir"]
 
 
 START_ENV = "FAE_RAY_ACTOR_START_S"
@@ -116,52 +119,45 @@ class _ActorPool:
         return healthy
 
 
-def record_on_ray(
-    log_path: str | Path,
-    specs: Sequence[RunSpec],
-    *,
-    address: str,
-    actors: int | None = None,
-    resume: bool = False,
-    concurrency: int = 4,
-    fhir_url: str | None = None,
-    stack_options: Mapping[str, Any] | None = None,
-    memory_stores: Mapping[str, Path] | None = None,
-    llm_options: Mapping[str, Any] | None = None,
-    paraphrase: Paraphrase | None = None,
-    stop: StopRequest | None = None,
-    retry_errored: bool = False,
-    settle_s: float | None = None,
-    on_progress: Callable[[RunSpec, str], None] | None = None,
-) -> SuiteResult:
-    """Record every planned run not already done on Ray actors, then merge their shards into ``log_path``."""
-    if fhir_url:
-        raise RecordError(
-            "--ray records on the embedded FHIR server only: an external server is one shared "
-            "store, so its runs go one at a time (record without --ray)"
-        )
-    actor_start_s()  # a bad setting stops the command before anything is written
-    import_ray("fae record --ray")  # before anything is planned or written
-    if actors is not None and actors < 1:
-        raise RecordError(f"--ray-actors must be at least 1, not {actors}")
-    log_path = Path(log_path).resolve()
-    todo, result, job = plan_shards(
-        log_path,
-        specs,
-        resume=resume,
-        retry_errored=retry_errored,
-        stack_options=stack_options or {},
-        memory_stores=memory_stores or {},
-        llm_options=llm_options or {},
-        paraphrase=paraphrase,
-        settle_s=settle_s,
-    )
-    if not todo:
-        return result
-    with ray_connection(address, "fae record --ray") as ray:
-        count = min(actors or cluster_cpus(ray), len(todo))
-        folder = shard_dir(log_path)
-        folder.mkdir(parents=True, exist_ok=True)
-        return record_on_pool(
-            log_path, _ActorPool(ray, count, folder, job, concurrency), todo, concurrency, stop, on_progress, result
-        )
+@dataclass(frozen=True)
+class RayActors:
+    """The Ray executor: the runs on actors of the cluster at ``address``, each with its own stack and log shard."""
+
+    address: str
+    actors: int | None = None
+
+    def check(self) -> None:
+        """Refuse a bad setting, or a missing Ray, before anything is planned or written."""
+        actor_start_s()
+        import_ray("fae record --ray")
+
+    def record(
+        self,
+        log_path: Path,
+        plan: SuitePlan,
+        agents: Mapping[str, Agent],
+        config: RecordConfig,
+        stop: StopRequest | None,
+        on_progress: Callable[[RunSpec, str], None] | None,
+    ) -> SuiteResult:
+        """Record the plan's runs on Ray actors, then merge their shards into ``log_path``."""
+        self.check()
+        log_path = Path(log_path).resolve()
+        result = plan.result()
+        if not plan.todo:
+            EventLog(log_path).close()  # an empty suite still leaves a log, as a local recording does
+            return result
+        job = shard_job(log_path, plan, config)
+        with ray_connection(self.address, "fae record --ray") as ray:
+            count = min(self.actors or cluster_cpus(ray), len(plan.todo))
+            folder = shard_dir(log_path)
+            folder.mkdir(parents=True, exist_ok=True)
+            return record_on_pool(
+                log_path,
+                _ActorPool(ray, count, folder, job, config.concurrency),
+                plan.todo,
+                config.concurrency,
+                stop,
+                on_progress,
+                result,
+            )

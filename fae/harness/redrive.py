@@ -28,6 +28,7 @@ from fae.agents.base import Agent, AgentContext, AgentResult
 from fae.agents.command import command_agent_from_config
 from fae.agents.plan_runner import PlanRun, ToolOutcome, run_plan
 from fae.errors import PlanError, ReplayDrift
+from fae.harness.config import StackConfig
 from fae.plan import Plan
 from fae.replay.cassette import Cassette, Miss, Policy, RecordedCall, recorded_calls
 from fae.replay.drift import captured_resources, state_drift
@@ -381,7 +382,7 @@ async def replay_llm(
         )
     engine = FhirEngine(id_factory=recorded_id_factory(recording.created_ids))
     # the cassette is the stack's own LLM: like its FHIR and MCP servers it answers only the proxy
-    async with open_stack(out, llm_app=cassette.app(), memory_stores=stores, fhir_engine=engine) as stack:
+    async with open_stack(out, StackConfig(memory_stores=stores), llm_app=cassette.app(), fhir_engine=engine) as stack:
         replay_id = _next_replay_id(stack, recording.run_id)
         stage("re-driving")
         spec = RunSpec(

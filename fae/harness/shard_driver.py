@@ -9,22 +9,20 @@ a recorder that dies loses only its runs in flight, which its shard shows as int
 from __future__ import annotations
 
 import signal
-from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-from fae.agents.base import Agent
-from fae.agents.prefixes import build_agent
 from fae.errors import RecordError
+from fae.harness.config import RecordConfig
 from fae.harness.interrupt import StopRequest
-from fae.harness.paraphrases import Paraphrase, fix_paraphrases_first
+from fae.harness.paraphrases import fix_paraphrases_first
 from fae.harness.run import RunSpec
-from fae.harness.shards import ShardJob, merge_shards, planned_attempts
-from fae.harness.suite_plan import check_servers, render_task, runs_to_do
-from fae.harness.suite_runner import SuiteResult
-from fae.store.log import EventLog
+from fae.harness.shards import ShardJob, merge_shards
+from fae.harness.suite_plan import SuitePlan, SuiteResult
 from fae.tasks.scenarios import scenario_dirs
 from fae.tasks.sources import task_dirs
 
@@ -53,54 +51,21 @@ class ShardPool(Protocol):
         ...
 
 
-def plan_shards(
-    log_path: Path,
-    specs: Sequence[RunSpec],
-    *,
-    resume: bool,
-    retry_errored: bool,
-    stack_options: Mapping[str, Any],
-    memory_stores: Mapping[str, Path],
-    llm_options: Mapping[str, Any],
-    paraphrase: Paraphrase | None,
-    settle_s: float | None,
-) -> tuple[list[RunSpec], SuiteResult, ShardJob]:
-    """Check and plan the suite as a local recording does, after merging any shards left behind."""
-    agents: dict[str, Agent] = {
-        name: build_agent(name, **llm_options) for name in dict.fromkeys(spec.agent for spec in specs)
-    }
-    check_servers(agents, memory_stores)
-    rendered = {(s.task_id, s.variation): None for s in specs}
-    for key in rendered:
-        rendered[key] = render_task(*key)
-    marked = merge_shards(log_path)  # what a killed driver or worker left is in LOG before anything is planned
-    todo, skipped = runs_to_do(specs, planned_attempts(log_path), resume=resume, retry_errored=retry_errored)
-    result = SuiteResult(planned=len(specs), skipped=skipped, statuses=Counter(), interrupted_marked=marked, runs=[])
-    book = (  # fixed in LOG before a worker starts: workers on one variation never ask twice
-        fix_paraphrases_first(
-            log_path,
-            {(s.task_id, s.variation): rendered[(s.task_id, s.variation)] for s in todo},
-            paraphrase,
-            stack_options,
-        )
-        if paraphrase is not None and todo
+def shard_job(log_path: Path, plan: SuitePlan, config: RecordConfig) -> ShardJob:
+    """What every recorder of a sharded recording is handed; the paraphrases are fixed in LOG first, so workers
+    on one variation never ask twice."""
+    paraphrases = (
+        fix_paraphrases_first(log_path, plan.to_paraphrase(), config.paraphrase, config.stack_config())
+        if config.paraphrase is not None and plan.todo
         else None
     )
-    options = {**stack_options, "memory_stores": dict(memory_stores)}
-    redaction = ShardJob.redaction_of(options.pop("redactor", None))
-    job = ShardJob(
-        stack_options=options,
-        agent_names=tuple(agents),
-        llm_options=dict(llm_options),
-        rendered=rendered,
-        run_options={"paraphrase": book, "settle_s": settle_s},
+    return ShardJob(
+        config=config,
+        plan=replace(plan, todo=[]),
+        paraphrases=paraphrases,
         task_dirs=tuple(str(d) for d in task_dirs()),
         scenario_dirs=tuple(str(d) for d in scenario_dirs()),
-        redaction=redaction,
     )
-    if not todo:
-        EventLog(log_path).close()  # an empty suite still leaves a log, as a local recording does
-    return todo, result, job
 
 
 def record_on_pool(

@@ -15,21 +15,21 @@ import shutil
 import time
 from concurrent.futures import Future
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import anyio
 from anyio.from_thread import start_blocking_portal
 
-from fae.agents.base import Agent, declared_upstreams
-from fae.agents.prefixes import build_agent
+from fae.agents.base import declared_upstreams
 from fae.errors import LogInUse, RecordError
+from fae.harness.config import RecordConfig
+from fae.harness.in_flight import RunSlots
 from fae.harness.interrupt import StopRequest
-from fae.harness.run import RunSpec, execute_run
+from fae.harness.paraphrases import Paraphrases
+from fae.harness.run import RunSpec
 from fae.harness.stack import open_stack
-from fae.harness.suite_plan import attempts, mark_interrupted
-from fae.recorder.redact import Redactor
+from fae.harness.suite_plan import SuitePlan, attempts, build_agents, mark_interrupted
 from fae.store.log import EventLog
 from fae.store.merge import merge_logs
 from fae.store.writer import open_writer
@@ -107,24 +107,12 @@ def planned_attempts(log_path: Path) -> dict[tuple, list[tuple[str, str, str | N
 class ShardJob:
     """Everything a shard's recorder needs, sent to it once: it must pickle (no locks, no open handles)."""
 
-    stack_options: dict[str, Any]
-    agent_names: tuple[str, ...]
-    llm_options: dict[str, Any]
-    rendered: dict[tuple[str, int], Any]
-    run_options: dict[str, Any]
+    config: RecordConfig
+    plan: SuitePlan
+    """The suite's plan without its runs (they are handed out one by one)."""
+    paraphrases: Paraphrases | None = None
     task_dirs: tuple[str, ...] = ()
     scenario_dirs: tuple[str, ...] = ()
-    redaction: dict[str, Any] = field(default_factory=dict)
-    """The redactor's configuration: each recorder learns its own secret values (a set of them holds a lock)."""
-
-    @staticmethod
-    def redaction_of(redactor: Redactor | None) -> dict[str, Any]:
-        redactor = redactor or Redactor()
-        return {
-            "headers": redactor.headers,
-            "query_params": redactor.query_params,
-            "extra_values": redactor.extra_values,
-        }
 
 
 class ShardRecorder:
@@ -135,55 +123,41 @@ class ShardRecorder:
             add_task_dir(folder)
         for folder in job.scenario_dirs:
             add_scenario_dir(folder)
-        self._agents: dict[str, Agent] = {name: build_agent(name, **job.llm_options) for name in job.agent_names}
-        self._rendered, self._run_options = job.rendered, job.run_options
-        stack_options = {
-            **job.stack_options,
-            "redactor": Redactor(**job.redaction),
-            "agent_upstreams": declared_upstreams(self._agents.values()),
-        }
-        self._in_flight: dict[str, anyio.CancelScope] = {}
+        agents = build_agents(job.plan.agents, job.config)
+        stack_config = job.config.stack_config()
+        stack_config = replace(stack_config, processes=stack_config.processes or 1)
         self._stop = StopRequest()
         self._exit = ExitStack()
         try:
             self._portal = self._exit.enter_context(start_blocking_portal())
             self._stack = self._exit.enter_context(
-                self._portal.wrap_async_context_manager(open_stack(shard, **stack_options))
+                self._portal.wrap_async_context_manager(
+                    open_stack(shard, stack_config, agent_upstreams=declared_upstreams(agents.values()))
+                )
             )
             self._portal.call(self._stop.bind)
         except BaseException:
             self._exit.close()
             raise
+        self._slots = RunSlots(
+            self._stack,
+            job.plan,
+            agents,
+            stop=self._stop,
+            paraphrases=job.paraphrases,
+            settle_s=job.config.settle_s,
+        )
 
     def ready(self) -> bool:
         return True
 
     def run(self, spec: RunSpec) -> str | None:
         """Record one run; its status, or None when a stop came before it started."""
-        return self._portal.call(self._one, spec)
+        return self._portal.call(self._slots.record, spec)
 
     def submit(self, spec: RunSpec) -> Future[str | None]:
         """Start recording one run and return at once; the future holds what ``run`` returns."""
-        return self._portal.start_task_soon(self._one, spec)
-
-    async def _one(self, spec: RunSpec) -> str | None:
-        if self._stop.requested:
-            return None  # never started: the next --resume records it
-        status = "interrupted"  # what the run is when its scope is cancelled before execute_run returns
-        with anyio.CancelScope() as scope:
-            self._in_flight[spec.run_id] = scope
-            try:
-                status = await execute_run(
-                    self._stack,
-                    spec,
-                    self._rendered[(spec.task_id, spec.variation)],
-                    self._agents[spec.agent],
-                    stop=self._stop,
-                    **self._run_options,
-                )
-            finally:
-                del self._in_flight[spec.run_id]
-        return "interrupted" if scope.cancelled_caught else status
+        return self._portal.start_task_soon(self._slots.record, spec)
 
     def stop(self, signum: int) -> None:
         """Start no run, and cancel those in flight (each is stored interrupted with the signal as reason)."""
@@ -191,8 +165,7 @@ class ShardRecorder:
 
     def _cancel(self, signum: int) -> None:
         self._stop.request(signum)
-        for scope in list(self._in_flight.values()):
-            scope.cancel()
+        self._slots.cancel()
 
     def close(self) -> bool:
         """Flush the shard and stop the stack; whether every write reached the shard."""

@@ -25,6 +25,7 @@ import anyio
 import httpx
 
 from fae.errors import FaeError, RecordError
+from fae.harness.config import StackConfig
 from fae.harness.upstream_apps import (
     actor_identities,
     check_memory_stores,
@@ -37,11 +38,9 @@ from fae.harness.upstream_apps import (
     sandbox_id,
 )
 from fae.harness.upstream_process import upstream_process
-from fae.proxy.addon import DEFAULT_MAX_BODY_BYTES
 from fae.proxy.routes import Upstream
 from fae.proxy.server import ProxyHandle, run_proxy
 from fae.recorder.recorder import Recorder
-from fae.recorder.redact import Redactor
 from fae.store.live import LiveQueryServer
 from fae.store.log import EventLog
 from fae.store.sandbox import Budget
@@ -149,44 +148,35 @@ class Stack:
 @asynccontextmanager
 async def open_stack(
     log_path: str | Path,
+    config: StackConfig | None = None,
     *,
-    fhir_url: str | None = None,
-    llm_url: str | None = None,
     llm_app: Any | None = None,
-    redactor: Redactor | None = None,
-    memory_stores: Mapping[str, Path] | None = None,
     fhir_engine: Any | None = None,
-    audit_events: bool = False,
-    fsync: bool = False,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    processes: int = 1,
     agent_upstreams: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Stack]:
-    """Start everything a recording needs; yields when all of it is listening.
+    """Start everything a recording needs (``config``: ``fae.harness.config.StackConfig``); yields when all of it
+    is listening.
 
     ``llm_app``: an OpenAI-compatible ASGI app (fae's scripted LLM server, a replay's cassette) served
-    by the stack as its LLM, which then answers only the proxy, as the FHIR and MCP servers do; an
-    ``llm_url`` is someone else's server, reached as it is.
-    ``memory_stores`` names Reflexion memory store directories (e.g. ``{"spec": Path(...)}``);
-    each is served by its own memory MCP server, reached by agents as ``extra_mcp["memory:NAME"]``.
+    by the stack as its LLM, which then answers only the proxy, as the FHIR and MCP servers do; a
+    ``config.llm_url`` is someone else's server, reached as it is.
     ``fhir_engine`` is the embedded server's engine when the caller needs its own (``fae replay``
     passes one that hands out the recorded resource ids); it is always served in this process.
-    ``audit_events`` turns the embedded server's AuditEvent trail on (each actor audited under its
-    own name); with ``fhir_url`` it says that the external server keeps one. Either way the harness
-    reads the trail back through the proxy after each run. ``fsync``: every journal append reaches
-    the disk before the writer answers (survives power loss, at a cost per exchange).
-    ``max_body_bytes``: the proxy answers 413 to a larger request body (and records that it did).
-    ``processes``: 1 serves everything in this process; 2 serves the embedded FHIR server and the
-    MCP servers in a child process (see ``fae.harness.upstream_process``).
     ``agent_upstreams``: servers the agents talk to themselves (``fae.agents.base.declared_upstreams``: an A2A
     agent's), name → base URL, put behind the proxy as plain HTTP upstreams, recorded byte for byte.
+    With ``config.audit_events`` the harness reads each run's AuditEvent trail back through the proxy after
+    the run. ``config.processes`` 2 serves the embedded FHIR server and the MCP servers in a child process
+    (``fae.harness.upstream_process``); 1 or None keeps them in this process.
     """
+    config = config or StackConfig()
+    fhir_url, llm_url, audit_events = config.fhir_url, config.llm_url, config.audit_events
+    processes = config.processes or 1
     if processes not in PROCESS_CHOICES:
         raise FaeError(f"processes must be 1 or 2 (got {processes})")
     if llm_url and llm_app is not None:
         raise FaeError("give the stack an LLM URL or an LLM app to serve, not both")
     key = new_stack_key()
-    stores = dict(memory_stores or {})
+    stores = dict(config.memory_stores)
     check_memory_stores(stores)
     embedded = fhir_url is None
     quiet_cancellations(asyncio.get_running_loop())  # the proxy's closing connections, until the loop closes
@@ -208,7 +198,7 @@ async def open_stack(
         budget = Budget()
         log = stack.enter_context(EventLog(log_path, settings=budget.settings))
         stack.enter_context(LiveQueryServer(log, budget))
-        writer = await stack.enter_async_context(open_writer(log, fsync=fsync))
+        writer = await stack.enter_async_context(open_writer(log, fsync=config.fsync))
         apps: dict[str, tuple[str, Any]] = {}
         if embedded and "fhir" not in servers:
             apps["fhir"] = ("fhir", fhir_app(fhir_engine, audit_events=audit_events, key=key))
@@ -232,7 +222,9 @@ async def open_stack(
             upstreams[name] = Upstream(name, url, "http")
         try:
             proxy = await stack.enter_async_context(
-                run_proxy(upstreams, Recorder(writer, redactor), max_body_bytes=max_body_bytes, stack_key=key)
+                run_proxy(
+                    upstreams, Recorder(writer, config.redactor()), max_body_bytes=config.max_body_bytes, stack_key=key
+                )
             )
         except OSError as exc:
             raise RecordError(f"the recording proxy could not start: {exc}") from None

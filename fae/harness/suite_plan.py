@@ -6,14 +6,18 @@ these functions, before any run starts.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from fae.agents.base import Agent, agent_slug
+from fae.agents.prefixes import build_agent
 from fae.errors import RecordError, TaskError
+from fae.harness.config import RecordConfig
+from fae.harness.interrupt import StopRequest
 from fae.harness.run import RunSpec
 from fae.store import events as ev
 from fae.store.log import EventLog, RunUpdate
@@ -150,3 +154,52 @@ def check_servers(agents: Mapping[str, Agent], memory_stores: Mapping[str, Path]
             raise RecordError(
                 f"agent {name} needs the memory store(s) {', '.join(stores)}: give them as --memory {stores[0]}=DIR"
             )
+
+
+@dataclass
+class SuiteResult:
+    planned: int
+    skipped: int
+    statuses: Counter
+    interrupted_marked: int
+    runs: list[tuple[str, str]]
+    stopped: StopRequest | None = None
+    """Set when a stop signal ended the suite early (its runs in flight are stored interrupted)."""
+
+
+Key = tuple[str, int]
+"""(task, variation)."""
+
+
+@dataclass
+class SuitePlan:
+    """What a recording does, decided once before any run starts (``fae.harness.planning.plan_recording``);
+    every executor records it. It pickles: a worker or an actor is handed it (agents travel by name)."""
+
+    planned: int
+    """Runs the suite names."""
+    todo: list[RunSpec]
+    """The runs still to record, in suite order (a retry has its own id, ``….aN``)."""
+    skipped: int
+    """Runs a resumed suite keeps."""
+    marked: int
+    """Runs an earlier recording left unfinished, marked interrupted while planning."""
+    agents: tuple[str, ...]
+    """The agents' names, each checked and buildable."""
+    rendered: dict[Key, Any] = field(default_factory=dict)
+    """The rendered variation of each (task, variation) of the suite."""
+
+    def result(self) -> SuiteResult:
+        """The suite's result before any run of it is recorded."""
+        return SuiteResult(
+            planned=self.planned, skipped=self.skipped, statuses=Counter(), interrupted_marked=self.marked, runs=[]
+        )
+
+    def to_paraphrase(self) -> dict[Key, Any]:
+        """The variations the runs still to record play, each once."""
+        return {(s.task_id, s.variation): self.rendered[(s.task_id, s.variation)] for s in self.todo}
+
+
+def build_agents(names: Sequence[str], config: RecordConfig) -> dict[str, Agent]:
+    """One agent per name, built once (building one looks up the installed agent plugins)."""
+    return {name: build_agent(name, **config.llm.options()) for name in dict.fromkeys(names)}

@@ -1,28 +1,33 @@
-"""A suite of runs: plan them, resume an interrupted suite, run them with bounded concurrency."""
+"""The in-process executor: a planned suite's runs on one stack in this process, ``concurrency`` at once.
+
+``record_suite`` plans and records (the form tests and the experiment runner call); ``record_planned`` records a
+plan made by ``fae.harness.planning.plan_recording`` (the form ``fae.harness.recording`` calls).
+"""
 
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from fae.agents.base import Agent, declared_upstreams
-from fae.agents.prefixes import build_agent
 from fae.errors import RecordError
+from fae.harness.config import RecordConfig
+from fae.harness.in_flight import RunSlots
 from fae.harness.interrupt import StopRequest
-from fae.harness.paraphrases import Paraphrase, fix_paraphrases
-from fae.harness.run import RunSpec, execute_run
-from fae.harness.stack import Stack, open_stack
-from fae.harness.suite_plan import attempts, check_servers, mark_interrupted, render_task, runs_to_do
-from fae.proxy.addon import DEFAULT_MAX_BODY_BYTES
-from fae.recorder.redact import Redactor
+from fae.harness.paraphrases import fix_paraphrases
+from fae.harness.planning import plan_recording
+from fae.harness.run import RunSpec
+from fae.harness.stack import open_stack
+from fae.harness.suite_plan import SuitePlan, SuiteResult
 
 PROCESSES_ENV = "FAE_RECORD_PROCESSES"
+
+Progress = Callable[[RunSpec, str], None]
 
 
 def default_processes() -> int:
@@ -33,148 +38,77 @@ def default_processes() -> int:
     return int(value)
 
 
-@dataclass
-class SuiteResult:
-    planned: int
-    skipped: int
-    statuses: Counter
-    interrupted_marked: int
-    runs: list[tuple[str, str]]
-    stopped: StopRequest | None = None
-    """Set when a stop signal ended the suite early (its runs in flight are stored interrupted)."""
-
-
-async def _mark_interrupted(stack: Stack) -> int:
-    """Runs left 'running' by a process that died: we hold the lock now, so nobody is running them."""
-    return await mark_interrupted(stack.log, stack.writer)
-
-
 async def record_suite(
     log_path: str | Path,
     specs: Sequence[RunSpec],
+    config: RecordConfig | None = None,
     *,
-    resume: bool = False,
-    concurrency: int = 4,
-    fhir_url: str | None = None,
-    llm_url: str | None = None,
     llm_app: Any | None = None,
-    redactor: Redactor | None = None,
-    on_progress: Callable[[RunSpec, str], None] | None = None,
-    memory_stores: Mapping[str, Path] | None = None,
-    llm_options: Mapping[str, Any] | None = None,
-    paraphrase: Paraphrase | None = None,
-    audit_events: bool = False,
     stop: StopRequest | None = None,
-    retry_errored: bool = False,
-    fsync: bool = False,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    settle_s: float | None = None,
-    processes: int | None = None,
+    on_progress: Progress | None = None,
 ) -> SuiteResult:
-    """Record every planned run not already done; returns what happened.
+    """Plan ``specs`` and record every run not already done, in this process; returns what happened.
 
-    ``paraphrase``: reword every prompt, one paraphrase per variation, fixed before the runs start
-    (``fae.harness.paraphrases``). ``memory_stores`` names the Reflexion memory stores the memory agents use
-    (``nospec``, ``spec``); ``llm_options`` (model, api_key, timeout_s,
-    max_retries) go to LLM agents. ``audit_events``: the FHIR server keeps an AuditEvent
-    trail (the embedded one is told to), and each run's trail is read into the log. ``settle_s``:
-    the wait after the agent's last write before the read-back (default: ensure_record's).
-    ``processes``: 2 serves the FHIR and MCP servers in a child process so the recording uses two
-    cores; 1 keeps everything in this process (for debugging); None: ``default_processes()``.
-    ``llm_app``: an OpenAI-compatible ASGI app the stack serves as its LLM instead of ``llm_url``
+    ``llm_app``: an OpenAI-compatible ASGI app the stack serves as its LLM instead of ``config.stack.llm_url``
     (fae's scripted LLM server), reached, like the stack's other servers, only through the proxy.
     """
-    processes = default_processes() if processes is None else processes
-    # one agent per name, built once (building one looks up the installed agent plugins)
-    agents: dict[str, Agent] = {
-        name: build_agent(name, **(llm_options or {})) for name in dict.fromkeys(spec.agent for spec in specs)
-    }
-    check_servers(agents, memory_stores or {})
-    rendered: dict[tuple[str, int], Any] = {}
-    for spec in specs:
-        key = (spec.task_id, spec.variation)
-        if key not in rendered:
-            rendered[key] = render_task(*key)
-    statuses: Counter = Counter()
-    runs: list[tuple[str, str]] = []
+    config = config or RecordConfig()
+    # planning settles the log with an event loop of its own, so it runs on a thread of its own
+    plan, agents = await anyio.to_thread.run_sync(plan_recording, log_path, specs, config)
+    return await record_planned(log_path, plan, agents, config, llm_app=llm_app, stop=stop, on_progress=on_progress)
+
+
+async def record_planned(
+    log_path: str | Path,
+    plan: SuitePlan,
+    agents: Mapping[str, Agent],
+    config: RecordConfig,
+    *,
+    llm_app: Any | None = None,
+    stop: StopRequest | None = None,
+    on_progress: Progress | None = None,
+) -> SuiteResult:
+    """Record the plan's runs on one stack in this process."""
+    stack_config = config.stack_config()
+    if stack_config.processes is None:
+        stack_config = replace(stack_config, processes=default_processes())
+    stop = stop or StopRequest()
+    result = plan.result()
     async with open_stack(
-        log_path,
-        fhir_url=fhir_url,
-        llm_url=llm_url,
-        llm_app=llm_app,
-        redactor=redactor,
-        memory_stores=memory_stores,
-        audit_events=audit_events,
-        fsync=fsync,
-        max_body_bytes=max_body_bytes,
-        processes=processes,
-        agent_upstreams=declared_upstreams(agents.values()),
+        log_path, stack_config, llm_app=llm_app, agent_upstreams=declared_upstreams(agents.values())
     ) as stack:
-        if stop is not None:
-            stop.bind()
-        marked = await _mark_interrupted(stack)
-        todo, skipped = runs_to_do(specs, attempts(stack.log), resume=resume, retry_errored=retry_errored)
+        stop.bind()
         # every variation's paraphrase is fixed before a run starts: runs that start together never ask twice
-        book = (
-            await fix_paraphrases(
-                stack,
-                {(s.task_id, s.variation): rendered[(s.task_id, s.variation)] for s in todo},
-                paraphrase,
-                concurrency=concurrency,
-            )
-            if paraphrase is not None and todo
+        paraphrases = (
+            await fix_paraphrases(stack, plan.to_paraphrase(), config.paraphrase, concurrency=config.concurrency)
+            if config.paraphrase is not None and plan.todo
             else None
         )
+        slots = RunSlots(stack, plan, agents, stop=stop, paraphrases=paraphrases, settle_s=config.settle_s)
         # an external server is one shared store: its runs go one at a time
-        limiter = anyio.CapacityLimiter(1 if fhir_url else max(1, concurrency))
-
-        in_flight: dict[str, anyio.CancelScope] = {}
+        limiter = anyio.CapacityLimiter(1 if stack_config.fhir_url else config.concurrency)
 
         async def one(spec: RunSpec) -> None:
             async with limiter:
-                if stop is not None and stop.requested:
-                    return  # never started: the next --resume records it
-                status = "interrupted"  # what the run is when its scope is cancelled before execute_run returns
-                with anyio.CancelScope() as scope:
-                    in_flight[spec.run_id] = scope
-                    try:
-                        status = await execute_run(
-                            stack,
-                            spec,
-                            rendered[(spec.task_id, spec.variation)],
-                            agents[spec.agent],
-                            paraphrase=book,
-                            stop=stop,
-                            settle_s=settle_s,
-                        )
-                    finally:
-                        del in_flight[spec.run_id]
-                if scope.cancelled_caught:
-                    status = "interrupted"
-            statuses[status] += 1
-            runs.append((spec.run_id, status))
+                status = await slots.record(spec)
+            if status is None:
+                return
+            result.statuses[status] += 1
+            result.runs.append((spec.run_id, status))
             if on_progress:
                 on_progress(spec, status)
 
         async def interrupt_on_stop() -> None:
-            await stop.wait()  # type: ignore[union-attr]
-            for scope in list(in_flight.values()):
-                scope.cancel()
+            await stop.wait()
+            slots.cancel()
 
         async with anyio.create_task_group() as watcher:
-            if stop is not None:
-                watcher.start_soon(interrupt_on_stop)
+            watcher.start_soon(interrupt_on_stop)
             async with anyio.create_task_group() as group:
-                for spec in todo:
+                for spec in plan.todo:
                     group.start_soon(one, spec)
             watcher.cancel_scope.cancel()
         if not stack.writer.healthy:
             raise RecordError("the log could not be written; the runs it lost are marked by the next --resume")
-    return SuiteResult(
-        planned=len(specs),
-        skipped=skipped,
-        statuses=statuses,
-        interrupted_marked=marked,
-        runs=runs,
-        stopped=stop if stop is not None and stop.requested else None,
-    )
+    result.stopped = stop if stop.requested else None
+    return result

@@ -108,6 +108,7 @@ async def train(
     paraphrase per variation, fixed before the first run, played by every trial and shown to the reflector.
     """
     from fae.agents.prefixes import build_agent
+    from fae.harness.config import StackConfig
     from fae.harness.paraphrases import fix_paraphrases, played_prompt
     from fae.harness.run import RunSpec, execute_run
     from fae.harness.stack import open_stack
@@ -126,7 +127,7 @@ async def train(
     results: list[TrainedRun] = []
     upstreams = declared_upstreams([runner])  # an A2A agent's server, behind the proxy like in any recording
     async with (
-        open_stack(log_path, llm_url=llm_url, agent_upstreams=upstreams) as stack,
+        open_stack(log_path, StackConfig(llm_url=llm_url), agent_upstreams=upstreams) as stack,
         httpx.AsyncClient(timeout=120) as client,
     ):
         _, existing = stack.log.query("SELECT run_id FROM runs")

@@ -19,6 +19,7 @@ from fae import api
 from fae.agents.a2a_agent import TIMEOUT_ENV, upstream_name
 from fae.agents.prefixes import check_agent
 from fae.errors import PlanError
+from fae.harness.config import RecordConfig, StackConfig
 from fae.harness.experiment_plan import agent_name
 from fae.harness.suite_plan import render_task
 from fae.harness.suite_runner import record_suite
@@ -59,7 +60,9 @@ async def test_an_a2a_agent_is_recorded_judged_and_rejudged(tmp_path):
     log_path = tmp_path / "a2a.duckdb"
     async with a2a_server("fhir", _gold_write()) as (url, heard):
         specs = api.plan_runs([TASK], agents=[f"a2a:{url}"])
-        result = await record_suite(log_path, specs, llm_app=create_app(PlanRegistry()), processes=1)
+        result = await record_suite(
+            log_path, specs, RecordConfig(stack=StackConfig(processes=1)), llm_app=create_app(PlanRegistry())
+        )
     run_id = specs[0].run_id
     assert dict(result.statuses) == {"finished": 1}, why_not_finished(log_path)
 
@@ -120,7 +123,7 @@ async def test_an_a2a_agent_driven_by_its_model_is_recorded_with_its_llm_calls(t
     llm = create_app(PlanRegistry(fallback=SuitePlans().find))
     async with a2a_server("claude") as (url, _):
         specs = api.plan_runs([TASK], agents=[f"a2a:{url}"])
-        result = await record_suite(log_path, specs, llm_app=llm, processes=1)
+        result = await record_suite(log_path, specs, RecordConfig(stack=StackConfig(processes=1)), llm_app=llm)
     assert dict(result.statuses) == {"finished": 1}, why_not_finished(log_path)
     run_id = specs[0].run_id
     with EventLog(log_path, read_only=True) as log:
@@ -161,7 +164,7 @@ async def test_a2a_tasks_that_do_not_complete_end_their_runs_errored_with_the_re
     ):
         agents = {f"a2a:{failing}": "failed", f"a2a:{rejecting}": "rejected", f"a2a:{asking}": "input", down: "down"}
         specs = api.plan_runs([TASK], agents=list(agents))
-        await record_suite(log_path, specs, processes=1)
+        await record_suite(log_path, specs, RecordConfig(stack=StackConfig(processes=1)))
     runs = {agents[agent]: run for agent, run in _runs(log_path).items()}
     assert {name: run[:2] for name, run in runs.items()} == dict.fromkeys(agents.values(), ("errored", "agent")), runs
     assert runs["failed"][2].endswith("the A2A task ended failed: the FHIR server is out of my reach"), runs
@@ -185,7 +188,7 @@ async def test_an_a2a_task_that_never_ends_is_cancelled_at_the_timeout(tmp_path,
     log_path = tmp_path / "a2a-hang.duckdb"
     async with a2a_server("hang") as (url, heard):
         specs = api.plan_runs([TASK], agents=[f"a2a:{url}"])
-        await record_suite(log_path, specs, processes=1)
+        await record_suite(log_path, specs, RecordConfig(stack=StackConfig(processes=1)))
     ((status, cause, error),) = _runs(log_path).values()
     assert (status, cause) == ("errored", "agent"), error
     assert error.endswith("the A2A task did not finish within 5 s (its last state: working)"), error
@@ -208,7 +211,7 @@ async def test_a_task_still_working_when_answered_is_polled_to_its_end(tmp_path)
     log_path = tmp_path / "a2a-later.duckdb"
     async with a2a_server("later", streaming=False) as (url, _):
         specs = api.plan_runs([TASK], agents=[f"a2a:{url}"])
-        await record_suite(log_path, specs, processes=1)
+        await record_suite(log_path, specs, RecordConfig(stack=StackConfig(processes=1)))
     ((status, cause, error),) = _runs(log_path).values()
     assert status == "finished", error
     with EventLog(log_path, read_only=True) as log:

@@ -23,6 +23,7 @@ from fae import api
 from fae.agents.prefixes import build_agent
 from fae.cli import app
 from fae.errors import TaskError
+from fae.harness.config import StackConfig
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
 from fae.llm import LlmServer, PlanRegistry, create_app
@@ -64,7 +65,11 @@ def recorded(llm, tmp_path_factory) -> tuple[Path, dict[str, str]]:
     log = tmp_path_factory.mktemp("cmd") / "cmd.duckdb"
     with pytest.MonkeyPatch.context() as env:
         env.setenv("ANTHROPIC_API_KEY", SECRET)  # the program's own key, from the user's environment
-        result = api.record(log, [TASK], agents=AGENTS, llm_url=llm.base_url, model="scripted:gold")
+        result = api.record(
+            log,
+            api.plan_runs([TASK], agents=AGENTS),
+            api.RecordConfig(stack=api.StackConfig(llm_url=llm.base_url), llm=api.LlmConfig(model="scripted:gold")),
+        )
     by_run = dict(result.runs)
     return log, {spec.agent: by_run[spec.run_id] for spec in _specs()}
 
@@ -255,7 +260,7 @@ def test_only_a_task_that_allows_direct_fhir_access_gives_the_program_its_run_s_
     statuses: dict[str, str] = {}
 
     async def record() -> None:
-        async with open_stack(tmp_path / "direct.duckdb", processes=1) as stack:
+        async with open_stack(tmp_path / "direct.duckdb", StackConfig(processes=1)) as stack:
             for run_id, rendered in (("direct", allowed), ("mcp-only", task.render(0))):
                 spec = RunSpec(run_id=run_id, task_id=TASK, variation=0, agent=READS_FHIR, repeat=0)
                 statuses[run_id] = await execute_run(stack, spec, rendered, build_agent(READS_FHIR))

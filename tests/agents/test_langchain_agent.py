@@ -22,6 +22,7 @@ from fae.agents.langchain_agent import LangChainAgent, memory_server_available
 from fae.agents.langchain_configs import CONFIGURATIONS
 from fae.agents.prefixes import build_agent
 from fae.errors import FaeError, RecordError
+from fae.harness.config import LlmConfig, RecordConfig, StackConfig
 from fae.harness.suite_plan import plan_suite, render_task
 from fae.harness.suite_runner import record_suite
 from fae.llm import LlmServer, create_app
@@ -139,7 +140,10 @@ def recorded(llm, tmp_path_factory) -> dict[str, Any]:
         }
     log = root / "runs.duckdb"
     result = anyio.run(
-        lambda: record_suite(log, specs, llm_url=llm.base_url, concurrency=4, memory_stores=stores), backend="asyncio"
+        lambda: record_suite(
+            log, specs, RecordConfig(stack=StackConfig(llm_url=llm.base_url, memory_stores=stores), concurrency=4)
+        ),
+        backend="asyncio",
     )
     return {"log": log, "result": result, "specs": specs, "rendered": rendered, "configs": configs}
 
@@ -285,7 +289,11 @@ def _fault_log(tmp_path: Path, llm: LlmServer, models: list[str], **llm_options:
         plan_to_dict(render_task("builtin-create-patient", 0).gold_plan),
     )
     anyio.run(
-        lambda: record_suite(log, specs, llm_url=llm.base_url, concurrency=4, llm_options=llm_options),
+        lambda: record_suite(
+            log,
+            specs,
+            RecordConfig(stack=StackConfig(llm_url=llm.base_url), llm=LlmConfig(**llm_options), concurrency=4),
+        ),
         backend="asyncio",
     )
     return log
@@ -377,7 +385,9 @@ def test_stop_reasons_hit_cap_gave_up_and_recovery(llm, tmp_path):
         *plan_suite(["builtin-create-patient"], [22], ["langchain:baseline@scripted:mistake-recover"], 1),
     ]
     log = tmp_path / "stops.duckdb"
-    anyio.run(lambda: record_suite(log, specs, llm_url=llm.base_url), backend="asyncio")
+    anyio.run(
+        lambda: record_suite(log, specs, RecordConfig(stack=StackConfig(llm_url=llm.base_url))), backend="asyncio"
+    )
     rows = {
         v: (status, stop, llm_calls, tool_calls, answer)
         for v, status, stop, llm_calls, tool_calls, answer in query(
@@ -435,7 +445,9 @@ def test_a_configuration_names_another_tool_choice_or_none(llm, tmp_path):
     agents = [f"langchain:baseline?tool_choice=none@{MODEL}", f"langchain:baseline?tool_choice=omit@{MODEL}"]
     specs = plan_suite(["builtin-create-patient"], [30], agents, 1)
     log = tmp_path / "choice.duckdb"
-    anyio.run(lambda: record_suite(log, specs, llm_url=llm.base_url), backend="asyncio")
+    anyio.run(
+        lambda: record_suite(log, specs, RecordConfig(stack=StackConfig(llm_url=llm.base_url))), backend="asyncio"
+    )
     runs = {
         agent: (run_id, status, answer)
         for run_id, agent, status, answer in query(
@@ -501,7 +513,10 @@ def test_memory_configurations_need_their_store(tmp_path):
     specs = plan_suite(["builtin-create-patient"], [0], [f"langchain:memory-spec@{MODEL}"], 1)
     with pytest.raises(RecordError, match="memory store.*spec.*--memory spec=DIR"):
         anyio.run(
-            lambda: record_suite(tmp_path / "x.duckdb", specs, llm_url="http://127.0.0.1:9/v1"), backend="asyncio"
+            lambda: record_suite(
+                tmp_path / "x.duckdb", specs, RecordConfig(stack=StackConfig(llm_url="http://127.0.0.1:9/v1"))
+            ),
+            backend="asyncio",
         )
 
 

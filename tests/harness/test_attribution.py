@@ -9,6 +9,7 @@ import pytest
 
 from fae.agents.prefixes import build_agent
 from fae.fhir.engine import FhirEngine
+from fae.harness.config import RecordConfig
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack, sandbox_id
 from fae.harness.suite_plan import is_done, plan_suite
@@ -104,9 +105,9 @@ async def test_resume_skips_an_agent_error_unless_asked_to_retry_it(tmp_path):
     specs = plan_suite([BUILTIN_TASK], [0], [_bad_plan(tmp_path)], 1)
     first = await record_suite(log_path, specs)
     assert dict(first.statuses) == {"errored": 1}
-    again = await record_suite(log_path, specs, resume=True)
+    again = await record_suite(log_path, specs, RecordConfig(resume=True))
     assert again.skipped == 1 and not again.runs
-    retried = await record_suite(log_path, specs, resume=True, retry_errored=True)
+    retried = await record_suite(log_path, specs, RecordConfig(resume=True, retry_errored=True))
     assert retried.skipped == 0 and [status for _, status in retried.runs] == ["errored"]
     with EventLog(log_path, read_only=True) as log:
         _, rows = log.query("SELECT run_id, status, cause FROM runs ORDER BY run_id")

@@ -9,6 +9,7 @@ import httpx
 
 from fae.fhir.app import DEFAULT_SANDBOX, create_app
 from fae.fhir.engine import FhirEngine
+from fae.harness.config import RecordConfig, StackConfig
 from fae.harness.suite_plan import plan_suite
 from fae.harness.suite_runner import record_suite
 from fae.store.log import EventLog
@@ -29,8 +30,7 @@ def test_external_server_is_reset_between_serialised_runs(tmp_path):
             return await record_suite(
                 log,
                 plan_suite(["sched-book-appointment", "rec-create-patient"], [0, 1], ["gold"], 1),
-                fhir_url=base,
-                concurrency=4,
+                RecordConfig(stack=StackConfig(fhir_url=base), concurrency=4),
             )
 
     result = anyio.run(main)

@@ -20,6 +20,7 @@ import pytest
 from fae.agents.base import AgentContext, AgentResult
 from fae.agents.prefixes import build_agent, register_agent
 from fae.agents.scripted_agent import ScriptedAgent
+from fae.harness.config import StackConfig
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack, sandbox_id
 from fae.harness.suite_plan import render_task
@@ -63,7 +64,7 @@ async def _record(log: Path) -> dict[str, str]:
     intel = hostile_agent.INTEL = Intel()
     rendered = render_task(TASK, 0)
     statuses: dict[str, str] = {}
-    async with open_stack(log, processes=2, llm_app=create_app(PlanRegistry())) as stack:
+    async with open_stack(log, StackConfig(processes=2), llm_app=create_app(PlanRegistry())) as stack:
         intel.upstreams = {name: upstream.base_url for name, upstream in stack.proxy.upstreams.items()}
 
         async def one(spec: RunSpec, agent: Any) -> None:

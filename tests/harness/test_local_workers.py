@@ -23,11 +23,14 @@ from typer.testing import CliRunner
 from fae import api
 from fae.cli import app
 from fae.errors import FaeError
+from fae.harness.config import Execution, RecordConfig, StackConfig
 from fae.harness.interrupt import StopRequest
-from fae.harness.local_workers import RUNS_PER_WORKER, choose_workers, default_workers, record_on_workers
+from fae.harness.local_workers import RUNS_PER_WORKER, LocalWorkers, choose_workers, default_workers
+from fae.harness.planning import plan_recording
+from fae.harness.recording import record
 from fae.harness.run import RunSpec
 from fae.harness.shards import ShardJob, ShardRecorder, shard_dir, shard_paths
-from fae.harness.suite_plan import render_task
+from fae.harness.suite_plan import SuitePlan, render_task
 from fae.store import journal as journal_module
 from fae.store.live import LogReader, live_file
 from fae.store.log import EventLog
@@ -61,12 +64,8 @@ def test_two_workers_record_each_run_once_judged_live_with_the_key_scrubbed(tmp_
 
     result = api.record(
         log,
-        [TASK],
-        variations=range(3),
-        agents=["gold", f"plan:{plan}"],
-        workers=2,
-        concurrency=4,
-        api_key=KEY,
+        api.plan_runs([TASK], variations=range(3), agents=["gold", f"plan:{plan}"]),
+        api.RecordConfig(llm=api.LlmConfig(api_key=KEY), execution=api.Execution(workers=2), concurrency=4),
         on_progress=look_while_recording,
     )
     assert result.statuses == {"finished": 6}, why_not_finished(log)
@@ -107,12 +106,11 @@ def test_a_killed_worker_loses_no_run_and_resume_doubles_none(tmp_path):
             killed.append(workers[index])
 
     watcher = threading.Thread(target=kill_a_worker_running_a_slow_run, daemon=True)
-    first = record_on_workers(
+    first = record(
         log,
         api.plan_runs([TASK], variations=range(4), agents=["gold", slow]),
-        workers=2,
-        concurrency=4,
-        on_start=lambda pool: (workers.extend(pool.pids), watcher.start()),
+        api.RecordConfig(concurrency=4),
+        executor=LocalWorkers(2, on_start=lambda pool: (workers.extend(pool.pids), watcher.start())),
     )
     watcher.join(60)
     assert killed, f"no slow run was seen running: {first}"
@@ -123,7 +121,11 @@ def test_a_killed_worker_loses_no_run_and_resume_doubles_none(tmp_path):
     assert {status for *_, status, _ in after_kill} <= {"finished", "interrupted"}, after_kill
     assert all(cause == "harness" for *_, status, cause in after_kill if status == "interrupted"), after_kill
 
-    again = api.record(log, [TASK], variations=range(4), agents=["gold", slow], workers=2, concurrency=4, resume=True)
+    again = api.record(
+        log,
+        api.plan_runs([TASK], variations=range(4), agents=["gold", slow]),
+        api.RecordConfig(execution=api.Execution(workers=2), concurrency=4, resume=True),
+    )
     # a run whose answer the kill cut off may have finished in the shard all the same: done, not redone
     assert again.skipped >= 8 - lost and again.skipped + len(again.runs) == 8, again
     runs = _runs(log)
@@ -167,7 +169,10 @@ def test_a_stop_request_interrupts_the_runs_in_flight_and_merges(tmp_path):
     watcher.start()
     try:
         result = api.record(
-            log, [TASK], variations=range(4), agents=["gold", slow], workers=2, concurrency=4, stop=stop
+            log,
+            api.plan_runs([TASK], variations=range(4), agents=["gold", slow]),
+            api.RecordConfig(execution=api.Execution(workers=2), concurrency=4),
+            stop=stop,
         )
     finally:
         ended.set()
@@ -230,12 +235,10 @@ def test_a_shard_recorder_keeps_fsync_and_records_one_run(tmp_path, monkeypatch)
     real_fsync = os.fsync
     monkeypatch.setattr(journal_module.os, "fsync", lambda fd: (calls.append(fd), real_fsync(fd))[1])
     job = ShardJob(
-        stack_options={"fsync": True},
-        agent_names=("gold",),
-        llm_options={},
-        rendered={(TASK, 0): render_task(TASK, 0)},
-        run_options={},
-        redaction=ShardJob.redaction_of(None),
+        config=RecordConfig(stack=StackConfig(fsync=True)),
+        plan=SuitePlan(
+            planned=1, todo=[], skipped=0, marked=0, agents=("gold",), rendered={(TASK, 0): render_task(TASK, 0)}
+        ),
     )
     recorder = ShardRecorder(str(tmp_path / "worker-0.duckdb"), job)
     try:
@@ -254,11 +257,13 @@ def test_the_default_is_one_process_and_the_environment_asks_for_workers(tmp_pat
     assert default_workers(100 * RUNS_PER_WORKER, concurrency=1) == 1  # one run at a time needs no second stack
     specs = api.plan_runs([TASK], variations=range(4 * RUNS_PER_WORKER))
     log = tmp_path / "x.duckdb"
-    kwargs = {"concurrency": 8, "resume": True, "retry_errored": False}
-    assert choose_workers(log, specs, workers=None, fhir_url=None, **kwargs) == 4
-    assert choose_workers(log, specs, workers=None, fhir_url="http://127.0.0.1:9/fhir", **kwargs) == 1
+    config = RecordConfig(concurrency=8, resume=True)
+    plan, _ = plan_recording(log, specs, config)
+    assert choose_workers(plan, config) == 4
+    external = RecordConfig(stack=StackConfig(fhir_url="http://127.0.0.1:9/fhir"), concurrency=8)
+    assert choose_workers(plan, external) == 1
     with pytest.raises(FaeError, match="embedded FHIR server only"):
-        choose_workers(log, specs, workers=2, fhir_url="http://127.0.0.1:9/fhir", **kwargs)
+        RecordConfig(stack=StackConfig(fhir_url="http://127.0.0.1:9/fhir"), execution=Execution(workers=2))
     monkeypatch.setenv("FAE_RECORD_WORKERS", "zero")
     with pytest.raises(FaeError, match="FAE_RECORD_WORKERS"):
         default_workers(10, concurrency=8)
@@ -273,5 +278,10 @@ def test_one_worker_records_in_this_process_as_before(tmp_path):
         holders.append(json.loads(live_file(log).read_text())["pid"])
         assert not shard_dir(log).exists()
 
-    result = api.record(log, [TASK], variations=range(2), workers=1, on_progress=who_holds)
+    result = api.record(
+        log,
+        api.plan_runs([TASK], variations=range(2)),
+        api.RecordConfig(execution=api.Execution(workers=1)),
+        on_progress=who_holds,
+    )
     assert result.statuses == {"finished": 2} and holders == [os.getpid()] * 2

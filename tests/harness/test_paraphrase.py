@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 from fae.cli.guard import user_error
 from fae.cli.main import app
 from fae.errors import RecordError
-from fae.harness.local_workers import record_on_workers
+from fae.harness.config import Execution, RecordConfig, StackConfig
 from fae.harness.paraphrases import Paraphrase, export_paraphrases
+from fae.harness.recording import record
 from fae.harness.suite_plan import plan_suite, render_task
 from fae.harness.suite_runner import record_suite
 from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
@@ -47,7 +48,11 @@ def _registry() -> PlanRegistry:
 def _record(log, llm_url, repeats, paraphrase, *, resume=False):
     specs = plan_suite([TASK], list(VARIATIONS), AGENTS, repeats)
     return anyio.run(
-        lambda: record_suite(log, specs, llm_url=llm_url, paraphrase=paraphrase, concurrency=8, resume=resume)
+        lambda: record_suite(
+            log,
+            specs,
+            RecordConfig(stack=StackConfig(llm_url=llm_url), concurrency=8, resume=resume, paraphrase=paraphrase),
+        )
     )
 
 
@@ -185,7 +190,9 @@ def test_a_file_that_disagrees_with_the_log_is_refused_before_any_run(recorded, 
 def test_paraphrase_needs_an_llm_endpoint_and_says_so_before_any_run(tmp_path):
     log = tmp_path / "q.duckdb"
     said = _refused(
-        lambda: anyio.run(lambda: record_suite(log, plan_suite([TASK], [0], ["gold"], 1), paraphrase=Paraphrase(MODEL)))
+        lambda: anyio.run(
+            lambda: record_suite(log, plan_suite([TASK], [0], ["gold"], 1), RecordConfig(paraphrase=Paraphrase(MODEL)))
+        )
     )
     assert "--paraphrase-model needs an LLM endpoint (--llm-url)" in said
     assert _query(log, "SELECT count(*) FROM runs") == [(0,)]
@@ -194,13 +201,15 @@ def test_paraphrase_needs_an_llm_endpoint_and_says_so_before_any_run(tmp_path):
 def test_a_sharded_recording_asks_once_per_variation_before_its_workers_start(tmp_path):
     log = tmp_path / "sharded.duckdb"
     with LlmServer(create_app(_registry())) as llm:
-        result = record_on_workers(
+        result = record(
             log,
             plan_suite([TASK], [0], ["gold"], 4),
-            workers=2,
-            concurrency=4,
-            stack_options={"llm_url": llm.base_url, "processes": 1},
-            paraphrase=Paraphrase(MODEL, 7),
+            RecordConfig(
+                stack=StackConfig(llm_url=llm.base_url, processes=1),
+                execution=Execution(workers=2),
+                concurrency=4,
+                paraphrase=Paraphrase(MODEL, 7),
+            ),
         )
     assert result.statuses == {"finished": 4}, why_not_finished(log)
     assert len(_requests(log)) == 1

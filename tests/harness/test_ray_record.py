@@ -16,10 +16,11 @@ import pytest
 from fae import api
 from fae.errors import FaeError
 from fae.harness import shards as shard_files
-from fae.harness.ray_record import shard_dir
+from fae.harness.ray_record import RayActors, shard_dir
 from fae.harness.shards import merge_shards
 from fae.store.live import LogReader
 from fae.store.log import EventLog
+from tests.harness.executor_contract import CONFIG, contract_runs, keeps_the_contract, outcomes
 from tests.run_report import live_against_rejudge, why_not_finished
 
 pytestmark = pytest.mark.timeout(900)  # a cluster of two nodes on a loaded 2-core machine starts slowly
@@ -145,7 +146,10 @@ def test_a_killed_actor_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_pa
             killed.append(pid)
 
     first = api.record(
-        log, [TASK], variations=range(8), ray="auto", ray_actors=2, concurrency=2, on_progress=kill_actor_one
+        log,
+        api.plan_runs([TASK], variations=range(8)),
+        api.RecordConfig(execution=api.Execution(ray="auto", ray_actors=2), concurrency=2),
+        on_progress=kill_actor_one,
     )
     assert killed, "actor 1 was never seen holding its shard"
     # a run in flight is in the shard (stored interrupted) or, killed before its first batch was journaled, not
@@ -195,14 +199,20 @@ def test_sigterm_stops_the_driver_and_merges_what_was_recorded(ray_cluster, tmp_
 
 def test_an_external_fhir_server_is_refused_before_anything_starts(tmp_path):
     with pytest.raises(FaeError, match="embedded FHIR server only"):
-        api.record(tmp_path / "x.duckdb", [TASK], ray="auto", fhir_url="http://127.0.0.1:9/fhir")
+        api.record(
+            tmp_path / "x.duckdb",
+            api.plan_runs([TASK]),
+            api.RecordConfig(
+                stack=api.StackConfig(fhir_url="http://127.0.0.1:9/fhir"), execution=api.Execution(ray="auto")
+            ),
+        )
     assert not (tmp_path / "x.duckdb").exists()
 
 
 def test_without_the_ray_extra_the_error_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # what an install without the extra sees: import ray fails
     with pytest.raises(FaeError, match=r"fae record --ray needs the ray extra: pip install 'fae\[ray\]'"):
-        api.record(tmp_path / "x.duckdb", [TASK], ray="auto")
+        api.record(tmp_path / "x.duckdb", api.plan_runs([TASK]), api.RecordConfig(execution=api.Execution(ray="auto")))
 
 
 def test_a_killed_driver_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_path):
@@ -244,7 +254,7 @@ def _hold(shard: Path) -> subprocess.Popen:
 
 
 def _shard_with_a_finished_run(log: Path) -> Path:
-    api.record(log, [TASK], variations=[0])
+    api.record(log, api.plan_runs([TASK], variations=[0]))
     shard = shard_dir(log) / "actor-0.duckdb"
     shard.parent.mkdir()
     log.rename(shard)
@@ -283,7 +293,9 @@ def test_a_bad_actor_start_wait_is_refused_before_anything_is_written(tmp_path, 
     for bad in ("soon", "0", "-5", "nan"):
         monkeypatch.setenv("FAE_RAY_ACTOR_START_S", bad)
         with pytest.raises(FaeError, match="FAE_RAY_ACTOR_START_S must be a"):
-            api.record(tmp_path / "x.duckdb", [TASK], ray="auto")
+            api.record(
+                tmp_path / "x.duckdb", api.plan_runs([TASK]), api.RecordConfig(execution=api.Execution(ray="auto"))
+            )
         assert not (tmp_path / "x.duckdb").exists()
 
 
@@ -299,9 +311,22 @@ def test_actors_the_cluster_has_no_cpu_for_are_one_clear_error_not_a_hang(ray_cl
         match=r"of 3 recording actors did not start within 20 s \(each needs 1 CPU; "
         r"the cluster has \d+ of 2 CPUs free\)",
     ):
-        api.record(log, [TASK], variations=range(3), ray="auto", ray_actors=3, concurrency=1)
+        api.record(
+            log,
+            api.plan_runs([TASK], variations=range(3)),
+            api.RecordConfig(execution=api.Execution(ray="auto", ray_actors=3), concurrency=1),
+        )
     assert not log.exists() or not _runs(log)  # no run was started, so none can be mislabelled
     deadline = time.monotonic() + 300  # the killed actors' CPUs are given back; the bound is for a stalled machine
     while time.monotonic() < deadline and ray_cluster.available_resources().get("CPU", 0) < 2:
         time.sleep(0.5)
     assert ray_cluster.available_resources().get("CPU", 0) == 2, ray_cluster.available_resources()
+
+
+def test_ray_actors_keep_the_executors_contract(ray_cluster, tmp_path):
+    """The Ray executor records what the in-process one records (tests/harness/executor_contract.py)."""
+    here = tmp_path / "here"
+    here.mkdir()
+    api.record(here / "baseline.duckdb", contract_runs(here), CONFIG)
+    address = ray_cluster.get_runtime_context().gcs_address
+    keeps_the_contract(tmp_path, RayActors(address, 2), outcomes(here / "baseline.duckdb"))

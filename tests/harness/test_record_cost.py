@@ -8,6 +8,7 @@ import ssl
 import pytest
 
 from fae.agents.prefixes import build_agent
+from fae.harness.config import StackConfig
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
 from fae.tasks.fixture import BUILTIN_TASK, render_builtin
@@ -22,7 +23,7 @@ async def test_runs_build_no_tls_context_of_their_own(tmp_path, monkeypatch):
     real = ssl.create_default_context
     monkeypatch.setattr(ssl, "create_default_context", lambda *a, **kw: built.append(kw) or real(*a, **kw))
     agent = build_agent("gold")
-    async with open_stack(tmp_path / "runs.duckdb", processes=1) as stack:
+    async with open_stack(tmp_path / "runs.duckdb", StackConfig(processes=1)) as stack:
         for n in range(4):
             if n == 1:
                 built.clear()  # the first run may build the one shared context

@@ -11,6 +11,7 @@ import anyio
 import httpx
 import pytest
 
+from fae.harness.config import StackConfig
 from fae.harness.settle import _writes, needs_window, settle
 from fae.harness.stack import Stack, open_stack, sandbox_id
 
@@ -50,7 +51,10 @@ async def _write(client: httpx.AsyncClient, method: str, url: str, body: dict) -
 @pytest.mark.anyio
 async def test_a_single_agent_write_is_read_back_without_the_window(tmp_path):
     """With the feature removed the harness sleeps settle_s (here 30 s) after it, for a wait no judge reads."""
-    async with open_stack(tmp_path / "runs.duckdb", processes=1) as stack, httpx.AsyncClient(timeout=60) as client:
+    async with (
+        open_stack(tmp_path / "runs.duckdb", StackConfig(processes=1)) as stack,
+        httpx.AsyncClient(timeout=60) as client,
+    ):
         base = await _seeded(stack, client, "one-write")
         await _write(client, "POST", f"{base}/Patient", PATIENT)
         with anyio.fail_after(20):
@@ -63,7 +67,10 @@ async def test_a_write_left_in_flight_when_the_agent_answered_is_recorded_before
     """The sneaky agent sends a write's headers and half its body, answers, and sends the rest later: the wait
     holds the read-back until the write is recorded. Without the proxy's in-flight count the harness found no
     write in the log, read back at once, and the capture missed the record."""
-    async with open_stack(tmp_path / "runs.duckdb", processes=1) as stack, httpx.AsyncClient(timeout=60) as client:
+    async with (
+        open_stack(tmp_path / "runs.duckdb", StackConfig(processes=1)) as stack,
+        httpx.AsyncClient(timeout=60) as client,
+    ):
         base = await _seeded(stack, client, "late-write")
         url = httpx.URL(f"{base}/Patient")
         body = json.dumps(PATIENT).encode()
@@ -96,7 +103,10 @@ async def test_a_write_landing_during_the_wait_starts_it_again(tmp_path):
     """A correction (create, update), then another update 0.5 s into a 3 s wait: the read-back comes settle_s
     after that last one. Without the second round it came 2.5 s after it, and the judge would find the
     read-back too early for a correction that was in fact fine."""
-    async with open_stack(tmp_path / "runs.duckdb", processes=1) as stack, httpx.AsyncClient(timeout=60) as client:
+    async with (
+        open_stack(tmp_path / "runs.duckdb", StackConfig(processes=1)) as stack,
+        httpx.AsyncClient(timeout=60) as client,
+    ):
         base = await _seeded(stack, client, "corrected")
         created = await _write(client, "POST", f"{base}/Patient", PATIENT)
         record = f"{base}/Patient/{created['id']}"

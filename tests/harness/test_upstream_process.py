@@ -10,6 +10,7 @@ import pytest
 
 from fae.agents.prefixes import build_agent
 from fae.errors import RecordError
+from fae.harness.config import RecordConfig, StackConfig
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
 from fae.harness.suite_plan import plan_suite
@@ -31,10 +32,10 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="re
 @pytest.mark.anyio
 async def test_the_fhir_server_runs_in_the_child_and_its_death_is_the_stacks_fault(tmp_path):
     rendered = render_builtin(0)
-    async with open_stack(tmp_path / "one.duckdb", processes=1) as stack:
+    async with open_stack(tmp_path / "one.duckdb", StackConfig(processes=1)) as stack:
         assert stack.upstream_pid is None and not upstream_children(os.getpid())
     log_path = tmp_path / "two.duckdb"
-    async with open_stack(log_path, processes=2) as stack:
+    async with open_stack(log_path, StackConfig(processes=2)) as stack:
         child = stack.upstream_pid
         assert child is not None and child != os.getpid()
         assert upstream_children(os.getpid()) == [child]
@@ -68,13 +69,20 @@ async def test_a_child_killed_mid_suite_fails_runs_on_the_stack_and_resume_recor
         killed.append(children[0])
         assert wait_gone(children[0])  # blocks the loop: no run moves on before the child is dead
 
-    first = await record_suite(log_path, specs, concurrency=1, on_progress=kill_after_first, settle_s=0, processes=2)
+    first = await record_suite(
+        log_path,
+        specs,
+        RecordConfig(stack=StackConfig(processes=2), concurrency=1, settle_s=0),
+        on_progress=kill_after_first,
+    )
     assert dict(first.statuses) == {"finished": 1, "failed": 2}, _runs(log_path)
     for _, run_id, status, cause, error in _runs(log_path):
         if status != "finished":
             assert (status, cause) == ("failed", "stack"), (run_id, status, cause, error)
 
-    again = await record_suite(log_path, specs, resume=True, concurrency=1, settle_s=0, processes=2)
+    again = await record_suite(
+        log_path, specs, RecordConfig(stack=StackConfig(processes=2), concurrency=1, resume=True, settle_s=0)
+    )
     assert again.skipped == 1 and dict(again.statuses) == {"finished": 2}, _runs(log_path)
     finished = sorted(variation for variation, _, status, _, _ in _runs(log_path) if status == "finished")
     assert finished == [0, 1, 2], _runs(log_path)

@@ -16,6 +16,7 @@ import pytest
 
 from fae.fhir.app import create_app
 from fae.fhir.engine import FhirEngine
+from fae.harness.config import RecordConfig, StackConfig
 from fae.harness.suite_plan import plan_suite
 from fae.harness.suite_runner import record_suite
 from fae.judge.rejudge import build_plan, judge_run
@@ -103,7 +104,9 @@ def compartment_log(tmp_path_factory):
         async def main():
             async with serve_asgi(CompartmentServer(create_app(FhirEngine()))) as port:
                 return await record_suite(
-                    log, plan_suite(["cmp-waitlist-add"], [0], agents, 1), fhir_url=f"http://127.0.0.1:{port}/fhir"
+                    log,
+                    plan_suite(["cmp-waitlist-add"], [0], agents, 1),
+                    RecordConfig(stack=StackConfig(fhir_url=f"http://127.0.0.1:{port}/fhir")),
                 )
 
         result = anyio.run(main)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from fae.harness.config import RecordConfig, StackConfig
 from fae.harness.training import train
 from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
 from fae.memory.reflection_store import MemoryStore
@@ -55,7 +56,9 @@ async def test_training_then_evaluation_with_memory(tmp_path):
             log_path, [TASK], store_dir=store_dir, llm_url=llm.base_url, agent=f"plan:{wrong_plan}", variations=[0]
         )
         specs = plan_suite([TASK], [0], ["langchain:memory-nospec@scripted:gold"], 1, "eval")
-        result = await record_suite(log_path, specs, llm_url=llm.base_url, memory_stores={"nospec": store_dir})
+        result = await record_suite(
+            log_path, specs, RecordConfig(stack=StackConfig(llm_url=llm.base_url, memory_stores={"nospec": store_dir}))
+        )
 
     # training: the gold agent passed at once; the wrong one got both trials and failed both
     assert [(r.trial, r.passed) for r in gold.runs] == [(0, True)]

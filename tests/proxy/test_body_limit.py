@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fae.cli.main import app
+from fae.harness.config import RecordConfig, StackConfig
 from fae.harness.suite_plan import plan_suite
 from fae.harness.suite_runner import record_suite
 from fae.proxy.routes import Upstream
@@ -317,7 +318,9 @@ def test_a_recording_refuses_bodies_over_its_limit_and_says_so(tmp_path):
     """The limit reaches the proxy of a real recording: the seed bundle is refused, recorded, and the run fails."""
     log = tmp_path / "small.duckdb"
     specs = plan_suite(["builtin-create-patient"], [0], ["gold"], 1)
-    result = anyio.run(lambda: record_suite(log, specs, max_body_bytes=200), backend="asyncio")
+    result = anyio.run(
+        lambda: record_suite(log, specs, RecordConfig(stack=StackConfig(max_body_bytes=200))), backend="asyncio"
+    )
     assert sum(result.statuses.values()) == 1 and not result.statuses.get("finished"), result
     rows, _ = _exchanges(log)
     refused = [row for row in rows if row[1] == 413]

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from fae.agents.base import AgentContext, AgentResult
 from fae.cli import app
+from fae.harness.config import RecordConfig, StackConfig
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
 from fae.harness.suite_plan import plan_suite, render_task
@@ -55,7 +56,7 @@ class StreamingProbe:
 
 
 async def _record_probe(log: Path, rendered: Any, llm_url: str) -> str:
-    async with open_stack(log, llm_url=llm_url) as stack:
+    async with open_stack(log, StackConfig(llm_url=llm_url)) as stack:
         spec = RunSpec(run_id=PROBE, task_id=TASK, variation=0, agent=StreamingProbe.name, repeat=0)
         return await execute_run(stack, spec, rendered, StreamingProbe())
 
@@ -72,7 +73,9 @@ def recorded(tmp_path_factory) -> dict[str, Any]:
             timeout=10,
         ).raise_for_status()
         specs = plan_suite([TASK], [0], [AGENT], 1)
-        result = anyio.run(lambda: record_suite(log, specs, llm_url=llm.base_url), backend="asyncio")
+        result = anyio.run(
+            lambda: record_suite(log, specs, RecordConfig(stack=StackConfig(llm_url=llm.base_url))), backend="asyncio"
+        )
         assert dict(result.statuses) == {"finished": 1}, why_not_finished(log)
         assert anyio.run(lambda: _record_probe(log, rendered, llm.base_url), backend="asyncio") == "finished"
         root = llm.root_url

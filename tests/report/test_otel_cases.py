@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from fae.agents.base import AgentContext, AgentError, AgentResult
 from fae.agents.scripted_agent import ScriptedAgent
 from fae.cli import app
+from fae.harness.config import StackConfig
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
 from fae.harness.suite_plan import render_task
@@ -108,7 +109,7 @@ def edge_log(tmp_path_factory) -> Path:
 
     async def record(llm_url: str) -> dict[str, str]:
         statuses = {}
-        async with open_stack(log, llm_url=llm_url) as stack:
+        async with open_stack(log, StackConfig(llm_url=llm_url)) as stack:
             for key, agent in agents.items():
                 spec = RunSpec(f"{TASK}.v0.{key}", TASK, 0, agent.name, 0, suite=HOSTILE if key == "hostile" else None)
                 statuses[key] = await execute_run(stack, spec, rendered, agent)

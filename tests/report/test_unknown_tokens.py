@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from fae.agents.base import AgentContext, AgentResult
 from fae.cli.main import app
+from fae.harness.config import StackConfig
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
 from fae.harness.suite_plan import render_task
@@ -84,7 +85,10 @@ def log(tmp_path_factory):
     rendered = render_task(TASK, 0)
 
     async def record() -> None:
-        async with serve_asgi(MODEL_SERVER) as port, open_stack(path, llm_url=f"http://127.0.0.1:{port}/v1") as stack:
+        async with (
+            serve_asgi(MODEL_SERVER) as port,
+            open_stack(path, StackConfig(llm_url=f"http://127.0.0.1:{port}/v1")) as stack,
+        ):
             for other in (False, True):
                 agent = TwoProviders(other)
                 spec = RunSpec(run_id=f"run-{agent.name[6:]}", task_id=TASK, variation=0, agent=agent.name, repeat=0)

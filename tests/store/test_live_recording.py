@@ -7,6 +7,7 @@ import anyio.to_thread
 import pytest
 
 from fae.errors import StoreError
+from fae.harness.config import RecordConfig
 from fae.harness.suite_plan import plan_suite
 from fae.harness.suite_runner import record_suite
 from fae.store.live import LogReader, live_file
@@ -43,7 +44,7 @@ async def test_big_and_writing_queries_during_a_recording_are_refused_and_the_ru
 
     async with anyio.create_task_group() as group:
         group.start_soon(query_while_recording)
-        result = await record_suite(log, specs, concurrency=1)
+        result = await record_suite(log, specs, RecordConfig(concurrency=1))
     assert seen["live"] is True, seen
     assert "more than" in str(seen["big"]) and "rows" in str(seen["big"]), seen
     assert "modifies data" in str(seen["delete"]), seen

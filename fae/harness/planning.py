@@ -1,0 +1,56 @@
+"""Plan a recording once, whichever executor records it: agents built, tasks rendered, servers checked, what is left.
+
+Before anything is planned, what an earlier recording of the log left behind is settled: shards of a killed
+sharded recording are merged in, and runs left ``running`` by a process that died are marked interrupted, so
+``--resume`` sees every attempt. The paraphrases are fixed by the executor, in its own stack, before its first run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+
+from fae.agents.base import Agent
+from fae.harness.config import RecordConfig
+from fae.harness.run import RunSpec
+from fae.harness.shards import merge_shards, planned_attempts, shard_dir
+from fae.harness.suite_plan import SuitePlan, build_agents, check_servers, mark_interrupted, render_task, runs_to_do
+from fae.store.log import EventLog
+from fae.store.writer import open_writer
+
+
+def settle_log(log_path: Path) -> int:
+    """Merge the shards a killed sharded recording left and mark the runs a dead process left running
+    interrupted; returns how many runs were marked. A log that does not exist yet has nothing to settle."""
+    marked = merge_shards(log_path) if shard_dir(log_path).exists() else 0
+    if log_path.exists():
+        marked += anyio.run(_mark_log, log_path)
+    return marked
+
+
+async def _mark_log(path: Path) -> int:
+    with EventLog(path) as log:
+        async with open_writer(log) as writer:
+            return await mark_interrupted(log, writer)
+
+
+def plan_recording(
+    log_path: str | Path, specs: Sequence[RunSpec], config: RecordConfig
+) -> tuple[SuitePlan, dict[str, Agent]]:
+    """The suite's plan and its agents (built here, in the driver; a worker builds its own from the names)."""
+    agents = build_agents([spec.agent for spec in specs], config)
+    check_servers(agents, config.stack.memory_stores)
+    rendered = {}
+    for spec in specs:
+        key = (spec.task_id, spec.variation)
+        if key not in rendered:
+            rendered[key] = render_task(*key)
+    path = Path(log_path)
+    marked = settle_log(path)
+    todo, skipped = runs_to_do(specs, planned_attempts(path), resume=config.resume, retry_errored=config.retry_errored)
+    plan = SuitePlan(
+        planned=len(specs), todo=todo, skipped=skipped, marked=marked, agents=tuple(agents), rendered=rendered
+    )
+    return plan, agents

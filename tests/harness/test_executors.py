@@ -1,0 +1,56 @@
+"""The in-process and worker-process executors keep one contract (tests/harness/executor_contract.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fae import api
+from fae.harness.config import Execution, RecordConfig
+from fae.harness.local_workers import LocalWorkers
+from fae.harness.recording import InProcess, choose_executor
+from fae.harness.suite_plan import SuitePlan
+from tests.harness.executor_contract import (
+    CONFIG,
+    contract_runs,
+    keeps_the_contract,
+    outcomes,
+    stops_before_any_run,
+)
+
+pytestmark = pytest.mark.timeout(900)  # worker processes start slowly on a loaded 2-core machine
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory):
+    """The contract's runs recorded in this process, the way fae record records them by default."""
+    folder = tmp_path_factory.mktemp("baseline")
+    log = folder / "baseline.duckdb"
+    result = api.record(log, contract_runs(folder), CONFIG)
+    assert result.statuses == {"finished": 4, "errored": 2}, result
+    found = outcomes(log)
+    kinds = {kind: status for (_, kind), (status, _, _) in found.items()}
+    assert kinds == {"gold": "finished", "plan": "finished", "cmd": "errored"}, found
+    passed = {kind: {o for j, o in verdicts if j == "task"} for (_, kind), (_, _, verdicts) in found.items()}
+    assert passed["gold"] == {"pass"} and "pass" not in passed["plan"], found  # the contract tells a pass from a fail
+    return found
+
+
+def test_the_in_process_executor_keeps_the_contract(tmp_path, baseline):
+    keeps_the_contract(tmp_path, InProcess(), baseline)
+
+
+def test_two_worker_processes_keep_the_contract(tmp_path, baseline):
+    keeps_the_contract(tmp_path, LocalWorkers(2), baseline)
+
+
+@pytest.mark.parametrize("executor", [InProcess(), LocalWorkers(2)], ids=["in-process", "workers"])
+def test_a_stop_before_the_first_run_starts_none_and_resume_records_them(tmp_path, executor):
+    stops_before_any_run(tmp_path, executor)
+
+
+def test_the_configuration_chooses_the_executor():
+    plan = SuitePlan(planned=2, todo=[], skipped=0, marked=0, agents=("gold",))
+    assert isinstance(choose_executor(plan, RecordConfig()), InProcess)
+    assert choose_executor(plan, RecordConfig(execution=Execution(workers=3))) == LocalWorkers(3)
+    ray = choose_executor(plan, RecordConfig(execution=Execution(ray="auto", ray_actors=2)))
+    assert (type(ray).__name__, ray.address, ray.actors) == ("RayActors", "auto", 2)  # type: ignore[attr-defined]
