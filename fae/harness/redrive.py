@@ -192,13 +192,13 @@ async def replay_scripted(
         diverged(Divergence(-1, None, "the answer", recorded.answer, played.answer))
     capture = captured_resources(run)
     if capture is not None:
-        from fae.replay.fold import FoldedState, Version
+        from fae.replay.fold import FoldedState, FoldedVersion
 
         state = FoldedState(engine.resources(sid))
         for resource in engine.resources(sid):
             version = str((resource.get("meta") or {}).get("versionId", "1"))
             if version != "1":
-                state.apply(Version(resource["resourceType"], resource["id"], version, resource, 0, None, None))
+                state.apply(FoldedVersion(resource["resourceType"], resource["id"], version, resource, 0, None, None))
         differences = state_drift(state, capture[1])
         if differences:
             diverged(Divergence(-1, capture[0], "the final state", [d["ref"] for d in differences], differences))

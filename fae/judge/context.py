@@ -14,7 +14,7 @@ from typing import Any
 
 from fae.errors import TaskChanged, TaskError
 from fae.replay.drift import Capture, capture_seq, read_capture
-from fae.replay.fold import Exchange, FoldedState, fhir_exchanges, fold_state, folds_after
+from fae.replay.fold import FhirExchange, FoldedState, fhir_exchanges, fold_state, folds_after
 from fae.replay.source import RunLog
 from fae.replay.transcript import Transcript, fold_transcript
 from fae.store import events as ev
@@ -67,7 +67,7 @@ class RunContext:
         self.memo: dict[Any, Any] = {}  # judges keep per-run results here (e.g. a validator's check)
 
     @cached_property
-    def exchanges(self) -> list[Exchange]:
+    def exchanges(self) -> list[FhirExchange]:
         return fhir_exchanges(self.run)
 
     @cached_property

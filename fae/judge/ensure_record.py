@@ -59,7 +59,7 @@ from fae.judge.verify import (
     same_identity,
     verify,
 )
-from fae.replay.fold import Exchange, fold_state
+from fae.replay.fold import FhirExchange, fold_state
 from fae.store import events as ev
 from fae.tasks.write_targets import WriteTarget, not_covered, ordered_targets, resolve_created
 
@@ -123,7 +123,7 @@ def recorded_settle_s(ctx: RunContext) -> float:
     return float(found) if found is not None else 0.0
 
 
-def _capture_read(ctx: RunContext) -> Exchange | None:
+def _capture_read(ctx: RunContext) -> FhirExchange | None:
     """The harness's state capture read: its last search before ``StateCaptured``."""
     if ctx.captured is None:
         return None

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from fae.replay.fold import Exchange, parse_json
+from fae.replay.fold import FhirExchange, parse_json
 from fae.replay.source import RunLog
 from fae.store import events as ev
 
@@ -102,7 +102,7 @@ def _entry_ok(entry: Any) -> bool:
     return status[:1] == "2"
 
 
-def _batch_reads(exchange: Exchange) -> list[Read]:
+def _batch_reads(exchange: FhirExchange) -> list[Read]:
     """The GET entries of a batch or transaction: a read by id, or a search whose bundle was returned."""
     request, response = parse_json(exchange.request), parse_json(exchange.response)
     if not isinstance(request, dict) or not isinstance(response, dict):
@@ -135,7 +135,7 @@ def _batch_reads(exchange: Exchange) -> list[Read]:
     return found
 
 
-def reads_of(exchange: Exchange, received: Received | None = None, *, bodies: bool = False) -> list[Read]:
+def reads_of(exchange: FhirExchange, received: Received | None = None, *, bodies: bool = False) -> list[Read]:
     """The records a successful exchange handed to its client. ``received`` gives the body a GET's client
     received (needed for compartment searches and operations); ``bodies`` asks for each record's body."""
     if not exchange.ok:

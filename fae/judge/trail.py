@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from fae.judge.reads import Received, reads_of
-from fae.replay.fold import Exchange, FoldedState, parse_json
+from fae.replay.fold import FhirExchange, FoldedState, parse_json
 from fae.replay.source import RunLog
 from fae.store import events as ev
 
@@ -55,7 +55,7 @@ class Trail(msgspec.Struct, frozen=True):
     untimed: tuple[int, ...] = ()
 
 
-def proxy_trail(exchanges: Iterable[Exchange], fold: FoldedState, received: Received | None = None) -> Trail:
+def proxy_trail(exchanges: Iterable[FhirExchange], fold: FoldedState, received: Received | None = None) -> Trail:
     """The trail the proxy log gives: reads from exchanges (``fae.judge.reads``: searches, compartments,
     operations and batch entries included), writes from the fold's versions."""
     accesses: list[Access] = []

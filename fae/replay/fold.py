@@ -46,7 +46,7 @@ def parse_json(body: bytes | None) -> Any:
         return None
 
 
-class Exchange(msgspec.Struct, frozen=True):
+class FhirExchange(msgspec.Struct, frozen=True):
     """One FHIR exchange as the log saw it: HTTP facts joined with what it meant."""
 
     seq: int
@@ -76,10 +76,10 @@ class Exchange(msgspec.Struct, frozen=True):
         return None
 
 
-def fhir_exchanges(run: RunLog) -> list[Exchange]:
+def fhir_exchanges(run: RunLog) -> list[FhirExchange]:
     """Every FHIR exchange of a run in seq order (the FhirInteracted event's seq)."""
     http: dict[str, tuple[Recorded, ev.HttpExchanged]] = {}
-    found: list[Exchange] = []
+    found: list[FhirExchange] = []
     for recorded in run.events:
         event = recorded.event
         if isinstance(event, ev.HttpExchanged):
@@ -94,7 +94,7 @@ def fhir_exchanges(run: RunLog) -> list[Exchange]:
                 )
             rec, exchange = pair
             found.append(
-                Exchange(
+                FhirExchange(
                     seq=recorded.seq,
                     actor=rec.actor,
                     started_at=exchange.started_at,
@@ -117,7 +117,7 @@ def fhir_exchanges(run: RunLog) -> list[Exchange]:
     return found
 
 
-class Version(msgspec.Struct, frozen=True):
+class FoldedVersion(msgspec.Struct, frozen=True):
     """One version of a resource in the fold (``resource`` is None for a delete)."""
 
     resource_type: str
@@ -165,7 +165,7 @@ class FoldedState(_Snapshot):
 
     seed_resources: list[dict[str, Any]]
     upto: int | None = None
-    history: dict[tuple[str, str], list[Version]] = field(default_factory=dict)
+    history: dict[tuple[str, str], list[FoldedVersion]] = field(default_factory=dict)
     problems: list[dict[str, Any]] = field(default_factory=list)
     # what readers derive from seed resources (their canonical JSON, say), shared by every fold of the same seed
     seed_cache: dict[Any, Any] = field(default_factory=dict, repr=False)
@@ -189,15 +189,15 @@ class FoldedState(_Snapshot):
         """(type, id) of every resource a write touched; all others are the seed's own objects, unchanged."""
         return list(self.history)
 
-    def versions(self, resource_type: str, resource_id: str) -> list[Version]:
+    def versions(self, resource_type: str, resource_id: str) -> list[FoldedVersion]:
         """Every version of one resource, oldest first, the seed version included."""
         return list(self.history.get((resource_type, resource_id), ()))
 
-    def apply(self, version: Version) -> None:
+    def apply(self, version: FoldedVersion) -> None:
         key = (version.resource_type, version.id)
         if key not in self.history:
             seeded = self.seed.read(*key)
-            self.history[key] = [Version(*key, "1", seeded, None, None, None)] if seeded is not None else []
+            self.history[key] = [FoldedVersion(*key, "1", seeded, None, None, None)] if seeded is not None else []
         self.history[key].append(version)
         if version.resource_type not in self._copied:
             self._copied.add(version.resource_type)
@@ -253,7 +253,7 @@ def seed_resources(bundle: Any, *, run_id: str | None = None) -> list[dict[str, 
     return resources
 
 
-def _version_of(exchange: Exchange, resource: Any) -> str | None:
+def _version_of(exchange: FhirExchange, resource: Any) -> str | None:
     if isinstance(resource, dict) and isinstance(resource.get("meta"), dict):
         found = resource["meta"].get("versionId")
         if found:
@@ -275,7 +275,7 @@ def _next_version(state: FoldedState, rtype: str, rid: str) -> str:
     return str(int(last) + 1) if last.isdigit() else str(len(versions) + 1)
 
 
-def _fold_write(state: FoldedState, exchange: Exchange) -> None:
+def _fold_write(state: FoldedState, exchange: FhirExchange) -> None:
     """Apply one successful write exchange; note what cannot be folded."""
 
     def problem(reason: str) -> None:
@@ -292,7 +292,7 @@ def _fold_write(state: FoldedState, exchange: Exchange) -> None:
             return  # deleting what is not there changes nothing
         version = _version_of(exchange, None) or _next_version(state, exchange.resource_type, exchange.resource_id)
         state.apply(
-            Version(
+            FoldedVersion(
                 exchange.resource_type,
                 exchange.resource_id,
                 version,
@@ -316,7 +316,7 @@ def _fold_write(state: FoldedState, exchange: Exchange) -> None:
         problem("the write response names no version")
         return
     state.apply(
-        Version(
+        FoldedVersion(
             written["resourceType"],
             written["id"],
             written_version,
@@ -328,7 +328,7 @@ def _fold_write(state: FoldedState, exchange: Exchange) -> None:
     )
 
 
-def _fold_bundle(state: FoldedState, exchange: Exchange, problem: Any) -> None:
+def _fold_bundle(state: FoldedState, exchange: FhirExchange, problem: Any) -> None:
     request = parse_json(exchange.request)
     response = parse_json(exchange.response)
     if not isinstance(response, dict) or not isinstance(request, dict):
@@ -355,7 +355,7 @@ def _fold_bundle(state: FoldedState, exchange: Exchange, problem: Any) -> None:
             target = str((asked[index].get("request") or {}).get("url", "")).split("?")[0].split("/")
             if len(target) >= 2 and state.read(target[-2], target[-1]) is not None:
                 state.apply(
-                    Version(
+                    FoldedVersion(
                         target[-2],
                         target[-1],
                         _next_version(state, target[-2], target[-1]),
@@ -377,7 +377,7 @@ def _fold_bundle(state: FoldedState, exchange: Exchange, problem: Any) -> None:
         if not rtype or not rid or not vid:
             problem(f"transaction entry {index} names no resource version")
             continue
-        state.apply(Version(rtype, rid, str(vid), resource, exchange.seq, exchange.actor, exchange.started_at))
+        state.apply(FoldedVersion(rtype, rid, str(vid), resource, exchange.seq, exchange.actor, exchange.started_at))
 
 
 _SEEDS: OrderedDict[str, tuple[list[dict[str, Any]], dict[Any, Any]]] = OrderedDict()
@@ -405,17 +405,17 @@ def _seed_of(run: RunLog, seeded: Recorded) -> tuple[list[dict[str, Any]], dict[
     return found
 
 
-def _resets(exchange: Exchange) -> bool:
+def _resets(exchange: FhirExchange) -> bool:
     return exchange.interaction == "sandbox-admin" and exchange.ok and exchange.path.rstrip("/").endswith("$reset")
 
 
-def folds_after(exchanges: Iterable[Exchange], seq: int) -> bool:
+def folds_after(exchanges: Iterable[FhirExchange], seq: int) -> bool:
     """Whether an exchange after ``seq`` can change a fold (a write, or a sandbox reset): if none, the fold at
     ``seq`` is the fold after the last event."""
     return any(x.seq > seq and (x.interaction in WRITES or _resets(x)) for x in exchanges)
 
 
-def fold_state(run: RunLog, upto: int | None = None, *, exchanges: Iterable[Exchange] | None = None) -> FoldedState:
+def fold_state(run: RunLog, upto: int | None = None, *, exchanges: Iterable[FhirExchange] | None = None) -> FoldedState:
     """The run's sandbox state after event ``upto`` (default: after the last event)."""
     seeded = run.first(ev.SandboxSeeded)
     if seeded is None or not isinstance(seeded.event, ev.SandboxSeeded) or not seeded.event.seed_blob:

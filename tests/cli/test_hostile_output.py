@@ -139,7 +139,7 @@ def _cleanup(path: Path) -> None:
         stale.unlink(missing_ok=True)
 
 
-@_hostile(20)
+@_hostile(8)
 def test_show_prints_a_timeline_of_hostile_values_as_text(folder, text):
     log, values = _log(folder, text)
     try:
@@ -158,7 +158,7 @@ def test_show_prints_a_timeline_of_hostile_values_as_text(folder, text):
         _cleanup(log)
 
 
-@_hostile(15)
+@_hostile(6)
 def test_runs_and_sql_print_tables_of_hostile_values_as_text(folder, text):
     log, values = _log(folder, text)
     try:
@@ -186,7 +186,7 @@ def test_runs_and_sql_print_tables_of_hostile_values_as_text(folder, text):
         _cleanup(log)
 
 
-@_hostile(10)
+@_hostile(5)
 def test_stats_prints_hostile_configurations_resource_types_and_failure_modes_as_text(folder, text):
     log, values = _log(folder, text)
     try:
@@ -197,7 +197,7 @@ def test_stats_prints_hostile_configurations_resource_types_and_failure_modes_as
         _cleanup(log)
 
 
-@_hostile(10)
+@_hostile(5)
 def test_compare_and_rejudge_print_hostile_runs_agents_and_outcomes_as_text(folder, text):
     log, values = _log(folder, text)
     try:
@@ -220,7 +220,7 @@ def test_compare_and_rejudge_print_hostile_runs_agents_and_outcomes_as_text(fold
         _cleanup(log)
 
 
-@_hostile(3)
+@_hostile(2)
 def test_report_draws_and_escapes_hostile_labels(folder, text):
     log, values = _log(folder, text)
     page = log.with_suffix(".html")

@@ -304,11 +304,11 @@ def test_actors_the_cluster_has_no_cpu_for_are_one_clear_error_not_a_hang(ray_cl
 
     Last in the file: it checks that the CPUs come back, so a test after it is not starved.
     """
-    monkeypatch.setenv("FAE_RAY_ACTOR_START_S", "20")
+    monkeypatch.setenv("FAE_RAY_ACTOR_START_S", "8")
     log = tmp_path / "starved.duckdb"
     with pytest.raises(
         FaeError,
-        match=r"of 3 recording actors did not start within 20 s \(each needs 1 CPU; "
+        match=r"of 3 recording actors did not start within 8 s \(each needs 1 CPU; "
         r"the cluster has \d+ of 2 CPUs free\)",
     ):
         api.record(

@@ -14,7 +14,7 @@ from fae.judge.compare import Judged, stopped
 from fae.judge.readback import ServerRead, difference
 from fae.judge.rejudge import build_plan, judge_run
 from fae.judge.verifier_mutants import MUTANTS, mutant_judging
-from fae.replay.fold import FoldedState, Version, fhir_exchanges
+from fae.replay.fold import FoldedState, FoldedVersion, fhir_exchanges
 from fae.replay.source import load_run
 from fae.store import events as ev
 from fae.store.log import EventLog
@@ -184,7 +184,7 @@ def test_comparing_the_read_back_adds_no_false_stop(scenario_log):
 
 def _fold(resource):
     fold = FoldedState(seed_resources=[])
-    fold.apply(Version("Patient", "p1", "1", resource, 5, "agent", 1.0))
+    fold.apply(FoldedVersion("Patient", "p1", "1", resource, 5, "agent", 1.0))
     return fold
 
 

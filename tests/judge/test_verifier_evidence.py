@@ -11,7 +11,7 @@ from msgspec.structs import replace
 from fae.judge.reads import reads_of
 from fae.judge.rejudge import build_plan, judge_run
 from fae.recorder.fhir import interaction_of
-from fae.replay.fold import Exchange, fhir_exchanges
+from fae.replay.fold import FhirExchange, fhir_exchanges
 from fae.replay.source import load_run
 from fae.store import events as ev
 from fae.store.log import EventLog
@@ -58,9 +58,9 @@ def test_reads_inside_a_batch_are_reads_of_the_record(scenario_log):
     assert _judge(scenario_log, "fix-other-user-reads-elsewhere").outcome == "created_verified"
 
 
-def _exchange(method: str, path: str, body: bytes | None, **kw) -> Exchange:
+def _exchange(method: str, path: str, body: bytes | None, **kw) -> FhirExchange:
     interaction, rtype, rid, version = interaction_of(method, path, None)
-    return Exchange(
+    return FhirExchange(
         seq=kw.get("seq", 5),
         actor="other-user",
         started_at=1.0,
