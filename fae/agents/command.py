@@ -126,6 +126,7 @@ class CommandAgent:
                     timeout_s=self.command.timeout_s,
                     stdout_limit=STDOUT_KEEP,
                     stderr_limit=STDERR_KEEP,
+                    on_interrupt=lambda outcome: _record_end(ctx, outcome, None),
                 )
             except OSError as exc:
                 raise AgentError(f"the program {self.command.argv[0]!r} could not start: {exc}") from None
@@ -161,6 +162,7 @@ async def _record_end(ctx: AgentContext, outcome: ProgramOutcome, answer_from: s
         stdout_bytes=outcome.stdout_size,
         stderr_blob=blob_hash(outcome.stderr) if outcome.stderr else None,
         stderr_bytes=outcome.stderr_size,
+        interrupted=outcome.interrupted,
     )
     await ctx.record(event, blobs)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -32,6 +32,8 @@ class ProgramOutcome:
     stdout_size: int
     stderr: bytes
     stderr_size: int
+    interrupted: bool = False
+    """Stopped by fae because the run was cancelled (an interrupted recording)."""
 
 
 class _Kept:
@@ -117,8 +119,12 @@ async def run_program(
     stdout_limit: int,
     stderr_limit: int,
     cwd: str | None = None,
+    on_interrupt: Callable[[ProgramOutcome], Awaitable[None]] | None = None,
 ) -> ProgramOutcome:
-    """Run ``argv`` (no shell) until it exits or ``timeout_s`` passes; raises OSError when it cannot start."""
+    """Run ``argv`` (no shell) until it exits or ``timeout_s`` passes; raises OSError when it cannot start.
+
+    Cancelled (an interrupted recording), it stops the program's whole group, tells ``on_interrupt`` what the
+    program had written by then (``interrupted=True``), and lets the cancellation go on."""
     process = await anyio.open_process(
         list(argv),
         stdin=subprocess.PIPE,
@@ -148,16 +154,23 @@ async def run_program(
                 await _stop(process)
             _signal_group(process.pid, signal.SIGKILL)
             await process.aclose()
+            if on_interrupt is not None:
+                await on_interrupt(_outcome(process.returncode, False, out, err, interrupted=True))
         raise
     await process.aclose()
-    code = process.returncode
-    ended_by = signal.Signals(-code).name if code is not None and code < 0 and not timed_out else None
+    return _outcome(process.returncode, timed_out, out, err)
+
+
+def _outcome(code: int | None, timed_out: bool, out: _Kept, err: _Kept, *, interrupted: bool = False) -> ProgramOutcome:
+    stopped = timed_out or interrupted
+    ended_by = signal.Signals(-code).name if code is not None and code < 0 and not stopped else None
     return ProgramOutcome(
-        exit_code=None if timed_out or (code is not None and code < 0) else code,
+        exit_code=None if stopped or (code is not None and code < 0) else code,
         signal=ended_by,
         timed_out=timed_out,
         stdout=bytes(out.data),
         stdout_size=out.size,
         stderr=bytes(err.data),
         stderr_size=err.size,
+        interrupted=interrupted,
     )

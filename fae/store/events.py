@@ -216,7 +216,9 @@ class AnswerGiven(Event, tag="AnswerGiven", frozen=True):
 class ProgramEnded(Event, tag="ProgramEnded", frozen=True):
     """A program agent (``cmd:``) ended: how, where its answer came from, and its output, bounded, in blobs.
 
-    ``exit_code`` is None when a signal ended it (``signal``) or fae stopped it at its timeout (``timed_out``).
+    ``exit_code`` is None when a signal ended it (``signal``), fae stopped it at its timeout (``timed_out``) or
+    because the recording was interrupted (``interrupted``: the run is stored interrupted, with what the program
+    had written by then).
     The blobs keep stdout's first and stderr's last bytes (``fae.agents.command``); the sizes are the whole.
     """
 
@@ -228,6 +230,7 @@ class ProgramEnded(Event, tag="ProgramEnded", frozen=True):
     stdout_bytes: int = 0
     stderr_blob: str | None = None
     stderr_bytes: int = 0
+    interrupted: bool = False
 
 
 class StateCaptured(Event, tag="StateCaptured", frozen=True):

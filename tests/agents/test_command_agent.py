@@ -247,10 +247,11 @@ def test_what_a_program_leaves_running_when_it_exits_is_stopped(tmp_path):
 def test_an_interrupted_run_stops_the_program_and_everything_it_started(tmp_path):
     pids = tmp_path / "pids"
     agent = build_agent(f"cmd:{_program(tmp_path, SPAWNS_AND_HANGS)} {pids}")
+    recorded = Recorded()
 
     async def interrupt() -> None:
         async with anyio.create_task_group() as group:
-            group.start_soon(agent.run, _context(Recorded()))
+            group.start_soon(agent.run, _context(recorded))
             while not pids.exists() or len(pids.read_text().split()) < 2:
                 await anyio.sleep(0.05)
             group.cancel_scope.cancel()
@@ -258,6 +259,9 @@ def test_an_interrupted_run_stops_the_program_and_everything_it_started(tmp_path
     anyio.run(interrupt)
     program, child = map(int, pids.read_text().split())
     assert not _alive(program) and not _alive(child)
+    # the program's end is in the log all the same: stopped by fae, neither an exit nor its own signal
+    ended = recorded.ended()
+    assert (ended.interrupted, ended.exit_code, ended.signal, ended.timed_out) == (True, None, None, False), ended
 
 
 def test_a_shell_runs_only_when_asked(tmp_path):
