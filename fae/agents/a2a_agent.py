@@ -20,6 +20,9 @@ from fae.agents.base import AgentContext, AgentError, AgentResult
 from fae.errors import PlanError
 
 TIMEOUT_ENV = "FAE_A2A_TIMEOUT_S"
+TOKEN_ENV = "FAE_A2A_TOKEN"
+"""A bearer token fae sends the A2A server in ``Authorization`` (the scheme an agent card's ``HTTPAuthSecurityScheme``
+names most often); like every credential it is redacted from the log."""
 DEFAULT_TIMEOUT_S = 600.0
 """How long a run's A2A task may take, from its first request to its final state."""
 CLIENT_MODULE = "fae.agents.a2a_client"
@@ -105,6 +108,8 @@ class A2aAgent:
         self.origin = origin_of(self.url)
         self.upstream = upstream_name(self.origin)
         self._client = _client_module(self.name)
+        token = os.environ.get(TOKEN_ENV, "").strip()
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     @property
     def upstreams(self) -> dict[str, str]:
@@ -129,6 +134,7 @@ class A2aAgent:
                 endpoints=run_endpoints(ctx),
                 timeout_s=self.timeout_s,
                 poll_s=self.poll_s,
+                headers=self._headers,
             )
         except AgentError as exc:
             raise AgentError(f"{self.name}: {exc}") from None

@@ -158,11 +158,13 @@ async def follow_task(
     endpoints: dict[str, Any],
     timeout_s: float,
     poll_s: float,
+    headers: dict[str, str] | None = None,
 ) -> FollowedTask:
     """Send the run's message to the A2A agent at ``base_url`` (a proxied URL) and follow its task to its end.
 
     A server that cannot be reached, answers with an error, or outlives ``timeout_s`` raises ``AgentError``
-    with what happened; a task that ended in any state is returned, for the agent to judge.
+    with what happened; a task that ended in any state is returned, for the agent to judge. ``headers`` go with
+    every request (an ``Authorization`` the server asks for).
     """
     followed = FollowedTask()
 
@@ -171,7 +173,7 @@ async def follow_task(
         text = (str(exc) or type(exc).__name__).splitlines()[0]
         return text.replace(proxied_origin.rstrip("/"), origin)[:300]
 
-    async with httpx.AsyncClient(timeout=timeout_s, verify=client_tls()) as http:
+    async with httpx.AsyncClient(timeout=timeout_s, verify=client_tls(), headers=headers) as http:
         try:
             card = await A2ACardResolver(http, base_url).get_agent_card()
         except (A2AError, httpx.HTTPError) as exc:

@@ -160,11 +160,30 @@ def _card(url: str) -> AgentCard:
     )
 
 
+class BearerOnly:
+    """ASGI middleware: a POST without the bearer token gets 401, as an A2A server that requires auth answers."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app, self.expected = app, f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            sent = dict(scope["headers"]).get(b"authorization")
+            if sent != self.expected:
+                await send(
+                    {"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]}
+                )
+                await send({"type": "http.response.body", "body": b"a bearer token is required"})
+                return
+        await self.app(scope, receive, send)
+
+
 @asynccontextmanager
 async def a2a_server(
-    behaviour: str = "fhir", write: dict[str, Any] | None = None, *, streaming: bool = True
+    behaviour: str = "fhir", write: dict[str, Any] | None = None, *, streaming: bool = True, token: str | None = None
 ) -> AsyncIterator[tuple[str, Heard]]:
-    """Serve the agent until the block exits; yields its URL and what it heard."""
+    """Serve the agent until the block exits; yields its URL and what it heard. With ``token``, its JSON-RPC
+    endpoint answers 401 to a request without ``Authorization: Bearer TOKEN`` (its card stays public)."""
     heard = Heard()
     where: dict[str, str] = {}
 
@@ -179,6 +198,8 @@ async def a2a_server(
     app = Starlette(
         routes=[*create_agent_card_routes(card, card_modifier=with_url), *create_jsonrpc_routes(handler, "/")]
     )
+    if token is not None:
+        app.add_middleware(BearerOnly, token=token)
     async with serve_asgi(app) as port:
         where["url"] = f"http://127.0.0.1:{port}/"
         yield where["url"], heard

@@ -230,3 +230,26 @@ def test_a_bad_a2a_timeout_is_one_line_before_anything_records(monkeypatch):
 def test_an_experiment_configuration_names_an_a2a_agent_as_it_is():
     assert agent_name("a2a:http://127.0.0.1:9999", "some-model") == "a2a:http://127.0.0.1:9999"
     check_agent("a2a:http://127.0.0.1:9999/agents/fhir")
+
+
+async def test_an_a2a_server_that_requires_a_bearer_token_gets_it_and_the_log_never_keeps_it(tmp_path, monkeypatch):
+    token = "a2a-token-" + "s3cr3t" * 4
+    async with a2a_server("fhir", _gold_write(), token=token) as (url, heard):
+        specs = api.plan_runs([TASK], agents=[f"a2a:{url}"])
+        without = tmp_path / "without.duckdb"
+        monkeypatch.delenv("FAE_A2A_TOKEN", raising=False)
+        await record_suite(without, specs, RecordConfig(stack=StackConfig(processes=1)))
+        monkeypatch.setenv("FAE_A2A_TOKEN", token)
+        with_token = tmp_path / "with.duckdb"
+        await record_suite(with_token, specs, RecordConfig(stack=StackConfig(processes=1)))
+    refused = _runs(without)
+    assert [(status, cause) for status, cause, _ in refused.values()] == [("errored", "agent")], refused
+    assert "401" in next(iter(refused.values()))[2], refused
+    assert [status for status, _, _ in _runs(with_token).values()] == ["finished"], why_not_finished(with_token)
+    assert len(heard.prompts) == 1  # the server heard only the run that carried its token
+    with EventLog(with_token, read_only=True) as log:
+        sent = [json.loads(h) for *_, h in _a2a_exchanges(log, specs[0].run_id)]
+    authorization = [value for headers in sent for name, value in headers if name.lower() == "authorization"]
+    assert authorization and all(token not in value for value in authorization), authorization
+    for path in (without, with_token):
+        assert token.encode() not in path.read_bytes()
