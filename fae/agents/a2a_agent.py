@@ -157,3 +157,12 @@ def _client_module(name: str) -> Any:
 def build_a2a_agent(spec: str, **_: Any) -> A2aAgent:
     """``a2a:URL`` → the agent; LLM options are the A2A agent's own business and are ignored."""
     return A2aAgent(spec.removeprefix("a2a:"))
+
+
+def a2a_agent_from_config(name: str, config: dict[str, Any]) -> A2aAgent:
+    """The agent a stored ``agent_config`` of kind ``a2a`` describes (``fae replay``: the same server, which must be
+    running, is sent the task again; its model is answered from the recording)."""
+    url, timeout_s = config.get("url"), config.get("timeout_s")
+    if not isinstance(url, str) or not url:
+        raise PlanError(f"agent {name!r}: its stored configuration has no A2A URL")
+    return A2aAgent(url, timeout_s=float(timeout_s) if isinstance(timeout_s, int | float) else None)

@@ -24,7 +24,8 @@ from typing import Any
 
 import httpx
 
-from fae.agents.base import Agent, AgentContext, AgentResult
+from fae.agents.a2a_agent import a2a_agent_from_config
+from fae.agents.base import Agent, AgentContext, AgentResult, declared_upstreams
 from fae.agents.command import command_agent_from_config
 from fae.agents.plan_runner import PlanRun, ToolOutcome, run_plan
 from fae.errors import PlanError, ReplayDrift
@@ -290,9 +291,11 @@ def agent_from_config(config: dict[str, Any], name: str = "") -> Agent:
     """The agent a stored ``agent_config`` describes, rebuilt from this code (LangChain and program agents)."""
     if config.get("kind") == "command":
         return command_agent_from_config(name, config)
+    if config.get("kind") == "a2a":
+        return a2a_agent_from_config(name, config)
     if config.get("kind") != "langchain":
         raise ReplayDrift(
-            f"fae replay re-drives scripted, langchain and cmd runs, not {config.get('kind') or 'unknown'} agents"
+            f"fae replay re-drives scripted, langchain, cmd and a2a runs, not {config.get('kind') or 'unknown'} agents"
         )
     from fae.agents.langchain_agent import OMIT, PREFIX, build_langchain_agent
 
@@ -316,6 +319,7 @@ class ReplayedAgent:
         self.name = agent.name
         self.replay_of = replay_of
         self.required_mcp: tuple[str, ...] = tuple(getattr(agent, "required_mcp", ()))
+        self.upstreams: dict[str, str] = dict(getattr(agent, "upstreams", {}))
 
     def config(self) -> dict[str, Any]:
         return {**self.agent.config(), "replay_of": self.replay_of}
@@ -382,7 +386,13 @@ async def replay_llm(
         )
     engine = FhirEngine(id_factory=recorded_id_factory(recording.created_ids))
     # the cassette is the stack's own LLM: like its FHIR and MCP servers it answers only the proxy
-    async with open_stack(out, StackConfig(memory_stores=stores), llm_app=cassette.app(), fhir_engine=engine) as stack:
+    async with open_stack(
+        out,
+        StackConfig(memory_stores=stores),
+        llm_app=cassette.app(),
+        fhir_engine=engine,
+        agent_upstreams=declared_upstreams([agent]),  # an A2A agent's server, reached through the proxy again
+    ) as stack:
         replay_id = _next_replay_id(stack, recording.run_id)
         stage("re-driving")
         spec = RunSpec(

@@ -13,6 +13,7 @@ import json
 import socket
 from pathlib import Path
 
+import anyio
 import pytest
 
 from fae import api
@@ -121,11 +122,18 @@ async def test_an_a2a_agent_driven_by_its_model_is_recorded_with_its_llm_calls(t
     log_path = tmp_path / "a2a-claude.duckdb"
     # fae's scripted model plays the suite task's gold plan it finds from the prompt
     llm = create_app(PlanRegistry(fallback=SuitePlans().find))
-    async with a2a_server("claude") as (url, _):
+    async with a2a_server("claude") as (url, heard):
         specs = api.plan_runs([TASK], agents=[f"a2a:{url}"])
         result = await record_suite(log_path, specs, RecordConfig(stack=StackConfig(processes=1)), llm_app=llm)
-    assert dict(result.statuses) == {"finished": 1}, why_not_finished(log_path)
-    run_id = specs[0].run_id
+        assert dict(result.statuses) == {"finished": 1}, why_not_finished(log_path)
+        run_id = specs[0].run_id
+        # replayed: the same A2A server is sent the task again, its model answered from the recording
+        out = tmp_path / "replay.duckdb"
+        report = await anyio.to_thread.run_sync(lambda: api.replay(log_path, run_id, out=out))
+    assert not report.divergences, [d.describe() for d in report.divergences]
+    assert (report.llm_calls, report.llm_played) == (2, 2) and len(heard.prompts) == 2, report
+    [replayed] = api.query(out, "SELECT agent_config, status FROM runs")
+    assert json.loads(replayed["agent_config"])["kind"] == "a2a" and replayed["status"] == "finished", replayed
     with EventLog(log_path, read_only=True) as log:
         _, verdicts = log.query("SELECT judge, outcome FROM verdicts WHERE run_id = ? AND batch = 'live'", [run_id])
         _, calls = log.query(
