@@ -199,6 +199,7 @@ def rejudge(
     ray: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     tasks: str = "log",
+    full: bool = False,
 ) -> RejudgeResult:
     """Judge recorded runs again from the log alone, on ``workers`` processes (default: every core),
     and append the verdicts as one batch; ``on_progress(judged, planned)`` reports progress.
@@ -206,7 +207,9 @@ def rejudge(
     files ("current"; a run whose variation renders otherwise now gets ``task_changed``).
     ``ray``: judge ``workers`` shards as tasks on the Ray cluster at this address (the log on shared storage).
     ``parquet``: judge the runs of this ``fae export --parquet`` directory instead of a log, and add the
-    batch's verdicts to it (``DIR/verdicts``, ``DIR/verdict_batches``; docs/scale.md)."""
+    batch's verdicts to it (``DIR/verdicts``, ``DIR/verdict_batches``; docs/scale.md).
+    Incremental unless ``full``: a verdict the log already holds under the same rules and code version stands and
+    is not judged again (docs/judging.md, "Rejudging only what changed")."""
     options: dict[str, Any] = {
         "judge_name": judge_name,
         "overrides": _rules(rules),
@@ -221,7 +224,7 @@ def rejudge(
         return rejudge_export(parquet, **options)
     if log is None:
         raise StoreError("name a log or a Parquet export to rejudge")
-    return _rejudge(log, **options)
+    return _rejudge(log, **options, full=full)
 
 
 def compare(

@@ -30,7 +30,7 @@ def live_against_rejudge(log_path: str | Path) -> tuple[list[tuple], list[tuple]
     from fae import api
     from fae.store.log import EventLog
 
-    batch = api.rejudge(log_path, workers=1).batch
+    batch = api.rejudge(log_path, workers=1, full=True).batch
     rows = {}
     with EventLog(log_path, read_only=True) as opened:
         for name in ("live", batch):

@@ -73,7 +73,7 @@ def test_without_the_task_files_a_rejudge_gives_the_live_verdicts(recorded):
     live = _verdicts(log, "live")
     assert len(live) == 2 * 6, live
     assert {v[0] for (_, judge, _), v in live.items() if judge == "task"} == {"pass"}, live
-    done = fae("rejudge", "--log", str(log), "--workers", "1")
+    done = fae("rejudge", "--full", "--log", str(log), "--workers", "1")
     rejudged = _verdicts(log, _last_batch(log))
     assert rejudged == live, "\n".join(f"{k}: live {live.get(k)} rejudged {rejudged.get(k)}" for k in live)
     assert "task_changed" not in done.stdout
@@ -81,20 +81,22 @@ def test_without_the_task_files_a_rejudge_gives_the_live_verdicts(recorded):
 
 def test_against_todays_task_files_is_an_explicit_choice(recorded):
     log, root = recorded
-    missing = fae("rejudge", "--log", str(log), "--workers", "1", "--tasks", "current")
+    missing = fae("rejudge", "--full", "--log", str(log), "--workers", "1", "--tasks", "current")
     assert "judged against today's task files" in missing.stdout, missing.stdout
     gone = _verdicts(log, _last_batch(log))
     assert {v[0] for (_, judge, _), v in gone.items() if judge in ("task", "ensure_record")} == {"not_applicable"}
 
     tasks = _task_dir(root, code_in_check='code.coding: {coding: "http://snomed.info/sct|000000"}')
     try:
-        edited = fae("--tasks-dir", str(tasks), "rejudge", "--log", str(log), "--workers", "1", "--tasks", "current")
+        edited = fae(
+            "--tasks-dir", str(tasks), "rejudge", "--full", "--log", str(log), "--workers", "1", "--tasks", "current"
+        )
         assert "0 of 2 run(s) played another rendering" in edited.stdout, edited.stdout  # the check is not played
         task = [v for (_, judge, _), v in _verdicts(log, _last_batch(log)).items() if judge == "task"]
         strict = [v for v in task if json.loads(v[2])["checked"]["mode"] == "strict"]
         assert len(strict) == 2 and {v[0] for v in strict} == {"fail"}, strict
         assert all("000000" in v[2] for v in strict), strict
-        kept = fae("--tasks-dir", str(tasks), "rejudge", "--log", str(log), "--workers", "1")
+        kept = fae("--tasks-dir", str(tasks), "rejudge", "--full", "--log", str(log), "--workers", "1")
         assert _verdicts(log, _last_batch(log)) == _verdicts(log, "live"), kept.stdout
     finally:
         shutil.rmtree(tasks)
@@ -111,7 +113,7 @@ def test_a_kept_task_that_is_not_what_the_run_played_is_an_error_not_a_verdict(r
         con.execute(
             "UPDATE events SET payload = ? WHERE run_id = ? AND kind = 'TaskRendered'", [rows[1][1], rows[0][0]]
         )
-    fae("rejudge", "--log", str(copy), "--workers", "1")
+    fae("rejudge", "--full", "--log", str(copy), "--workers", "1")
     verdicts = _verdicts(copy, _last_batch(copy))
     first = {judge: v for (run, judge, _), v in verdicts.items() if run == rows[0][0]}
     assert first["task"][0] == "error" and "the log is inconsistent" in json.loads(first["task"][2])["error"], first
@@ -151,9 +153,9 @@ def test_a_log_older_than_kept_tasks_is_judged_against_todays_files(recorded, tm
     with duckdb.connect(str(older)) as con:
         con.execute("DELETE FROM events WHERE kind = 'TaskRendered'")
     tasks = _task_dir(tmp_path)
-    fae("--tasks-dir", str(tasks), "rejudge", "--log", str(older), "--workers", "1")
+    fae("--tasks-dir", str(tasks), "rejudge", "--full", "--log", str(older), "--workers", "1")
     assert _verdicts(older, _last_batch(older)) == _verdicts(older, "live")
     shutil.rmtree(tasks)
-    fae("rejudge", "--log", str(older), "--workers", "1")
+    fae("rejudge", "--full", "--log", str(older), "--workers", "1")
     gone = _verdicts(older, _last_batch(older))
     assert {v[0] for (_, judge, _), v in gone.items() if judge == "task"} == {"not_applicable"}, gone

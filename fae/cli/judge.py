@@ -49,6 +49,14 @@ def rejudge(
             help="Judge each run against the task its log keeps (log), or against today's task files (current).",
         ),
     ] = "log",
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="Judge every run by every judge again; by default a verdict the log already holds under the "
+            "same rules and code version stands.",
+        ),
+    ] = False,
 ) -> None:
     """Judge recorded runs again from the log alone and append the verdicts (old ones are kept)."""
     from fae import api
@@ -71,6 +79,7 @@ def rejudge(
             ray=ray,
             on_progress=report,
             tasks=tasks,
+            full=full,
         )
     print_rejudged(result, parquet or log, tasks=tasks)
 
@@ -94,7 +103,14 @@ def print_rejudged(result: Any, log: Path, *, tasks: str = "log") -> None:
         (name, digest): rule_set_label(rules, digest, defaults=judge_defaults(name))
         for (name, digest), rules in result.rule_sets.items()
     }
-    out.print(f"rejudged {result.runs} runs into {log} (batch {result.batch})")
+    stood = sum(getattr(result, "stood", {}).values())
+    if stood:
+        out.print(
+            f"rejudged {result.runs} of {result.considered} runs into {log} (batch {result.batch}); "
+            f"{stood} verdict(s) stood: same rules and code version as the log's (--full judges them again)"
+        )
+    else:
+        out.print(f"rejudged {result.runs} runs into {log} (batch {result.batch})")
     shown = table(["judge", "rule set", "outcome", "runs"])
     for (name, digest, outcome), count in sorted(result.outcomes.items()):
         shown.add_row(name, named.get((name, digest), f"({digest[:8]})"), outcome, str(count))

@@ -2,7 +2,8 @@
 
 ``rejudge`` shards the runs across worker processes (fae/judge/parallel.py)
 and appends all their verdicts as one batch. Old verdicts are never touched:
-a rescore is new rows.
+a rescore is new rows, and a verdict that would come out the same stands
+(fae/judge/standing.py) rather than being judged and written again.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from fae.judge.context import TASK_SOURCES
 from fae.judge.judging import DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run, relaxed_gc  # noqa: F401
 from fae.judge.parallel import ShardJob, ShardResult, insert_verdicts, spool_folder, start_workers
 from fae.judge.ray_judge import judge_jobs
+from fae.judge.standing import Standing, nothing_stands, standing
 from fae.replay.source import load_runs, run_ids
 from fae.replay.stream import CHUNK_RUNS, shards, spans
 from fae.store.log import Batch, EventLog, VerdictBatchStarted, VerdictRow
@@ -39,6 +41,8 @@ class RejudgeResult:
     outcomes: Counter = field(default_factory=Counter)
     shards: list[ShardResult] = field(default_factory=list)  # what each worker judged and what it cost
     rule_sets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (judge, hash) -> its rules
+    stood: dict[tuple[str, str], int] = field(default_factory=dict)  # (judge, hash) -> runs whose verdict stood
+    considered: int = 0  # the runs that matched, judged or standing
 
 
 def rejudge(
@@ -53,15 +57,20 @@ def rejudge(
     ray: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     tasks: str = "log",
+    full: bool = False,
 ) -> RejudgeResult:
-    """Judge every matching run of a log again, on ``workers`` processes, and append the verdicts as one batch.
+    """Judge the matching runs of a log again, on ``workers`` processes, and append the verdicts as one batch.
+
+    Incremental unless ``full``: a (run, judge) pair whose verdict under the same rules, code version and task
+    source is already in the log stands (``fae.judge.standing``) and is neither judged nor written again; the batch
+    records how many stood per judge, and the result counts their outcomes with the new ones. A run no judge needs
+    is not read at all. ``tasks="current"`` judges everything (today's task files may differ from the log's).
 
     The batch's start is committed first; its verdicts and its completion are committed together in
     one transaction, so a rejudge killed part way leaves a batch the log shows as started and never
     completed (view ``batch_status``), with no verdict of it. ``on_progress(judged, planned)`` is
     called as the rejudge starts and when its verdicts are written. ``ray``: judge the shards as tasks on the
     Ray cluster at this address instead (fae/judge/ray_judge.py); ``workers`` is then the number of shards.
-    ``tasks``: judge each run against the task its log keeps ("log") or against today's task files ("current").
     """
     if tasks not in TASK_SOURCES:
         raise JudgeError(f"--tasks is one of {', '.join(TASK_SOURCES)}, got {tasks!r}")
@@ -75,50 +84,80 @@ def rejudge(
         ids = run_ids(log, runs, statuses=JUDGED_STATUSES)
         if not ids:
             raise JudgeError(f"no finished runs in {path} match {runs!r}" if runs else f"no finished runs in {path}")
-        if ray is None:
-            start_workers(workers, len(ids))
-        found = spans(log, ids)
-        started = batch_started(plan, now, len(ids))
+        stand = nothing_stands(plan) if full or tasks != "log" else standing(log, plan, ids)
+        groups: dict[tuple[int, ...], list[str]] = {}
+        for run_id in ids:
+            needed = stand.needed(plan, run_id)
+            if needed:
+                groups.setdefault(needed, []).append(run_id)
+        todo = sum(len(members) for members in groups.values())
+        if ray is None and todo:
+            start_workers(workers, todo)
+        found = {needed: spans(log, members) for needed, members in groups.items()}
+        started = batch_started(plan, now, todo, tasks=tasks, stand=stand)
         log.write_batch(Batch(verdict_batches=[started]))
     if on_progress:
-        on_progress(0, len(ids))
-    judges = tuple((j.name, j.rules) for j in plan)
-    with spool_folder() as spool:
-        jobs, results = judge_jobs(
-            lambda count: [
-                ShardJob(
-                    str(path),
-                    tuple(part),
-                    judges,
-                    now,
-                    started.batch,
-                    out=str(Path(spool) / f"shard-{index}"),
-                    chunk=chunk or CHUNK_RUNS,
-                    tasks=tasks,
+        on_progress(0, todo)
+
+    def make_jobs(count: int, spool: str) -> list[ShardJob]:
+        jobs: list[ShardJob] = []
+        for needed, part_spans in found.items():
+            judges = tuple((plan[index].name, plan[index].rules) for index in needed)
+            share = max(1, round(count * len(part_spans) / todo))
+            for part in shards(part_spans, share):
+                jobs.append(
+                    ShardJob(
+                        str(path),
+                        tuple(part),
+                        judges,
+                        now,
+                        started.batch,
+                        out=str(Path(spool) / f"shard-{len(jobs)}"),
+                        chunk=chunk or CHUNK_RUNS,
+                        tasks=tasks,
+                    )
                 )
-                for index, part in enumerate(shards(found, count))
-            ],
-            len(ids),
-            workers=workers,
-            ray=ray,
-            command="fae rejudge --ray",
-        )
+        return jobs
+
+    with spool_folder() as spool:
+        if todo:
+            jobs, results = judge_jobs(
+                lambda count: make_jobs(count, spool), todo, workers=workers, ray=ray, command="fae rejudge --ray"
+            )
+        else:
+            jobs, results = [], []
         judged = sum(r.runs for r in results)
         with EventLog(path, folders=[Path(spool)]) as log:  # the one folder it reads besides the log
             written = insert_verdicts(log, [job.out for job in jobs if job.out], completes=(started.batch, now, judged))
     if on_progress:
-        on_progress(judged, len(ids))
-    return rejudged(started.batch, judged, written, results, plan)
+        on_progress(judged, todo)
+    result = rejudged(started.batch, judged, written, results, plan)
+    result.stood = {(j.name, j.rules_hash): stand.stood(index) for index, j in enumerate(plan)}
+    result.outcomes.update(stand.outcomes)
+    result.considered = len(ids)
+    return result
 
 
-def batch_started(plan: Sequence[Judging], now: datetime, planned: int) -> VerdictBatchStarted:
-    """A new rejudge batch, named for when it started."""
+def batch_started(
+    plan: Sequence[Judging], now: datetime, planned: int, *, tasks: str = "log", stand: Standing | None = None
+) -> VerdictBatchStarted:
+    """A new rejudge batch, named for when it started; each judge's entry says which task source it judged
+    against and how many runs' verdicts stood (were not judged again)."""
     return VerdictBatchStarted(
         batch=f"rejudge-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}",
         kind="rejudge",
         started_at=now,
         planned_runs=planned,
-        judges=[{"judge": j.name, "rule_set": j.rules, "rule_set_hash": j.rules_hash} for j in plan],
+        judges=[
+            {
+                "judge": j.name,
+                "rule_set": j.rules,
+                "rule_set_hash": j.rules_hash,
+                "tasks": tasks,
+                "stood": stand.stood(index) if stand is not None else 0,
+            }
+            for index, j in enumerate(plan)
+        ],
     )
 
 

@@ -49,8 +49,8 @@ def test_two_workers_give_the_verdicts_of_one(grown, tmp_path):
     one, two = tmp_path / "one.duckdb", tmp_path / "two.duckdb"
     shutil.copy(grown, one)
     shutil.copy(grown, two)
-    first = rejudge(one, workers=1, clock=lambda: CLOCK)
-    second = rejudge(two, workers=2, clock=lambda: CLOCK, chunk=4)
+    first = rejudge(one, workers=1, clock=lambda: CLOCK, full=True)
+    second = rejudge(two, workers=2, clock=lambda: CLOCK, chunk=4, full=True)
     assert first.runs == second.runs == 48 and first.verdicts == second.verdicts == 48 * len(build_plan())
     assert first.outcomes == second.outcomes
     rows = _batch(one, first.batch)
@@ -84,7 +84,7 @@ def test_two_workers_give_the_verdicts_of_one(grown, tmp_path):
 def test_a_filtered_rejudge_on_workers_judges_only_the_filter(grown, tmp_path):
     log = tmp_path / "filtered.duckdb"
     shutil.copy(grown, log)
-    result = rejudge(log, judge_name="ensure_record", runs="*.c1", workers=2)
+    result = rejudge(log, judge_name="ensure_record", runs="*.c1", workers=2, full=True)
     judged = {row[0] for row in _batch(log, result.batch)}
     assert judged and all(run_id.endswith(".c1") for run_id in judged) and result.runs == len(judged)
 
@@ -103,7 +103,7 @@ def test_compare_on_workers_matches_one_process(grown):
 def test_cli_workers(grown, tmp_path):
     log = tmp_path / "cli.duckdb"
     shutil.copy(grown, log)
-    done = runner.invoke(app, ["rejudge", "--log", str(log), "--judge", "oracle", "--workers", "2"])
+    done = runner.invoke(app, ["rejudge", "--full", "--log", str(log), "--judge", "oracle", "--workers", "2"])
     assert done.exit_code == 0, done.output
     assert "rejudged 48 runs" in done.output
     for command in (["rejudge"], ["compare", "--old", "", "--new", "accept_corrections=false"]):
@@ -124,7 +124,7 @@ def test_a_run_no_worker_can_read_stops_the_rejudge_and_nothing_is_written(grown
         )
         _, [(before,)] = opened.query("SELECT count(*) FROM verdicts")
     with pytest.raises(ReplayDrift, match=r"cannot be decoded") as caught:
-        rejudge(log, workers=2)
+        rejudge(log, workers=2, full=True)
     assert caught.value.seq == 2 and caught.value.run_id
     with EventLog(log, read_only=True) as opened:
         assert opened.query("SELECT count(*) FROM verdicts")[1] == [(before,)]
@@ -147,7 +147,7 @@ def watched(jobs, workers):
     seen.append(running())
     return judge(jobs, workers)
 ray_judge.run_shards = watched  # what judge_jobs calls for local workers
-result = rejudge.rejudge(sys.argv[1], workers=2)
+result = rejudge.rejudge(sys.argv[1], workers=2, full=True)
 print("when the shards began:", seen, "judged:", result.runs)
 """
 

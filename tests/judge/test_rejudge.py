@@ -35,7 +35,7 @@ def test_rejudging_reproduces_the_live_verdicts_of_every_task(suite_log, tmp_pat
         _, runs = opened.query("SELECT run_id, agent FROM runs")
     live = _verdicts(log, "batch = 'live'")
     assert len(live) == len(runs) * len(DEFAULT_PLAN)
-    result = rejudge(log)
+    result = rejudge(log, full=True)
     again = _verdicts(log, "batch = ?", [result.batch])
     assert again == live
     # the comparison has teeth: gold passes strict everywhere, and mutants are caught
@@ -58,8 +58,8 @@ def test_rejudge_is_deterministic_and_appends(scenario_log, tmp_path):
     shutil.copy(scenario_log, log)
     with EventLog(log, read_only=True) as opened:
         _, [(before,)] = opened.query("SELECT count(*) FROM verdicts")
-    first = rejudge(log, judge_name="ensure_record", overrides={"accept_corrections": False})
-    second = rejudge(log, judge_name="ensure_record", overrides={"accept_corrections": False})
+    first = rejudge(log, judge_name="ensure_record", overrides={"accept_corrections": False}, full=True)
+    second = rejudge(log, judge_name="ensure_record", overrides={"accept_corrections": False}, full=True)
     assert first.batch != second.batch
     one, two = _verdicts(log, "batch = ?", [first.batch]), _verdicts(log, "batch = ?", [second.batch])
     assert one == two and len(one) == first.runs
@@ -78,7 +78,7 @@ OFFLINE = textwrap.dedent("""
     socket.socket.connect_ex = refuse
     socket.create_connection = refuse
     from fae.judge.rejudge import rejudge
-    result = rejudge(sys.argv[1])
+    result = rejudge(sys.argv[1], full=True)
     print(result.batch)
 """)
 
@@ -109,7 +109,7 @@ def test_rejudge_and_compare_start_without_the_recording_stack(scenario_log, tmp
     shutil.copy(scenario_log, log)
     said = {}
     for args in (
-        ["rejudge", "--log", str(log), "--workers", "1"],
+        ["rejudge", "--full", "--log", str(log), "--workers", "1"],
         ["compare", "--log", str(log), "--old", "accept_corrections=false", "--new", "settle_s=2", "--workers", "1"],
     ):
         done = subprocess.run([sys.executable, "-c", LIGHT, *args], capture_output=True, text=True, timeout=300)
@@ -124,7 +124,7 @@ def test_rejudge_and_compare_start_without_the_recording_stack(scenario_log, tmp
 def test_cli_rejudge_and_user_mistakes(scenario_log, tmp_path):
     log = tmp_path / "cli.duckdb"
     shutil.copy(scenario_log, log)
-    done = runner.invoke(app, ["rejudge", "--log", str(log), "--judge", "oracle", "--runs", "*scripted-fix"])
+    done = runner.invoke(app, ["rejudge", "--full", "--log", str(log), "--judge", "oracle", "--runs", "*scripted-fix"])
     assert done.exit_code == 0, done.output
     assert "rejudged 1 runs" in done.output and "harmless" in done.output
     for args, message in (
@@ -134,11 +134,11 @@ def test_cli_rejudge_and_user_mistakes(scenario_log, tmp_path):
         (["--runs", "no-such-run"], "no finished runs"),
         (["--runs", "color=red"], "--runs 'color=red'"),
     ):
-        failed = runner.invoke(app, ["rejudge", "--log", str(log), *args])
+        failed = runner.invoke(app, ["rejudge", "--full", "--log", str(log), *args])
         assert failed.exit_code == 1, (args, failed.output)
         flat = " ".join(failed.output.split())  # the error console folds long lines
         assert flat.startswith("error:") and message in flat and "Traceback" not in flat
-    missing = runner.invoke(app, ["rejudge", "--log", str(tmp_path / "none.duckdb")])
+    missing = runner.invoke(app, ["rejudge", "--full", "--log", str(tmp_path / "none.duckdb")])
     assert missing.exit_code == 1 and "no log" in missing.output
 
 

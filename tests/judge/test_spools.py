@@ -87,7 +87,7 @@ def stalling(job):
         time.sleep(1)
 parallel.judge_shard = stalling
 from fae.cli import app
-app(["rejudge", "--log", sys.argv[1], "--workers", "1"])
+app(["rejudge", "--full", "--log", sys.argv[1], "--workers", "1"])
 """
 
 
@@ -117,7 +117,7 @@ def test_the_next_rejudge_removes_the_spool_of_one_killed_outright(scenario_log,
     assert left.name.startswith(f"fae-rejudge-{proc.pid}@"), left.name
 
     done = subprocess.run(
-        [sys.executable, "-m", "fae.cli", "rejudge", "--log", str(log), "--workers", "1"],
+        [sys.executable, "-m", "fae.cli", "rejudge", "--full", "--log", str(log), "--workers", "1"],
         env=env,
         capture_output=True,
         text=True,
@@ -128,7 +128,7 @@ def test_the_next_rejudge_removes_the_spool_of_one_killed_outright(scenario_log,
     then = time.time() - STALE_SPOOL_S - 60
     os.utime(left, (then, then))
     done = subprocess.run(
-        [sys.executable, "-m", "fae.cli", "rejudge", "--log", str(log), "--workers", "1"],
+        [sys.executable, "-m", "fae.cli", "rejudge", "--full", "--log", str(log), "--workers", "1"],
         env=env,
         capture_output=True,
         text=True,
@@ -170,7 +170,7 @@ def test_a_full_temp_folder_is_one_line_and_no_verdict(scenario_log, tmp_path):
     try:
         for workers in ("1", "2"):
             done = subprocess.run(
-                [sys.executable, "-m", "fae.cli", "rejudge", "--log", str(grown_log), "--workers", workers],
+                [sys.executable, "-m", "fae.cli", "rejudge", "--full", "--log", str(grown_log), "--workers", workers],
                 env={**os.environ, "TMPDIR": str(full)},
                 capture_output=True,
                 text=True,

@@ -81,8 +81,8 @@ def played_log(tmp_path_factory):
         runs.append((RunSpec(f"{task_id}.v0.{name}", task_id, 0, agent.name, 0), rendered, agent))
     statuses = anyio.run(record_runs, log, runs)
     assert set(statuses.values()) == {"finished"}, why_not_finished(log)
-    current = rejudge(log, workers=1, tasks="current")
-    kept = rejudge(log, workers=1)
+    current = rejudge(log, workers=1, tasks="current", full=True)
+    kept = rejudge(log, workers=1, full=True)
     return log, task_id, _verdicts(log, current.batch), _verdicts(log, "live"), _verdicts(log, kept.batch)
 
 
@@ -165,7 +165,7 @@ scenarios:
 def _cli_rejudge(log: Path, scenarios: Path, *args: str) -> tuple[str, str]:
     env = {**os.environ, "FAE_SCENARIOS_PATH": str(scenarios)}
     done = subprocess.run(
-        [sys.executable, "-m", "fae.cli", "rejudge", "--log", str(log), "--workers", "1", *args],
+        [sys.executable, "-m", "fae.cli", "rejudge", "--full", "--log", str(log), "--workers", "1", *args],
         capture_output=True,
         text=True,
         env=env,
