@@ -11,6 +11,10 @@ runs, each in a fresh process so peak RSS is its own:
   chunked   the loader before this change: a chunk of runs by id, bodies by hash, one process
   stream/1  ``fae rejudge --workers 1``: one pass in written order, bodies by position
   stream/N  ``fae rejudge --workers N`` for each N in --workers
+  onerule-full  ``fae rejudge --rule accept_corrections=false --full --workers 1`` on a log that holds the default
+                plan's verdicts (as a recorded log holds its live ones): all six judges again
+  onerule   the same without ``--full``: the verdicts that would come out the same stand; ensure_record alone
+            is judged (the command users run most)
 
 All judge the default plan (6 judges) and write the verdicts. Prints runs/s,
 runs/s per worker, runs per CPU-second, peak RSS (with N workers this process
@@ -88,8 +92,11 @@ def one(mode: str, path: Path) -> None:
     spans: list[tuple[float, float, float]] = []
     if mode == "chunked":
         runs = chunked(path)
+    elif mode.startswith("onerule"):
+        result = rejudge(path, overrides={"accept_corrections": False}, workers=1, full=mode == "onerule-full")
+        runs = result.considered
     else:
-        result = rejudge(path, workers=int(mode.split("/")[1]))
+        result = rejudge(path, workers=int(mode.split("/")[1]), full=True)
         runs = result.runs
         spans = [(s.began - began, s.ended - began, s.cpu_s) for s in result.shards]
         if len(result.shards) > 1:  # shards after the first are judged in worker processes, which report their own
@@ -176,6 +183,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="build (or reuse) the logs in this directory")
     parser.add_argument("--shared-bodies", action="store_true", help="copies share every body (the easy log)")
     parser.add_argument("--skip-chunked", action="store_true", help="leave out the old loader (slow at 50k+)")
+    parser.add_argument("--skip-onerule", action="store_true", help="leave out the one-rule rejudges")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--log", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -193,6 +201,7 @@ def main() -> None:
         ([] if args.skip_chunked else ["chunked"])
         + ["stream/1"]
         + [f"stream/{n}" for n in args.workers.split(",") if int(n) > 1]
+        + ([] if args.skip_onerule else ["onerule-full", "onerule"])
     )
     kind = "shared" if args.shared_bodies else "own"
     serial, parallel = cpu_control()
@@ -209,8 +218,15 @@ def main() -> None:
             print(f"grew {path.name} in {time.perf_counter() - start:.0f} s")
         print(f"\n== {size} runs ({kind} bodies): {log_size(path)}")
         results = {}
+        prejudged = folder / f"prejudged-{path.name}"
+        if any(m.startswith("onerule") for m in modes) and not prejudged.exists():
+            shutil.copy(path, prejudged)  # the default plan's verdicts in, as a recorded log's live ones are
+            if bodies_dir(path).is_dir():
+                shutil.copytree(bodies_dir(path), bodies_dir(prejudged), dirs_exist_ok=True)
+            rejudge(prejudged, full=True)
         for mode in modes:
-            judged = judged_copy(path, folder)  # every mode judges the same log; the kept one gathers no batches
+            # every mode judges the same log; the kept one gathers no batches
+            judged = judged_copy(prejudged if mode.startswith("onerule") else path, folder)
             try:
                 found = results[mode] = measure(mode, judged)
                 if mode == modes[0]:  # a recorded log holds its live verdicts: one batch, as this copy now does
@@ -219,7 +235,7 @@ def main() -> None:
                 shutil.rmtree(bodies_dir(judged), ignore_errors=True)
                 for leftover in (judged, judged.with_name(judged.name + ".wal")):
                     leftover.unlink(missing_ok=True)
-            workers = 1 if mode in ("chunked", "stream/1") else int(mode.split("/")[1])
+            workers = int(mode.split("/")[1]) if mode.startswith("stream/") else 1
             rate = found["runs"] / found["seconds"]
             print(
                 f"  {mode:9} {rate:7.0f} runs/s  {rate / workers:7.0f} runs/s per worker  "
@@ -237,7 +253,13 @@ def main() -> None:
             print(f"  stream/1 vs chunked: {results['chunked']['seconds'] / results['stream/1']['seconds']:.2f}x")
         for mode in modes:
             if mode.startswith("stream/") and mode != "stream/1":
-                print(f"  {mode} vs stream/1: {results['stream/1']['seconds'] / results[mode]['seconds']:.2f}x")
+                print(f"  {mode} vs stream/1: {results['stream/1']['seconds'] / results[mode]['seconds']:.2f}x wall")
+                print(f"  {mode} vs stream/1: {results[mode]['cpu_s'] / results['stream/1']['cpu_s']:.2f}x CPU")
+        if "onerule" in results:
+            print(
+                f"  onerule vs onerule-full: {results['onerule-full']['cpu_s'] / results['onerule']['cpu_s']:.2f}x "
+                "less CPU for the same latest verdicts"
+            )
     print(f"\nlogs in {folder}; 6 judges, verdicts written; one run of this script is one set of side-by-side numbers")
 
 

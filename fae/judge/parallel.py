@@ -52,7 +52,15 @@ _COLUMN_NAMES = ", ".join(part.split()[0] for part in _VERDICT_COLUMNS.split(", 
 
 READ_MEMORY = "128MB"
 EXPORT_EVENTS_MEMORY = "512MB"  # an export written before its row groups were small decodes ~100 MB of payloads at once
-RUNS_PER_WORKER = 1_000
+RUNS_PER_WORKER = 2_500
+"""Where only the run count is known (``fae compare``, a Parquet export): at most one worker per this many runs,
+``EVENTS_PER_WORKER`` at a gold run's ~22 lean events."""
+EVENTS_PER_WORKER = 50_000
+"""The default starts a worker for each this many (lean) events to judge, up to the cores. Measured with
+bench/bench_rejudge.py on 2 cores (bench/RESULTS.md): one worker judges ~45 µs per event, a second one starts
+~0.5 s later, so on a quiet machine two break even near 22,000 events (~1,000 gold runs); on a loaded one two
+workers took 1.26x the wall time of one at 44,000 events. 50,000 keeps a small log on one worker, where it is
+never slower; at 222,000 events (10,000 runs) two are 1.56x faster for 1.09x the CPU."""
 SPILL_ROWS = 30_000
 
 
@@ -103,9 +111,12 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def workers_default(runs: int | None = None) -> int:
-    """All the cores this process may use, but no more than one per ``RUNS_PER_WORKER`` runs (a start costs ~1 s)."""
+def workers_default(runs: int | None = None, *, events: int | None = None) -> int:
+    """All the cores this process may use, but no more than one per ``EVENTS_PER_WORKER`` events to judge (or,
+    when only the runs are known, one per ``RUNS_PER_WORKER`` runs): a worker's start must pay for itself."""
     cores = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    if events is not None:
+        return max(1, min(cores, events // EVENTS_PER_WORKER))
     return cores if runs is None else max(1, min(cores, runs // RUNS_PER_WORKER))
 
 
@@ -230,13 +241,13 @@ def _worker_context() -> Any:
     return context
 
 
-def start_workers(workers: int | None, runs: int) -> None:
+def start_workers(workers: int | None, runs: int, *, events: int | None = None) -> None:
     """Start the process local workers fork from now, when ``runs`` runs will be judged on more than one.
 
     Its import of fae (~0.3-1 s) then runs beside the caller's own preparation (the log's runs and spans, the
     batch's start) instead of delaying the first worker; when the forkserver runs already, nothing happens.
     """
-    if (workers or workers_default(runs)) > 1 and runs > 1:
+    if (workers or workers_default(runs, events=events)) > 1 and runs > 1:
         _worker_context()
         _start_forkserver()
 

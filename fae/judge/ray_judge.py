@@ -60,12 +60,18 @@ def run_shards_on_ray(ray: Any, jobs: Sequence[ShardJob]) -> list[ShardResult]:
 
 
 def judge_jobs(
-    make_jobs: Callable[[int], list[ShardJob]], runs: int, *, workers: int | None, ray: str | None, command: str
+    make_jobs: Callable[[int], list[ShardJob]],
+    runs: int,
+    *,
+    workers: int | None,
+    ray: str | None,
+    command: str,
+    events: int | None = None,
 ) -> tuple[list[ShardJob], list[ShardResult]]:
     """Cut ``runs`` runs into shards (``make_jobs(count)``) and judge them: on ``workers`` local processes
     (default every core), or as tasks on the Ray cluster at ``ray`` (default one per CPU of the cluster)."""
     if ray is None:
-        count = workers or workers_default(runs)
+        count = workers or workers_default(runs, events=events)
         jobs = make_jobs(count)
         return jobs, run_shards(jobs, count)
     with ray_connection(ray, command) as cluster:

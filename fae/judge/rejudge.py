@@ -91,9 +91,10 @@ def rejudge(
             if needed:
                 groups.setdefault(needed, []).append(run_id)
         todo = sum(len(members) for members in groups.values())
-        if ray is None and todo:
-            start_workers(workers, todo)
         found = {needed: spans(log, members) for needed, members in groups.items()}
+        events = sum(span.events for part in found.values() for span in part)
+        if ray is None and todo:
+            start_workers(workers, todo, events=events)
         started = batch_started(plan, now, todo, tasks=tasks, stand=stand)
         log.write_batch(Batch(verdict_batches=[started]))
     if on_progress:
@@ -122,7 +123,12 @@ def rejudge(
     with spool_folder() as spool:
         if todo:
             jobs, results = judge_jobs(
-                lambda count: make_jobs(count, spool), todo, workers=workers, ray=ray, command="fae rejudge --ray"
+                lambda count: make_jobs(count, spool),
+                todo,
+                workers=workers,
+                ray=ray,
+                command="fae rejudge --ray",
+                events=events,
             )
         else:
             jobs, results = [], []

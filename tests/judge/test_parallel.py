@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from fae.cli import app
 from fae.errors import ReplayDrift
 from fae.judge.compare import compare
 from fae.judge.judging import build_plan, judge_run
+from fae.judge.parallel import EVENTS_PER_WORKER, workers_default
 from fae.judge.rejudge import rejudge
 from fae.replay.source import load_runs, run_ids
 from fae.store.live import LogReader
@@ -162,3 +164,16 @@ def test_the_worker_process_starts_before_the_shards_are_made(grown, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "after one-worker calls: False" in done.stdout, done.stdout
     assert "when the shards began: [True] judged: 48" in done.stdout, done.stdout
+
+
+def test_the_default_starts_a_worker_only_for_enough_events_to_pay_for_it(scenario_log, tmp_path, monkeypatch):
+    """A small log is judged on one worker by default (two were slower there); a large one on every core."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0, 1, 2, 3}, raising=False)
+    assert workers_default(events=0) == 1
+    assert workers_default(events=2 * EVENTS_PER_WORKER - 1) == 1
+    assert workers_default(events=2 * EVENTS_PER_WORKER) == 2
+    assert workers_default(events=100 * EVENTS_PER_WORKER) == 4
+    log = tmp_path / "small.duckdb"
+    shutil.copy(scenario_log, log)
+    result = rejudge(log, full=True)  # no --workers: the default
+    assert len(result.shards) == 1 and result.runs > 1, result.shards
