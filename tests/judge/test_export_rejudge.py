@@ -75,7 +75,7 @@ def _copy_and_export(log: Path, tmp_path: Path) -> tuple[Path, Path]:
 
 def test_an_export_rejudged_on_one_and_two_workers_gives_the_verdicts_of_its_log(grown, tmp_path):
     log, directory = _copy_and_export(grown, tmp_path)
-    expected = rejudge(log, overrides=RULES, workers=1, clock=lambda: CLOCK)
+    expected = rejudge(log, overrides=RULES, workers=1, clock=lambda: CLOCK, full=True)
     one = rejudge_export(directory, overrides=RULES, workers=1, clock=lambda: CLOCK)
     two = rejudge_export(directory, overrides=RULES, workers=2, clock=lambda: CLOCK, chunk=3)
     assert len(two.shards) == 2 and all(shard.runs for shard in two.shards)
@@ -149,7 +149,7 @@ def test_a_large_body_is_read_from_the_exports_bodies_folder(grown, tmp_path):
     export_parquet(log, directory)
     side_file = directory / "bodies" / digest[:2] / f"{digest[2:]}.zst"
     assert side_file.is_file()
-    expected = rejudge(log, overrides=RULES, workers=1, clock=lambda: CLOCK)
+    expected = rejudge(log, overrides=RULES, workers=1, clock=lambda: CLOCK, full=True)
     got = rejudge_export(directory, overrides=RULES, workers=1, clock=lambda: CLOCK)
     assert _export_batch(directory, got.batch) == _log_batch(log, expected.batch)
     side_file.unlink()  # a partial copy of the export: the large body is gone
@@ -182,7 +182,7 @@ def test_a_run_whose_events_lie_in_two_partitions_is_judged_whole(grown, tmp_pat
         f" ORDER BY file_row_number) TO '{kept}' (FORMAT parquet)"
     )
     kept.replace(source)
-    expected = rejudge(log, overrides=RULES, workers=1, clock=lambda: CLOCK)
+    expected = rejudge(log, overrides=RULES, workers=1, clock=lambda: CLOCK, full=True)
     got = rejudge_export(directory, overrides=RULES, workers=2, clock=lambda: CLOCK)
     assert _export_batch(directory, got.batch) == _log_batch(log, expected.batch)
 
@@ -269,7 +269,7 @@ def test_an_export_stopped_part_way_is_not_judged_until_exported_again(grown, tm
         api.compare(None, "accept_corrections=false", "", judge_name="ensure_record", workers=1, parquet=directory)
     obstacle.unlink()
     export_parquet(log, directory)
-    expected = rejudge(log, overrides=RULES, workers=1, clock=lambda: CLOCK)
+    expected = rejudge(log, overrides=RULES, workers=1, clock=lambda: CLOCK, full=True)
     got = rejudge_export(directory, overrides=RULES, workers=2, clock=lambda: CLOCK)
     assert got.runs == expected.runs == 48
     assert _export_batch(directory, got.batch) == _log_batch(log, expected.batch)

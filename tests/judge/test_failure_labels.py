@@ -124,7 +124,7 @@ def test_rejudging_gives_the_live_labels_again(labelled, tmp_path):
     log = tmp_path / "labels.duckdb"
     shutil.copy(labelled, log)
     live = _failure_modes(log, "batch = 'live'")
-    result = rejudge(log, judge_name="failure_mode", workers=1)
+    result = rejudge(log, judge_name="failure_mode", workers=1, full=True)
     again = _failure_modes(log, f"batch = '{result.batch}'")
     assert again == live  # the errored run too: live it is known by its answer's stop reason, later by its status
 
@@ -161,7 +161,7 @@ def test_a_log_an_older_fae_judged_reads_and_rejudges(labelled, tmp_path):
     assert rows["broken"][2:] == ("errored", None), rows
     assert rows["no-call"][2:] == ("incorrect_tool_selection", ["incorrect_tool_selection"]), rows
     assert rows["tangled"][2:] == ("incorrect_order", ["incorrect_order"]), rows
-    rejudge(log, judge_name="failure_mode", workers=1)
+    rejudge(log, judge_name="failure_mode", workers=1, full=True)
     rows = _results(log)
     assert {name: row[2] for name, row in rows.items()} == {
         "gold": "none",

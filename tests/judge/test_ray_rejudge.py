@@ -26,8 +26,8 @@ def _verdicts(log, batch: str) -> list[tuple]:
 def test_rejudge_on_ray_writes_the_verdicts_local_judging_writes(ray_cluster, scenario_log, tmp_path):
     log = tmp_path / "scenarios.duckdb"
     shutil.copy(scenario_log, log)
-    local = api.rejudge(log, rules=RULES, workers=2)
-    on_ray = api.rejudge(log, rules=RULES, workers=2, ray="auto")
+    local = api.rejudge(log, rules=RULES, workers=2, full=True)
+    on_ray = api.rejudge(log, rules=RULES, workers=2, ray="auto", full=True)
     assert len(on_ray.shards) == 2 and all(shard.runs for shard in on_ray.shards)  # both tasks judged runs
     assert on_ray.runs == local.runs and on_ray.outcomes == local.outcomes
     expected, got = _verdicts(log, local.batch), _verdicts(log, on_ray.batch)
@@ -44,7 +44,7 @@ def test_an_export_rejudged_on_ray_gives_the_verdicts_of_its_log(ray_cluster, sc
     log, directory = tmp_path / "scenarios.duckdb", tmp_path / "export"
     shutil.copy(scenario_log, log)
     export_parquet(log, directory)
-    local = api.rejudge(log, rules=RULES, workers=1)
+    local = api.rejudge(log, rules=RULES, workers=1, full=True)
     on_ray = api.rejudge(parquet=directory, rules=RULES, workers=2, ray="auto")
     assert len(on_ray.shards) == 2 and all(shard.runs and shard.pid != os.getpid() for shard in on_ray.shards)
     _, got = query_parquet(

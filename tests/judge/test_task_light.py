@@ -62,7 +62,7 @@ def test_light_passes_only_the_agents_own_write(tmp_path):
     statuses = anyio.run(record_runs, log, runs)
     assert set(statuses.values()) == {"finished"}, statuses
     target = f"Appointment/{rendered.params['appointment_id']}"
-    for batch in ("live", rejudge(log).batch):
+    for batch in ("live", rejudge(log, full=True).batch):
         light = _light(log, batch)
         assert light[f"{TASK}.v0.gold"] == ("pass", []), light
         for name in ("no-write", "other-actor-wrote"):

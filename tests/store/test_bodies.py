@@ -99,7 +99,7 @@ def test_a_run_whose_bodies_are_side_files_replays_rejudges_merges_and_exports(t
         (captured,) = run.of(ev.StateCaptured)
         assert json.loads(run.body(captured.event.state_blob))
 
-    judged = rejudge(log_path, workers=1)
+    judged = rejudge(log_path, workers=1, full=True)
     assert judged.runs == 1 and judged.verdicts and all(k[2] != "error" for k in judged.outcomes), judged.outcomes
     with EventLog(log_path, read_only=True) as log:
         _, live = log.query(
@@ -121,7 +121,7 @@ def test_a_run_whose_bodies_are_side_files_replays_rejudges_merges_and_exports(t
     with EventLog(merged, read_only=True) as log:
         merged_run = load_run(log, run_id)
         assert {digest: merged_run.body(digest) for digest in sent} == sent
-    assert rejudge(merged, workers=1).outcomes == judged.outcomes
+    assert rejudge(merged, workers=1, full=True).outcomes == judged.outcomes
     _, rows = query_parquet(export, "SELECT count(*), sum(octet_length(data)) FROM blobs WHERE external")
     assert rows == [(len(external), 0)]
 
