@@ -209,15 +209,18 @@ def print_comparison(result: Any, show: int) -> None:
             out.print(flips)
         else:
             out.print("no run flipped")
-        if item.harms:
+        if item.case_harms:
             harms = table(
-                ["agent", "harms caught", "harms missed", "false stops"], title="against the oracle (old → new)"
+                ["case set", "agent", "harms caught", "harms missed", "false stops"],
+                title="against the oracle (old → new)",
             )
             totals = {"caught": [0, 0], "missed": [0, 0], "false_stops": [0, 0]}
-            for agent, row in sorted(item.harms.items()):
-                harms.add_row(agent, *(f"{row[m][0]} → {row[m][1]}" for m in ("caught", "missed", "false_stops")))
+            for (cases, agent), row in sorted(item.case_harms.items()):
+                harms.add_row(
+                    cases, agent, *(f"{row[m][0]} → {row[m][1]}" for m in ("caught", "missed", "false_stops"))
+                )
                 for measure in totals:
                     totals[measure][0] += row[measure][0]
                     totals[measure][1] += row[measure][1]
-            harms.add_row("all", *(f"{totals[m][0]} → {totals[m][1]}" for m in ("caught", "missed", "false_stops")))
+            harms.add_row("all", "", *(f"{totals[m][0]} → {totals[m][1]}" for m in ("caught", "missed", "false_stops")))
             out.print(harms)

@@ -17,6 +17,7 @@ from fae.harness.interrupt import StopRequest
 from fae.harness.paraphrases import Paraphrases, play_paraphrase
 from fae.harness.settle import default_settle_s, settle
 from fae.harness.stack import Stack, sandbox_id
+from fae.harness.world import World
 from fae.mcp.fhir_links import link_url, rebase_link, server_base_path
 from fae.plan import HTTP_ACTORS
 from fae.store import events as ev
@@ -255,7 +256,9 @@ async def _play(
     """Seed, let the agent work, wait for the writes to settle, capture the state, judge live."""
     writer = stack.writer
     await _seed(stack, client, spec, rendered.seed_bundle)
-    stack.proxy.faults.arm(spec.run_id, scenario_faults(spec.agent, spec.variation))
+    world = World(stack, spec.run_id, spec.task_id, spec.variation)
+    stack.proxy.faults.arm(spec.run_id, scenario_faults(spec.agent, spec.variation, spec.task_id), world.after_writes())
+    await world.at("start")
     if paraphrase is not None:
         rendered = await play_paraphrase(stack, spec.run_id, rendered, paraphrase)
     ctx = agent_context(stack, spec, rendered, agent)
@@ -271,7 +274,10 @@ async def _play(
     await writer.write(
         events=[Stamped(spec.run_id, ev.AnswerGiven(text=result.answer, stop_reason=result.stop_reason), actor="agent")]
     )
+    await world.at("answer")
     stack.proxy.faults.disarm(spec.run_id)
+    if world.errors and outcome.status == "finished":
+        outcome.fail("failed", f"the case's world could not act: {world.errors[0]}", "harness")
     await settle(stack, spec.run_id, settle_s)
     resources = await capture_state(stack, client, spec.run_id)
     body = json.dumps(resources, sort_keys=True).encode()

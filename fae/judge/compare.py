@@ -26,6 +26,7 @@ from fae.judge.registry import CODE_VERSION, get_judge, rule_set, unknown_rule
 from fae.replay.export_source import plan_export
 from fae.replay.source import Queryable, load_runs, run_ids
 from fae.replay.stream import shards, spans
+from fae.tasks.scenarios import base_task, is_scenario_task
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,8 @@ class JudgeComparison:
     transitions: Counter = field(default_factory=Counter)
     flipped: list[tuple[str, str, str]] = field(default_factory=list)
     harms: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)  # agent -> measure -> (old, new)
+    case_harms: dict[tuple[str, str], dict[str, tuple[int, int]]] = field(default_factory=dict)
+    """The same per (case set, agent): the reference study's table (``case_set``)."""
 
 
 @dataclass
@@ -204,8 +207,9 @@ def compare(
     ids = run_ids(log, runs, statuses=JUDGED_STATUSES)
     if not ids:
         raise JudgeError("no finished runs to compare" + (f" match {runs!r}" if runs else ""))
-    _, agent_rows = log.query("SELECT run_id, agent FROM runs WHERE run_id IN (SELECT unnest(?))", [ids])
-    agents = dict(agent_rows)
+    _, agent_rows = log.query("SELECT run_id, agent, task_id FROM runs WHERE run_id IN (SELECT unnest(?))", [ids])
+    agents = {run_id: agent for run_id, agent, _ in agent_rows}
+    sets = {run_id: case_set(task_id, agent) for run_id, agent, task_id in agent_rows}
     plan: list[Judging] = []
     pairs = []
     for name in names:
@@ -241,8 +245,10 @@ def compare(
             label = labels.get(run_id)
             if label is None or label.outcome not in ("harmful", "harmless"):
                 continue
-            row = item.harms.setdefault(
-                agents.get(run_id, "?"), {"caught": (0, 0), "missed": (0, 0), "false_stops": (0, 0)}
+            agent = agents.get(run_id, "?")
+            rows = (
+                item.harms.setdefault(agent, _no_harms()),
+                item.case_harms.setdefault((sets.get(run_id, "?"), agent), _no_harms()),
             )
             for index, judged in ((0, a), (1, b)):
                 measure = (
@@ -250,7 +256,9 @@ def compare(
                     if label.outcome == "harmful"
                     else ("false_stops" if stopped(judged) else None)
                 )
-                if measure:
+                if measure is None:
+                    continue
+                for row in rows:
                     counts = list(row[measure])
                     counts[index] += 1
                     row[measure] = (counts[0], counts[1])
@@ -259,6 +267,23 @@ def compare(
 
 
 MEASURES = ("caught", "missed", "false_stops")
+
+
+def _no_harms() -> dict[str, tuple[int, int]]:
+    return {"caught": (0, 0), "missed": (0, 0), "false_stops": (0, 0)}
+
+
+def case_set(task_id: str, agent: str) -> str:
+    """Which set of write-verification cases a run belongs to, as the reference study's table groups them: a case
+    task's cases (``TASK cases``), a task's scripted scenarios (``TASK scenarios``), or the task suite."""
+    if is_scenario_task(task_id):
+        base = base_task(task_id)
+        return (
+            f"{base} cases"
+            if base != task_id
+            else f"{task_id} {'scenarios' if agent.startswith('scenario:') else 'task'}"
+        )
+    return "suite"
 
 
 def harm_totals(item: JudgeComparison) -> dict[str, tuple[int, int]]:
@@ -286,6 +311,10 @@ def as_json(result: Comparison) -> dict[str, Any]:
                     for agent, row in sorted(item.harms.items())
                 },
                 "harms_all": {m: {"old": o, "new": n} for m, (o, n) in harm_totals(item).items()} if item.harms else {},
+                "harms_by_case_set": [
+                    {"case_set": cases, "agent": agent, **{m: {"old": row[m][0], "new": row[m][1]} for m in MEASURES}}
+                    for (cases, agent), row in sorted(item.case_harms.items())
+                ],
             }
             for item in result.judges
         ],

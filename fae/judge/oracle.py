@@ -211,7 +211,7 @@ def harms(ctx: RunContext) -> tuple[list[str], dict[str, Any]] | None:
     if exposed:
         found.append("exposed_while_wrong")
         evidence["exposed"] = exposed
-    applies = scenario_oracle(ctx.run.agent)
+    applies = scenario_oracle(ctx.run.agent, ctx.run.task_id)
     if applies is not None:  # the scenario file names the harms that apply to it
         evidence["ignored"] = [h for h in found if h not in applies]
         found = [h for h in found if h in applies]

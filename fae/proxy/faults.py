@@ -29,6 +29,7 @@ import asyncio
 import json
 import re
 import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -41,24 +42,34 @@ from fae.proxy.routes import Route
 from fae.tasks.scenario_files import Fault
 
 _DROP_KEY = "fae_drop_reply"
+_AFTER_KEY = "fae_after_write"
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 _TYPE = re.compile(r"[A-Z][A-Za-z]+")
 
 
+Written = dict[str, Any]
+"""What a write touched, as a world step sees it (``${record.id}``): ``{"type", "id", "method", "status"}``."""
+AfterWrite = Callable[[Written], Awaitable[None]]
+
+
 @dataclass
 class FaultBook:
-    """The faults armed per run, and how many writes each run's agent has sent."""
+    """The faults armed per run, how many writes each run's agent has sent, and what happens after the N-th: the
+    harness's steps of a case's world, awaited before the write's reply goes on to the agent."""
 
     armed: dict[str, list[Fault]] = field(default_factory=dict)
     writes: dict[str, int] = field(default_factory=dict)
+    after: dict[str, dict[int, AfterWrite]] = field(default_factory=dict)
 
-    def arm(self, run_id: str, faults: list[Fault]) -> None:
+    def arm(self, run_id: str, faults: list[Fault], after: Mapping[int, AfterWrite] | None = None) -> None:
         self.armed[run_id] = list(faults)
         self.writes[run_id] = 0
+        self.after[run_id] = dict(after or {})
 
     def disarm(self, run_id: str) -> None:
         self.armed.pop(run_id, None)
         self.writes.pop(run_id, None)
+        self.after.pop(run_id, None)
 
     def next_write(self, run_id: str) -> list[Fault]:
         """Count one agent write of the run; the faults that apply to it."""
@@ -181,6 +192,9 @@ class FaultAddon:
         if route is None:
             return
         faults = self.book.next_write(route.run_id)
+        then = self.book.after.get(route.run_id, {}).get(self.book.writes.get(route.run_id, 0))
+        if then is not None:
+            flow.metadata[_AFTER_KEY] = then
         exchange: Exchange | None = flow.metadata.get(EXCHANGE_KEY)
         if faults and exchange is not None:  # the log keeps what the agent sent, and says what the proxy changed
             exchange.fault = "; ".join(describe(fault) for fault in faults)
@@ -203,6 +217,36 @@ class FaultAddon:
                     return
                 flow.request.set_text(json.dumps(body))
 
-    def response(self, flow: http.HTTPFlow) -> None:
+    async def response(self, flow: http.HTTPFlow) -> None:
+        then: AfterWrite | None = flow.metadata.pop(_AFTER_KEY, None)
+        if then is not None and flow.response is not None:
+            await then(written(flow))  # the world acts on the write before the agent hears back
         if flow.metadata.get(_DROP_KEY):
             flow.kill()  # the write happened and was recorded; its reply never reaches the agent
+
+
+def written(flow: http.HTTPFlow) -> Written:
+    """The resource a write touched: its id from the reply's Location or body (a create), else from its path."""
+    path = [part for part in flow.request.path.partition("?")[0].split("/") if part]
+    kind = next((part for part in reversed(path) if _TYPE.fullmatch(part)), None)
+    rid: str | None = None
+    if kind is not None and path.index(kind) + 1 < len(path) and path[path.index(kind) + 1] != "_history":
+        rid = path[path.index(kind) + 1]
+    response = flow.response
+    if rid is None and response is not None:
+        location = [part for part in response.headers.get("location", "").split("/") if part]
+        if kind in location and location.index(kind) + 1 < len(location):
+            rid = location[location.index(kind) + 1]
+        else:
+            try:
+                body = json.loads(response.get_text() or "null")
+            except ValueError:
+                body = None
+            if isinstance(body, dict) and isinstance(body.get("id"), str):
+                rid = body["id"]
+    return {
+        "type": kind,
+        "id": rid,
+        "method": flow.request.method.upper(),
+        "status": response.status_code if response is not None else None,
+    }

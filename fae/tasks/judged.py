@@ -135,7 +135,7 @@ def for_run(rendered: Rendered | FixtureVariation, agent: str) -> JudgedTask:
     if isinstance(rendered, Rendered):
         found = rendered_task(rendered.task_id, rendered.variation)
         return judged_task(rendered, task=found[0] if found is not None else None)
-    return judged_task(rendered, scenario_rules=scenario_rules(agent))
+    return judged_task(rendered, scenario_rules=scenario_rules(agent, rendered.task_id))
 
 
 def kept_body(rendered: Any, agent: str) -> bytes | None:

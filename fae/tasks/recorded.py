@@ -15,7 +15,7 @@ from functools import lru_cache
 from fae.tasks.fixture import BUILTIN_TASK, render_builtin
 from fae.tasks.model import FixtureVariation, Played, Rendered
 from fae.tasks.scenario_files import TaskDef
-from fae.tasks.scenarios import is_scenario_task, registry, render_scenario_task
+from fae.tasks.scenarios import is_scenario_task, render_scenario_task, task_definition
 from fae.tasks.suite import rendered_task
 
 _KEPT = 1024  # variations, as rendered_task keeps
@@ -40,7 +40,7 @@ def _builtin(variation: int) -> FixtureVariation:
 
 def _scenario(task_id: str, variation: int) -> FixtureVariation:
     """Rendered once per definition and variation: a scenario directory read anew is a new definition."""
-    definition = registry().tasks[task_id][1]
+    definition = task_definition(task_id)
     key = (id(definition), variation)
     kept = _scenario_renderings.get(key)
     if kept is not None and kept[0] is definition:

@@ -17,7 +17,7 @@ import msgspec
 import yaml
 
 from fae.errors import PlanError, TaskError, first_line
-from fae.plan import plan_from_dict
+from fae.plan import HttpStep, WaitStep, plan_from_dict
 from fae.util.data_files import read_yaml
 
 HARMS = (
@@ -78,18 +78,41 @@ class ScenarioDef(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     rules: dict[str, float | int | bool | str] = {}
 
 
+class WorldStep(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Steps of the world around the agent (other users, a fault, a verifier: ``http`` and ``wait`` steps), played
+    by the harness when ``after`` happens: ``start`` (the sandbox is seeded, the agent not yet started), N (the
+    agent's N-th write reached the server; its reply waits until these steps are done) or ``answer`` (the agent
+    answered; before the harness's read-back). ``${record.id}`` and ``${record.type}`` name the resource the
+    N-th write touched."""
+
+    after: str | int
+    steps: list[Any]
+
+
+class CaseDef(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A write-verification case any agent can play: the world and the faults around the task, and its oracle."""
+
+    about: str = ""
+    faults: list[Fault] = []
+    world: list[WorldStep] = []
+    oracle: list[str] | None = None
+    rules: dict[str, float | int | bool | str] = {}
+
+
 class ScenarioFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     task: TaskDef
     scenarios: dict[str, ScenarioDef]
     defs: Any = None  # YAML anchors for shared steps live here
+    cases: dict[str, CaseDef] = {}
 
 
 class _RawFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The file with each scenario still raw, so an error can name the scenario."""
 
     task: TaskDef
-    scenarios: dict[str, Any]
+    scenarios: dict[str, Any] = {}
     defs: Any = None
+    cases: dict[str, Any] = {}
 
 
 def fill(value: Any, params: dict[str, Any]) -> Any:
@@ -131,7 +154,15 @@ def load_file(path: Path) -> ScenarioFile:
             found[name] = msgspec.convert(scenario, ScenarioDef)
         except msgspec.ValidationError as exc:
             raise TaskError(f"{path}: {_where(str(exc), f'scenarios.{name}')}") from None
-    parsed = ScenarioFile(top.task, found, top.defs)
+    cases: dict[str, CaseDef] = {}
+    for name, case in top.cases.items():
+        if not CASE_NAME.fullmatch(str(name)):
+            raise TaskError(f"{path}: cases.{name}: a case name is lower-case letters, digits and single hyphens")
+        try:
+            cases[name] = msgspec.convert(case, CaseDef)
+        except msgspec.ValidationError as exc:
+            raise TaskError(f"{path}: {_where(str(exc), f'cases.{name}')}") from None
+    parsed = ScenarioFile(top.task, found, top.defs, cases)
     if not parsed.task.options:
         raise TaskError(f"{path}: task.options: needs at least one variation's options")
     if parsed.task.target.action not in ("create", "update") or (parsed.task.target.action == "update") != bool(
@@ -144,16 +175,38 @@ def load_file(path: Path) -> ScenarioFile:
             plan_from_dict({"name": name, "steps": fill(scenario.steps, params)})
         except PlanError as exc:
             raise TaskError(f"{path}: scenarios.{name}.steps: {exc}") from None
-        for index, fault in enumerate(scenario.faults):
-            chosen = [bool(fault.set), fault.drop_reply, fault.delay_s > 0, fault.lose]
-            if fault.write < 1 or sum(chosen) != 1:
-                raise TaskError(
-                    f"{path}: scenarios.{name}.faults[{index}]: names a write (1 = the first) "
-                    f"and exactly one of set, drop_reply, delay_s, lose"
-                )
-        unknown = sorted(set(scenario.oracle or ()) - set(HARMS))
-        if unknown:
-            raise TaskError(
-                f"{path}: scenarios.{name}.oracle: unknown harm {unknown[0]!r}; the harms are {', '.join(HARMS)}"
-            )
+        _check_faults(path, f"scenarios.{name}", scenario.faults)
+        _check_oracle(path, f"scenarios.{name}", scenario.oracle)
+    for name, case in parsed.cases.items():
+        _check_faults(path, f"cases.{name}", case.faults)
+        _check_oracle(path, f"cases.{name}", case.oracle)
+        for index, world in enumerate(case.world):
+            where = f"{path}: cases.{name}.world[{index}]"
+            if world.after not in ("start", "answer") and not (isinstance(world.after, int) and world.after >= 1):
+                raise TaskError(f"{where}.after: start, answer, or the agent's N-th write (1 = the first)")
+            try:
+                plan = plan_from_dict({"name": name, "steps": fill(world.steps, params) + [{"answer": ""}]})
+            except PlanError as exc:
+                raise TaskError(f"{where}.steps: {exc}") from None
+            if any(not isinstance(step, HttpStep | WaitStep) for step in plan.steps[:-1]):
+                raise TaskError(f"{where}.steps: the world takes http and wait steps only (the agent is the agent)")
     return parsed
+
+
+CASE_NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+
+
+def _check_faults(path: Path, where: str, faults: list[Fault]) -> None:
+    for index, fault in enumerate(faults):
+        chosen = [bool(fault.set), fault.drop_reply, fault.delay_s > 0, fault.lose]
+        if fault.write < 1 or sum(chosen) != 1:
+            raise TaskError(
+                f"{path}: {where}.faults[{index}]: names a write (1 = the first) "
+                f"and exactly one of set, drop_reply, delay_s, lose"
+            )
+
+
+def _check_oracle(path: Path, where: str, oracle: list[str] | None) -> None:
+    unknown = sorted(set(oracle or ()) - set(HARMS))
+    if unknown:
+        raise TaskError(f"{path}: {where}.oracle: unknown harm {unknown[0]!r}; the harms are {', '.join(HARMS)}")

@@ -22,7 +22,7 @@ from typing import Any
 from fae.errors import TaskError
 from fae.plan import Plan, plan_from_dict
 from fae.tasks.model import FixtureVariation
-from fae.tasks.scenario_files import Fault, ScenarioDef, TaskDef, fill, load_file
+from fae.tasks.scenario_files import CaseDef, Fault, ScenarioDef, TaskDef, fill, load_file
 from fae.tasks.write_targets import WriteTarget
 
 TASK_ID = "wv-register-patient"
@@ -44,6 +44,12 @@ class Registry:
 
     tasks: dict[str, tuple[Path, TaskDef]] = field(default_factory=dict)
     scenarios: dict[str, tuple[str, ScenarioDef, Path]] = field(default_factory=dict)
+    cases: dict[str, tuple[str, CaseDef, Path]] = field(default_factory=dict)
+    """Case tasks (``TASK--CASE``): the task they play, the case, the file."""
+
+
+CASE_SEPARATOR = "--"
+"""A case task's id is its task's id, this, and the case's name: ``wv-register-patient--acknowledged-create-lost``."""
 
 
 def add_scenario_dir(path: str | Path) -> None:
@@ -86,6 +92,8 @@ def _load(dirs: tuple[Path, ...]) -> Registry:
                 if name in registry.scenarios:
                     raise TaskError(f"{path}: scenarios.{name}: already defined in {registry.scenarios[name][2]}")
                 registry.scenarios[name] = (task_id, scenario, path)
+            for name, case in parsed.cases.items():
+                registry.cases[f"{task_id}{CASE_SEPARATOR}{name}"] = (task_id, case, path)
     return registry
 
 
@@ -105,7 +113,26 @@ def scenario_names(task_id: str | None = None) -> list[str]:
 
 
 def is_scenario_task(task_id: str) -> bool:
-    return task_id in registry().tasks
+    """A scenario task, or a case task (``TASK--CASE``) of one."""
+    found = registry()
+    return task_id in found.tasks or task_id in found.cases
+
+
+def case_names(task_id: str | None = None) -> list[str]:
+    """The case tasks (of one scenario task, or all)."""
+    return [name for name, (task, _, _) in registry().cases.items() if task_id in (None, task)]
+
+
+def case_of(task_id: str) -> CaseDef | None:
+    """The case a case task plays, or None for any other task."""
+    found = registry().cases.get(task_id)
+    return found[1] if found is not None else None
+
+
+def base_task(task_id: str) -> str:
+    """The scenario task a case task plays (the task itself for any other)."""
+    found = registry().cases.get(task_id)
+    return found[0] if found is not None else task_id
 
 
 def params_for(variation: int, task_id: str = TASK_ID) -> dict[str, Any]:
@@ -114,8 +141,13 @@ def params_for(variation: int, task_id: str = TASK_ID) -> dict[str, Any]:
     return dict(task.options[variation % len(task.options)])
 
 
+def task_definition(task_id: str) -> TaskDef:
+    """The definition of a scenario task, or of the task a case task plays."""
+    return _task(task_id)
+
+
 def _task(task_id: str) -> TaskDef:
-    found = registry().tasks.get(task_id)
+    found = registry().tasks.get(base_task(task_id))
     if found is None:
         raise TaskError(f"unknown scenario task {task_id!r}")
     return found[1]
@@ -134,7 +166,7 @@ def render_scenario_task(task_id: str, variation: int, plan: Plan | None = None)
         ],
     }
     now = datetime.fromisoformat(task.now) + timedelta(days=variation)
-    first = next(iter(scenario_names(task_id)), None)
+    first = next(iter(scenario_names(base_task(task_id))), None)
     return ScenarioTask(
         task_id=task_id,
         variation=variation,
@@ -183,12 +215,18 @@ def scenario_plan(name: str, variation: int = 0) -> Plan:
     return plan_from_dict({"name": name, "steps": fill(scenario.steps, params_for(variation, task_id))})
 
 
-def scenario_faults(agent: str, variation: int) -> list[Fault]:
-    """The faults the proxy applies in a run of agent ``scenario:NAME`` (none for other agents)."""
+def scenario_faults(agent: str, variation: int, task_id: str | None = None) -> list[Fault]:
+    """The faults the proxy applies in a run: a case task's, whatever the agent; else agent ``scenario:NAME``'s."""
+    case = case_of(task_id) if task_id is not None else None
+    if case is not None:
+        return _filled_faults(case.faults, params_for(variation, task_id or ""))
     if not agent.startswith("scenario:") or agent[9:] not in registry().scenarios:
         return []
-    task_id, scenario = _scenario(agent[9:])
-    p = params_for(variation, task_id)
+    found_task, scenario = _scenario(agent[9:])
+    return _filled_faults(scenario.faults, params_for(variation, found_task))
+
+
+def _filled_faults(faults: list[Fault], p: dict[str, Any]) -> list[Fault]:
     return [
         Fault(
             f.write,
@@ -197,19 +235,38 @@ def scenario_faults(agent: str, variation: int) -> list[Fault]:
             delay_s=f.delay_s,
             lose=f.lose,
         )
-        for f in scenario.faults
+        for f in faults
     ]
 
 
-def scenario_oracle(agent: str) -> list[str] | None:
-    """The harms the oracle judges for agent ``scenario:NAME`` (None: all)."""
+def case_world(task_id: str, variation: int) -> list[tuple[str | int, Plan]]:
+    """A case task's world: (when, the steps as a plan) in file order, filled from the variation's options."""
+    case = case_of(task_id)
+    if case is None:
+        return []
+    p = params_for(variation, task_id)
+    return [
+        (world.after, plan_from_dict({"name": "world", "steps": [*fill(world.steps, p), {"answer": ""}]}))
+        for world in case.world
+    ]
+
+
+def scenario_oracle(agent: str, task_id: str | None = None) -> list[str] | None:
+    """The harms the oracle judges in a run: a case task's; else agent ``scenario:NAME``'s (None: all)."""
+    case = case_of(task_id) if task_id is not None else None
+    if case is not None:
+        return case.oracle
     if not agent.startswith("scenario:") or agent[9:] not in registry().scenarios:
         return None
     return _scenario(agent[9:])[1].oracle
 
 
-def scenario_rules(agent: str) -> dict[str, Any]:
-    """The ensure_record rules the verdicts of agent ``scenario:NAME`` are stated under (empty: the defaults)."""
+def scenario_rules(agent: str, task_id: str | None = None) -> dict[str, Any]:
+    """The ensure_record rules a run's verdicts are stated under: a case task's; else agent ``scenario:NAME``'s
+    (empty: the defaults)."""
+    case = case_of(task_id) if task_id is not None else None
+    if case is not None:
+        return dict(case.rules)
     if not agent.startswith("scenario:") or agent[9:] not in registry().scenarios:
         return {}
     return dict(_scenario(agent[9:])[1].rules)

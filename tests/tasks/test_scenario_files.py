@@ -155,6 +155,28 @@ BROKEN = {
         "scenarios:\n  x: {steps: [{answer: a}], colour: red}\n",
         "scenarios.x: Object contains unknown field `colour`",
     ),
+    "case-bad-moment": (
+        "cases:\n  x: {world: [{after: later, steps: [{wait: 1}]}]}\n",
+        "cases.x.world[0].after: start, answer, or the agent's N-th write",
+    ),
+    "case-write-zero": (
+        "cases:\n  x: {world: [{after: 0, steps: [{wait: 1}]}]}\n",
+        "cases.x.world[0].after: start, answer, or the agent's N-th write",
+    ),
+    "case-plays-the-agent": (
+        "cases:\n  x: {world: [{after: start, steps: [{call: createResource, args: {}}]}]}\n",
+        "cases.x.world[0].steps: the world takes http and wait steps only",
+    ),
+    "case-answers": (
+        "cases:\n  x: {world: [{after: start, steps: [{answer: done}]}]}\n",
+        "cases.x.world[0].steps:",
+    ),
+    "case-bad-fault": (
+        "cases:\n  x: {faults: [{write: 1}]}\n",
+        "cases.x.faults[0]: names a write",
+    ),
+    "case-unknown-field": ("cases:\n  x: {wolrd: []}\n", "cases.x: Object contains unknown field `wolrd`"),
+    "case-bad-name": ("cases:\n  X_1: {}\n", "cases.X_1: a case name is lower-case letters"),
 }
 TASK = "task: {id: t, prompt: p, options: [{a: 1}], target: {type: Patient, identity: {birthDate: '1'}}}\n"
 

@@ -1,0 +1,85 @@
+"""A write-verification case's world around any agent: other users', a verifier's and a fault's steps.
+
+A case task (``TASK--CASE``, fae/tasks/scenarios.py) names steps the harness plays, not the agent: at the
+start (after seeding, before the agent starts), after the agent's N-th write reached the server (the proxy holds
+that write's reply until the steps are done, so they land between the write and whatever the agent does next,
+the same way for every agent), and after the agent answered (before the harness's read-back). The steps go through
+the proxy as their actor (``other-user``, ``verifier``, ``fault``), or straight to the server (``via: direct``),
+and are recorded like every exchange. The agent never gets these actors' bases.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from fae.agents.plan_runner import run_plan
+from fae.errors import PlanError
+from fae.harness.stack import Stack
+from fae.plan import Plan
+from fae.proxy.faults import AfterWrite, Written
+from fae.tasks.scenarios import case_world
+from fae.util.tls import client_tls
+
+
+class World:
+    """The world of one run of a case task (empty for any other task)."""
+
+    def __init__(self, stack: Stack, run_id: str, task_id: str, variation: int) -> None:
+        self._stack, self._run_id = stack, run_id
+        self._plans = case_world(task_id, variation)
+        self.errors: list[str] = []
+        """What the world could not do (a step naming a record the agent's write did not make): the run fails."""
+
+    def after_writes(self) -> dict[int, AfterWrite]:
+        """What to play after the agent's N-th write, for the proxy to await before the reply goes on."""
+        found: dict[int, list[Plan]] = {}
+        for when, plan in self._plans:
+            if isinstance(when, int):
+                found.setdefault(when, []).append(plan)
+
+        def then(plans: list[Plan]) -> AfterWrite:
+            async def play(record: Written) -> None:
+                for plan in plans:
+                    await self._play(plan, record)
+
+            return play
+
+        return {write: then(plans) for write, plans in found.items()}
+
+    async def at(self, moment: str) -> None:
+        """Play the steps of ``start`` or ``answer``."""
+        for when, plan in self._plans:
+            if when == moment:
+                await self._play(plan, None)
+
+    async def _play(self, plan: Plan, record: Written | None) -> None:
+        async def no_tools(name: str, args: dict[str, Any]) -> Any:
+            raise PlanError("the world takes no tool calls")
+
+        try:
+            async with httpx.AsyncClient(timeout=60, verify=client_tls()) as client:
+                await run_plan(plan, no_tools, {"record": record or {}}, call_http=self._caller(client))
+        except (PlanError, httpx.HTTPError) as exc:
+            self.errors.append(str(exc))
+
+    def _caller(self, client: httpx.AsyncClient) -> Any:
+        stack, run_id = self._stack, self._run_id
+
+        async def call(actor: str, via: str, method: str, path: str, body: Any) -> Any:
+            direct = stack.direct_fhir(run_id) if via == "direct" else None
+            base, headers = direct if direct is not None else (stack.fhir_base(run_id, actor), {})
+            reply = await client.request(
+                method.upper(),
+                base.rstrip("/") + "/" + path.lstrip("/"),
+                content=json.dumps(body).encode() if body is not None else None,
+                headers={"content-type": "application/fhir+json", "accept": "application/fhir+json", **headers},
+            )
+            try:
+                return reply.json()
+            except ValueError:
+                return {"status": reply.status_code, "text": reply.text[:500]}
+
+        return call
