@@ -39,7 +39,8 @@ COMMANDS: dict[str, list[str]] = {
     "export": ["export", "--parquet", "{out}/export", "--log", "{log}"],
     "otel": ["export", "--otel", "{out}/traces.jsonl", "--otel-content", "--log", "{log}"],
     "merge": ["log", "merge", "{log}", "--into", "{out}/merged.duckdb"],
-    "rejudge": ["rejudge", "--log", "{log}", "--workers", "1"],
+    # --full: every run judged from its events (an incremental rejudge leaves the log's own verdicts standing)
+    "rejudge": ["rejudge", "--full", "--log", "{log}", "--workers", "1"],
     "compare": ["compare", "--old", "", "--new", "accept_corrections=false", "--log", "{log}", "--workers", "1"],
     "replay": ["replay", "{run}", "--log", "{log}", "--out", "{out}/replay.duckdb"],
     "migrate": ["migrate", "--log", "{log}"],
