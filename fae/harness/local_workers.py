@@ -27,7 +27,6 @@ from fae.harness.run import RunSpec
 from fae.harness.shard_driver import LOST, record_on_pool, shard_job
 from fae.harness.shards import ShardJob, shard_dir
 from fae.harness.suite_plan import SuitePlan, SuiteResult
-from fae.store.log import EventLog
 
 WORKERS_ENV = "FAE_RECORD_WORKERS"
 RUNS_PER_WORKER = 100
@@ -189,23 +188,18 @@ def record_on_workers(
     ``on_start`` is called with the pool once every worker is serving (tests find the workers' pids there).
     """
     log_path = Path(log_path).resolve()
-    result = plan.result()
-    if not plan.todo:
-        EventLog(log_path).close()  # an empty suite still leaves a log, as a local recording does
-        return result
     job = shard_job(log_path, plan, config)
+    if job is None:
+        return plan.result()
     count = max(1, min(workers, len(plan.todo)))
-    folder = shard_dir(log_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    EventLog(log_path).close()  # LOG exists while its shards are recorded, for `fae runs` (which reads both)
     return record_on_pool(
         log_path,
-        WorkerPool(count, folder, job, on_start),
+        WorkerPool(count, shard_dir(log_path), job, on_start),
         plan.todo,
         math.ceil(config.concurrency / count),
         stop,
         on_progress,
-        result,
+        plan.result(),
     )
 
 

@@ -23,7 +23,6 @@ from fae.harness.run import RunSpec
 from fae.harness.shard_driver import LOST, record_on_pool, shard_job
 from fae.harness.shards import ShardJob, ShardRecorder, shard_dir
 from fae.harness.suite_plan import SuitePlan, SuiteResult
-from fae.store.log import EventLog
 from fae.util.ray_cluster import cluster_cpus, import_ray, ray_connection, short_error
 
 __all__ = ["RayActors", "shard_dir"]
@@ -143,21 +142,17 @@ class RayActors:
         """Record the plan's runs on Ray actors, then merge their shards into ``log_path``."""
         self.check()
         log_path = Path(log_path).resolve()
-        result = plan.result()
-        if not plan.todo:
-            EventLog(log_path).close()  # an empty suite still leaves a log, as a local recording does
-            return result
         job = shard_job(log_path, plan, config)
+        if job is None:
+            return plan.result()
         with ray_connection(self.address, "fae record --ray") as ray:
             count = min(self.actors or cluster_cpus(ray), len(plan.todo))
-            folder = shard_dir(log_path)
-            folder.mkdir(parents=True, exist_ok=True)
             return record_on_pool(
                 log_path,
-                _ActorPool(ray, count, folder, job, config.concurrency),
+                _ActorPool(ray, count, shard_dir(log_path), job, config.concurrency),
                 plan.todo,
                 config.concurrency,
                 stop,
                 on_progress,
-                result,
+                plan.result(),
             )

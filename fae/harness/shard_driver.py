@@ -21,8 +21,9 @@ from fae.harness.config import RecordConfig
 from fae.harness.interrupt import StopRequest
 from fae.harness.paraphrases import fix_paraphrases_first
 from fae.harness.run import RunSpec
-from fae.harness.shards import ShardJob, merge_shards
+from fae.harness.shards import ShardJob, merge_shards, shard_dir
 from fae.harness.suite_plan import SuitePlan, SuiteResult
+from fae.store.log import EventLog
 from fae.tasks.scenarios import scenario_dirs
 from fae.tasks.sources import task_dirs
 
@@ -51,9 +52,14 @@ class ShardPool(Protocol):
         ...
 
 
-def shard_job(log_path: Path, plan: SuitePlan, config: RecordConfig) -> ShardJob:
-    """What every recorder of a sharded recording is handed; the paraphrases are fixed in LOG first, so workers
-    on one variation never ask twice."""
+def shard_job(log_path: Path, plan: SuitePlan, config: RecordConfig) -> ShardJob | None:
+    """What every recorder of a sharded recording is handed, with the shard folder made; None when no run is left.
+    LOG is made either way (an empty suite leaves one, as a local recording does; `fae runs` reads it beside the
+    shards), and the paraphrases are fixed in it first, so workers on one variation never ask twice."""
+    EventLog(log_path).close()
+    if not plan.todo:
+        return None
+    shard_dir(log_path).mkdir(parents=True, exist_ok=True)
     paraphrases = (
         fix_paraphrases_first(log_path, plan.to_paraphrase(), config.paraphrase, config.stack_config())
         if config.paraphrase is not None and plan.todo
