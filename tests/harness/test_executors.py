@@ -7,7 +7,7 @@ import pytest
 from fae import api
 from fae.harness.config import Execution, RecordConfig
 from fae.harness.local_workers import LocalWorkers
-from fae.harness.recording import InProcess, choose_executor
+from fae.harness.recording import InProcess, choose_executor, record
 from fae.harness.suite_plan import SuitePlan
 from tests.harness.executor_contract import (
     CONFIG,
@@ -22,9 +22,10 @@ pytestmark = pytest.mark.timeout(900)  # worker processes start slowly on a load
 
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory):
-    """The contract's runs recorded in this process, the way fae record records them by default."""
+    """The contract's runs recorded in this process (the in-process executor's own contract run), the way fae
+    record records them by default."""
     folder = tmp_path_factory.mktemp("baseline")
-    log = folder / "baseline.duckdb"
+    log = folder / "contract.duckdb"
     result = api.record(log, contract_runs(folder), CONFIG)
     assert result.statuses == {"finished": 4, "errored": 2}, result
     found = outcomes(log)
@@ -32,15 +33,20 @@ def baseline(tmp_path_factory):
     assert kinds == {"gold": "finished", "plan": "finished", "cmd": "errored"}, found
     passed = {kind: {o for j, o in verdicts if j == "task"} for (_, kind), (_, _, verdicts) in found.items()}
     assert passed["gold"] == {"pass"} and "pass" not in passed["plan"], found  # the contract tells a pass from a fail
-    return found
+    return found, folder
 
 
-def test_the_in_process_executor_keeps_the_contract(tmp_path, baseline):
-    keeps_the_contract(tmp_path, InProcess(), baseline)
+def test_the_in_process_executor_keeps_the_contract(baseline):
+    """The baseline is the in-process recording: its resume records nothing again."""
+    found, folder = baseline
+    again = record(
+        folder / "contract.duckdb", contract_runs(folder), api.RecordConfig(resume=True), executor=InProcess()
+    )
+    assert again.skipped == 6 and again.runs == [] and outcomes(folder / "contract.duckdb") == found, again
 
 
 def test_two_worker_processes_keep_the_contract(tmp_path, baseline):
-    keeps_the_contract(tmp_path, LocalWorkers(2), baseline)
+    keeps_the_contract(tmp_path, LocalWorkers(2), baseline[0])
 
 
 @pytest.mark.parametrize("executor", [InProcess(), LocalWorkers(2)], ids=["in-process", "workers"])
