@@ -83,7 +83,12 @@ def record_on_pool(
     on_progress: Callable[[RunSpec, str], None] | None,
     result: SuiteResult,
 ) -> SuiteResult:
-    """Drive the pool through ``todo``, close its recorders and merge their shards into ``log_path``."""
+    """Drive the pool through ``todo``, close its recorders and merge their shards into ``log_path``. A stop that
+    came before the pool started starts no recorder: none of the runs would start anyway."""
+    if stop is not None and stop.requested:
+        result.stopped = stop
+        merge_shards(log_path)  # nothing was recorded: this only removes the empty shard folder
+        return result
     with pool as started:
         try:
             try:
