@@ -232,7 +232,7 @@ def proxy_verdict(
 
     def versions(ref: str) -> list[RecordVersion]:
         kind, rid = ref.split("/", 1)
-        return [(v.version_id, v.resource, v.seq) for v in fold.versions(kind, rid)]
+        return [RecordVersion(v.version_id, v.resource, v.seq) for v in fold.versions(kind, rid)]
 
     same_type = same_identity(at_check, target.resource_type, target.identity)
     final = at_check.read
@@ -307,10 +307,10 @@ def trail_verdict(
         folded = fold.versions(kind, rid)
         bodies = {v.version_id: v.resource for v in folded}
         before: list[RecordVersion] = [
-            (v.version_id, v.resource, None) for v in folded if v.seq is None or v.seq <= seed_seq
+            RecordVersion(v.version_id, v.resource, None) for v in folded if v.seq is None or v.seq <= seed_seq
         ]
         written = [
-            (a.version or "?", bodies.get(a.version or ""), a.seq)
+            RecordVersion(a.version or "?", bodies.get(a.version or ""), a.seq)
             for a in trail.accesses
             if a.kind == "write" and a.ref == ref
         ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -36,7 +36,15 @@ class Window:
     capture_settle_s: float | None = None  # the read-back is the harness's capture, which waited this long
 
 
-RecordVersion = tuple[str, "dict[str, Any] | None", int | None]  # (version id, resource or None, seq)
+class RecordVersion(NamedTuple):
+    """One version of a record: its version id, its body (None when unknown) and the seq of the write that
+    made it (None for a version from before the log's window, such as a seeded one)."""
+
+    version_id: str
+    resource: dict[str, Any] | None
+    seq: int | None
+
+
 _WHEN = {"read_back": "at_read_back", "after_check": "after_check"}
 
 
@@ -166,9 +174,9 @@ def verify(
     record_type, record_id = ref.split("/", 1)
     to_record = [a for a in writes if a.ref == ref]
     after_check = [a for a in all_writes if a.ref == ref and a.seq > window.readback_seq]
-    history = [v for v in versions(ref) if v[2] is None or v[2] <= window.readback_seq]
-    baseline = [v for v in history if v[2] is None or v[2] <= window.start_seq]
-    window_versions = [v for v in history if v[2] is not None and v[2] > window.start_seq]
+    history = [v for v in versions(ref) if v.seq is None or v.seq <= window.readback_seq]
+    baseline = [v for v in history if v.seq is None or v.seq <= window.start_seq]
+    window_versions = [v for v in history if v.seq is not None and v.seq > window.start_seq]
     at_check = final(record_type, record_id)
     evidence.update(
         {
@@ -176,7 +184,7 @@ def verify(
             "writes_to_record": [
                 {"seq": a.seq, "actor": a.actor, "op": a.how, "version": a.version, "at": a.at} for a in to_record
             ],
-            "versions": [v[0] for v in window_versions],
+            "versions": [v.version_id for v in window_versions],
             "read_back": {"seq": window.readback_seq, "version": window.readback_version},
         }
     )
@@ -207,7 +215,7 @@ def verify(
     if after_check:
         problems.append("written_after_check")
         evidence["writes_after_check"] = [{"seq": a.seq, "actor": a.actor, "op": a.how} for a in after_check]
-    base_version = int(baseline[-1][0]) if baseline and baseline[-1][0].isdigit() else 0
+    base_version = int(baseline[-1].version_id) if baseline and baseline[-1].version_id.isdigit() else 0
     server_count = None
     if window.readback_version and window.readback_version.isdigit():
         server_count = int(window.readback_version) - base_version
@@ -229,7 +237,7 @@ def verify(
                 evidence["other_writers"] = sorted({a.actor for a in to_record if a.actor != "agent"})
             if any(a.at is None for a in to_record):
                 problems.append("untimed_write")
-            if any(not matches(v[1], target.identity) for v in window_versions if v[1] is not None):
+            if any(not matches(v.resource, target.identity) for v in window_versions if v.resource is not None):
                 problems.append("person_changed")
             first = to_record[0].seq
             exposed = [

@@ -11,7 +11,7 @@ import pytest
 from recording import BUILTIN_SCENARIOS
 
 from fae.fhir.engine import FhirEngine
-from fae.judge.ensure_record import Window, WriteTarget, verify
+from fae.judge.ensure_record import RecordVersion, Window, WriteTarget, verify
 from fae.judge.rejudge import build_plan, judge_run
 from fae.judge.trail import audit_trail
 from fae.replay.source import load_run
@@ -285,7 +285,7 @@ def _verify_audit(audits, record_id, versions, engine, sid, *, keep_reads=True):
         target,
         trail,
         window,
-        lambda ref: [(v, r, seqs.get(v)) for v, r in versions],
+        lambda ref: [RecordVersion(v, r, seqs.get(v)) for v, r in versions],
         lambda t, i: engine.handle(sid, "GET", f"{t}/{i}").json(),
         engine.resources(sid, "Patient"),
         {"accept_corrections": True, "settle_s": 1.0},
