@@ -185,6 +185,9 @@ def experiment_run(
             "--paraphrases", help="A paraphrase file to play (where the file paraphrases) instead of asking the model."
         ),
     ] = None,
+    training_model: Annotated[
+        str | None, typer.Option(help="The training actor's model (default: the file's; --model sets it too).")
+    ] = None,
     evaluator_model: Annotated[str | None, typer.Option(help="Reflexion evaluator model.")] = None,
     reflector_model: Annotated[str | None, typer.Option(help="Reflexion reflector model.")] = None,
     llm_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.", envvar="OPENAI_BASE_URL")] = None,
@@ -212,6 +215,7 @@ def experiment_run(
         paraphrases=str(paraphrases) if paraphrases else None,
         evaluator_model=evaluator_model,
         reflector_model=reflector_model,
+        training_model=training_model,
     )
     console = screen()
     plan = plan_experiment(chosen)

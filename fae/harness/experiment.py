@@ -77,7 +77,7 @@ async def _train_store(
         task_list(training),
         store_dir=directory,
         llm_url=llm_url,
-        agent=agent_name(training.agent, model),
+        agent=agent_name(training.agent, training.model or model),
         variations=training.variations,
         trials=training.trials,
         evaluator_model=training.evaluator_model or model or "scripted:evaluator",

@@ -29,10 +29,13 @@ class PhaseSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class TrainingSpec(PhaseSpec, frozen=True, forbid_unknown_fields=True):
-    """Reflexion training: ``agent`` plays each variation up to ``trials`` times (stopping at a pass)."""
+    """Reflexion training: ``agent`` plays each variation up to ``trials`` times (stopping at a pass);
+    ``model`` is the training actor's model (default: the experiment's), ``evaluator_model`` and
+    ``reflector_model`` the Reflexion judges' (default: the experiment's model)."""
 
     agent: str = "langchain:baseline"
     trials: int = 2
+    model: str | None = None
     evaluator_model: str | None = None
     reflector_model: str | None = None
 
@@ -140,6 +143,7 @@ def with_overrides(
     evaluator_model: str | None = None,
     reflector_model: str | None = None,
     paraphrases: str | None = None,
+    training_model: str | None = None,
 ) -> Experiment:
     """The experiment reduced to ``tasks`` tasks per phase and with the command line's choices."""
     changes: dict = {}
@@ -162,9 +166,12 @@ def with_overrides(
     if model:
         changes["model"] = model
     training = changes.get("training", experiment.training)
-    if training is not None and (evaluator_model or reflector_model):
+    if training is not None and (model or training_model or evaluator_model or reflector_model):
+        # --model sets every agent's model, the training actor's too, unless --training-model names its own
+        actor = training_model or (None if model else training.model)
         changes["training"] = msgspec.structs.replace(
             training,
+            model=actor,
             evaluator_model=evaluator_model or training.evaluator_model,
             reflector_model=reflector_model or training.reflector_model,
         )
@@ -232,7 +239,7 @@ def plan_experiment(experiment: Experiment) -> list[PhasePlan]:
     if experiment.training is not None:
         training = experiment.training
         tasks, variations = task_list(training), training.variations[:2]
-        agent = agent_name(training.agent, experiment.model)
+        agent = agent_name(training.agent, training.model or experiment.model)
         trials = min(training.trials, 2)
         for store, _ in STORES:
             phases.append(

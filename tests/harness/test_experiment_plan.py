@@ -96,3 +96,26 @@ def test_a_paraphrase_file_is_read_beside_the_experiment_and_the_command_line_ov
     # an experiment that does not reword its prompts ignores both, as it always ignored --paraphrase-model
     exp2 = with_overrides(load_experiment("exp2"), paraphrase_model="other", paraphrases="/elsewhere.yaml")
     assert paraphrase_of(exp2) is None
+
+
+def test_presets_carry_the_papers_model_roles_and_the_command_line_overrides_them():
+    for name in presets():
+        experiment = load_experiment(name)
+        assert experiment.model == "gpt-4.1-mini"  # the evaluated actor
+        training = experiment.training
+        assert (training.model, training.evaluator_model, training.reflector_model) == ("gpt-4.1", "gpt-4.1", "o4-mini")
+        assert plan_experiment(experiment)[0].agents == ["langchain:baseline@gpt-4.1"]
+        assert plan_experiment(experiment)[-1].agents[0] == "langchain:baseline@gpt-4.1-mini"
+    exp3 = load_experiment("exp3")
+    # --model moves every agent, the training actor too; --training-model moves the training actor alone
+    moved = with_overrides(exp3, model="m", evaluator_model="e", reflector_model="r")
+    assert plan_experiment(moved)[0].agents == ["langchain:baseline@m"]
+    assert (moved.training.evaluator_model, moved.training.reflector_model) == ("e", "r")
+    alone = with_overrides(exp3, training_model="t")
+    assert plan_experiment(alone)[0].agents == ["langchain:baseline@t"]
+    assert plan_experiment(alone)[-1].agents[0] == "langchain:baseline@gpt-4.1-mini"
+    both = with_overrides(exp3, model="m", training_model="t")
+    assert [plan_experiment(both)[0].agents, plan_experiment(both)[-1].agents[0]] == [
+        ["langchain:baseline@t"],
+        "langchain:baseline@m",
+    ]
