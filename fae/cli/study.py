@@ -188,6 +188,10 @@ def experiment_run(
     training_model: Annotated[
         str | None, typer.Option(help="The training actor's model (default: the file's; --model sets it too).")
     ] = None,
+    embedder: Annotated[
+        str | None,
+        typer.Option(help="The memory stores' embedding model: static, hashed-bow or openai:MODEL (via --llm-url)."),
+    ] = None,
     evaluator_model: Annotated[str | None, typer.Option(help="Reflexion evaluator model.")] = None,
     reflector_model: Annotated[str | None, typer.Option(help="Reflexion reflector model.")] = None,
     llm_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL.", envvar="OPENAI_BASE_URL")] = None,
@@ -216,6 +220,7 @@ def experiment_run(
         evaluator_model=evaluator_model,
         reflector_model=reflector_model,
         training_model=training_model,
+        embedder=embedder,
     )
     console = screen()
     plan = plan_experiment(chosen)

@@ -45,7 +45,10 @@ def train_memory(
     embedder: Annotated[
         str, typer.Option(help="Embedding backend: static, hashed-bow or openai:MODEL.")
     ] = DEFAULT_EMBEDDER_SPEC,
-    embeddings_url: Annotated[str | None, typer.Option(help="Base URL for an openai:MODEL embedder.")] = None,
+    embeddings_url: Annotated[
+        str | None,
+        typer.Option(help="Base URL for an openai:MODEL embedder, asked directly (default: --llm-url, recorded)."),
+    ] = None,
     specs: Annotated[bool, typer.Option(help="Ground the reflector in the FHIR R4 specs server.")] = False,
     api_key: Annotated[str | None, typer.Option(help="API key for the LLM endpoint.", envvar="OPENAI_API_KEY")] = None,
 ) -> None:
@@ -61,7 +64,9 @@ def train_memory(
         raise FaeError(f"--variations {variations!r} is not a list like 0,1") from None
     if len(chosen) > MAX_VARIATIONS:
         err.print(f"note: training uses at most {MAX_VARIATIONS} variations per task: {chosen[:MAX_VARIATIONS]}")
-    backend = embedder_from_spec(embedder, base_url=embeddings_url, api_key=api_key)
+    # an openai:MODEL embedder without its own URL is the LLM upstream's, asked through the recording proxy
+    recorded = embedder.startswith("openai:") and not embeddings_url
+    backend = None if recorded else embedder_from_spec(embedder, base_url=embeddings_url, api_key=api_key)
     options = {"api_key": api_key} if api_key and agent.startswith("langchain:") else {}
     most = len(task) * min(len(chosen), MAX_VARIATIONS) * trials
     with progress("training (at most)", most, lines=True) as step:
@@ -78,6 +83,7 @@ def train_memory(
                 evaluator_model=evaluator_model,
                 reflector_model=reflector_model,
                 embedder=backend,
+                embedder_spec=embedder,
                 use_specs=specs,
                 api_key=api_key,
                 llm_options=options,

@@ -83,6 +83,7 @@ async def _train_store(
         evaluator_model=training.evaluator_model or model or "scripted:evaluator",
         reflector_model=training.reflector_model or model or "scripted:reflector",
         use_specs=use_specs,
+        embedder_spec=experiment.embedder,
         api_key=api_key,
         llm_options={"api_key": api_key} if api_key else {},
         suite=f"{experiment.name}:train-{store}{suffix}",

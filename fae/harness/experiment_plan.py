@@ -62,6 +62,7 @@ class Experiment(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     model: str | None = None
     seed: int = 0
     paraphrase: ParaphraseSpec | None = None
+    embedder: str | None = None  # the memory stores' embedding model (default: the offline static one)
 
 
 def presets() -> list[str]:
@@ -144,6 +145,7 @@ def with_overrides(
     reflector_model: str | None = None,
     paraphrases: str | None = None,
     training_model: str | None = None,
+    embedder: str | None = None,
 ) -> Experiment:
     """The experiment reduced to ``tasks`` tasks per phase and with the command line's choices."""
     changes: dict = {}
@@ -165,6 +167,8 @@ def with_overrides(
         changes["configurations"] = list(agents)
     if model:
         changes["model"] = model
+    if embedder:
+        changes["embedder"] = embedder
     training = changes.get("training", experiment.training)
     if training is not None and (model or training_model or evaluator_model or reflector_model):
         # --model sets every agent's model, the training actor's too, unless --training-model names its own

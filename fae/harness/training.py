@@ -16,11 +16,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 
 from fae.agents.base import declared_upstreams
 from fae.errors import FaeError, RecordError
-from fae.memory.embeddings import DEFAULT_SPEC, Embedder, embedder_from_spec
+from fae.harness.proxied_embedder import ACTOR as EMBED_ACTOR
+from fae.harness.proxied_embedder import ProxiedEmbedder, training_embedder
+from fae.memory.embeddings import DEFAULT_SPEC, Embedder
 from fae.memory.reflection_store import MemoryStore
 from fae.memory.reflexion import RunView, reflect_run, specs_grounding
 from fae.util.limits import MAX_TRIALS, MAX_VARIATIONS
@@ -90,6 +93,7 @@ async def train(
     evaluator_model: str = "scripted:evaluator",
     reflector_model: str = "scripted:reflector",
     embedder: Embedder | None = None,
+    embedder_spec: str | None = None,
     use_specs: bool = False,
     api_key: str | None = None,
     llm_options: dict[str, Any] | None = None,
@@ -106,6 +110,8 @@ async def train(
     ``experiment``, ``phase`` and ``run_prefix`` name the runs of an experiment's training phase;
     ``paraphrase`` (a ``fae.harness.paraphrases.Paraphrase``) rewords each prompt the agent sees: one
     paraphrase per variation, fixed before the first run, played by every trial and shown to the reflector.
+    ``embedder_spec`` names the embedding model when no ``embedder`` is given (default: the offline static
+    one); an ``openai:MODEL`` endpoint is asked through the proxy, each call recorded under its run.
     """
     from fae.agents.prefixes import build_agent
     from fae.harness.config import StackConfig
@@ -121,9 +127,9 @@ async def train(
     runner = build_agent(agent, **(llm_options or {}))
     rendered = {(t, v): render_task(t, v) for t in task_ids for v in chosen}
     first_now = min(r.now for r in rendered.values())
-    store = MemoryStore.create(
-        store_dir, embedder or embedder_from_spec(DEFAULT_SPEC), created_at=first_now.isoformat()
-    )
+    backend = embedder or training_embedder(embedder_spec or DEFAULT_SPEC, api_key=api_key)
+    proxied = isinstance(backend, ProxiedEmbedder)  # its store is made once the first run names its URL
+    store = None if proxied else MemoryStore.create(store_dir, backend, created_at=first_now.isoformat())
     results: list[TrainedRun] = []
     upstreams = declared_upstreams([runner])  # an A2A agent's server, behind the proxy like in any recording
     async with (
@@ -177,8 +183,15 @@ async def train(
                     grounding=grounding,
                     api_key=api_key,
                 )
+                if isinstance(backend, ProxiedEmbedder):
+                    embed_base = stack.llm_base(run_id, EMBED_ACTOR)
+                    assert embed_base is not None  # the LLM upstream answered the reflection just now
+                    await anyio.to_thread.run_sync(backend.route, embed_base)
+                    if store is None:
+                        store = MemoryStore.create(store_dir, backend, created_at=first_now.isoformat())
+                assert store is not None
                 store.add_micro(reflection.micro)
-                store.add_macro([reflection.macro])
+                await anyio.to_thread.run_sync(store.add_macro, [reflection.macro])  # an endpoint's call blocks
                 if on_progress is not None:
                     on_progress(run_id, status)
                 results.append(
@@ -197,4 +210,5 @@ async def train(
                 )
                 if passed:
                     break
+    assert store is not None  # at least one run was reflected on
     return TrainResult(store=Path(store_dir), runs=results, stats=store.stats())

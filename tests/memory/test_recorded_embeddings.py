@@ -1,0 +1,75 @@
+"""An ``openai:MODEL`` embedder in a training phase: its calls go through the recording proxy.
+
+The local scripted LLM server answers ``/v1/embeddings`` deterministically (hashed bag of words), so
+this stays offline; the log must hold each embedding exchange under the run it served, as actor
+``harness``, with its model and token usage, and the store must be built from those vectors.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fae.harness.training import train
+from fae.llm import LlmServer, PlanRegistry, create_app
+from fae.llm.embeddings import embed
+from fae.memory.embeddings import normalise
+from fae.memory.reflection_store import MemoryStore
+from fae.store.log import EventLog
+
+TASK = "rec-record-condition"
+MODEL = "text-embedding-3-small"
+pytestmark = pytest.mark.anyio
+
+
+def _rows(log_path: Path, sql: str) -> list[tuple]:
+    with EventLog(log_path, read_only=True) as log:
+        return log.query(sql)[1]
+
+
+async def test_a_training_phase_records_its_embedding_requests(tmp_path):
+    store_dir, log_path = tmp_path / "memory", tmp_path / "fae.duckdb"
+    with LlmServer(create_app(PlanRegistry())) as llm:
+        result = await train(
+            log_path,
+            [TASK],
+            store_dir=store_dir,
+            llm_url=llm.base_url,
+            agent="gold",
+            variations=[0],
+            embedder_spec=f"openai:{MODEL}",
+            experiment="expE",
+            phase="train-nospec",
+            run_prefix="expE.train-nospec.",
+        )
+    assert [r.status for r in result.runs] == ["finished"], result.runs
+    run_id = result.runs[0].run_id
+    calls = _rows(
+        log_path,
+        "SELECT run_id, actor, payload->>'$.model', CAST(payload->>'$.prompt_tokens' AS INTEGER) FROM events "
+        "WHERE kind = 'LlmCalled' AND payload->>'$.api' = 'embeddings' ORDER BY seq",
+    )
+    # the dimension probe, then the run's macro reflection: both under the run, as the harness
+    assert [(r, a, m) for r, a, m, _ in calls] == [(run_id, "harness", MODEL)] * 2, calls
+    assert all(tokens and tokens > 0 for *_, tokens in calls), calls
+    exchanges = _rows(
+        log_path,
+        "SELECT count(*) FROM events WHERE kind = 'HttpExchanged' AND actor = 'harness' "
+        "AND payload->>'$.path' LIKE '%/embeddings' AND CAST(payload->>'$.status' AS INTEGER) = 200",
+    )
+    assert exchanges == [(2,)]
+    store = MemoryStore.open(store_dir)
+    assert (store.embedding_name, store.dimension) == (f"openai:{MODEL}", 384)
+    macro = store.macro()
+    stored = np.fromfile(store_dir / "macro.f32", dtype="<f4").reshape(-1, 384)
+    assert np.allclose(stored[0], normalise(np.array([embed(macro[0].embedding_text(), 384)]))[0], atol=1e-6)
+
+
+async def test_the_offline_embedder_asks_no_endpoint(tmp_path):
+    log_path = tmp_path / "fae.duckdb"
+    with LlmServer(create_app(PlanRegistry())) as llm:
+        await train(log_path, [TASK], store_dir=tmp_path / "memory", llm_url=llm.base_url, agent="gold", variations=[0])
+    assert _rows(log_path, "SELECT count(*) FROM events WHERE actor = 'harness' AND kind = 'LlmCalled'") == [(0,)]
+    assert MemoryStore.open(tmp_path / "memory").embedding_name.startswith("static")
