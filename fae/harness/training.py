@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -23,9 +24,10 @@ from fae.agents.base import declared_upstreams
 from fae.errors import FaeError, RecordError
 from fae.harness.proxied_embedder import ACTOR as EMBED_ACTOR
 from fae.harness.proxied_embedder import ProxiedEmbedder, training_embedder
+from fae.harness.spec_reflector import spec_tools
 from fae.memory.embeddings import DEFAULT_SPEC, Embedder
 from fae.memory.reflection_store import MemoryStore
-from fae.memory.reflexion import RunView, reflect_run, specs_grounding
+from fae.memory.reflexion import RunView, reflect_run
 from fae.util.limits import MAX_TRIALS, MAX_VARIATIONS
 
 RUN_PREFIX = "train."
@@ -158,12 +160,10 @@ async def train(
                 )
                 status = await execute_run(stack, spec, task, runner, paraphrase=book)
                 run, passed, reasons = _strict_verdict(stack.log, run_id, task.now)
-                grounding = None
+                specs_url = None
                 if use_specs:
                     specs_url = stack.extra_mcp(run_id, ACTOR).get("specs") if hasattr(stack, "extra_mcp") else None
-                    if specs_url:
-                        grounding = specs_grounding(specs_url)
-                    else:
+                    if not specs_url:
                         message = "no specs MCP server in this stack; reflecting without spec grounding"
                         if warn is not None:
                             warn(f"warning: {message}")
@@ -172,17 +172,20 @@ async def train(
                 llm_base = stack.llm_base(run_id, ACTOR)
                 if llm_base is None:
                     raise RecordError("reflection needs an LLM URL to ask")
-                reflection = await reflect_run(
-                    client,
-                    _view(run, played_prompt(book, task), passed, reasons),
-                    llm_base=llm_base,
-                    created_at=task.now.isoformat(),
-                    evaluator_model=evaluator_model,
-                    reflector_model=reflector_model,
-                    tags=tags,
-                    grounding=grounding,
-                    api_key=api_key,
-                )
+                async with AsyncExitStack() as opened:
+                    # the spec-grounded reflector calls the specs tools it wants, through the proxy
+                    specs = await opened.enter_async_context(spec_tools(specs_url)) if specs_url else None
+                    reflection = await reflect_run(
+                        client,
+                        _view(run, played_prompt(book, task), passed, reasons),
+                        llm_base=llm_base,
+                        created_at=task.now.isoformat(),
+                        evaluator_model=evaluator_model,
+                        reflector_model=reflector_model,
+                        tags=tags,
+                        specs=specs,
+                        api_key=api_key,
+                    )
                 if isinstance(backend, ProxiedEmbedder):
                     embed_base = stack.llm_base(run_id, EMBED_ACTOR)
                     assert embed_base is not None  # the LLM upstream answered the reflection just now

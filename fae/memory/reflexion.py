@@ -6,15 +6,15 @@ gives — in training, the recording proxy's LLM base for the run and the
 deterministic verdict (the task's strict validator) decides success; the
 evaluator's opinion is advisory, as in the reference study. The reflector
 answers ``{reflection_text, micro: [{resource, operation, tip}], macro_summary,
-heuristic}``; optional spec grounding adds a short excerpt of the FHIR R4
-definitions (from the specs MCP server) for the resources the run touched.
+heuristic}``; the spec-grounded reflector may first call the specs MCP server's
+tools (``fae.memory.spec_tools``).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,7 @@ import httpx
 
 from fae.memory.errors import MemoryStoreError
 from fae.memory.reflection_store import MacroReflection, MicroReflection
+from fae.memory.spec_tools import SpecTools, chat_with_specs
 
 EVALUATOR_SYSTEM = (
     "You evaluate one attempt of an agent at a FHIR task. Read the task, the tool calls with "
@@ -33,11 +34,12 @@ REFLECTOR_SYSTEM = (
     'only: {"reflection_text": "...", "micro": [{"resource": "Slot", "operation": '
     '"create|search|read|update|delete", "tip": "..."}], "macro_summary": "...", "heuristic": "..."}.'
 )
+SPECS_NOTE = (
+    " Before you answer you may call the FHIR R4 specification tools (search parameters, structure "
+    "and data type definitions) to check what the run did against the standard."
+)
 OPERATIONS = ("create", "search", "read", "update", "delete")
 RESULT_CHARS = 600
-
-Grounding = Callable[[Sequence[str]], Awaitable[str]]
-"""Given resource types, a short excerpt of their FHIR R4 definitions (empty when none)."""
 
 
 @dataclass(frozen=True)
@@ -169,10 +171,12 @@ async def reflect_run(
     evaluator_model: str,
     reflector_model: str,
     tags: Sequence[str] = (),
-    grounding: Grounding | None = None,
+    specs: SpecTools | None = None,
     api_key: str | None = None,
 ) -> Reflection:
-    """Evaluate then reflect on ``run``; ``created_at`` is the caller's clock (the task's "now")."""
+    """Evaluate then reflect on ``run``; ``created_at`` is the caller's clock (the task's "now").
+
+    ``specs``: the reflector may call the specs server's tools on demand (the spec-grounded reflector)."""
     trajectory = trajectory_text(run)
     evaluator_raw = await chat(client, llm_base, evaluator_model, EVALUATOR_SYSTEM, trajectory, api_key=api_key)
     try:
@@ -180,13 +184,17 @@ async def reflect_run(
     except ValueError as exc:
         evaluation = {"success": None, "reason": f"unreadable evaluator reply: {exc}"}
     success = run.passed if run.passed is not None else bool(evaluation.get("success"))
-    notes = ""
-    if grounding is not None:
-        notes = await grounding(run.resource_types())
     reflector_input = trajectory + "\n\nEVALUATOR: " + json.dumps(evaluation, sort_keys=True)
-    if notes:
-        reflector_input += "\n\nFHIR R4 REFERENCE:\n" + notes
-    reflector_raw = await chat(client, llm_base, reflector_model, REFLECTOR_SYSTEM, reflector_input, api_key=api_key)
+    spec_calls: tuple = ()
+    if specs is not None:
+        answered = await chat_with_specs(
+            client, llm_base, reflector_model, REFLECTOR_SYSTEM + SPECS_NOTE, reflector_input, specs, api_key=api_key
+        )
+        reflector_raw, spec_calls = answered.content, answered.calls
+    else:
+        reflector_raw = await chat(
+            client, llm_base, reflector_model, REFLECTOR_SYSTEM, reflector_input, api_key=api_key
+        )
     try:
         data = parse_json_reply(reflector_raw)
     except ValueError as exc:
@@ -209,39 +217,6 @@ async def reflect_run(
         evaluation=evaluation,
         micro=_micro_rows(data.get("micro"), run, success, created_at),
         macro=macro,
-        grounded=bool(notes),
+        grounded=bool(spec_calls),
         raw={"evaluator": evaluator_raw, "reflector": reflector_raw},
     )
-
-
-def specs_grounding(specs_mcp_url: str, *, max_params: int = 25) -> Grounding:
-    """Grounding through the FHIR R4 specs MCP server: search parameters and required elements."""
-
-    async def ground(resource_types: Sequence[str]) -> str:
-        from fae.agents.mcp_client import McpToolbox
-
-        if not resource_types:
-            return ""
-        lines: list[str] = []
-        async with McpToolbox(specs_mcp_url) as box:
-            for kind in list(resource_types)[:5]:
-                params = await box.call_tool("getSearchParams", {"resourceType": kind})
-                codes = (
-                    [p.get("code") for p in (params.result or {}).get("searchParams", []) if isinstance(p, dict)]
-                    if isinstance(params.result, dict)
-                    else []
-                )
-                if codes:
-                    lines.append(f"{kind} search parameters: {', '.join(map(str, codes[:max_params]))}")
-                definition = await box.call_tool("getStructureDefinition", {"resourceType": kind})
-                elements = definition.result.get("elements", []) if isinstance(definition.result, dict) else []
-                required = [
-                    e.get("path")
-                    for e in elements
-                    if isinstance(e, dict) and str(e.get("min", "0")) not in ("0", "None")
-                ]
-                if required:
-                    lines.append(f"{kind} required elements: {', '.join(map(str, required[:max_params]))}")
-        return "\n".join(lines)
-
-    return ground

@@ -1,10 +1,11 @@
-"""``fae train-memory --specs``: the reflector is grounded in the FHIR R4 specs server.
+"""``fae train-memory --specs``: the reflector calls the FHIR R4 specs server's tools on demand.
 
-The CLI trains the gold agent on rec-record-condition against the local
-scripted LLM server. The log must show, for the training run's ``verifier``
-actor, the specs lookups through the recording proxy (upstream ``mcp-specs``),
-and the reflector's request must carry what those lookups returned. Without
-``--specs`` neither appears, so the test fails if grounding were skipped.
+The CLI trains the gold agent on rec-record-condition against the local scripted LLM server; the
+reflector is ``scripted:gold`` with a plan (matched on the reflector's input) that calls two specs
+tools and then answers its reflection. The log must show the reflector's requests offering the specs
+tools, each tool call it made reaching the specs server through the recording proxy (upstream
+``mcp-specs``, the training run's ``verifier``), and what the server returned fed back to the model.
+Without ``--specs`` the reflector is offered no tools and nothing reaches the specs server.
 """
 
 from __future__ import annotations
@@ -15,11 +16,28 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from fae.cli import app
-from fae.llm import LlmServer, PlanRegistry, create_app
+from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
 from fae.store.log import EventLog
 
 TASK = "rec-record-condition"
 RUN_ID = f"train.{TASK}.v0.gold.r0"
+REFLECTION = {
+    "reflection_text": "A Condition needs its subject.",
+    "micro": [{"resource": "Condition", "operation": "create", "tip": "set subject to the patient"}],
+    "macro_summary": "record a diagnosis",
+    "heuristic": "check required elements first",
+}
+REFLECTOR_PLAN = {  # matched on the reflector's input: only it holds the evaluator's verdict
+    "match": "EVALUATOR:",
+    "plan": {
+        "name": "spec-reflector",
+        "steps": [
+            {"call": "getSearchParams", "args": {"resourceType": "Condition"}},
+            {"call": "getStructureDefinition", "args": {"resourceType": "Condition"}},
+            {"answer": json.dumps(REFLECTION)},
+        ],
+    },
+}
 
 
 def _rows(log_path: Path, sql: str) -> list[tuple]:
@@ -52,19 +70,28 @@ def _train(tmp_path: Path, llm_url: str, name: str, *extra: str) -> Path:
     return log_path
 
 
-def _reflector_prompt(log_path: Path) -> str:
+def _reflector_calls(log_path: Path) -> list[dict]:
     rows = _rows(log_path, "SELECT payload FROM events WHERE kind = 'LlmCalled' AND actor = 'verifier' ORDER BY seq")
     calls = [json.loads(p) for (p,) in rows]
-    assert [c["model"] for c in calls] == ["scripted:evaluator", "scripted:reflector"]
-    return "\n".join(m["content"] for m in calls[1]["messages"] if m.get("role") == "user")
+    assert calls and calls[0]["model"] == "scripted:evaluator", calls
+    return calls[1:]
 
 
-def test_train_memory_with_specs_grounds_the_reflector(tmp_path):
-    with LlmServer(create_app(PlanRegistry([]))) as llm:
-        grounded_log = _train(tmp_path, llm.base_url, "grounded", "--specs")
+def test_train_memory_with_specs_lets_the_reflector_call_the_specs_tools(tmp_path):
+    with LlmServer(create_app(PlanRegistry([entry_from_dict(REFLECTOR_PLAN)]))) as llm:
+        grounded_log = _train(tmp_path, llm.base_url, "grounded", "--specs", "--reflector-model", "scripted:gold")
         plain_log = _train(tmp_path, llm.base_url, "plain")
 
-    # the specs server was consulted through the proxy, as the verifier of the training run
+    # the reflector was offered the specs tools and asked three times: two tool calls, then its answer
+    reflector = _reflector_calls(grounded_log)
+    assert [c["model"] for c in reflector] == ["scripted:gold"] * 3
+    assert all({"getSearchParams", "getStructureDefinition"} <= set(c["tools"]) for c in reflector), reflector
+    assert [[t["name"] for t in c["tool_calls"]] for c in reflector] == [
+        ["getSearchParams"],
+        ["getStructureDefinition"],
+        [],
+    ]
+    # each call it made reached the specs server through the proxy, as the verifier of the training run
     rows = _rows(
         grounded_log,
         "SELECT run_id, actor, upstream, payload FROM events WHERE kind = 'ToolCalled' "
@@ -77,16 +104,13 @@ def test_train_memory_with_specs_grounds_the_reflector(tmp_path):
         ("getStructureDefinition", {"resourceType": "Condition"}),
     ]
     assert not any(t["is_error"] for t in lookups)
-    codes = [p["code"] for p in lookups[0]["result"]["searchParams"]]
     required = [e["path"] for e in lookups[1]["result"]["elements"] if str(e["min"]) != "0"]
-    assert "Condition.subject" in required and "patient" in codes  # real R4 facts came back
+    assert "Condition.subject" in required  # real R4 facts came back
+    # what the server returned was fed back to the reflector before it answered
+    fed = [m["content"] for m in reflector[2]["messages"] if m.get("role") == "tool"]
+    assert len(fed) == 2 and "Condition.subject" in fed[1], fed
+    assert "FHIR R4 REFERENCE:" not in json.dumps(reflector[0]["messages"])  # no fixed pre-fetch any more
 
-    # what the lookups returned reached the reflector's request
-    prompt = _reflector_prompt(grounded_log)
-    assert "FHIR R4 REFERENCE:" in prompt
-    assert f"Condition required elements: {', '.join(required)}" in prompt
-    assert f"Condition search parameters: {', '.join(codes[:25])}" in prompt
-
-    # without --specs: no specs lookups, no reference in the reflector's request
+    # without --specs: no tools offered, nothing reaches the specs server
     assert not _rows(plain_log, "SELECT 1 FROM events WHERE upstream = 'mcp-specs'")
-    assert "FHIR R4 REFERENCE:" not in _reflector_prompt(plain_log)
+    assert [(c["model"], c["tools"]) for c in _reflector_calls(plain_log)] == [("scripted:reflector", [])]
