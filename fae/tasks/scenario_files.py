@@ -42,9 +42,12 @@ class FieldChange(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class Fault(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """What the proxy does to the agent's ``write``-th write (1 = its first create/update/patch/delete)."""
+    """What the proxy does to the agent's ``write``-th write (1 = its first create/update/patch/delete); with
+    ``method`` and/or ``resource``, its ``write``-th write of that method and resource type (2nd POST Patient)."""
 
     write: int
+    method: str | None = None  # POST, PUT, PATCH or DELETE
+    resource: str | None = None  # the resource type written, e.g. Patient
     set: FieldChange | None = None
     drop_reply: bool = False
     delay_s: float = 0.0
