@@ -207,6 +207,10 @@ def _check_faults(path: Path, where: str, faults: list[Fault]) -> None:
                 f"{path}: {where}.faults[{index}]: names a write (1 = the first) "
                 f"and exactly one of set, drop_reply, delay_s, lose"
             )
+        if fault.method is not None and fault.method.upper() not in ("POST", "PUT", "PATCH", "DELETE"):
+            raise TaskError(f"{path}: {where}.faults[{index}].method: one of POST, PUT, PATCH, DELETE")
+        if fault.resource is not None and not re.fullmatch(r"[A-Z][A-Za-z]+", fault.resource):
+            raise TaskError(f"{path}: {where}.faults[{index}].resource: a resource type, e.g. Patient")
 
 
 def _check_oracle(path: Path, where: str, oracle: list[str] | None) -> None:
