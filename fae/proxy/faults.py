@@ -60,23 +60,46 @@ class FaultBook:
     armed: dict[str, list[Fault]] = field(default_factory=dict)
     writes: dict[str, int] = field(default_factory=dict)
     after: dict[str, dict[int, AfterWrite]] = field(default_factory=dict)
+    kinds: dict[str, list[tuple[str, str | None]]] = field(default_factory=dict)
 
     def arm(self, run_id: str, faults: list[Fault], after: Mapping[int, AfterWrite] | None = None) -> None:
         self.armed[run_id] = list(faults)
         self.writes[run_id] = 0
         self.after[run_id] = dict(after or {})
+        self.kinds[run_id] = []
 
     def disarm(self, run_id: str) -> None:
         self.armed.pop(run_id, None)
         self.writes.pop(run_id, None)
         self.after.pop(run_id, None)
+        self.kinds.pop(run_id, None)
 
-    def next_write(self, run_id: str) -> list[Fault]:
-        """Count one agent write of the run; the faults that apply to it."""
+    def next_write(self, run_id: str, method: str = "", kind: str | None = None) -> list[Fault]:
+        """Count one agent write of the run (its ``method`` on resource type ``kind``); the faults that apply to
+        it: by the run's write order, or by the order of its writes of the fault's method and resource type."""
         if run_id not in self.armed:
             return []
         self.writes[run_id] += 1
-        return [f for f in self.armed[run_id] if f.write == self.writes[run_id]]
+        seen = self.kinds.setdefault(run_id, [])
+        seen.append((method.upper(), kind))
+        return [f for f in self.armed[run_id] if _matches(f, method.upper(), kind) and f.write == _nth(f, seen)]
+
+
+def _matches(fault: Fault, method: str, kind: str | None) -> bool:
+    return (fault.method is None or fault.method.upper() == method) and (
+        fault.resource is None or fault.resource == kind
+    )
+
+
+def _nth(fault: Fault, seen: list[tuple[str, str | None]]) -> int:
+    """How many of the run's writes so far are of the fault's method and resource type."""
+    return sum(1 for method, kind in seen if _matches(fault, method, kind))
+
+
+def write_kind(path: str) -> str | None:
+    """The resource type a FHIR write's path names (``None``: a batch/transaction at the base)."""
+    parts = [part for part in path.partition("?")[0].split("/") if part]
+    return next((part for part in parts if _TYPE.fullmatch(part)), None)
 
 
 def set_path(body: Any, path: str, value: Any) -> Any:
@@ -114,7 +137,8 @@ def describe(fault: Fault) -> str:
         parts.append(f"request held {fault.delay_s:g} s")
     if fault.lose:
         parts.append("acknowledged by the proxy and never passed to the server")
-    return f"write {fault.write}: " + ", ".join(parts or ["no change"])
+    which = " ".join(part for part in (fault.method, fault.resource) if part)
+    return f"write {fault.write}{' ' + which if which else ''}: " + ", ".join(parts or ["no change"])
 
 
 def acknowledgement(request: http.Request, now: datetime) -> http.Response | str:
@@ -191,7 +215,7 @@ class FaultAddon:
         route = self._may_fault(flow)
         if route is None:
             return
-        faults = self.book.next_write(route.run_id)
+        faults = self.book.next_write(route.run_id, flow.request.method, write_kind(flow.request.path))
         then = self.book.after.get(route.run_id, {}).get(self.book.writes.get(route.run_id, 0))
         if then is not None:
             flow.metadata[_AFTER_KEY] = then

@@ -42,9 +42,12 @@ class FieldChange(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class Fault(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """What the proxy does to the agent's ``write``-th write (1 = its first create/update/patch/delete)."""
+    """What the proxy does to the agent's ``write``-th write (1 = its first create/update/patch/delete); with
+    ``method`` and/or ``resource``, its ``write``-th write of that method and resource type (2nd POST Patient)."""
 
     write: int
+    method: str | None = None  # POST, PUT, PATCH or DELETE
+    resource: str | None = None  # the resource type written, e.g. Patient
     set: FieldChange | None = None
     drop_reply: bool = False
     delay_s: float = 0.0
@@ -204,6 +207,10 @@ def _check_faults(path: Path, where: str, faults: list[Fault]) -> None:
                 f"{path}: {where}.faults[{index}]: names a write (1 = the first) "
                 f"and exactly one of set, drop_reply, delay_s, lose"
             )
+        if fault.method is not None and fault.method.upper() not in ("POST", "PUT", "PATCH", "DELETE"):
+            raise TaskError(f"{path}: {where}.faults[{index}].method: one of POST, PUT, PATCH, DELETE")
+        if fault.resource is not None and not re.fullmatch(r"[A-Z][A-Za-z]+", fault.resource):
+            raise TaskError(f"{path}: {where}.faults[{index}].resource: a resource type, e.g. Patient")
 
 
 def _check_oracle(path: Path, where: str, oracle: list[str] | None) -> None:

@@ -89,3 +89,27 @@ def test_the_addon_answers_a_lost_create_itself_and_names_the_fault():
     asyncio.run(addon.request(refused))
     assert refused.response is not None and refused.response.status_code == 500
     assert b"lose applies to a create" in refused.response.content
+
+
+def test_a_fault_named_by_method_and_resource_touches_that_kind_of_write_whatever_came_before():
+    """``write: 2, method: POST, resource: Patient`` is the agent's 2nd POST Patient, not its 2nd write."""
+    book = FaultBook()
+    book.arm("r1", [Fault(2, method="POST", resource="Patient", drop_reply=True), Fault(1, resource="Encounter")])
+    writes = [
+        ("POST", "/sandbox/s1/fhir/Patient"),  # 1st POST Patient
+        ("PUT", "/sandbox/s1/fhir/Patient/p1"),  # a Patient write, not a POST
+        ("POST", "/sandbox/s1/fhir/Encounter"),  # 1st Encounter write
+        ("POST", "/sandbox/s1/fhir/Patient"),  # 2nd POST Patient, the run's 4th write
+        ("POST", "/sandbox/s1/fhir/Patient"),  # 3rd
+    ]
+    hit = [book.next_write("r1", method, path.split("/")[4]) for method, path in writes]
+    assert [[f.resource for f in faults] for faults in hit] == [[], [], ["Encounter"], ["Patient"], []]
+    assert book.next_write("r2", "POST", "Patient") == []  # an unarmed run is never faulted
+    addon = FaultAddon(book)
+    book.arm("r1", [Fault(1, method="PUT", resource="Patient", drop_reply=True)])
+    post = _armed_flow("POST", "/fhir/Patient", b'{"resourceType": "Patient"}')
+    asyncio.run(addon.request(post))
+    assert post.metadata[EXCHANGE_KEY].fault is None
+    put = _armed_flow("PUT", "/fhir/Patient/p1", b'{"resourceType": "Patient", "id": "p1"}')
+    asyncio.run(addon.request(put))
+    assert put.metadata[EXCHANGE_KEY].fault.startswith("write 1 PUT Patient: reply dropped")

@@ -175,6 +175,14 @@ BROKEN = {
         "cases:\n  x: {faults: [{write: 1}]}\n",
         "cases.x.faults[0]: names a write",
     ),
+    "case-fault-bad-method": (
+        "cases:\n  x: {faults: [{write: 1, method: GET, delay_s: 1}]}\n",
+        "cases.x.faults[0].method: one of POST, PUT, PATCH, DELETE",
+    ),
+    "case-fault-bad-resource": (
+        "cases:\n  x: {faults: [{write: 1, resource: patient, delay_s: 1}]}\n",
+        "cases.x.faults[0].resource: a resource type",
+    ),
     "case-unknown-field": ("cases:\n  x: {wolrd: []}\n", "cases.x: Object contains unknown field `wolrd`"),
     "case-bad-name": ("cases:\n  X_1: {}\n", "cases.X_1: a case name is lower-case letters"),
 }
@@ -273,3 +281,10 @@ def test_the_built_in_scenario_tasks_render_what_recorded_logs_played():
         "a built-in scenario task renders another seed, prompt or clock: its runs recorded before now read "
         "task_changed; pin the new digest only if the change is meant"
     )
+
+
+def test_a_fault_named_by_method_and_resource_loads(tmp_path):
+    path = tmp_path / "kinds.yaml"
+    path.write_text(TASK + "cases:\n  x: {faults: [{write: 2, method: post, resource: Patient, drop_reply: true}]}\n")
+    (fault,) = load_file(path).cases["x"].faults
+    assert (fault.write, fault.method, fault.resource) == (2, "post", "Patient")
