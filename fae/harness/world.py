@@ -19,7 +19,7 @@ from fae.agents.plan_runner import run_plan
 from fae.errors import PlanError
 from fae.harness.stack import Stack
 from fae.plan import Plan
-from fae.proxy.faults import AfterWrite, Written
+from fae.proxy.faults import After, AfterWrite, Written
 from fae.tasks.scenarios import case_world
 from fae.util.tls import client_tls
 
@@ -33,26 +33,26 @@ class World:
         self.errors: list[str] = []
         """What the world could not do (a step naming a record the agent's write did not make): the run fails."""
 
-    def after_writes(self) -> dict[int, AfterWrite]:
-        """What to play after the agent's N-th write, for the proxy to await before the reply goes on."""
-        found: dict[int, list[Plan]] = {}
-        for when, plan in self._plans:
-            if isinstance(when, int):
-                found.setdefault(when, []).append(plan)
+    def after_writes(self) -> list[After]:
+        """What to play after the agent's N-th write (of a method and resource type, where named), for the proxy
+        to await before that write's reply goes on."""
 
-        def then(plans: list[Plan]) -> AfterWrite:
+        def then(plan: Plan) -> AfterWrite:
             async def play(record: Written) -> None:
-                for plan in plans:
-                    await self._play(plan, record)
+                await self._play(plan, record)
 
             return play
 
-        return {write: then(plans) for write, plans in found.items()}
+        return [
+            After(when.after, then(plan), when.method.upper() if when.method else None, when.resource)
+            for when, plan in self._plans
+            if isinstance(when.after, int)
+        ]
 
     async def at(self, moment: str) -> None:
         """Play the steps of ``start`` or ``answer``."""
         for when, plan in self._plans:
-            if when == moment:
+            if when.after == moment:
                 await self._play(plan, None)
 
     async def _play(self, plan: Plan, record: Written | None) -> None:

@@ -29,7 +29,7 @@ import asyncio
 import json
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -52,6 +52,16 @@ Written = dict[str, Any]
 AfterWrite = Callable[[Written], Awaitable[None]]
 
 
+@dataclass(frozen=True)
+class After:
+    """What to do after the agent's ``write``-th write (of ``method`` and ``resource`` when named, as for a fault)."""
+
+    write: int
+    then: AfterWrite
+    method: str | None = None
+    resource: str | None = None
+
+
 @dataclass
 class FaultBook:
     """The faults armed per run, how many writes each run's agent has sent, and what happens after the N-th: the
@@ -59,13 +69,13 @@ class FaultBook:
 
     armed: dict[str, list[Fault]] = field(default_factory=dict)
     writes: dict[str, int] = field(default_factory=dict)
-    after: dict[str, dict[int, AfterWrite]] = field(default_factory=dict)
+    after: dict[str, list[After]] = field(default_factory=dict)
     kinds: dict[str, list[tuple[str, str | None]]] = field(default_factory=dict)
 
-    def arm(self, run_id: str, faults: list[Fault], after: Mapping[int, AfterWrite] | None = None) -> None:
+    def arm(self, run_id: str, faults: list[Fault], after: Sequence[After] = ()) -> None:
         self.armed[run_id] = list(faults)
         self.writes[run_id] = 0
-        self.after[run_id] = dict(after or {})
+        self.after[run_id] = list(after)
         self.kinds[run_id] = []
 
     def disarm(self, run_id: str) -> None:
@@ -84,14 +94,22 @@ class FaultBook:
         seen.append((method.upper(), kind))
         return [f for f in self.armed[run_id] if _matches(f, method.upper(), kind) and f.write == _nth(f, seen)]
 
+    def after_this(self, run_id: str) -> list[AfterWrite]:
+        """What is to happen after the write ``next_write`` just counted."""
+        seen = self.kinds.get(run_id) or []
+        if not seen:
+            return []
+        method, kind = seen[-1]
+        return [a.then for a in self.after.get(run_id, ()) if _matches(a, method, kind) and a.write == _nth(a, seen)]
 
-def _matches(fault: Fault, method: str, kind: str | None) -> bool:
+
+def _matches(fault: Fault | After, method: str, kind: str | None) -> bool:
     return (fault.method is None or fault.method.upper() == method) and (
         fault.resource is None or fault.resource == kind
     )
 
 
-def _nth(fault: Fault, seen: list[tuple[str, str | None]]) -> int:
+def _nth(fault: Fault | After, seen: list[tuple[str, str | None]]) -> int:
     """How many of the run's writes so far are of the fault's method and resource type."""
     return sum(1 for method, kind in seen if _matches(fault, method, kind))
 
@@ -216,8 +234,8 @@ class FaultAddon:
         if route is None:
             return
         faults = self.book.next_write(route.run_id, flow.request.method, write_kind(flow.request.path))
-        then = self.book.after.get(route.run_id, {}).get(self.book.writes.get(route.run_id, 0))
-        if then is not None:
+        then = self.book.after_this(route.run_id)
+        if then:
             flow.metadata[_AFTER_KEY] = then
         exchange: Exchange | None = flow.metadata.get(EXCHANGE_KEY)
         if faults and exchange is not None:  # the log keeps what the agent sent, and says what the proxy changed
@@ -242,9 +260,9 @@ class FaultAddon:
                 flow.request.set_text(json.dumps(body))
 
     async def response(self, flow: http.HTTPFlow) -> None:
-        then: AfterWrite | None = flow.metadata.pop(_AFTER_KEY, None)
-        if then is not None and flow.response is not None:
-            await then(written(flow))  # the world acts on the write before the agent hears back
+        then: list[AfterWrite] = flow.metadata.pop(_AFTER_KEY, [])
+        for step in then if flow.response is not None else ():
+            await step(written(flow))  # the world acts on the write before the agent hears back
         if flow.metadata.get(_DROP_KEY):
             flow.kill()  # the write happened and was recorded; its reply never reaches the agent
 

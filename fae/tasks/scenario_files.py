@@ -90,6 +90,8 @@ class WorldStep(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     after: str | int
     steps: list[Any]
+    method: str | None = None  # with after: N, the agent's N-th write of this method (POST, PUT, PATCH, DELETE)
+    resource: str | None = None  # ... and of this resource type (e.g. Patient)
 
 
 class CaseDef(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -187,6 +189,12 @@ def load_file(path: Path) -> ScenarioFile:
             where = f"{path}: cases.{name}.world[{index}]"
             if world.after not in ("start", "answer") and not (isinstance(world.after, int) and world.after >= 1):
                 raise TaskError(f"{where}.after: start, answer, or the agent's N-th write (1 = the first)")
+            if (world.method or world.resource) and not isinstance(world.after, int):
+                raise TaskError(f"{where}: method and resource name which write: they go with after: N")
+            if world.method is not None and world.method.upper() not in ("POST", "PUT", "PATCH", "DELETE"):
+                raise TaskError(f"{where}.method: one of POST, PUT, PATCH, DELETE")
+            if world.resource is not None and not re.fullmatch(r"[A-Z][A-Za-z]+", world.resource):
+                raise TaskError(f"{where}.resource: a resource type, e.g. Patient")
             try:
                 plan = plan_from_dict({"name": name, "steps": fill(world.steps, params) + [{"answer": ""}]})
             except PlanError as exc:

@@ -19,10 +19,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from fae.errors import TaskError
 from fae.plan import Plan, plan_from_dict
 from fae.tasks.model import FixtureVariation
-from fae.tasks.scenario_files import CaseDef, Fault, ScenarioDef, TaskDef, fill, load_file
+from fae.tasks.scenario_files import CaseDef, Fault, ScenarioDef, TaskDef, WorldStep, fill, load_file
 from fae.tasks.write_targets import WriteTarget
 
 TASK_ID = "wv-register-patient"
@@ -227,26 +229,20 @@ def scenario_faults(agent: str, variation: int, task_id: str | None = None) -> l
 
 
 def _filled_faults(faults: list[Fault], p: dict[str, Any]) -> list[Fault]:
+    """The faults with ``{param}`` in a ``set`` value filled (every other field kept as the file says)."""
     return [
-        Fault(
-            f.write,
-            set=type(f.set)(f.set.path, fill(f.set.value, p)) if f.set else None,
-            drop_reply=f.drop_reply,
-            delay_s=f.delay_s,
-            lose=f.lose,
-        )
-        for f in faults
+        msgspec.structs.replace(f, set=type(f.set)(f.set.path, fill(f.set.value, p))) if f.set else f for f in faults
     ]
 
 
-def case_world(task_id: str, variation: int) -> list[tuple[str | int, Plan]]:
+def case_world(task_id: str, variation: int) -> list[tuple[WorldStep, Plan]]:
     """A case task's world: (when, the steps as a plan) in file order, filled from the variation's options."""
     case = case_of(task_id)
     if case is None:
         return []
     p = params_for(variation, task_id)
     return [
-        (world.after, plan_from_dict({"name": "world", "steps": [*fill(world.steps, p), {"answer": ""}]}))
+        (world, plan_from_dict({"name": "world", "steps": [*fill(world.steps, p), {"answer": ""}]}))
         for world in case.world
     ]
 

@@ -126,7 +126,7 @@ def test_faults_touch_the_agent_s_write_whatever_the_agent(recorded):
             [f"{TASK}--create-changed-in-flight", agent],
         )
         faulted = [f for *_, f in _events(log, row["run_id"]) if f]
-        assert faulted and faulted[0].startswith("write 1: set telecom.0.value"), (agent, faulted)
+        assert faulted and faulted[0].startswith("write 1 POST Patient: set telecom.0.value"), (agent, faulted)
 
 
 def test_compare_prints_the_case_set_by_agent_table(recorded, capsys):

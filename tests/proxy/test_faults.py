@@ -7,11 +7,12 @@ import asyncio
 from datetime import UTC, datetime
 
 import pytest
+from mitmproxy import http
 from mitmproxy.test import tflow, tutils
 
 from fae.proxy.addon import EXCHANGE_KEY, ROUTE_KEY
 from fae.proxy.exchange import Exchange
-from fae.proxy.faults import FaultAddon, FaultBook, acknowledgement
+from fae.proxy.faults import After, FaultAddon, FaultBook, acknowledgement
 from fae.proxy.routes import Route, Upstream
 from fae.tasks.scenario_files import Fault
 
@@ -113,3 +114,31 @@ def test_a_fault_named_by_method_and_resource_touches_that_kind_of_write_whateve
     put = _armed_flow("PUT", "/fhir/Patient/p1", b'{"resourceType": "Patient", "id": "p1"}')
     asyncio.run(addon.request(put))
     assert put.metadata[EXCHANGE_KEY].fault.startswith("write 1 PUT Patient: reply dropped")
+
+
+def test_the_world_is_played_after_the_write_it_names_and_before_that_write_s_reply():
+    """``after: 2, method: PUT, resource: Patient``: the agent's 2nd PUT Patient, whatever came between; the reply
+    goes on only once the world's steps are done."""
+    book = FaultBook()
+    played: list[tuple[str, str, str | None]] = []
+
+    def then(tag: str):
+        async def play(record):
+            played.append((tag, record["method"], record["id"]))
+
+        return play
+
+    book.arm("r1", [], [After(2, then("second PUT Patient"), "PUT", "Patient"), After(1, then("first write"))])
+    writes = [("POST", "Patient"), ("PUT", "Encounter"), ("PUT", "Patient"), ("PUT", "Patient")]
+    due = []
+    for method, kind in writes:
+        book.next_write("r1", method, kind)
+        due.append(len(book.after_this("r1")))
+    assert due == [1, 0, 0, 1]
+    addon = FaultAddon(book)
+    book.arm("r1", [], [After(1, then("after the PUT"), "PUT", "Patient")])
+    put = _armed_flow("PUT", "/fhir/Patient/p7", b'{"resourceType": "Patient", "id": "p7"}')
+    asyncio.run(addon.request(put))
+    put.response = http.Response.make(200, b'{"resourceType": "Patient", "id": "p7"}')
+    asyncio.run(addon.response(put))
+    assert played == [("after the PUT", "PUT", "p7")]

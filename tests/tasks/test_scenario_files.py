@@ -185,6 +185,14 @@ BROKEN = {
     ),
     "case-unknown-field": ("cases:\n  x: {wolrd: []}\n", "cases.x: Object contains unknown field `wolrd`"),
     "case-bad-name": ("cases:\n  X_1: {}\n", "cases.X_1: a case name is lower-case letters"),
+    "case-kind-without-a-write": (
+        "cases:\n  x: {world: [{after: start, method: POST, steps: [{wait: 1}]}]}\n",
+        "cases.x.world[0]: method and resource name which write: they go with after: N",
+    ),
+    "case-bad-world-method": (
+        "cases:\n  x: {world: [{after: 1, method: GET, steps: [{wait: 1}]}]}\n",
+        "cases.x.world[0].method: one of POST, PUT, PATCH, DELETE",
+    ),
 }
 TASK = "task: {id: t, prompt: p, options: [{a: 1}], target: {type: Patient, identity: {birthDate: '1'}}}\n"
 
