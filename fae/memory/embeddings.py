@@ -16,6 +16,7 @@ The store records the backend's ``name`` and ``dimension`` and refuses to mix th
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 from typing import Protocol
 
 import httpx
@@ -25,6 +26,10 @@ from fae.memory.errors import EmbeddingError
 from fae.util.limits import DEFAULT_EMBEDDER_SPEC
 
 DEFAULT_SPEC = DEFAULT_EMBEDDER_SPEC
+ROUTED_BASE: ContextVar[str | None] = ContextVar("fae_embeddings_base", default=None)
+"""Where an ``openai:`` embedder sends this request's embeddings instead of its own base URL: a memory MCP server
+behind the recording proxy sets it to the calling run's proxied LLM base, so a query's embedding is recorded in the
+run that asked (``fae.memory.server``)."""
 STATIC_NAME = "static:tokenlearn-static-model"
 HASHED_NAME = "hashed-bow"
 
@@ -112,9 +117,10 @@ class OpenAIEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, getattr(self, "dimension", 0)), dtype=np.float32)
+        base = (ROUTED_BASE.get() or self.base_url).rstrip("/")
         try:
             reply = httpx.post(
-                f"{self.base_url}/embeddings",
+                f"{base}/embeddings",
                 headers=self._headers,
                 json={"model": self.model, "input": list(texts), "encoding_format": "float"},
                 timeout=self._timeout_s,

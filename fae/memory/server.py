@@ -10,19 +10,24 @@ recording proxy sees one exchange per call) or legacy SSE, like the FHIR MCP ser
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 from starlette.applications import Starlette
 
 from fae.errors import FaeError
 from fae.mcp.transports import http_app
-from fae.memory.embeddings import Embedder
-from fae.memory.reflection_store import MemoryStore
+from fae.memory.embeddings import ROUTED_BASE, Embedder, OpenAIEmbedder
+from fae.memory.reflection_store import MemoryStore, read_manifest
+from fae.proxy.addon import CAPABILITY_HEADER
+from fae.proxy.routes import route_url
+from fae.util.credentials import is_capability
 
 SERVER_NAME = "memory"
 MAX_K = 20
@@ -40,10 +45,45 @@ class _StoreHandle:
     def get(self) -> MemoryStore:
         with self._lock:
             if self._store is None:
-                self._store = MemoryStore.open(self.store_dir, self.embedder)
+                self._store = MemoryStore.open(self.store_dir, self.embedder or _routed_embedder(self.store_dir))
             else:
                 self._store.refresh()
             return self._store
+
+
+_PROXY_HOST = re.compile(r"(127\.0\.0\.1|localhost|\[::1\]):\d{1,5}")
+NO_ROUTE = "http://no-route.invalid/v1"
+"""Where a query embedding of an ``openai:`` store goes when neither the proxy nor ``OPENAI_BASE_URL`` says."""
+
+
+def _routed_embedder(store_dir: Path) -> Embedder | None:
+    """For an ``openai:MODEL`` store: an embedder that sends each query's embedding where the request routes it
+    (``ROUTED_BASE``), else to ``OPENAI_BASE_URL``; None (the store's own choice) for the offline embedders."""
+    embedding = read_manifest(store_dir)["embedding"]
+    name = str(embedding.get("name", ""))
+    if not name.startswith("openai:"):
+        return None
+    return OpenAIEmbedder(
+        os.environ.get("OPENAI_BASE_URL") or NO_ROUTE,
+        name.removeprefix("openai:"),
+        api_key=os.environ.get("OPENAI_API_KEY"),
+        dimension=int(embedding["dimension"]),
+    )
+
+
+def _llm_base(ctx: Context | None) -> str | None:
+    """The calling run's proxied LLM base (``/v1``), from the headers the recording proxy sets on each request it
+    forwards (only the proxy reaches a stack's memory server); None when the request did not come that way."""
+    request = ctx.request_context.request if ctx is not None else None
+    headers = {k.lower(): v for k, v in (getattr(request, "headers", None) or {}).items()}
+    run_id, host, capability = (
+        headers.get("x-fae-run"),
+        headers.get("x-forwarded-host", ""),
+        headers.get(CAPABILITY_HEADER, ""),
+    )
+    if not run_id or not _PROXY_HOST.fullmatch(host) or not is_capability(capability):
+        return None
+    return route_url(f"http://{host}", run_id, headers.get("x-fae-actor", "agent"), capability, "llm", "v1")
 
 
 def _k(k: int) -> int:
@@ -54,10 +94,20 @@ def build_memory_mcp(store_dir: str | Path, *, embedder: Embedder | None = None)
     """An MCP server named ``memory`` answering from the store at ``store_dir``."""
     handle = _StoreHandle(Path(store_dir), embedder)
 
-    async def guarded(work) -> dict[str, Any]:
-        # Store reads and query embedding block (files, a model, maybe an HTTP endpoint): off the loop.
+    async def guarded(work, ctx: Context | None = None) -> dict[str, Any]:
+        # Store reads and query embedding block (files, a model, maybe an HTTP endpoint): off the loop. A query's
+        # embedding goes through the proxy as the run that asked, so the log keeps it.
+        base = _llm_base(ctx)
+
+        def routed() -> dict[str, Any]:
+            token = ROUTED_BASE.set(base)
+            try:
+                return work()
+            finally:
+                ROUTED_BASE.reset(token)
+
         try:
-            return await anyio.to_thread.run_sync(work)
+            return await anyio.to_thread.run_sync(routed)
         except FaeError as exc:
             return {"error": type(exc).__name__, "diagnostics": str(exc)}
 
@@ -77,21 +127,25 @@ def build_memory_mcp(store_dir: str | Path, *, embedder: Embedder | None = None)
         }
 
     async def search_memory(
-        query: str | None = None, resource: str | None = None, operation: str | None = None, k: int = 3
+        ctx: Context,
+        query: str | None = None,
+        resource: str | None = None,
+        operation: str | None = None,
+        k: int = 3,
     ) -> dict[str, Any]:
         """Search the long-term memory: strategies similar to ``query`` when it is given,
         otherwise the newest tips for exactly this FHIR ``resource`` (e.g. Appointment)
         and ``operation`` (create, search, read, update or delete)."""
         if query:
-            return await guarded(lambda: macro(query, k))
+            return await guarded(lambda: macro(query, k), ctx)
         if resource and operation:
             return await guarded(lambda: micro(resource, operation, k))
         return {"error": "BAD_ARGUMENTS", "diagnostics": "give a query, or both a resource and an operation"}
 
-    async def search_macro_reflections(query: str, k: int = 3) -> dict[str, Any]:
+    async def search_macro_reflections(query: str, ctx: Context, k: int = 3) -> dict[str, Any]:
         """Task-level strategies learnt in training, nearest in meaning to ``query``, best
         first, each with its cosine ``_score``."""
-        return await guarded(lambda: macro(query, k))
+        return await guarded(lambda: macro(query, k), ctx)
 
     async def search_micro_tips(resource: str, operation: str, k: int = 3) -> dict[str, Any]:
         """The newest tips for one FHIR resource type and operation (create, search, read,

@@ -73,3 +73,48 @@ async def test_the_offline_embedder_asks_no_endpoint(tmp_path):
         await train(log_path, [TASK], store_dir=tmp_path / "memory", llm_url=llm.base_url, agent="gold", variations=[0])
     assert _rows(log_path, "SELECT count(*) FROM events WHERE actor = 'harness' AND kind = 'LlmCalled'") == [(0,)]
     assert MemoryStore.open(tmp_path / "memory").embedding_name.startswith("static")
+
+
+async def test_an_evaluation_run_s_memory_query_is_embedded_through_the_proxy_under_that_run(tmp_path):
+    """The memory server of an ``openai:`` store embeds each query through the proxy as the run that asked, so the
+    evaluation's embedding calls are in the log too (they went to OPENAI_BASE_URL, unrecorded, before)."""
+    from fae import api
+    from fae.harness.config import RecordConfig, StackConfig
+    from fae.harness.suite_plan import render_task
+    from fae.harness.suite_runner import record_suite
+    from fae.llm.plan_registry import entry_from_dict
+    from fae.plan import plan_to_dict
+
+    store_dir, log_path = tmp_path / "memory", tmp_path / "fae.duckdb"
+    rendered = render_task(TASK, 0)
+    gold = plan_to_dict(rendered.gold_plan)
+    asks = {"call": "search_macro_reflections", "save": "m", "args": {"query": "record a condition for a patient"}}
+    registry = PlanRegistry()
+    registry.add(entry_from_dict({"match": rendered.prompt, "plan": {**gold, "steps": [asks, *gold["steps"]]}}))
+    with LlmServer(create_app(registry)) as llm:
+        await train(
+            log_path,
+            [TASK],
+            store_dir=store_dir,
+            llm_url=llm.base_url,
+            agent="gold",
+            variations=[0],
+            embedder_spec=f"openai:{MODEL}",
+        )
+        specs = api.plan_runs([TASK], agents=["langchain:memory-nospec@scripted:gold"])
+        config = RecordConfig(stack=StackConfig(llm_url=llm.base_url, memory_stores={"nospec": store_dir}))
+        result = await record_suite(log_path, specs, config)
+    run_id = specs[0].run_id
+    assert result.statuses == {"finished": 1}, result
+    calls = _rows(
+        log_path,
+        f"SELECT actor, upstream, payload->>'$.model' FROM events WHERE run_id = '{run_id}' AND kind = 'LlmCalled'"
+        " AND payload->>'$.api' = 'embeddings'",
+    )
+    assert calls == [("agent", "llm", MODEL)], calls  # the query's embedding, for the run whose agent searched
+    [(answer,)] = _rows(
+        log_path,
+        f"SELECT CAST(payload->'$.result' AS VARCHAR) FROM events WHERE run_id = '{run_id}' AND kind = 'ToolCalled'"
+        " AND payload->>'$.tool' = 'search_macro_reflections'",
+    )
+    assert answer and "results" in answer and "EmbeddingError" not in answer, (answer or "")[:300]
