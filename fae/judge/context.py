@@ -21,6 +21,7 @@ from fae.store import events as ev
 from fae.tasks import judged
 from fae.tasks.judged import JudgedTask
 from fae.tasks.recorded import rendering_now, unlike
+from fae.tasks.state import StateView
 from fae.tasks.suite import rendered_task
 from fae.tasks.targets import targets_for
 from fae.tasks.write_targets import WriteTarget
@@ -106,7 +107,7 @@ class RunContext:
         return fold_state(self.run, None, exchanges=self.exchanges)
 
     @cached_property
-    def state(self) -> Any:
+    def state(self) -> StateView:
         """The final state judges validate: the fold, or in live judging the capture."""
         if self.source == "capture" and self.captured is not None:
             return _CapturedState(self.captured[1], self.fold.seed)

@@ -15,9 +15,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fae.errors import JudgeError
+
+if TYPE_CHECKING:  # the context reads tasks and folds; the registry is imported by everything that judges
+    from fae.judge.context import RunContext
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +42,8 @@ class Rule:
     """The smallest value a number rule takes."""
 
 
-JudgeFn = Callable[[Any], Verdict]
+JudgeFn = Callable[["RunContext"], Verdict]
+"""A judge: a run's context (its log, task, folds and captures, ``fae.judge.context``) to its verdict."""
 
 
 @dataclass(frozen=True, slots=True)
