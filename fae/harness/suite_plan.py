@@ -23,6 +23,7 @@ from fae.store import events as ev
 from fae.store.log import EventLog, RunUpdate
 from fae.store.writer import LogWriter, Stamped
 from fae.tasks.fixture import BUILTIN_TASK, render_builtin
+from fae.tasks.model import FixtureVariation, Rendered
 
 AGENT_CAUSES = (None, "agent")
 """Causes of an errored run that are the agent's own (None: recorded before causes were)."""
@@ -39,8 +40,8 @@ def is_done(status: str, cause: str | None, *, retry_errored: bool = False) -> b
     return status == "errored" and cause in AGENT_CAUSES and not retry_errored
 
 
-def render_task(task_id: str, variation: int) -> Any:
-    """A rendered variation of a task: the built-in fixture or one of the suite's tasks."""
+def render_task(task_id: str, variation: int) -> Rendered | FixtureVariation:
+    """A rendered variation of a task: the built-in fixture, a scenario or case task, or one of the suite's tasks."""
     if task_id == BUILTIN_TASK:
         return render_builtin(variation)
     from fae.tasks.scenarios import is_scenario_task, render_scenario_task
