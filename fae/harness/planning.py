@@ -15,25 +15,38 @@ import anyio
 from fae.agents.base import Agent
 from fae.harness.config import RecordConfig
 from fae.harness.run import RunSpec
-from fae.harness.shards import merge_shards, planned_attempts, shard_dir
-from fae.harness.suite_plan import SuitePlan, build_agents, check_servers, mark_interrupted, render_task, runs_to_do
+from fae.harness.shards import merge_shards, shard_dir
+from fae.harness.suite_plan import (
+    SuitePlan,
+    attempts,
+    build_agents,
+    check_servers,
+    mark_interrupted,
+    render_task,
+    runs_to_do,
+)
 from fae.store.log import EventLog
 from fae.store.writer import open_writer
 
+Attempts = dict[tuple, list[tuple[str, str, str | None]]]
 
-def settle_log(log_path: Path) -> int:
+
+def settle_log(log_path: Path) -> tuple[int, Attempts]:
     """Merge the shards a killed sharded recording left and mark the runs a dead process left running
-    interrupted; returns how many runs were marked. A log that does not exist yet has nothing to settle."""
+    interrupted; returns how many runs were marked and each spec's attempts so far, read in the same opening of
+    the log. A log that does not exist yet has nothing to settle and no attempt."""
     marked = merge_shards(log_path) if shard_dir(log_path).exists() else 0
-    if log_path.exists():
-        marked += anyio.run(_mark_log, log_path)
-    return marked
+    if not log_path.exists():
+        return marked, {}
+    more, found = anyio.run(_settle, log_path)
+    return marked + more, found
 
 
-async def _mark_log(path: Path) -> int:
+async def _settle(path: Path) -> tuple[int, Attempts]:
     with EventLog(path) as log:
         async with open_writer(log) as writer:
-            return await mark_interrupted(log, writer)
+            marked = await mark_interrupted(log, writer)
+        return marked, attempts(log)
 
 
 def plan_recording(
@@ -48,8 +61,8 @@ def plan_recording(
         if key not in rendered:
             rendered[key] = render_task(*key)
     path = Path(log_path)
-    marked = settle_log(path)
-    todo, skipped = runs_to_do(specs, planned_attempts(path), resume=config.resume, retry_errored=config.retry_errored)
+    marked, found = settle_log(path)
+    todo, skipped = runs_to_do(specs, found, resume=config.resume, retry_errored=config.retry_errored)
     plan = SuitePlan(
         planned=len(specs), todo=todo, skipped=skipped, marked=marked, agents=tuple(agents), rendered=rendered
     )

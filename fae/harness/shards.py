@@ -29,7 +29,7 @@ from fae.harness.interrupt import StopRequest
 from fae.harness.paraphrases import Paraphrases
 from fae.harness.run import RunSpec
 from fae.harness.stack import open_stack
-from fae.harness.suite_plan import SuitePlan, attempts, build_agents, mark_interrupted
+from fae.harness.suite_plan import SuitePlan, build_agents, mark_interrupted
 from fae.store.log import EventLog
 from fae.store.merge import merge_logs
 from fae.store.writer import open_writer
@@ -93,14 +93,6 @@ def merge_shards(log_path: str | Path) -> int:
     if folder.exists():
         shutil.rmtree(folder)
     return marked
-
-
-def planned_attempts(log_path: Path) -> dict[tuple, list[tuple[str, str, str | None]]]:
-    """Each spec's attempts in the log so far (none when there is no log yet)."""
-    if not log_path.exists():
-        return {}
-    with EventLog(log_path) as log:
-        return attempts(log)
 
 
 @dataclass
