@@ -53,7 +53,7 @@ def standing(log: Queryable, plan: Sequence[Judging], ids: Sequence[str]) -> Sta
     outcomes: Counter = Counter()
     for key, run_id, outcome in rows:
         found[key].add(run_id)
-        name, _, digest = key.partition("/")
+        name, _, digest = key.rpartition("/")  # a plugin's judge name may hold a slash; a hash never does
         outcomes[(name, digest, outcome)] += 1
     return Standing([frozenset(found[key]) for key in keys], outcomes)
 
