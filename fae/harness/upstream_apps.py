@@ -14,13 +14,11 @@ from typing import Any
 
 from fae.errors import FaeError
 from fae.fhir.audit import IDENTITY_HEADER
-from fae.proxy.addon import CAPABILITY_HEADER
-from fae.proxy.routes import route_url, sandbox_id
-from fae.util.credentials import is_capability, require_stack_key
+from fae.proxy.routes import proxied_route, sandbox_id
+from fae.util.credentials import require_stack_key
 
 _STORE_NAME = re.compile(r"[a-z][a-z0-9-]{0,19}")
 # the proxy always listens on the loopback: a forwarded host elsewhere did not come from it
-_PROXY_HOST = re.compile(r"(127\.0\.0\.1|localhost|\[::1\]):\d{1,5}")
 
 
 def actor_identities(app: Any) -> Any:
@@ -66,15 +64,12 @@ def proxied_fhir_base(embedded: bool) -> Callable[[Mapping[str, str]], str]:
     """
 
     def base_for(headers: Mapping[str, str]) -> str:
-        lowered = {k.lower(): v for k, v in headers.items()}
-        run_id = lowered.get("x-fae-run")
-        proxy_host = lowered.get("x-forwarded-host", "")
-        capability = lowered.get(CAPABILITY_HEADER, "")
-        if not run_id or not _PROXY_HOST.fullmatch(proxy_host) or not is_capability(capability):
+        run_id = {k.lower(): v for k, v in headers.items()}.get("x-fae-run", "")
+        rest = f"sandbox/{sandbox_id(run_id)}/fhir" if embedded and run_id else ""
+        found = proxied_route(headers, "fhir", rest)
+        if found is None:
             raise KeyError("the MCP request did not come through the recording proxy (no X-Fae-Run)")
-        actor = lowered.get("x-fae-actor", "agent")
-        rest = f"sandbox/{sandbox_id(run_id)}/fhir" if embedded else ""
-        return route_url(f"http://{proxy_host}", run_id, actor, capability, "fhir", rest)
+        return found
 
     return base_for
 

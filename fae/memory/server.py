@@ -11,7 +11,6 @@ recording proxy sees one exchange per call) or legacy SSE, like the FHIR MCP ser
 from __future__ import annotations
 
 import os
-import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,7 @@ from fae.errors import FaeError
 from fae.mcp.transports import http_app
 from fae.memory.embeddings import ROUTED_BASE, Embedder, OpenAIEmbedder
 from fae.memory.reflection_store import MemoryStore, read_manifest
-from fae.proxy.addon import CAPABILITY_HEADER
-from fae.proxy.routes import route_url
-from fae.util.credentials import is_capability
+from fae.proxy.routes import proxied_route
 
 SERVER_NAME = "memory"
 MAX_K = 20
@@ -51,7 +48,6 @@ class _StoreHandle:
             return self._store
 
 
-_PROXY_HOST = re.compile(r"(127\.0\.0\.1|localhost|\[::1\]):\d{1,5}")
 NO_ROUTE = "http://no-route.invalid/v1"
 """Where a query embedding of an ``openai:`` store goes when neither the proxy nor ``OPENAI_BASE_URL`` says."""
 
@@ -73,17 +69,9 @@ def _routed_embedder(store_dir: Path) -> Embedder | None:
 
 def _llm_base(ctx: Context | None) -> str | None:
     """The calling run's proxied LLM base (``/v1``), from the headers the recording proxy sets on each request it
-    forwards (only the proxy reaches a stack's memory server); None when the request did not come that way."""
+    forwards; None when the request did not come that way (``fae memory serve`` on its own)."""
     request = ctx.request_context.request if ctx is not None else None
-    headers = {k.lower(): v for k, v in (getattr(request, "headers", None) or {}).items()}
-    run_id, host, capability = (
-        headers.get("x-fae-run"),
-        headers.get("x-forwarded-host", ""),
-        headers.get(CAPABILITY_HEADER, ""),
-    )
-    if not run_id or not _PROXY_HOST.fullmatch(host) or not is_capability(capability):
-        return None
-    return route_url(f"http://{host}", run_id, headers.get("x-fae-actor", "agent"), capability, "llm", "v1")
+    return proxied_route(getattr(request, "headers", None) or {}, "llm", "v1")
 
 
 def _k(k: int) -> int:

@@ -41,14 +41,12 @@ from fae.proxy.capabilities import HARNESS_ACTORS, CapabilityBook
 from fae.proxy.decode import decode_bounded, decodes_bounded
 from fae.proxy.exchange import DEFAULT_MAX_BODY_BYTES, Chunk, Exchange
 from fae.proxy.gather import Gathered
-from fae.proxy.routes import Route, RouteError, Upstream, parse_route, refusal
+from fae.proxy.routes import CAPABILITY_HEADER, Route, RouteError, Upstream, parse_route, refusal
 from fae.store import bodies
 from fae.util.credentials import KEY_HEADER
 from fae.util.trim import trim_heap
 
 ROUTE_KEY = "fae_route"
-CAPABILITY_HEADER = "x-fae-capability"
-"""The run's capability, told to the stack's own upstreams so the MCP server can call FHIR back through the proxy."""
 _ADDED_HEADERS = (
     "x-fae-run",
     "x-fae-actor",

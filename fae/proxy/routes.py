@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
@@ -164,3 +165,25 @@ def refusal(route: Route) -> str | None:
 def route_url(proxy_base: str, run_id: str, actor: str, capability: str, upstream: str, rest: str = "") -> str:
     """The URL a client uses to reach ``upstream`` as ``actor`` in ``run_id``, with that pair's capability."""
     return f"{proxy_base.rstrip('/')}/run/{run_id}/{actor}/{capability}/{upstream}/{rest.lstrip('/')}"
+
+
+CAPABILITY_HEADER = "x-fae-capability"
+"""The run's capability, told to the stack's own upstreams so they can call back through the proxy as the run."""
+PROXY_HOST = re.compile(r"(127\.0\.0\.1|localhost|\[::1\]):\d{1,5}")
+"""The proxy's own address as it tells the stack's upstreams (X-Forwarded-Host): always on the loopback."""
+
+
+def proxied_route(headers: Mapping[str, str], upstream: str, rest: str = "") -> str | None:
+    """The URL a stack upstream uses to call ``upstream`` back through the proxy as the run and actor of the request
+    it is serving, from the headers the proxy set on it (X-Fae-Run, X-Fae-Actor, the capability, X-Forwarded-Host);
+    None when the request did not come through the proxy. Only the proxy reaches a stack's upstreams (the stack
+    key), and it sets these headers itself, so they can be believed."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    run_id, host, capability = (
+        lowered.get("x-fae-run"),
+        lowered.get("x-forwarded-host", ""),
+        lowered.get(CAPABILITY_HEADER, ""),
+    )
+    if not run_id or not PROXY_HOST.fullmatch(host) or not is_capability(capability):
+        return None
+    return route_url(f"http://{host}", run_id, lowered.get("x-fae-actor", "agent"), capability, upstream, rest)
