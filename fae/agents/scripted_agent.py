@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
 
 from fae.agents.base import AgentContext, AgentResult
 from fae.agents.mcp_client import McpToolbox, toolbox_call
-from fae.agents.plan_runner import run_plan
+from fae.agents.plan_runner import CallHttp, run_plan
 from fae.errors import PlanError
 from fae.plan import Plan, plan_to_dict
 from fae.util.tls import client_tls
@@ -44,23 +44,34 @@ class ScriptedAgent:
         return AgentResult(answer=played.answer, stop_reason="answered", details={"calls": len(played.calls)})
 
 
-def _http_caller(ctx: AgentContext, client: httpx.AsyncClient):
-    """How a plan's http steps reach FHIR: through the proxy as their actor, or straight to the server."""
+FhirBaseFor = Callable[[str, str], tuple[str, Mapping[str, str]] | None]
+"""(actor, via) -> the FHIR base an http step of that actor goes to and the headers it needs there, or None."""
+
+
+def _http_caller(ctx: AgentContext, client: httpx.AsyncClient) -> CallHttp:
+    """How a scenario plan's http steps reach FHIR: through the proxy as their actor, or straight to the server."""
+
+    def base_for(actor: str, via: str) -> tuple[str, Mapping[str, str]] | None:
+        base = ctx.fhir_direct if via == "direct" else ctx.fhir_bases.get(actor)
+        return (base, ctx.fhir_direct_headers if via == "direct" else {}) if base else None
+
+    return http_caller(client, base_for, f"run {ctx.run_id}")
+
+
+def http_caller(client: httpx.AsyncClient, base_for: FhirBaseFor, who: str) -> CallHttp:
+    """A plan's ``call_http``: each step's request to the base ``base_for`` gives its actor, its reply as JSON
+    (or its status and text when it is not JSON); ``who`` names the run in the error when there is no base."""
 
     async def call(actor: str, via: str, method: str, path: str, body: Any) -> Any:
-        base = ctx.fhir_direct if via == "direct" else ctx.fhir_bases.get(actor)
-        if not base:
-            raise PlanError(f"run {ctx.run_id} offers no FHIR base for {actor} ({via})")
-        content = json.dumps(body).encode() if body is not None else None
+        found = base_for(actor, via)
+        if found is None:
+            raise PlanError(f"{who} offers no FHIR base for {actor} ({via})")
+        base, headers = found
         reply = await client.request(
             method.upper(),
             base.rstrip("/") + "/" + path.lstrip("/"),
-            content=content,
-            headers={
-                "content-type": "application/fhir+json",
-                "accept": "application/fhir+json",
-                **(ctx.fhir_direct_headers if via == "direct" else {}),
-            },
+            content=json.dumps(body).encode() if body is not None else None,
+            headers={"content-type": "application/fhir+json", "accept": "application/fhir+json", **headers},
         )
         try:
             return reply.json()

@@ -10,12 +10,13 @@ and are recorded like every exchange. The agent never gets these actors' bases.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
 from fae.agents.plan_runner import run_plan
+from fae.agents.scripted_agent import http_caller
 from fae.errors import PlanError
 from fae.harness.stack import Stack
 from fae.plan import Plan
@@ -55,31 +56,19 @@ class World:
             if when.after == moment:
                 await self._play(plan, None)
 
+    def _base_for(self, actor: str, via: str) -> tuple[str, Mapping[str, str]] | None:
+        """Through the proxy as the step's actor, or straight to the server with the stack key (``via: direct``)."""
+        if via == "direct":
+            return self._stack.direct_fhir(self._run_id)
+        return self._stack.fhir_base(self._run_id, actor), {}
+
     async def _play(self, plan: Plan, record: Written | None) -> None:
         async def no_tools(name: str, args: dict[str, Any]) -> Any:
             raise PlanError("the world takes no tool calls")
 
         try:
             async with httpx.AsyncClient(timeout=60, verify=client_tls()) as client:
-                await run_plan(plan, no_tools, {"record": record or {}}, call_http=self._caller(client))
+                caller = http_caller(client, self._base_for, f"run {self._run_id}")
+                await run_plan(plan, no_tools, {"record": record or {}}, call_http=caller)
         except (PlanError, httpx.HTTPError) as exc:
             self.errors.append(str(exc))
-
-    def _caller(self, client: httpx.AsyncClient) -> Any:
-        stack, run_id = self._stack, self._run_id
-
-        async def call(actor: str, via: str, method: str, path: str, body: Any) -> Any:
-            direct = stack.direct_fhir(run_id) if via == "direct" else None
-            base, headers = direct if direct is not None else (stack.fhir_base(run_id, actor), {})
-            reply = await client.request(
-                method.upper(),
-                base.rstrip("/") + "/" + path.lstrip("/"),
-                content=json.dumps(body).encode() if body is not None else None,
-                headers={"content-type": "application/fhir+json", "accept": "application/fhir+json", **headers},
-            )
-            try:
-                return reply.json()
-            except ValueError:
-                return {"status": reply.status_code, "text": reply.text[:500]}
-
-        return call
