@@ -64,23 +64,20 @@ class After:
 
 @dataclass
 class FaultBook:
-    """The faults armed per run, how many writes each run's agent has sent, and what happens after the N-th: the
-    harness's steps of a case's world, awaited before the write's reply goes on to the agent."""
+    """The faults armed per run, each run's agent writes so far (method, resource type), and what happens after
+    the N-th: the harness's steps of a case's world, awaited before the write's reply goes on to the agent."""
 
     armed: dict[str, list[Fault]] = field(default_factory=dict)
-    writes: dict[str, int] = field(default_factory=dict)
     after: dict[str, list[After]] = field(default_factory=dict)
     kinds: dict[str, list[tuple[str, str | None]]] = field(default_factory=dict)
 
     def arm(self, run_id: str, faults: list[Fault], after: Sequence[After] = ()) -> None:
         self.armed[run_id] = list(faults)
-        self.writes[run_id] = 0
         self.after[run_id] = list(after)
         self.kinds[run_id] = []
 
     def disarm(self, run_id: str) -> None:
         self.armed.pop(run_id, None)
-        self.writes.pop(run_id, None)
         self.after.pop(run_id, None)
         self.kinds.pop(run_id, None)
 
@@ -89,18 +86,21 @@ class FaultBook:
         it: by the run's write order, or by the order of its writes of the fault's method and resource type."""
         if run_id not in self.armed:
             return []
-        self.writes[run_id] += 1
         seen = self.kinds.setdefault(run_id, [])
         seen.append((method.upper(), kind))
-        return [f for f in self.armed[run_id] if _matches(f, method.upper(), kind) and f.write == _nth(f, seen)]
+        return _due(self.armed[run_id], seen)
 
     def after_this(self, run_id: str) -> list[AfterWrite]:
         """What is to happen after the write ``next_write`` just counted."""
-        seen = self.kinds.get(run_id) or []
-        if not seen:
-            return []
-        method, kind = seen[-1]
-        return [a.then for a in self.after.get(run_id, ()) if _matches(a, method, kind) and a.write == _nth(a, seen)]
+        seen = self.kinds.get(run_id)
+        return [a.then for a in _due(self.after.get(run_id, []), seen)] if seen else []
+
+
+def _due[Item: (Fault, After)](items: list[Item], seen: list[tuple[str, str | None]]) -> list[Item]:
+    """The items (faults, world steps) that name the last of the run's writes ``seen``: by its order among the
+    run's writes, or among those of the item's method and resource type."""
+    method, kind = seen[-1]
+    return [item for item in items if _matches(item, method, kind) and item.write == _nth(item, seen)]
 
 
 def _matches(fault: Fault | After, method: str, kind: str | None) -> bool:
