@@ -50,6 +50,10 @@ class StackConfig:
     secrets: tuple[str, ...] = field(default=(), repr=False)
     """Values scrubbed wherever they appear (an API key given to the agents)."""
 
+    def __post_init__(self) -> None:
+        if self.processes not in (None, 1, 2):
+            raise RecordError(f"a recording runs in 1 or 2 processes, not {self.processes}")
+
     def redactor(self) -> Redactor:
         """A new redactor for one stack (it learns the secrets it sees, so stacks never share one)."""
         return Redactor.with_extra(headers=self.redact_headers, query_params=self.redact_params, values=self.secrets)
@@ -108,8 +112,6 @@ class RecordConfig:
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise RecordError(f"concurrency must be at least 1, not {self.concurrency}")
-        if self.stack.processes not in (None, 1, 2):
-            raise RecordError(f"a recording runs in 1 or 2 processes, not {self.stack.processes}")
         if self.execution.workers is not None and self.execution.workers < 1:
             raise RecordError(f"--workers must be at least 1, not {self.execution.workers}")
         if self.execution.ray_actors is not None and self.execution.ray_actors < 1:

@@ -13,7 +13,7 @@ they differ only in where the runs go.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,9 +28,7 @@ from fae.harness.planning import plan_recording
 from fae.harness.ray_record import RayActors
 from fae.harness.run import RunSpec
 from fae.harness.suite_plan import SuitePlan, SuiteResult
-from fae.harness.suite_runner import record_planned
-
-Progress = Callable[[RunSpec, str], None]
+from fae.harness.suite_runner import Progress, record_planned
 
 
 class Executor(Protocol):

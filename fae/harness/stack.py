@@ -58,7 +58,6 @@ __all__ = [
     "parse_memory_stores",
     "sandbox_id",
 ]
-PROCESS_CHOICES = (1, 2)
 
 
 @dataclass
@@ -171,8 +170,6 @@ async def open_stack(
     config = config or StackConfig()
     fhir_url, llm_url, audit_events = config.fhir_url, config.llm_url, config.audit_events
     processes = config.processes or 1
-    if processes not in PROCESS_CHOICES:
-        raise FaeError(f"processes must be 1 or 2 (got {processes})")
     if llm_url and llm_app is not None:
         raise FaeError("give the stack an LLM URL or an LLM app to serve, not both")
     key = new_stack_key()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fae import api
-from fae.harness.config import Execution, RecordConfig
+from fae.errors import FaeError
+from fae.harness.config import Execution, RecordConfig, StackConfig
 from fae.harness.local_workers import LocalWorkers
 from fae.harness.recording import InProcess, choose_executor, record
 from fae.harness.suite_plan import SuitePlan
@@ -60,3 +61,23 @@ def test_the_configuration_chooses_the_executor():
     assert choose_executor(plan, RecordConfig(execution=Execution(workers=3))) == LocalWorkers(3)
     ray = choose_executor(plan, RecordConfig(execution=Execution(ray="auto", ray_actors=2)))
     assert (type(ray).__name__, ray.address, ray.actors) == ("RayActors", "auto", 2)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda: StackConfig(processes=3), "1 or 2 processes, not 3"),
+        (lambda: RecordConfig(concurrency=0), "concurrency must be at least 1"),
+        (lambda: RecordConfig(execution=Execution(workers=0)), "--workers must be at least 1"),
+        (lambda: RecordConfig(execution=Execution(ray="auto", ray_actors=0)), "--ray-actors must be at least 1"),
+        (
+            lambda: RecordConfig(
+                stack=StackConfig(fhir_url="http://127.0.0.1:9/fhir"), execution=Execution(ray="auto")
+            ),
+            "--ray records on the embedded FHIR server only",
+        ),
+    ],
+)
+def test_a_setting_no_recording_could_honour_is_refused_when_the_value_is_made(make, said):
+    with pytest.raises(FaeError, match=said):
+        make()
