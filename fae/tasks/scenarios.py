@@ -217,15 +217,21 @@ def scenario_plan(name: str, variation: int = 0) -> Plan:
     return plan_from_dict({"name": name, "steps": fill(scenario.steps, params_for(variation, task_id))})
 
 
+def _played(agent: str, task_id: str | None) -> tuple[str, CaseDef | ScenarioDef] | None:
+    """What a run plays around its agent, with the task whose options fill it: a case task's case, whatever the
+    agent; else agent ``scenario:NAME``'s scenario; else nothing."""
+    case = case_of(task_id) if task_id is not None else None
+    if case is not None and task_id is not None:
+        return task_id, case
+    if agent.startswith("scenario:") and agent[9:] in registry().scenarios:
+        return _scenario(agent[9:])
+    return None
+
+
 def scenario_faults(agent: str, variation: int, task_id: str | None = None) -> list[Fault]:
     """The faults the proxy applies in a run: a case task's, whatever the agent; else agent ``scenario:NAME``'s."""
-    case = case_of(task_id) if task_id is not None else None
-    if case is not None:
-        return _filled_faults(case.faults, params_for(variation, task_id or ""))
-    if not agent.startswith("scenario:") or agent[9:] not in registry().scenarios:
-        return []
-    found_task, scenario = _scenario(agent[9:])
-    return _filled_faults(scenario.faults, params_for(variation, found_task))
+    found = _played(agent, task_id)
+    return _filled_faults(found[1].faults, params_for(variation, found[0])) if found else []
 
 
 def _filled_faults(faults: list[Fault], p: dict[str, Any]) -> list[Fault]:
@@ -249,23 +255,15 @@ def case_world(task_id: str, variation: int) -> list[tuple[WorldStep, Plan]]:
 
 def scenario_oracle(agent: str, task_id: str | None = None) -> list[str] | None:
     """The harms the oracle judges in a run: a case task's; else agent ``scenario:NAME``'s (None: all)."""
-    case = case_of(task_id) if task_id is not None else None
-    if case is not None:
-        return case.oracle
-    if not agent.startswith("scenario:") or agent[9:] not in registry().scenarios:
-        return None
-    return _scenario(agent[9:])[1].oracle
+    found = _played(agent, task_id)
+    return found[1].oracle if found else None
 
 
 def scenario_rules(agent: str, task_id: str | None = None) -> dict[str, Any]:
     """The ensure_record rules a run's verdicts are stated under: a case task's; else agent ``scenario:NAME``'s
     (empty: the defaults)."""
-    case = case_of(task_id) if task_id is not None else None
-    if case is not None:
-        return dict(case.rules)
-    if not agent.startswith("scenario:") or agent[9:] not in registry().scenarios:
-        return {}
-    return dict(_scenario(agent[9:])[1].rules)
+    found = _played(agent, task_id)
+    return dict(found[1].rules) if found else {}
 
 
 SCENARIOS = tuple(name for name, (task, _, _) in builtin_registry().scenarios.items() if task == TASK_ID)
