@@ -333,10 +333,26 @@ def write_report(
 
 
 def replay(
-    log: str | Path, run_id: str, *, lenient: bool = False, out: str | Path | None = None, memory: Sequence[str] = ()
+    log: str | Path,
+    run_id: str,
+    *,
+    lenient: bool = False,
+    out: str | Path | None = None,
+    memory: Sequence[str] = (),
+    agent: str | None = None,
+    trust_log_agent: bool = False,
 ) -> ReplayReport:
-    """Re-drive a recorded run against a fresh sandbox; its LLM (if any) is answered from the log."""
+    """Re-drive a recorded run against a fresh sandbox; its LLM (if any) is answered from the log. A program or
+    A2A agent is re-run only as ``agent`` names it again or, with ``trust_log_agent``, as the log names it."""
     from fae.harness.replay_run import replay_run
     from fae.harness.stack import parse_memory_stores
 
-    return replay_run(log, run_id, lenient=lenient, out=out, memory_stores=parse_memory_stores(list(memory)))
+    return replay_run(
+        log,
+        run_id,
+        lenient=lenient,
+        out=out,
+        memory_stores=parse_memory_stores(list(memory)),
+        agent=agent,
+        trust_log_agent=trust_log_agent,
+    )

@@ -29,6 +29,20 @@ def replay(
             "--memory", help="NAME=DIR: a Reflexion memory store the replayed agent uses (memory configurations)."
         ),
     ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent",
+            "-a",
+            help="The program or A2A agent to re-drive (cmd:COMMAND, a2a:URL), named again: a log's own is never run.",
+        ),
+    ] = None,
+    trust_log_agent: Annotated[
+        bool,
+        typer.Option(
+            "--trust-log-agent", help="Run the program or contact the A2A server the log names (trusted logs only)."
+        ),
+    ] = False,
 ) -> None:
     """Re-drive a recorded run against a fresh sandbox, its LLM answered from the log; stop at the first divergence."""
     from fae.harness.replay_run import replay_run
@@ -46,6 +60,8 @@ def replay(
             memory_stores=parse_memory_stores(memory or []),
             warn=warn,
             on_step=on_step,
+            agent=agent,
+            trust_log_agent=trust_log_agent,
         )
     verdict = "replayed identically" if not report.divergences else f"{len(report.divergences)} divergences"
     if report.replay_run_id:

@@ -28,6 +28,7 @@ from fae.agents.a2a_agent import a2a_agent_from_config
 from fae.agents.base import Agent, AgentContext, AgentResult, declared_upstreams
 from fae.agents.command import command_agent_from_config
 from fae.agents.plan_runner import PlanRun, ToolOutcome, run_plan
+from fae.agents.prefixes import build_agent
 from fae.errors import PlanError, ReplayDrift
 from fae.harness.config import StackConfig
 from fae.plan import Plan
@@ -287,6 +288,44 @@ def read_llm_recording(run: RunLog, log: str) -> LlmRecording:
     )
 
 
+LOG_NAMED = {"command": "runs the program", "a2a": "sends the task to the A2A server"}
+"""Agent kinds whose stored configuration names something outside fae to start or contact: a replay rebuilds
+them from the log only when the user says so (``replay_agent``), never because a log says so."""
+
+
+def _named(config: Mapping[str, Any]) -> str:
+    """What a stored command or A2A configuration names, as one short line (the log may be anyone's)."""
+    named = config.get("command") if config.get("kind") == "command" else config.get("url")
+    text = json.dumps(named if isinstance(named, str) else config, default=str)
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+def replay_agent(config: dict[str, Any], name: str, *, agent: str | None = None, trust_log: bool = False) -> Agent:
+    """The agent a replay re-drives: rebuilt from the run's stored ``config``, except that a program or an A2A
+    server (``LOG_NAMED``) is run or contacted only when the user names the agent again (``agent``, a spec as
+    ``fae record --agent`` takes it, of the recorded kind) or trusts the log (``trust_log``). A log from
+    someone else must not be able to make ``fae replay`` start a program or send a task to a URL of its choosing.
+    """
+    kind = config.get("kind")
+    if agent is not None:
+        model = config.get("model")
+        chosen = build_agent(agent, model=model if isinstance(model, str) else None)
+        if chosen.config().get("kind") != kind:
+            raise PlanError(
+                f"run was played by a {kind or 'unknown'} agent; --agent {agent!r} is a "
+                f"{chosen.config().get('kind')} agent: name one of the recorded kind"
+            )
+        return chosen
+    if kind in LOG_NAMED and not trust_log:
+        what = "cmd:COMMAND" if kind == "command" else "a2a:URL"
+        raise PlanError(
+            f"the run's agent {LOG_NAMED[kind]} its log names ({_named(config)}); fae replay does not start a "
+            f"program or contact a server because a log says so: name it again with --agent '{what}', or pass "
+            "--trust-log-agent if you trust whoever wrote this log"
+        )
+    return agent_from_config(config, name)
+
+
 def agent_from_config(config: dict[str, Any], name: str = "") -> Agent:
     """The agent a stored ``agent_config`` describes, rebuilt from this code (LangChain and program agents)."""
     if config.get("kind") == "command":
@@ -349,9 +388,12 @@ async def replay_llm(
     warn: Callable[[Divergence], None] | None = None,
     memory_stores: Mapping[str, Path] | None = None,
     on_stage: Callable[[str], None] | None = None,
+    agent: str | None = None,
+    trust_log: bool = False,
 ) -> ReplayReport:
     """Re-drive an LLM-agent run through the recording stack into ``out``, its model answered by the cassette;
-    ``on_stage`` is told ``re-driving`` once the stack is up and ``comparing`` once the run is recorded."""
+    ``on_stage`` is told ``re-driving`` once the stack is up and ``comparing`` once the run is recorded;
+    ``agent`` and ``trust_log`` as ``replay_agent`` takes them."""
     stage = on_stage or (lambda name: None)
     from fae.fhir.engine import FhirEngine
     from fae.harness.run import RunSpec, execute_run
@@ -367,8 +409,8 @@ async def replay_llm(
 
     cassette = Cassette(recording.calls, policy, on_miss=missed)
     config = {k: v for k, v in recording.agent_config.items() if k != "replay_of"}
-    agent = ReplayedAgent(
-        agent_from_config(config, recording.agent),
+    replayed_agent = ReplayedAgent(
+        replay_agent(config, recording.agent, agent=agent, trust_log=trust_log),
         {
             "run_id": recording.run_id,
             "log": recording.log,
@@ -377,10 +419,10 @@ async def replay_llm(
         },
     )
     stores = dict(memory_stores or {})
-    missing = _missing_stores(agent, stores)
+    missing = _missing_stores(replayed_agent, stores)
     if missing:
         raise ReplayDrift(
-            f"agent {agent.name} needs the memory store(s) {', '.join(missing)}: "
+            f"agent {replayed_agent.name} needs the memory store(s) {', '.join(missing)}: "
             f"give them as --memory {missing[0]}=DIR",
             run_id=recording.run_id,
         )
@@ -391,7 +433,7 @@ async def replay_llm(
         StackConfig(memory_stores=stores),
         llm_app=cassette.app(),
         fhir_engine=engine,
-        agent_upstreams=declared_upstreams([agent]),  # an A2A agent's server, reached through the proxy again
+        agent_upstreams=declared_upstreams([replayed_agent]),  # an A2A agent's server, reached through the proxy again
     ) as stack:
         replay_id = _next_replay_id(stack, recording.run_id)
         stage("re-driving")
@@ -402,7 +444,7 @@ async def replay_llm(
             agent=recording.agent,
             repeat=recording.repeat,
         )
-        await execute_run(stack, spec, recording.task, agent)
+        await execute_run(stack, spec, recording.task, replayed_agent)
         await stack.writer.flush()
         stage("comparing")
         replayed = fold_transcript(load_run(stack.log, replay_id))

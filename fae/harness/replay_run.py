@@ -40,12 +40,16 @@ def replay_run(
     memory_stores: Mapping[str, Path] | None = None,
     warn: Callable[[Divergence], None] | None = None,
     on_step: Callable[[int, int, str], None] | None = None,
+    agent: str | None = None,
+    trust_log_agent: bool = False,
 ) -> ReplayReport:
     """Re-drive ``run_id`` against a fresh sandbox; strict stops at the first divergence, lenient goes on.
 
     An LLM-agent run is answered from the log's cassette and recorded into ``out``
     (default: the log's name + ``.replay.duckdb``). ``on_step(done, total, name)`` is told as each stage
     starts: reading the run, re-driving it (an LLM agent's: starting the stack first), comparing.
+    A program (``cmd:``) or A2A agent is run or contacted only as ``agent`` names it (a spec of the recorded
+    kind) or, with ``trust_log_agent``, as the log names it (``fae.harness.redrive.replay_agent``).
     """
     told = on_step or (lambda done, total, name: None)
     log = Path(log)
@@ -77,6 +81,8 @@ def replay_run(
             warn=warn,
             memory_stores=stores,
             on_stage=lambda name: told(2 if name == "re-driving" else 3, 4, name),
+            agent=agent,
+            trust_log=trust_log_agent,
         ),
         backend="asyncio",
     )

@@ -129,7 +129,11 @@ async def test_an_a2a_agent_driven_by_its_model_is_recorded_with_its_llm_calls(t
         run_id = specs[0].run_id
         # replayed: the same A2A server is sent the task again, its model answered from the recording
         out = tmp_path / "replay.duckdb"
-        report = await anyio.to_thread.run_sync(lambda: api.replay(log_path, run_id, out=out))
+        # ... only when the user names it again: a log's own URL is never contacted because the log says so
+        with pytest.raises(PlanError, match="--trust-log-agent"):
+            await anyio.to_thread.run_sync(lambda: api.replay(log_path, run_id, out=out))
+        assert len(heard.prompts) == 1, heard.prompts
+        report = await anyio.to_thread.run_sync(lambda: api.replay(log_path, run_id, out=out, agent=f"a2a:{url}"))
     assert not report.divergences, [d.describe() for d in report.divergences]
     assert (report.llm_calls, report.llm_played) == (2, 2) and len(heard.prompts) == 2, report
     [replayed] = api.query(out, "SELECT agent_config, status FROM runs")

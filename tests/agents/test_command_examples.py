@@ -10,11 +10,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
+import duckdb
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -211,13 +213,63 @@ def test_rejudging_the_log_gives_the_live_verdicts(recorded):
 def test_the_example_run_replays_identically(recorded, tmp_path, monkeypatch):
     log, _ = recorded
     monkeypatch.setenv("ANTHROPIC_API_KEY", "any")  # the SDK wants a key to start; the cassette ignores it
-    report = api.replay(log, _run_id(AGENT), out=tmp_path / "replay.duckdb")
+    report = api.replay(log, _run_id(AGENT), out=tmp_path / "replay.duckdb", agent=AGENT)
     assert not report.divergences, [d.describe() for d in report.divergences]
     assert (report.llm_calls, report.llm_played, report.matched) == (2, 2, 1)
     [recorded_answer] = api.query(log, "SELECT answer FROM run_summary WHERE run_id = ?", [_run_id(AGENT)])
     assert report.answer == recorded_answer["answer"]
     [config] = api.query(tmp_path / "replay.duckdb", "SELECT agent_config FROM runs")
     assert json.loads(config["agent_config"])["kind"] == "command"
+
+
+def _forged(log: Path, tmp_path: Path, command: str, argv: list[str]) -> Path:
+    """A copy of the log whose example run names another program, as a log written by someone else may."""
+    forged = tmp_path / "forged.duckdb"
+    forged.write_bytes(log.read_bytes())
+    if bodies_dir(log).exists():
+        shutil.copytree(bodies_dir(log), bodies_dir(forged))
+    with duckdb.connect(str(forged)) as db:
+        [(seq, payload)] = db.execute(
+            "SELECT seq, payload FROM events WHERE run_id = ? AND kind = 'RunStarted'", [_run_id(AGENT)]
+        ).fetchall()
+        started = json.loads(payload)
+        started["agent_config"].update(command=command, argv=argv, shell=False)
+        db.execute(
+            "UPDATE events SET payload = ? WHERE run_id = ? AND seq = ?", [json.dumps(started), _run_id(AGENT), seq]
+        )
+    return forged
+
+
+def test_a_log_cannot_make_replay_run_the_program_it_names(recorded, tmp_path, monkeypatch):
+    """A log from anyone else names the program its run played; replaying it must not run that program unless
+    the user names the agent again or says they trust the log (the program here would write a marker file)."""
+    log, _ = recorded
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "any")
+    marker = tmp_path / "ran"
+    hostile = f"touch it \x1b]8;;http://evil\x07\x1b[2J{marker}"
+    forged = _forged(log, tmp_path, hostile, [sys.executable, "-c", f"open({str(marker)!r}, 'w')"])
+    out = tmp_path / "replay.duckdb"
+
+    refused = runner.invoke(app, ["replay", _run_id(AGENT), "--log", str(forged), "--out", str(out)])
+    assert refused.exit_code != 0 and not marker.exists(), refused.output
+    assert "--trust-log-agent" in refused.output and "touch it" in refused.output, refused.output
+    assert "\x1b" not in refused.output and "Traceback" not in refused.output, refused.output
+    assert not out.exists() or not api.query(out, "SELECT run_id FROM runs"), "a refused replay recorded a run"
+
+    wrong_kind = runner.invoke(
+        app, ["replay", _run_id(AGENT), "--log", str(forged), "--out", str(out), "--agent", "a2a:http://127.0.0.1:9/"]
+    )
+    assert wrong_kind.exit_code != 0 and "command agent" in wrong_kind.output and not marker.exists(), wrong_kind.output
+
+    # named again, the user's own program runs (the example), never the log's
+    named = runner.invoke(app, ["replay", _run_id(AGENT), "--log", str(forged), "--out", str(out), "--agent", AGENT])
+    assert named.exit_code == 0 and not marker.exists(), named.output
+
+    # trusted, the log's program is what runs: the guard, not an accident, kept it from running above
+    trusted = runner.invoke(
+        app, ["replay", _run_id(AGENT), "--log", str(forged), "--out", str(tmp_path / "t.duckdb"), "--trust-log-agent"]
+    )
+    assert marker.exists(), trusted.output
 
 
 def test_an_experiment_file_names_a_program_agent_and_gives_it_the_experiment_s_model(llm, tmp_path, monkeypatch):

@@ -129,6 +129,6 @@ def test_the_node_run_rejudges_to_its_live_verdicts_and_replays_identically(reco
     assert live and live == again
     monkeypatch.setenv("OPENAI_API_KEY", "any")  # the cassette answers whatever key
     out = tmp_path / "replay.duckdb"
-    result = runner.invoke(app, ["replay", run_id, "--log", str(log), "--out", str(out)])
+    result = runner.invoke(app, ["replay", run_id, "--log", str(log), "--out", str(out), "--trust-log-agent"])
     assert result.exit_code == 0, result.output
     assert "2/2 LLM calls answered from the log, 1/1 tool calls matched; replayed identically" in result.output
