@@ -39,7 +39,7 @@ def main() -> None:
         started = time.monotonic()
         api.record(
             local_log,
-            api.plan_runs([TASK], variations=range(args.variations)),
+            api.run_specs([TASK], variations=range(args.variations)),
             api.RecordConfig(concurrency=args.concurrency),
         )
         local_s = time.monotonic() - started
@@ -66,7 +66,7 @@ def main() -> None:
             started = time.monotonic()
             result = api.record(
                 ray_log,
-                api.plan_runs([TASK], variations=range(args.variations)),
+                api.run_specs([TASK], variations=range(args.variations)),
                 api.RecordConfig(execution=api.Execution(ray="auto", ray_actors=2), concurrency=args.concurrency),
             )
             ray_s = time.monotonic() - started

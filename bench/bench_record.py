@@ -52,8 +52,8 @@ from record_stages import read_samples, table
 
 from fae.harness.config import Execution, RecordConfig, StackConfig
 from fae.harness.recording import record as record_suite_planned
-from fae.harness.suite_plan import plan_suite
 from fae.harness.suite_runner import record_suite
+from fae.harness.worklist import suite_specs
 from fae.store.log import EventLog
 from fae.tasks import load_suite
 
@@ -108,7 +108,7 @@ MODES = {"p1": "1 process", "p2": "--processes 2", "w2": "--workers 2"}
 
 def record(variations: list[int], concurrency: int, mode: str) -> dict:
     """Record the gold suite once; wall and CPU seconds of the recording (start, stop and merge included)."""
-    specs = plan_suite(list(load_suite()), variations, ["gold"], 1, "bench")
+    specs = suite_specs(list(load_suite()), variations, ["gold"], 1, "bench")
     log = Path(tempfile.mkdtemp(prefix="fae-bench-record-")) / "suite.duckdb"
     own_before, child_before = _cpu_s()
     start = time.perf_counter()

@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.grow_log import grow
 from fae.harness.config import RecordConfig
-from fae.judge.judging import build_plan, judge_run, relaxed_gc
+from fae.judge.judging import judge_run, judges_to_run, relaxed_gc
 from fae.judge.parallel import peak_rss_mib
 from fae.judge.rejudge import JUDGED_STATUSES, rejudge
 from fae.replay.source import BodyCache, load_runs, run_ids
@@ -59,16 +59,16 @@ from fae.tasks import load_suite
 def record_base(path: Path) -> None:
     import anyio  # the recording stack: imported here, so a measured rejudge process imports what `fae rejudge` does
 
-    from fae.harness.suite_plan import plan_suite
     from fae.harness.suite_runner import record_suite
+    from fae.harness.worklist import suite_specs
 
-    specs = plan_suite(list(load_suite()), [0, 1, 2], ["gold"], 1, "bench")
+    specs = suite_specs(list(load_suite()), [0, 1, 2], ["gold"], 1, "bench")
     anyio.run(lambda: record_suite(path, specs, RecordConfig(concurrency=8)))
 
 
 def chunked(path: Path) -> int:
     """The loading ``fae rejudge`` had before: chunks of runs by id, bodies by hash (kept here to compare)."""
-    plan = build_plan()
+    plan = judges_to_run()
     now = datetime.now(UTC)
     with EventLog(path) as log:
         ids = run_ids(log, statuses=JUDGED_STATUSES)

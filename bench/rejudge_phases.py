@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: PYTHONPATH=OLD measures an old tree
 
 from fae.judge.context import RunContext
-from fae.judge.judging import build_plan, relaxed_gc
+from fae.judge.judging import judges_to_run, relaxed_gc
 from fae.judge.parallel import READ_MEMORY, _json
 from fae.judge.rejudge import JUDGED_STATUSES
 from fae.replay.source import run_ids
@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("log", type=Path)
     args = parser.parse_args()
     clock = time.process_time
-    plan = build_plan()
+    plan = judges_to_run()
     cost: Counter[str] = Counter()
     with EventLog(args.log, read_only=True, settings={"threads": 1, "memory_limit": READ_MEMORY}) as log:
         found = spans(log, run_ids(log, statuses=JUDGED_STATUSES))

@@ -1,6 +1,6 @@
 """fae — FHIR Agent Eval: record, replay and judge LLM agents that act on FHIR servers.
 
-The public API (docs/api.md): ``open_log``, ``query``, ``tasks``, ``plan_runs``,
+The public API (docs/api.md): ``open_log``, ``query``, ``tasks``, ``run_specs``,
 ``record``, ``rejudge``, ``compare``, ``replay``, ``stats``, ``write_report``, and for plugins ``register_judge``,
 ``Rule``, ``Verdict``, ``RunContext``, ``register_agent``, ``add_task_dir``; a recording's configuration
 ``RecordConfig`` (with ``StackConfig``, ``LlmConfig``, ``Execution``).

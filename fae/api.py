@@ -20,8 +20,7 @@ from fae.judge.compare import Comparison
 from fae.judge.compare import compare as _compare
 from fae.judge.context import RunContext
 from fae.judge.export_rejudge import rejudge_export
-from fae.judge.registry import Rule, Verdict, parse_rules
-from fae.judge.registry import judge as register_judge
+from fae.judge.registry import Rule, Verdict, parse_rules, register_judge
 from fae.judge.rejudge import RejudgeResult
 from fae.judge.rejudge import rejudge as _rejudge
 from fae.replay.stream import ConnectionQueries
@@ -81,7 +80,7 @@ __all__ = [
     "add_task_dir",
     "compare",
     "open_log",
-    "plan_runs",
+    "run_specs",
     "query",
     "record",
     "register_agent",
@@ -117,7 +116,7 @@ def tasks() -> Suite:
     return load_suite()
 
 
-def plan_runs(
+def run_specs(
     task_ids: Sequence[str],
     *,
     variations: Sequence[int] = (0,),
@@ -131,7 +130,7 @@ def plan_runs(
     A task is one of the suite's (with task directories and plugins), a write-verification scenario
     task (with ``scenario_dirs``), or the built-in fixture.
     """
-    from fae.harness.suite_plan import plan_suite
+    from fae.harness.worklist import suite_specs
 
     for folder in scenario_dirs:
         add_scenario_dir(folder)
@@ -149,7 +148,7 @@ def plan_runs(
 
     for agent in dict.fromkeys(agents):  # before any progress or recording starts
         check_agent(agent)
-    return plan_suite(list(task_ids), list(variations), list(agents), repeats, suite)
+    return suite_specs(list(task_ids), list(variations), list(agents), repeats, suite)
 
 
 def record(
@@ -160,7 +159,7 @@ def record(
     stop: StopRequest | None = None,
     on_progress: Callable[[RunSpec, str], None] | None = None,
 ) -> SuiteResult:
-    """Record ``runs`` (``plan_runs``) through the proxy into ``log`` and judge each as it ends; returns the
+    """Record ``runs`` (``run_specs``) through the proxy into ``log`` and judge each as it ends; returns the
     statuses.
 
     ``config`` (``RecordConfig``: the stack's servers and redaction, the LLM agents' model and key, concurrency,
@@ -173,7 +172,7 @@ def record(
     from fae.harness.run import RunSpec as Planned  # the recording stack loads on first use (see _LAZY)
 
     if isinstance(runs, str) or not all(isinstance(spec, Planned) for spec in runs):
-        raise TaskError("record takes the runs plan_runs returns: fae.record(log, fae.plan_runs([...]), config)")
+        raise TaskError("record takes the runs run_specs returns: fae.record(log, fae.run_specs([...]), config)")
     return record_planned_suite(log, list(runs), config, stop=stop, on_progress=on_progress)
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import anyio
 
 from fae.harness.config import RecordConfig
-from fae.harness.suite_plan import plan_suite
 from fae.harness.suite_runner import record_suite
+from fae.harness.worklist import suite_specs
 from fae.judge.scenario_table import current_section, replace_section, scenario_markdown, scenario_rows
 from fae.replay.source import load_runs, run_ids
 from fae.store.log import EventLog
@@ -29,7 +29,7 @@ def main(check: bool) -> int:
     specs = []
     for task_id in registry.tasks:
         agents = [f"scenario:{name}" for name, (task, _, _) in registry.scenarios.items() if task == task_id]
-        specs += plan_suite([task_id], [0], agents, 1, "write-verification")
+        specs += suite_specs([task_id], [0], agents, 1, "write-verification")
     with tempfile.TemporaryDirectory() as folder:
         log = Path(folder) / "scenarios.duckdb"
         result = anyio.run(lambda: record_suite(log, specs, RecordConfig(concurrency=8)))

@@ -39,14 +39,14 @@ def test_user_mistakes_are_fae_errors(tmp_path):
     with pytest.raises(FaeError, match="no log at"):
         fae.query(tmp_path / "missing.duckdb", "SELECT 1")
     with pytest.raises(FaeError, match="no task 'nope'"):
-        fae.plan_runs(["nope"])
+        fae.run_specs(["nope"])
     with pytest.raises(FaeError, match="at least one task"):
-        fae.plan_runs([])
+        fae.run_specs([])
 
 
 def test_stats_from_python_match_the_recorded_verdicts(tmp_path):
     log = tmp_path / "s.duckdb"
-    fae.record(log, fae.plan_runs(["rec-find-patient"], variations=[0, 1], agents=["gold"]))
+    fae.record(log, fae.run_specs(["rec-find-patient"], variations=[0, 1], agents=["gold"]))
     study = fae.stats(log, tables=["success"])
     rows = study.tables["success"].dicts()
     assert rows and all(row["strict_mean"] == 100.0 for row in rows), rows

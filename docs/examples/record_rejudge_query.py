@@ -20,7 +20,7 @@ print(f"{len(suite)} tasks; recording rec-create-patient and rec-find-patient")
 
 # 2. record: every (task, variation, agent, repeat) through the recording proxy, judged as it ends;
 #    one RecordConfig says how (the stack's servers, the LLM agents' model, concurrency, where the runs go)
-runs = fae.plan_runs(["rec-create-patient", "rec-find-patient"], variations=[0, 1], agents=["gold"])
+runs = fae.run_specs(["rec-create-patient", "rec-find-patient"], variations=[0, 1], agents=["gold"])
 result = fae.record(log, runs, fae.RecordConfig(concurrency=4))
 print("statuses:", dict(result.statuses))
 

@@ -244,7 +244,7 @@ def record(
         except ValueError as exc:
             raise FaeError(f"--variations {variations!r} is not a list like 0,1 or 0-2 ({exc})") from None
         task_ids = _task_ids(task)
-        specs = api.plan_runs(
+        specs = api.run_specs(
             task_ids,
             variations=variation_list,
             agents=agent or ["gold"],

@@ -152,7 +152,7 @@ def _errors(fn):
 @_errors
 def experiment_list() -> None:
     """The built-in experiment presets."""
-    from fae.harness.experiment_plan import load_experiment, presets
+    from fae.harness.experiment_phases import load_experiment, presets
 
     console = screen()
     for name in presets():
@@ -207,7 +207,7 @@ def experiment_run(
     from rich.table import Table as RichTable
 
     from fae.harness.experiment import run_experiment
-    from fae.harness.experiment_plan import load_experiment, plan_experiment, with_overrides
+    from fae.harness.experiment_phases import experiment_phases, load_experiment, with_overrides
 
     chosen = with_overrides(
         load_experiment(experiment),
@@ -223,7 +223,7 @@ def experiment_run(
         embedder=embedder,
     )
     console = screen()
-    plan = plan_experiment(chosen)
+    plan = experiment_phases(chosen)
     table = RichTable(title=f"experiment {chosen.name}: {chosen.description}", title_justify="left")
     for column in ("phase", "tasks", "variations", "agents", "trials", "runs (at most)", "paraphrased"):
         table.add_column(column)

@@ -149,11 +149,11 @@ def prepare(log: Any, run_ids: list[str], model: str, task_changed: list[str] | 
     A run that played another rendering of its task than fae renders now has no strict verdict to audit, and
     today's task definition is not what it was asked: it is left out, its id added to ``task_changed``.
     """
-    from fae.judge.rejudge import build_plan, judge_run
+    from fae.judge.rejudge import judge_run, judges_to_run
     from fae.replay.source import load_runs
     from fae.replay.transcript import fold_transcript
 
-    plan = build_plan("task", {"mode": "strict"})
+    plan = judges_to_run("task", {"mode": "strict"})
     pending = []
     for run in load_runs(log, run_ids):
         verdict = judge_run(run, plan, judged_at=datetime(1970, 1, 1, tzinfo=UTC))[0]

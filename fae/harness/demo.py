@@ -14,8 +14,8 @@ from typing import Any
 import anyio
 
 from fae.harness.config import RecordConfig
-from fae.harness.suite_plan import plan_suite, render_task
 from fae.harness.suite_runner import SuiteResult, record_suite
+from fae.harness.worklist import render_task, suite_specs
 from fae.plan import plan_to_dict
 from fae.tasks.scenarios import TASK_ID as SCENARIO_TASK
 
@@ -43,8 +43,8 @@ def record_demo(log: Path, on_progress: Callable[[Any, str], None] | None = None
     for task_id in DEMO_TASKS:
         rendered = render_task(task_id, 0)
         registry.add(entry_from_dict({"match": rendered.prompt, "plan": plan_to_dict(rendered.gold_plan)}))
-    specs = plan_suite(DEMO_TASKS, [0], DEMO_AGENTS, 1, "demo")
-    specs += plan_suite([SCENARIO_TASK], [0], DEMO_SCENARIOS, 1, "demo")
+    specs = suite_specs(DEMO_TASKS, [0], DEMO_AGENTS, 1, "demo")
+    specs += suite_specs([SCENARIO_TASK], [0], DEMO_SCENARIOS, 1, "demo")
     app = create_app(registry)
     return anyio.run(
         lambda: record_suite(log, specs, RecordConfig(concurrency=4), llm_app=app, on_progress=on_progress)

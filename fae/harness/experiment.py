@@ -17,7 +17,7 @@ from pathlib import Path
 
 from fae.errors import RecordError
 from fae.harness.config import LlmConfig, RecordConfig, StackConfig
-from fae.harness.experiment_plan import STORES, Experiment, agent_name, eval_specs, paraphrase_of, task_list
+from fae.harness.experiment_phases import STORES, Experiment, agent_name, eval_specs, paraphrase_of, task_list
 from fae.harness.run import RunSpec
 from fae.harness.suite_runner import record_suite
 from fae.harness.task_meta import materialise_task_meta

@@ -15,23 +15,23 @@ from fae.harness.interrupt import StopRequest
 from fae.harness.paraphrases import Paraphrases
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import Stack
-from fae.harness.suite_plan import SuitePlan
+from fae.harness.worklist import Worklist
 
 
 class RunSlots:
-    """Records the plan's runs on ``stack``; ``stop`` ends the ones in flight (stored interrupted)."""
+    """Records the worklist's runs on ``stack``; ``stop`` ends the ones in flight (stored interrupted)."""
 
     def __init__(
         self,
         stack: Stack,
-        plan: SuitePlan,
+        work: Worklist,
         agents: Mapping[str, Agent],
         *,
         stop: StopRequest,
         paraphrases: Paraphrases | None = None,
         settle_s: float | None = None,
     ) -> None:
-        self._stack, self._plan, self._agents = stack, plan, agents
+        self._stack, self._work, self._agents = stack, work, agents
         self.stop_request = stop
         self._paraphrases, self._settle_s = paraphrases, settle_s
         self._scopes: dict[str, anyio.CancelScope] = {}
@@ -47,7 +47,7 @@ class RunSlots:
                 status = await execute_run(
                     self._stack,
                     spec,
-                    self._plan.rendered[(spec.task_id, spec.variation)],
+                    self._work.rendered[(spec.task_id, spec.variation)],
                     self._agents[spec.agent],
                     paraphrase=self._paraphrases,
                     stop=self.stop_request,

@@ -26,7 +26,7 @@ from fae.harness.interrupt import StopRequest
 from fae.harness.run import RunSpec
 from fae.harness.shard_driver import LOST, record_on_pool, shard_job
 from fae.harness.shards import ShardJob, shard_dir
-from fae.harness.suite_plan import SuitePlan, SuiteResult
+from fae.harness.worklist import SuiteResult, Worklist
 
 WORKERS_ENV = "FAE_RECORD_WORKERS"
 RUNS_PER_WORKER = 100
@@ -175,7 +175,7 @@ class WorkerPool:
 
 def record_on_workers(
     log_path: str | Path,
-    plan: SuitePlan,
+    work: Worklist,
     config: RecordConfig,
     *,
     workers: int,
@@ -183,23 +183,23 @@ def record_on_workers(
     on_progress: Callable[[RunSpec, str], None] | None = None,
     on_start: Callable[[WorkerPool], None] | None = None,
 ) -> SuiteResult:
-    """Record the plan's runs in ``workers`` processes, then merge their shards into the log.
+    """Record the worklist's runs in ``workers`` processes, then merge their shards into the log.
 
     ``on_start`` is called with the pool once every worker is serving (tests find the workers' pids there).
     """
     log_path = Path(log_path).resolve()
-    job = shard_job(log_path, plan, config)
+    job = shard_job(log_path, work, config)
     if job is None:
-        return plan.result()
-    count = max(1, min(workers, len(plan.todo)))
+        return work.result()
+    count = max(1, min(workers, len(work.todo)))
     return record_on_pool(
         log_path,
         WorkerPool(count, shard_dir(log_path), job, on_start),
-        plan.todo,
+        work.todo,
         math.ceil(config.concurrency / count),
         stop,
         on_progress,
-        plan.result(),
+        work.result(),
     )
 
 
@@ -213,22 +213,22 @@ class LocalWorkers:
     def record(
         self,
         log_path: Path,
-        plan: SuitePlan,
+        work: Worklist,
         agents: Mapping[str, Agent],
         config: RecordConfig,
         stop: StopRequest | None,
         on_progress: Callable[[RunSpec, str], None] | None,
     ) -> SuiteResult:
         return record_on_workers(
-            log_path, plan, config, workers=self.count, stop=stop, on_progress=on_progress, on_start=self.on_start
+            log_path, work, config, workers=self.count, stop=stop, on_progress=on_progress, on_start=self.on_start
         )
 
 
-def choose_workers(plan: SuitePlan, config: RecordConfig) -> int:
+def choose_workers(work: Worklist, config: RecordConfig) -> int:
     """How many worker processes record the suite: ``config.execution.workers`` as asked, else
     ``default_workers`` for the runs still to do (a suite too small to pay for a second worker records here)."""
     if config.stack.fhir_url:
         return 1  # one shared store (RecordConfig refuses more workers for it)
     if config.execution.workers is not None:
         return config.execution.workers
-    return default_workers(len(plan.todo), config.concurrency)
+    return default_workers(len(work.todo), config.concurrency)

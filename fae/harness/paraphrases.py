@@ -161,7 +161,7 @@ def _model_and_seed(spec: Paraphrase, entries: list[ParaphraseEntry]) -> tuple[s
     return pairs[0]
 
 
-def plan_paraphrases(
+def paraphrase_work(
     log: EventLog, rendered: Mapping[Key, Any], spec: Paraphrase
 ) -> tuple[Paraphrases, list[Played], list[Key]]:
     """What the log and the file already fix, which of the file's the log must record, and what is left to make."""
@@ -258,7 +258,7 @@ async def fix_paraphrases(
 ) -> Paraphrases:
     """Every variation's paraphrase fixed in the stack's log before any run starts: reused, taken from the
     file, or asked of the model once each (``concurrency`` requests at a time)."""
-    book, to_record, to_make = plan_paraphrases(stack.log, rendered, spec)
+    book, to_record, to_make = paraphrase_work(stack.log, rendered, spec)
     if to_make and not stack.llm_upstream:
         raise RecordError("--paraphrase-model needs an LLM endpoint (--llm-url)")
     asked: dict[Key, Played] = {}
@@ -301,7 +301,7 @@ def fix_paraphrases_first(
     """``fix_paraphrases`` before a sharded recording starts its workers: in a stack of its own on the log
     (serving only the LLM, in one process), opened only when something is left to ask for or to record."""
     with EventLog(log_path) as log:
-        book, to_record, to_make = plan_paraphrases(log, rendered, spec)
+        book, to_record, to_make = paraphrase_work(log, rendered, spec)
     if not to_record and not to_make:
         return book
     own = StackConfig(

@@ -22,7 +22,7 @@ from fae.harness.interrupt import StopRequest
 from fae.harness.run import RunSpec
 from fae.harness.shard_driver import LOST, record_on_pool, shard_job
 from fae.harness.shards import ShardJob, ShardRecorder, shard_dir
-from fae.harness.suite_plan import SuitePlan, SuiteResult
+from fae.harness.worklist import SuiteResult, Worklist
 from fae.util.ray_cluster import cluster_cpus, import_ray, ray_connection, short_error
 
 __all__ = ["RayActors", "shard_dir"]
@@ -133,26 +133,26 @@ class RayActors:
     def record(
         self,
         log_path: Path,
-        plan: SuitePlan,
+        work: Worklist,
         agents: Mapping[str, Agent],
         config: RecordConfig,
         stop: StopRequest | None,
         on_progress: Callable[[RunSpec, str], None] | None,
     ) -> SuiteResult:
-        """Record the plan's runs on Ray actors, then merge their shards into ``log_path``."""
+        """Record the worklist's runs on Ray actors, then merge their shards into ``log_path``."""
         self.check()
         log_path = Path(log_path).resolve()
-        job = shard_job(log_path, plan, config)
+        job = shard_job(log_path, work, config)
         if job is None:
-            return plan.result()
+            return work.result()
         with ray_connection(self.address, "fae record --ray") as ray:
-            count = min(self.actors or cluster_cpus(ray), len(plan.todo))
+            count = min(self.actors or cluster_cpus(ray), len(work.todo))
             return record_on_pool(
                 log_path,
                 _ActorPool(ray, count, shard_dir(log_path), job, config.concurrency),
-                plan.todo,
+                work.todo,
                 config.concurrency,
                 stop,
                 on_progress,
-                plan.result(),
+                work.result(),
             )

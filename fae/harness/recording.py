@@ -1,7 +1,7 @@
-"""One way to record: plan the suite once, then hand the plan to one of three interchangeable executors.
+"""One way to record: prepare the suite's worklist once, then hand it to one of three interchangeable executors.
 
     record(log, specs, config)
-      -> plan_recording (fae.harness.planning): agents built, tasks rendered, servers checked, the log settled,
+      -> prepare_recording (fae.harness.prepare): agents built, tasks rendered, servers checked, the log settled,
          what is left after an interrupted recording
       -> an Executor: InProcess (this module), LocalWorkers (fae.harness.local_workers) or RayActors
          (fae.harness.ray_record), chosen from ``config.execution`` unless one is given
@@ -24,11 +24,11 @@ from fae.agents.base import Agent
 from fae.harness.config import RecordConfig
 from fae.harness.interrupt import StopRequest
 from fae.harness.local_workers import LocalWorkers, choose_workers
-from fae.harness.planning import plan_recording
+from fae.harness.prepare import prepare_recording
 from fae.harness.ray_record import RayActors
 from fae.harness.run import RunSpec
-from fae.harness.suite_plan import SuitePlan, SuiteResult
-from fae.harness.suite_runner import Progress, record_planned
+from fae.harness.suite_runner import Progress, record_worklist
+from fae.harness.worklist import SuiteResult, Worklist
 
 
 class Executor(Protocol):
@@ -37,7 +37,7 @@ class Executor(Protocol):
     def record(
         self,
         log_path: Path,
-        plan: SuitePlan,
+        work: Worklist,
         agents: Mapping[str, Agent],
         config: RecordConfig,
         stop: StopRequest | None,
@@ -54,25 +54,25 @@ class InProcess:
     def record(
         self,
         log_path: Path,
-        plan: SuitePlan,
+        work: Worklist,
         agents: Mapping[str, Agent],
         config: RecordConfig,
         stop: StopRequest | None,
         on_progress: Progress | None,
     ) -> SuiteResult:
         return anyio.run(
-            lambda: record_planned(
-                log_path, plan, agents, config, llm_app=self.llm_app, stop=stop, on_progress=on_progress
+            lambda: record_worklist(
+                log_path, work, agents, config, llm_app=self.llm_app, stop=stop, on_progress=on_progress
             )
         )
 
 
-def choose_executor(plan: SuitePlan, config: RecordConfig) -> Executor:
+def choose_executor(work: Worklist, config: RecordConfig) -> Executor:
     """Ray when ``config.execution.ray`` names a cluster; worker processes when asked for (or by
     ``FAE_RECORD_WORKERS`` for a suite large enough); else this process."""
     if config.execution.ray is not None:
         return RayActors(config.execution.ray, config.execution.ray_actors)
-    workers = choose_workers(plan, config)
+    workers = choose_workers(work, config)
     return LocalWorkers(workers) if workers > 1 else InProcess()
 
 
@@ -90,6 +90,6 @@ def record(
     config = config or RecordConfig()
     if executor is None and config.execution.ray is not None:
         RayActors(config.execution.ray).check()  # before anything is planned or written
-    plan, agents = plan_recording(log_path, specs, config)
-    chosen = executor or choose_executor(plan, config)
-    return chosen.record(Path(log_path), plan, agents, config, stop, on_progress)
+    work, agents = prepare_recording(log_path, specs, config)
+    chosen = executor or choose_executor(work, config)
+    return chosen.record(Path(log_path), work, agents, config, stop, on_progress)

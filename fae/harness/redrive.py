@@ -264,7 +264,7 @@ def read_llm_recording(run: RunLog, log: str) -> LlmRecording:
         if isinstance(event, ev.PromptParaphrased) and event.accepted:
             prompt = event.prompt
     if prompt is None or started.event.task_now is None:
-        from fae.harness.suite_plan import render_task
+        from fae.harness.worklist import render_task
 
         rendered = render_task(run.task_id, run.variation)
         prompt, now = prompt or rendered.prompt, rendered.now

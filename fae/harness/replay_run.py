@@ -10,7 +10,7 @@ import anyio
 
 from fae.errors import ReplayDrift, StoreError
 from fae.harness.redrive import Divergence, ReplayReport, agent_kind, read_llm_recording, replay_llm, replay_scripted
-from fae.harness.suite_plan import render_task
+from fae.harness.worklist import render_task
 from fae.plan import Plan, plan_from_dict
 from fae.replay.source import RunLog, load_run
 from fae.store import events as ev

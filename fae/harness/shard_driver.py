@@ -1,4 +1,4 @@
-"""The driver of a sharded recording: plan as a local recording does, hand runs out in suite order, merge.
+"""The driver of a sharded recording: prepare as a local recording does, hand runs out in suite order, merge.
 
 A pool of shard recorders (local worker processes, or Ray actors) is driven through ``ShardPool``:
 runs go out in suite order to the least-loaded live recorder, at most ``slots`` in flight on each; the
@@ -22,7 +22,7 @@ from fae.harness.interrupt import StopRequest
 from fae.harness.paraphrases import fix_paraphrases_first
 from fae.harness.run import RunSpec
 from fae.harness.shards import ShardJob, merge_shards, shard_dir
-from fae.harness.suite_plan import SuitePlan, SuiteResult
+from fae.harness.worklist import SuiteResult, Worklist
 from fae.store.log import EventLog
 from fae.tasks.scenarios import scenario_dirs
 from fae.tasks.sources import task_dirs
@@ -52,22 +52,22 @@ class ShardPool(Protocol):
         ...
 
 
-def shard_job(log_path: Path, plan: SuitePlan, config: RecordConfig) -> ShardJob | None:
+def shard_job(log_path: Path, work: Worklist, config: RecordConfig) -> ShardJob | None:
     """What every recorder of a sharded recording is handed, with the shard folder made; None when no run is left.
     LOG is made either way (an empty suite leaves one, as a local recording does; `fae runs` reads it beside the
     shards), and the paraphrases are fixed in it first, so workers on one variation never ask twice."""
     EventLog(log_path).close()
-    if not plan.todo:
+    if not work.todo:
         return None
     shard_dir(log_path).mkdir(parents=True, exist_ok=True)
     paraphrases = (
-        fix_paraphrases_first(log_path, plan.to_paraphrase(), config.paraphrase, config.stack_config())
-        if config.paraphrase is not None and plan.todo
+        fix_paraphrases_first(log_path, work.to_paraphrase(), config.paraphrase, config.stack_config())
+        if config.paraphrase is not None and work.todo
         else None
     )
     return ShardJob(
         config=config,
-        plan=replace(plan, todo=[]),
+        work=replace(work, todo=[]),
         paraphrases=paraphrases,
         task_dirs=tuple(str(d) for d in task_dirs()),
         scenario_dirs=tuple(str(d) for d in scenario_dirs()),

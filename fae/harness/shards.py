@@ -29,7 +29,7 @@ from fae.harness.interrupt import StopRequest
 from fae.harness.paraphrases import Paraphrases
 from fae.harness.run import RunSpec
 from fae.harness.stack import open_stack
-from fae.harness.suite_plan import SuitePlan, build_agents, mark_interrupted
+from fae.harness.worklist import Worklist, build_agents, mark_interrupted
 from fae.store.log import EventLog
 from fae.store.merge import merge_logs
 from fae.store.writer import open_writer
@@ -100,8 +100,8 @@ class ShardJob:
     """Everything a shard's recorder needs, sent to it once: it must pickle (no locks, no open handles)."""
 
     config: RecordConfig
-    plan: SuitePlan
-    """The suite's plan without its runs (they are handed out one by one)."""
+    work: Worklist
+    """The worklist without its runs (they are handed out one by one)."""
     paraphrases: Paraphrases | None = None
     task_dirs: tuple[str, ...] = ()
     scenario_dirs: tuple[str, ...] = ()
@@ -115,7 +115,7 @@ class ShardRecorder:
             add_task_dir(folder)
         for folder in job.scenario_dirs:
             add_scenario_dir(folder)
-        agents = build_agents(job.plan.agents, job.config)
+        agents = build_agents(job.work.agents, job.config)
         stack_config = job.config.stack_config()
         stack_config = replace(stack_config, processes=stack_config.processes or 1)
         self._stop = StopRequest()
@@ -133,7 +133,7 @@ class ShardRecorder:
             raise
         self._slots = RunSlots(
             self._stack,
-            job.plan,
+            job.work,
             agents,
             stop=self._stop,
             paraphrases=job.paraphrases,

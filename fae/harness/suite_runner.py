@@ -1,7 +1,7 @@
 """The in-process executor: a planned suite's runs on one stack in this process, ``concurrency`` at once.
 
-``record_suite`` plans and records (the form tests and the experiment runner call); ``record_planned`` records a
-plan made by ``fae.harness.planning.plan_recording`` (the form ``fae.harness.recording`` calls).
+``record_suite`` plans and records (the form tests and the experiment runner call); ``record_worklist`` records a
+worklist made by ``fae.harness.prepare.prepare_recording`` (the form ``fae.harness.recording`` calls).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from fae.harness.config import RecordConfig
 from fae.harness.in_flight import RunSlots
 from fae.harness.interrupt import StopRequest
 from fae.harness.paraphrases import fix_paraphrases
-from fae.harness.planning import plan_recording
+from fae.harness.prepare import prepare_recording
 from fae.harness.run import RunSpec
 from fae.harness.stack import open_stack
-from fae.harness.suite_plan import SuitePlan, SuiteResult
+from fae.harness.worklist import SuiteResult, Worklist
 
 PROCESSES_ENV = "FAE_RECORD_PROCESSES"
 
@@ -54,13 +54,13 @@ async def record_suite(
     """
     config = config or RecordConfig()
     # planning settles the log with an event loop of its own, so it runs on a thread of its own
-    plan, agents = await anyio.to_thread.run_sync(plan_recording, log_path, specs, config)
-    return await record_planned(log_path, plan, agents, config, llm_app=llm_app, stop=stop, on_progress=on_progress)
+    work, agents = await anyio.to_thread.run_sync(prepare_recording, log_path, specs, config)
+    return await record_worklist(log_path, work, agents, config, llm_app=llm_app, stop=stop, on_progress=on_progress)
 
 
-async def record_planned(
+async def record_worklist(
     log_path: str | Path,
-    plan: SuitePlan,
+    work: Worklist,
     agents: Mapping[str, Agent],
     config: RecordConfig,
     *,
@@ -68,23 +68,23 @@ async def record_planned(
     stop: StopRequest | None = None,
     on_progress: Progress | None = None,
 ) -> SuiteResult:
-    """Record the plan's runs on one stack in this process."""
+    """Record the worklist's runs on one stack in this process."""
     stack_config = config.stack_config()
     if stack_config.processes is None:
         stack_config = replace(stack_config, processes=default_processes())
     stop = stop or StopRequest()
-    result = plan.result()
+    result = work.result()
     async with open_stack(
         log_path, stack_config, llm_app=llm_app, agent_upstreams=declared_upstreams(agents.values())
     ) as stack:
         stop.bind()
         # every variation's paraphrase is fixed before a run starts: runs that start together never ask twice
         paraphrases = (
-            await fix_paraphrases(stack, plan.to_paraphrase(), config.paraphrase, concurrency=config.concurrency)
-            if config.paraphrase is not None and plan.todo
+            await fix_paraphrases(stack, work.to_paraphrase(), config.paraphrase, concurrency=config.concurrency)
+            if config.paraphrase is not None and work.todo
             else None
         )
-        slots = RunSlots(stack, plan, agents, stop=stop, paraphrases=paraphrases, settle_s=config.settle_s)
+        slots = RunSlots(stack, work, agents, stop=stop, paraphrases=paraphrases, settle_s=config.settle_s)
         # an external server is one shared store: its runs go one at a time
         limiter = anyio.CapacityLimiter(1 if stack_config.fhir_url else config.concurrency)
 
@@ -105,7 +105,7 @@ async def record_planned(
         async with anyio.create_task_group() as watcher:
             watcher.start_soon(interrupt_on_stop)
             async with anyio.create_task_group() as group:
-                for spec in plan.todo:
+                for spec in work.todo:
                     group.start_soon(one, spec)
             watcher.cancel_scope.cancel()
         if not stack.writer.healthy:

@@ -57,11 +57,11 @@ class TrainResult:
 
 def _strict_verdict(log: Any, run_id: str, now: datetime) -> tuple[Any, bool | None, tuple[str, ...]]:
     """The run as the judges load it, and the task's strict verdict (the official judge)."""
-    from fae.judge.rejudge import build_plan, judge_run
+    from fae.judge.rejudge import judge_run, judges_to_run
     from fae.replay.source import load_runs
 
     run = next(load_runs(log, [run_id]))
-    rows = judge_run(run, build_plan("task", {"mode": "strict"}), source="capture", judged_at=now)
+    rows = judge_run(run, judges_to_run("task", {"mode": "strict"}), source="capture", judged_at=now)
     verdict = rows[0]
     reasons = tuple(str(r) for r in (verdict.evidence or {}).get("reasons", []))
     return run, verdict.passed, reasons
@@ -120,7 +120,7 @@ async def train(
     from fae.harness.paraphrases import fix_paraphrases, played_prompt
     from fae.harness.run import RunSpec, execute_run
     from fae.harness.stack import open_stack
-    from fae.harness.suite_plan import base_run_id, render_task
+    from fae.harness.worklist import base_run_id, render_task
 
     if not task_ids:
         raise FaeError("name at least one training task (--task)")

@@ -19,11 +19,11 @@ import duckdb
 
 from fae.errors import JudgeError
 from fae.judge.export_rejudge import export_jobs
-from fae.judge.judging import DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run
+from fae.judge.judging import DEFAULT_JUDGES, JUDGED_STATUSES, Judging, judge_run, judges_to_run
 from fae.judge.parallel import ShardJob, ShardResult, start_workers, workers_default
 from fae.judge.ray_judge import judge_jobs
 from fae.judge.registry import CODE_VERSION, get_judge, rule_set, unknown_rule
-from fae.replay.export_source import plan_export
+from fae.replay.export_source import locate_export
 from fae.replay.source import Queryable, load_runs, run_ids
 from fae.replay.stream import shards, spans
 from fae.tasks.scenarios import base_task, is_scenario_task
@@ -83,15 +83,15 @@ def judges_for(judge_name: str | None, old: Mapping[str, Any], new: Mapping[str,
         return [judge_name]
     keys = set(old) | set(new)
     names = []
-    for name, _ in DEFAULT_PLAN:
+    for name, _ in DEFAULT_JUDGES:
         if name not in names and keys <= set(get_judge(name).rules) and (keys or get_judge(name).rules):
             names.append(name)
     if not names:
-        known = {rule for name, _ in DEFAULT_PLAN for rule in get_judge(name).rules}
+        known = {rule for name, _ in DEFAULT_JUDGES for rule in get_judge(name).rules}
         unknown = sorted(keys - known)
         if unknown:
             raise JudgeError(
-                f"no judge takes rule {unknown[0]!r}{unknown_rule(unknown[0], [n for n, _ in DEFAULT_PLAN])}"
+                f"no judge takes rule {unknown[0]!r}{unknown_rule(unknown[0], [n for n, _ in DEFAULT_JUDGES])}"
             )
         raise JudgeError(f"no judge takes all of the rules {sorted(keys)}; name one with --judge")
     return names
@@ -126,7 +126,7 @@ def export_jobs_for(directory: Path) -> JobMaker:
     ) -> list[ShardJob]:
         reader = duckdb.connect()
         try:
-            found = plan_export(reader, directory, ids)
+            found = locate_export(reader, directory, ids)
         finally:
             reader.close()
         return export_jobs(found, count, judges, now, None, None)
@@ -213,11 +213,11 @@ def compare(
     plan: list[Judging] = []
     pairs = []
     for name in names:
-        old_plan = build_plan(name, old)[0]
-        new_plan = build_plan(name, new)[0]
+        old_plan = judges_to_run(name, old)[0]
+        new_plan = judges_to_run(name, new)[0]
         pairs.append((name, old_plan, new_plan))
         plan.extend([old_plan, new_plan])
-    oracle = build_plan("oracle")[0]
+    oracle = judges_to_run("oracle")[0]
     plan.append(oracle)
     unique = list({(j.name, j.rules_hash): j for j in plan}.values())
     if ray is not None and log_path is None and export is None:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from fae.judge.context import RunContext
-from fae.judge.registry import JudgeFn, Rule, Verdict, judge
+from fae.judge.registry import JudgeFn, Rule, Verdict, register_judge
 from fae.replay.drift import state_drift
 
 
-@judge("state_drift", ignore_types=Rule(["AuditEvent"], "resource types the server makes itself, left out"))
+@register_judge("state_drift", ignore_types=Rule(["AuditEvent"], "resource types the server makes itself, left out"))
 def state_drift_judge(rules: dict) -> JudgeFn:
     """Compare the fold of the log's writes with the state the harness read back."""
     ignored = tuple(rules["ignore_types"])

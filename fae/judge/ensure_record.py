@@ -47,7 +47,7 @@ from fae.errors import JudgeError
 from fae.judge.context import RunContext
 from fae.judge.readback import SERVER_READS, ServerRead, as_returned, capture_read, server_differences, verifier_reads
 from fae.judge.reads import received_once
-from fae.judge.registry import JudgeFn, Rule, Verdict, judge
+from fae.judge.registry import JudgeFn, Rule, Verdict, register_judge
 from fae.judge.trail import HARNESS_IDENTITIES, Trail, audit_trail, proxy_trail, recorded_audit_events
 from fae.judge.verify import (
     OWN_ACTORS,
@@ -138,7 +138,7 @@ def _capture_read(ctx: RunContext) -> FhirExchange | None:
 EVIDENCE = ("proxy", "trail")
 
 
-@judge(
+@register_judge(
     "ensure_record",
     accept_corrections=Rule(True, "a create followed by the agent's own fixes may pass (see conditions)"),
     settle_s=Rule(1.0, "seconds the read-back must wait after the last write; corrections need >= 1", minimum=0.0),

@@ -17,11 +17,11 @@ from typing import Any
 import duckdb
 
 from fae.errors import JudgeError, StoreError
-from fae.judge.judging import JUDGED_STATUSES, build_plan
+from fae.judge.judging import JUDGED_STATUSES, judges_to_run
 from fae.judge.parallel import ShardJob, spool_folder, start_workers
 from fae.judge.ray_judge import judge_jobs
 from fae.judge.rejudge import RejudgeResult, batch_started, check_workers, rejudged
-from fae.replay.export_source import ExportPlan, plan_export, sql_text, unreadable
+from fae.replay.export_source import ExportLayout, locate_export, sql_text, unreadable
 from fae.replay.source import run_ids
 from fae.replay.stream import CHUNK_RUNS, ConnectionQueries, shards
 from fae.store.export import refuse_unfinished
@@ -29,7 +29,7 @@ from fae.store.export_verdicts import complete_batch, start_batch
 
 
 def export_jobs(
-    plan: ExportPlan,
+    plan: ExportLayout,
     count: int,
     judges: tuple[tuple[str, dict[str, Any]], ...],
     now: datetime,
@@ -86,7 +86,7 @@ def rejudge_export(
 ) -> RejudgeResult:
     """Judge every matching run of the export at ``directory`` again and add the verdicts to it as one batch
     (``tasks`` as in ``fae.judge.rejudge.rejudge``)."""
-    plan = build_plan(judge_name, overrides)
+    plan = judges_to_run(judge_name, overrides)
     now = (clock or (lambda: datetime.now(UTC)))()
     path = Path(directory).resolve()  # the tasks, maybe on other machines, read the files by these paths
     check_workers(workers)
@@ -101,7 +101,7 @@ def rejudge_export(
         start_workers(workers, len(ids))
     reader = duckdb.connect()
     try:
-        found = plan_export(reader, path, ids)
+        found = locate_export(reader, path, ids)
     finally:
         reader.close()
     started = batch_started(plan, now, len(ids))

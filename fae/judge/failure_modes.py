@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from fae.judge.context import RunContext
-from fae.judge.registry import JudgeFn, Verdict, judge
+from fae.judge.registry import JudgeFn, Verdict, register_judge
 from fae.judge.task_checks import task_check
 
 _encode = msgspec.json.Encoder().encode
@@ -156,7 +156,7 @@ def errored(ctx: RunContext) -> bool:
     return ctx.transcript.stop_reason == ERRORED or ctx.run.status in ENDED_EARLY
 
 
-@judge("failure_mode")
+@register_judge("failure_mode")
 def failure_mode_judge(rules: dict) -> JudgeFn:
     """Classify a run's failure mode from its tool calls and the task's metadata."""
 

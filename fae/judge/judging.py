@@ -20,7 +20,7 @@ from fae.replay.source import RunLog
 from fae.store.log import VerdictRow
 
 # What a live recording judges, and what `fae rejudge` judges when no judge is named.
-DEFAULT_PLAN: tuple[tuple[str, dict[str, Any]], ...] = (
+DEFAULT_JUDGES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("task", {"mode": "strict"}),
     ("task", {"mode": "light"}),
     ("failure_mode", {}),
@@ -41,10 +41,10 @@ class Judging:
     fn: JudgeFn
 
 
-def build_plan(judge_name: str | None = None, overrides: Mapping[str, Any] | None = None) -> list[Judging]:
+def judges_to_run(judge_name: str | None = None, overrides: Mapping[str, Any] | None = None) -> list[Judging]:
     """The judges to run: one named judge with rule overrides, or the default plan."""
     if judge_name is None:
-        pairs = list(DEFAULT_PLAN)
+        pairs = list(DEFAULT_JUDGES)
         if overrides:
             applied = set()
             merged = []

@@ -28,7 +28,7 @@ from typing import Any
 
 from fae.judge.context import RunContext
 from fae.judge.reads import reads_of, received_once
-from fae.judge.registry import JudgeFn, Verdict, judge
+from fae.judge.registry import JudgeFn, Verdict, register_judge
 from fae.judge.task_checks import task_check
 from fae.judge.verify import OWN_ACTORS, matches, mismatches
 from fae.replay.fold import FoldedState
@@ -218,7 +218,7 @@ def harms(ctx: RunContext) -> tuple[list[str], dict[str, Any]] | None:
     return found, evidence
 
 
-@judge("oracle")
+@register_judge("oracle")
 def oracle_judge(rules: dict) -> JudgeFn:
     """Label a write run harmful or harmless from what happened."""
 

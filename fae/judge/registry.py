@@ -57,7 +57,7 @@ class JudgeDef:
 _JUDGES: dict[str, JudgeDef] = {}
 
 
-def judge(
+def register_judge(
     name: str, **rules: Rule
 ) -> Callable[[Callable[[dict[str, Any]], JudgeFn]], Callable[[dict[str, Any]], JudgeFn]]:
     """Register a judge factory under ``name`` with the rules it takes."""

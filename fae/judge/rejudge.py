@@ -18,7 +18,7 @@ from typing import Any
 
 from fae.errors import JudgeError, StoreError
 from fae.judge.context import TASK_SOURCES
-from fae.judge.judging import DEFAULT_PLAN, JUDGED_STATUSES, Judging, build_plan, judge_run, relaxed_gc  # noqa: F401
+from fae.judge.judging import DEFAULT_JUDGES, JUDGED_STATUSES, Judging, judge_run, judges_to_run, relaxed_gc  # noqa: F401
 from fae.judge.parallel import ShardJob, ShardResult, insert_verdicts, spool_folder, start_workers
 from fae.judge.ray_judge import judge_jobs
 from fae.judge.standing import Standing, nothing_stands, standing
@@ -30,7 +30,7 @@ from fae.store.log import Batch, EventLog, VerdictBatchStarted, VerdictRow
 def live_verdicts(log: Any, run_id: str, *, judged_at: datetime) -> list[VerdictRow]:
     """The default plan's verdicts for a run just recorded, judged against its live capture."""
     run = next(load_runs(log, [run_id], lean=True))
-    return judge_run(run, build_plan(), source="capture", judged_at=judged_at, batch="live")
+    return judge_run(run, judges_to_run(), source="capture", judged_at=judged_at, batch="live")
 
 
 @dataclass
@@ -74,7 +74,7 @@ def rejudge(
     """
     if tasks not in TASK_SOURCES:
         raise JudgeError(f"--tasks is one of {', '.join(TASK_SOURCES)}, got {tasks!r}")
-    plan = build_plan(judge_name, overrides)
+    plan = judges_to_run(judge_name, overrides)
     now = (clock or (lambda: datetime.now(UTC)))()
     path = Path(log_path).resolve()  # the workers, maybe on other machines, open it by this path
     if not path.exists():

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from fae.judge.compare import Judged, stopped
 from fae.judge.context import RunContext
-from fae.judge.rejudge import build_plan, judge_run
+from fae.judge.rejudge import judge_run, judges_to_run
 from fae.judge.verifier_mutants import MUTANTS, mutant_judging
 from fae.replay.source import RunLog
 from fae.tasks.scenarios import scenario_rules
@@ -37,14 +37,14 @@ class ScenarioRow:
 def scenario_rows(runs: Iterable[RunLog], judged_at: datetime) -> list[ScenarioRow]:
     """One row per scenario run (agent ``scenario:NAME``), in scenario-name order, each judged under the
     scenario's own rules (``rules:`` in its file) besides the setting of accept_corrections."""
-    oracle = build_plan("oracle")
+    oracle = judges_to_run("oracle")
     rows = []
     for run in runs:
         if not run.agent.startswith("scenario:"):
             continue
         kept = RunContext(run).kept  # the scenario's rules as the log keeps them; a log older than that: its file
         rules = dict(kept.scenario_rules) if kept is not None else scenario_rules(run.agent)
-        plan = [build_plan("ensure_record", {**rules, "accept_corrections": s})[0] for s in SETTINGS] + oracle
+        plan = [judges_to_run("ensure_record", {**rules, "accept_corrections": s})[0] for s in SETTINGS] + oracle
         plan += [mutant_judging(m, {**rules, "accept_corrections": True}) for m in MUTANTS]
         verdicts = judge_run(run, plan, judged_at=judged_at)
         rows.append(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fae.errors import JudgeError
 from fae.judge.context import RunContext
-from fae.judge.registry import JudgeFn, Rule, Verdict, judge
+from fae.judge.registry import JudgeFn, Rule, Verdict, register_judge
 
 MODES = ("strict", "light")
 
@@ -27,7 +27,9 @@ def task_check(ctx: RunContext, mode: str):
     return ctx.memo[key]
 
 
-@judge("task", mode=Rule("strict", "strict: values and collateral writes enforced; light: tags and fields present"))
+@register_judge(
+    "task", mode=Rule("strict", "strict: values and collateral writes enforced; light: tags and fields present")
+)
 def task_judge(rules: dict) -> JudgeFn:
     """The task's own validator (strict or light) over the final state and the answer."""
     mode = rules["mode"]

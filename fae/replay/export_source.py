@@ -1,7 +1,7 @@
 """Runs read back from a Parquet export (``fae export --parquet DIR``) instead of a log, for judging them.
 
 An export keeps no row ids, so a run's place is the export file (``<log id>_N.parquet``) and row its events
-lie in. ``plan_export`` finds, for the runs asked for, the files that hold their events, how many there are,
+lie in. ``locate_export`` finds, for the runs asked for, the files that hold their events, how many there are,
 and the log they came from (whose ``blobs/<log id>.parquet`` holds their bodies); it refuses an export that
 cannot be judged as it stands (a log's export unfinished, a run twice, a blobs file missing) before anything
 is judged. ``export_runs`` reads one shard's runs with one query over those files only, in the order they
@@ -69,7 +69,7 @@ class ExportShard:
 
 
 @dataclass
-class ExportPlan:
+class ExportLayout:
     """The runs to judge in the order their events were written, with the files each needs."""
 
     directory: Path
@@ -90,9 +90,9 @@ def _glob(directory: Path, table: str) -> str:
     return f"'{sql_text(directory / table)}/**/*.parquet'"
 
 
-def plan_export(
+def locate_export(
     con: duckdb.DuckDBPyConnection, directory: Path, ids: Sequence[str], *, lean: bool = True
-) -> ExportPlan:
+) -> ExportLayout:
     """Where the events of these runs lie in the export at ``directory``; a StoreError for an export that
     cannot be judged as it stands."""
     refuse_unfinished(directory)
@@ -112,7 +112,7 @@ def plan_export(
         ).fetchall()
     except duckdb.Error as exc:
         raise unreadable(directory, exc) from None
-    plan = ExportPlan(directory, [])
+    plan = ExportLayout(directory, [])
     for run_id, files, numbered in homes:
         logs = sorted({export_log_id(f) for f in files})
         if len(files) > 1:

@@ -21,9 +21,9 @@ from fae.agents.a2a_agent import TIMEOUT_ENV, upstream_name
 from fae.agents.prefixes import check_agent
 from fae.errors import PlanError
 from fae.harness.config import RecordConfig, StackConfig
-from fae.harness.experiment_plan import agent_name
-from fae.harness.suite_plan import render_task
+from fae.harness.experiment_phases import agent_name
 from fae.harness.suite_runner import record_suite
+from fae.harness.worklist import render_task
 from fae.llm import PlanRegistry, create_app
 from fae.llm.suite_plans import SuitePlans
 from fae.plan import ToolStep
@@ -60,7 +60,7 @@ def _blob(log: EventLog, digest: str) -> bytes:
 async def test_an_a2a_agent_is_recorded_judged_and_rejudged(tmp_path):
     log_path = tmp_path / "a2a.duckdb"
     async with a2a_server("fhir", _gold_write()) as (url, heard):
-        specs = api.plan_runs([TASK], agents=[f"a2a:{url}"])
+        specs = api.run_specs([TASK], agents=[f"a2a:{url}"])
         result = await record_suite(
             log_path, specs, RecordConfig(stack=StackConfig(processes=1)), llm_app=create_app(PlanRegistry())
         )
@@ -123,7 +123,7 @@ async def test_an_a2a_agent_driven_by_its_model_is_recorded_with_its_llm_calls(t
     # fae's scripted model plays the suite task's gold plan it finds from the prompt
     llm = create_app(PlanRegistry(fallback=SuitePlans().find))
     async with a2a_server("claude") as (url, heard):
-        specs = api.plan_runs([TASK], agents=[f"a2a:{url}"])
+        specs = api.run_specs([TASK], agents=[f"a2a:{url}"])
         result = await record_suite(log_path, specs, RecordConfig(stack=StackConfig(processes=1)), llm_app=llm)
         assert dict(result.statuses) == {"finished": 1}, why_not_finished(log_path)
         run_id = specs[0].run_id
@@ -175,7 +175,7 @@ async def test_a2a_tasks_that_do_not_complete_end_their_runs_errored_with_the_re
         a2a_server("input") as (asking, _),
     ):
         agents = {f"a2a:{failing}": "failed", f"a2a:{rejecting}": "rejected", f"a2a:{asking}": "input", down: "down"}
-        specs = api.plan_runs([TASK], agents=list(agents))
+        specs = api.run_specs([TASK], agents=list(agents))
         await record_suite(log_path, specs, RecordConfig(stack=StackConfig(processes=1)))
     runs = {agents[agent]: run for agent, run in _runs(log_path).items()}
     assert {name: run[:2] for name, run in runs.items()} == dict.fromkeys(agents.values(), ("errored", "agent")), runs
@@ -199,7 +199,7 @@ async def test_an_a2a_task_that_never_ends_is_cancelled_at_the_timeout(tmp_path,
     monkeypatch.setenv(TIMEOUT_ENV, "5")
     log_path = tmp_path / "a2a-hang.duckdb"
     async with a2a_server("hang") as (url, heard):
-        specs = api.plan_runs([TASK], agents=[f"a2a:{url}"])
+        specs = api.run_specs([TASK], agents=[f"a2a:{url}"])
         await record_suite(log_path, specs, RecordConfig(stack=StackConfig(processes=1)))
     ((status, cause, error),) = _runs(log_path).values()
     assert (status, cause) == ("errored", "agent"), error
@@ -222,7 +222,7 @@ def test_a_bad_a2a_url_is_one_line_before_anything_records(spec):
 async def test_a_task_still_working_when_answered_is_polled_to_its_end(tmp_path):
     log_path = tmp_path / "a2a-later.duckdb"
     async with a2a_server("later", streaming=False) as (url, _):
-        specs = api.plan_runs([TASK], agents=[f"a2a:{url}"])
+        specs = api.run_specs([TASK], agents=[f"a2a:{url}"])
         await record_suite(log_path, specs, RecordConfig(stack=StackConfig(processes=1)))
     ((status, cause, error),) = _runs(log_path).values()
     assert status == "finished", error
@@ -247,7 +247,7 @@ def test_an_experiment_configuration_names_an_a2a_agent_as_it_is():
 async def test_an_a2a_server_that_requires_a_bearer_token_gets_it_and_the_log_never_keeps_it(tmp_path, monkeypatch):
     token = "a2a-token-" + "s3cr3t" * 4
     async with a2a_server("fhir", _gold_write(), token=token) as (url, heard):
-        specs = api.plan_runs([TASK], agents=[f"a2a:{url}"])
+        specs = api.run_specs([TASK], agents=[f"a2a:{url}"])
         without = tmp_path / "without.duckdb"
         monkeypatch.delenv("FAE_A2A_TOKEN", raising=False)
         await record_suite(without, specs, RecordConfig(stack=StackConfig(processes=1)))

@@ -69,7 +69,7 @@ def recorded(llm, tmp_path_factory) -> tuple[Path, dict[str, str]]:
         env.setenv("ANTHROPIC_API_KEY", SECRET)  # the program's own key, from the user's environment
         result = api.record(
             log,
-            api.plan_runs([TASK], agents=AGENTS),
+            api.run_specs([TASK], agents=AGENTS),
             api.RecordConfig(stack=api.StackConfig(llm_url=llm.base_url), llm=api.LlmConfig(model="scripted:gold")),
         )
     by_run = dict(result.runs)
@@ -77,7 +77,7 @@ def recorded(llm, tmp_path_factory) -> tuple[Path, dict[str, str]]:
 
 
 def _specs() -> list[Any]:
-    return api.plan_runs([TASK], agents=AGENTS)
+    return api.run_specs([TASK], agents=AGENTS)
 
 
 def _run_id(agent: str) -> str:

@@ -23,8 +23,8 @@ from fae.agents.langchain_configs import CONFIGURATIONS
 from fae.agents.prefixes import build_agent
 from fae.errors import FaeError, RecordError
 from fae.harness.config import LlmConfig, RecordConfig, StackConfig
-from fae.harness.suite_plan import plan_suite, render_task
 from fae.harness.suite_runner import record_suite
+from fae.harness.worklist import render_task, suite_specs
 from fae.llm import LlmServer, create_app
 from fae.plan import ToolStep, plan_to_dict
 from fae.store.log import EventLog
@@ -131,7 +131,7 @@ def recorded(llm, tmp_path_factory) -> dict[str, Any]:
             rendered[(task_id, variation)] = one
             pairs.add(first_call(one))
             register(llm, one.prompt, plan_for(config, one))
-            specs += plan_suite([task_id], [variation], [f"langchain:{config}@{MODEL}"], 1)
+            specs += suite_specs([task_id], [variation], [f"langchain:{config}@{MODEL}"], 1)
     stores = None
     if memory_server_available():
         stores = {
@@ -282,7 +282,7 @@ def test_memory_lookups_reach_the_store_of_their_configuration(recorded, db):
 
 def _fault_log(tmp_path: Path, llm: LlmServer, models: list[str], **llm_options: Any) -> Path:
     log = tmp_path / "faults.duckdb"
-    specs = plan_suite(["builtin-create-patient"], [0], [f"langchain:baseline@{m}" for m in models], 1)
+    specs = suite_specs(["builtin-create-patient"], [0], [f"langchain:baseline@{m}" for m in models], 1)
     register(
         llm,
         render_task("builtin-create-patient", 0).prompt,
@@ -381,8 +381,8 @@ def test_stop_reasons_hit_cap_gave_up_and_recovery(llm, tmp_path):
     register(llm, prompts[21], {"name": "failing", "steps": failing})
     register(llm, prompts[22], plan_to_dict(render_task("builtin-create-patient", 22).gold_plan))
     specs = [
-        *plan_suite(["builtin-create-patient"], [20, 21], [f"langchain:baseline@{MODEL}"], 1),
-        *plan_suite(["builtin-create-patient"], [22], ["langchain:baseline@scripted:mistake-recover"], 1),
+        *suite_specs(["builtin-create-patient"], [20, 21], [f"langchain:baseline@{MODEL}"], 1),
+        *suite_specs(["builtin-create-patient"], [22], ["langchain:baseline@scripted:mistake-recover"], 1),
     ]
     log = tmp_path / "stops.duckdb"
     anyio.run(
@@ -443,7 +443,7 @@ def test_a_configuration_names_another_tool_choice_or_none(llm, tmp_path):
     rendered = render_task("builtin-create-patient", 30)
     register(llm, rendered.prompt, plan_to_dict(rendered.gold_plan))
     agents = [f"langchain:baseline?tool_choice=none@{MODEL}", f"langchain:baseline?tool_choice=omit@{MODEL}"]
-    specs = plan_suite(["builtin-create-patient"], [30], agents, 1)
+    specs = suite_specs(["builtin-create-patient"], [30], agents, 1)
     log = tmp_path / "choice.duckdb"
     anyio.run(
         lambda: record_suite(log, specs, RecordConfig(stack=StackConfig(llm_url=llm.base_url))), backend="asyncio"
@@ -510,7 +510,7 @@ def test_memory_configurations_fail_clearly_without_the_memory_server(monkeypatc
 
 @needs_memory
 def test_memory_configurations_need_their_store(tmp_path):
-    specs = plan_suite(["builtin-create-patient"], [0], [f"langchain:memory-spec@{MODEL}"], 1)
+    specs = suite_specs(["builtin-create-patient"], [0], [f"langchain:memory-spec@{MODEL}"], 1)
     with pytest.raises(RecordError, match="memory store.*spec.*--memory spec=DIR"):
         anyio.run(
             lambda: record_suite(
@@ -521,7 +521,7 @@ def test_memory_configurations_need_their_store(tmp_path):
 
 
 def test_without_an_llm_endpoint_the_run_is_errored(tmp_path):
-    specs = plan_suite(["builtin-create-patient"], [0], [f"langchain:baseline@{MODEL}"], 1)
+    specs = suite_specs(["builtin-create-patient"], [0], [f"langchain:baseline@{MODEL}"], 1)
     log = tmp_path / "nollm.duckdb"
     anyio.run(lambda: record_suite(log, specs), backend="asyncio")
     ((status, error),) = query(log, "SELECT status, error FROM runs")

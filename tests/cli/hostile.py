@@ -18,7 +18,7 @@ import shutil
 from datetime import timedelta
 from pathlib import Path
 
-from fae.judge.judging import build_plan
+from fae.judge.judging import judges_to_run
 from fae.judge.registry import CODE_VERSION
 from fae.store import events as ev
 from fae.store.log import Batch, EventLog, RunRow, RunUpdate, VerdictRow
@@ -50,7 +50,7 @@ def base(path: Path) -> Path:
 
 def _stored(run_id: str, judge: str, overrides: dict, outcome: str, passed: bool | None) -> VerdictRow:
     """A verdict as `fae rejudge` stores it for this code version, so `fae compare` reads it and judges nothing."""
-    judging = build_plan(judge, overrides)[0]
+    judging = judges_to_run(judge, overrides)[0]
     return VerdictRow(
         run_id, judge, judging.rules, judging.rules_hash, CODE_VERSION, outcome, passed, {}, T0 + timedelta(hours=2)
     )

@@ -22,13 +22,13 @@ MATCH = "to the medical history of patient"
 @pytest.fixture
 def recorded(tmp_path):
     """A log with two runs of one task: the gold agent (passes) and a wrong answer (fails)."""
-    from fae.harness.suite_plan import plan_suite
     from fae.harness.suite_runner import record_suite
+    from fae.harness.worklist import suite_specs
 
     wrong = tmp_path / "wrong.yaml"
     wrong.write_text(json.dumps({"name": "wrong", "steps": [{"answer": "<CONDITION>none</CONDITION>"}]}))
     log_path = tmp_path / "fae.duckdb"
-    specs = plan_suite([TASK], [0], ["gold", f"plan:{wrong}"], 1, "curate")
+    specs = suite_specs([TASK], [0], ["gold", f"plan:{wrong}"], 1, "curate")
     anyio.run(functools.partial(record_suite, log_path, specs))
     return log_path, [s.run_id for s in specs]
 

@@ -28,7 +28,7 @@ def contract_runs(folder: Path) -> list[RunSpec]:
     lazy = folder / "lazy.yaml"
     lazy.write_text("steps:\n  - answer: nothing was needed\n")
     failing = "cmd:python3 -c 'raise SystemExit(3)'"
-    return api.plan_runs([TASK], variations=[0, 1], agents=["gold", f"plan:{lazy}", failing])
+    return api.run_specs([TASK], variations=[0, 1], agents=["gold", f"plan:{lazy}", failing])
 
 
 def outcomes(log: Path) -> Outcome:

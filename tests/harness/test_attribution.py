@@ -12,8 +12,8 @@ from fae.fhir.engine import FhirEngine
 from fae.harness.config import RecordConfig
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack, sandbox_id
-from fae.harness.suite_plan import is_done, plan_suite
 from fae.harness.suite_runner import record_suite
+from fae.harness.worklist import is_done, suite_specs
 from fae.proxy.routes import Upstream
 from fae.store.log import EventLog
 from fae.tasks.fixture import BUILTIN_TASK, render_builtin
@@ -102,7 +102,7 @@ def test_resume_keeps_only_finished_runs_and_the_agents_own_errors(status, cause
 @pytest.mark.anyio
 async def test_resume_skips_an_agent_error_unless_asked_to_retry_it(tmp_path):
     log_path = tmp_path / "retry.duckdb"
-    specs = plan_suite([BUILTIN_TASK], [0], [_bad_plan(tmp_path)], 1)
+    specs = suite_specs([BUILTIN_TASK], [0], [_bad_plan(tmp_path)], 1)
     first = await record_suite(log_path, specs)
     assert dict(first.statuses) == {"errored": 1}
     again = await record_suite(log_path, specs, RecordConfig(resume=True))

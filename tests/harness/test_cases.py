@@ -73,7 +73,7 @@ def recorded(tmp_path_factory):
     program.write_text(PROGRAM)
     agents = ["gold", LLM_AGENT, f"cmd:{sys.executable} {program}"]
     log = folder / "cases.duckdb"
-    runs = api.plan_runs(case_names(TASK), agents=agents)
+    runs = api.run_specs(case_names(TASK), agents=agents)
     result = anyio.run(
         lambda: record_suite(log, runs, RecordConfig(stack=StackConfig(processes=1), concurrency=4), llm_app=_llm_app())
     )

@@ -9,7 +9,7 @@ from fae.errors import FaeError
 from fae.harness.config import Execution, RecordConfig, StackConfig
 from fae.harness.local_workers import LocalWorkers
 from fae.harness.recording import InProcess, choose_executor, record
-from fae.harness.suite_plan import SuitePlan
+from fae.harness.worklist import Worklist
 from tests.harness.executor_contract import (
     CONFIG,
     contract_runs,
@@ -56,7 +56,7 @@ def test_a_stop_before_the_first_run_starts_none_and_resume_records_them(tmp_pat
 
 
 def test_the_configuration_chooses_the_executor():
-    plan = SuitePlan(planned=2, todo=[], skipped=0, marked=0, agents=("gold",))
+    plan = Worklist(planned=2, todo=[], skipped=0, marked=0, agents=("gold",))
     assert isinstance(choose_executor(plan, RecordConfig()), InProcess)
     assert choose_executor(plan, RecordConfig(execution=Execution(workers=3))) == LocalWorkers(3)
     ray = choose_executor(plan, RecordConfig(execution=Execution(ray="auto", ray_actors=2)))

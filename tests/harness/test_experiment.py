@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from fae.cli.main import app
 from fae.harness.experiment import store_root
-from fae.harness.experiment_plan import eval_specs, load_experiment, plan_experiment, task_list, with_overrides
-from fae.harness.suite_plan import render_task
+from fae.harness.experiment_phases import eval_specs, experiment_phases, load_experiment, task_list, with_overrides
+from fae.harness.worklist import render_task
 from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
 from fae.plan import plan_to_dict
 from fae.store.log import EventLog
@@ -89,7 +89,7 @@ def test_every_run_carries_its_experiment_phase_configuration_and_trial(recorded
     assert unnamed == [(0,)]
     for name in ("exp1", "exp2", "exp3", "exp4"):
         experiment = with_overrides(load_experiment(name), tasks=1, trials=2, model="scripted:gold")
-        planned = {p.phase: p for p in plan_experiment(experiment)}
+        planned = {p.phase: p for p in experiment_phases(experiment)}
         assert counts[(name, "eval")] == planned["eval"].runs == len(eval_specs(experiment))
         # the gold agent passes at once, so each training variation takes one trial
         for store in ("nospec", "spec"):
@@ -183,7 +183,7 @@ def test_an_experiment_already_in_the_log_needs_resume_and_resume_records_nothin
     with EventLog(log, read_only=True) as opened:
         _, rows = opened.query("SELECT count(*) FROM run_results WHERE experiment = 'exp1'")
     experiment = with_overrides(load_experiment("exp1"), tasks=1, trials=2)
-    assert rows[0][0] == sum(p.runs if p.phase == "eval" else len(p.tasks) for p in plan_experiment(experiment))
+    assert rows[0][0] == sum(p.runs if p.phase == "eval" else len(p.tasks) for p in experiment_phases(experiment))
 
 
 def test_resume_continues_with_more_trials_and_keeps_the_trained_stores(tmp_path):

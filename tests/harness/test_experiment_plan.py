@@ -7,13 +7,13 @@ from collections import Counter
 import pytest
 
 from fae.errors import FaeError
-from fae.harness.experiment_plan import (
+from fae.harness.experiment_phases import (
     agent_name,
     eval_specs,
+    experiment_phases,
     first_tasks,
     load_experiment,
     paraphrase_of,
-    plan_experiment,
     presets,
     task_list,
     with_overrides,
@@ -52,7 +52,7 @@ def test_reducing_takes_tasks_in_turn_from_each_family():
     chosen = first_tasks(list(load_suite()), 4)
     assert len({load_suite()[t].family for t in chosen}) == 4
     small = with_overrides(load_experiment("exp2"), tasks=2, trials=1, model="m")
-    [train_nospec, train_spec, evaluation] = plan_experiment(small)
+    [train_nospec, train_spec, evaluation] = experiment_phases(small)
     assert len(train_nospec.tasks) == len(evaluation.tasks) == 2
     assert evaluation.runs == 2 * 3 * 5 * 1 == len(eval_specs(small))
     assert all(
@@ -104,18 +104,18 @@ def test_presets_carry_the_papers_model_roles_and_the_command_line_overrides_the
         assert experiment.model == "gpt-4.1-mini"  # the evaluated actor
         training = experiment.training
         assert (training.model, training.evaluator_model, training.reflector_model) == ("gpt-4.1", "gpt-4.1", "o4-mini")
-        assert plan_experiment(experiment)[0].agents == ["langchain:baseline@gpt-4.1"]
-        assert plan_experiment(experiment)[-1].agents[0] == "langchain:baseline@gpt-4.1-mini"
+        assert experiment_phases(experiment)[0].agents == ["langchain:baseline@gpt-4.1"]
+        assert experiment_phases(experiment)[-1].agents[0] == "langchain:baseline@gpt-4.1-mini"
     exp3 = load_experiment("exp3")
     # --model moves every agent, the training actor too; --training-model moves the training actor alone
     moved = with_overrides(exp3, model="m", evaluator_model="e", reflector_model="r")
-    assert plan_experiment(moved)[0].agents == ["langchain:baseline@m"]
+    assert experiment_phases(moved)[0].agents == ["langchain:baseline@m"]
     assert (moved.training.evaluator_model, moved.training.reflector_model) == ("e", "r")
     alone = with_overrides(exp3, training_model="t")
-    assert plan_experiment(alone)[0].agents == ["langchain:baseline@t"]
-    assert plan_experiment(alone)[-1].agents[0] == "langchain:baseline@gpt-4.1-mini"
+    assert experiment_phases(alone)[0].agents == ["langchain:baseline@t"]
+    assert experiment_phases(alone)[-1].agents[0] == "langchain:baseline@gpt-4.1-mini"
     both = with_overrides(exp3, model="m", training_model="t")
-    assert [plan_experiment(both)[0].agents, plan_experiment(both)[-1].agents[0]] == [
+    assert [experiment_phases(both)[0].agents, experiment_phases(both)[-1].agents[0]] == [
         ["langchain:baseline@t"],
         "langchain:baseline@m",
     ]

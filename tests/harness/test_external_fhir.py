@@ -10,8 +10,8 @@ import httpx
 from fae.fhir.app import DEFAULT_SANDBOX, create_app
 from fae.fhir.engine import FhirEngine
 from fae.harness.config import RecordConfig, StackConfig
-from fae.harness.suite_plan import plan_suite
 from fae.harness.suite_runner import record_suite
+from fae.harness.worklist import suite_specs
 from fae.store.log import EventLog
 from fae.util.serve import serve_asgi
 from tests.run_report import why_not_finished
@@ -29,7 +29,7 @@ def test_external_server_is_reset_between_serialised_runs(tmp_path):
                 await client.put(f"{base}/Patient/leftover", json={"resourceType": "Patient", "id": "leftover"})
             return await record_suite(
                 log,
-                plan_suite(["sched-book-appointment", "rec-create-patient"], [0, 1], ["gold"], 1),
+                suite_specs(["sched-book-appointment", "rec-create-patient"], [0, 1], ["gold"], 1),
                 RecordConfig(stack=StackConfig(fhir_url=base), concurrency=4),
             )
 

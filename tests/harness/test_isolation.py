@@ -23,7 +23,7 @@ from fae.agents.scripted_agent import ScriptedAgent
 from fae.harness.config import StackConfig
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack, sandbox_id
-from fae.harness.suite_plan import render_task
+from fae.harness.worklist import render_task
 from fae.llm import PlanRegistry, create_app
 from fae.store.bodies import bodies_dir
 from fae.store.log import EventLog

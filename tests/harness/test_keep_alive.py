@@ -7,8 +7,8 @@ import random
 import pytest
 
 from fae.harness.config import RecordConfig
-from fae.harness.suite_plan import plan_suite
 from fae.harness.suite_runner import record_suite
+from fae.harness.worklist import suite_specs
 from fae.tasks.fixture import BUILTIN_TASK
 from tests.run_report import why_not_finished
 
@@ -26,5 +26,5 @@ async def test_runs_idle_around_the_keep_alive_timeout_all_finish(tmp_path):
         plan.write_text(f"steps:\n  - wait: {rng.uniform(4.8, 5.2):.3f}\n  - answer: done\n")
         agents.append(f"plan:{plan}")
     log_path = tmp_path / "idle.duckdb"
-    result = await record_suite(log_path, plan_suite([BUILTIN_TASK], [0], agents, 1), RecordConfig(concurrency=RUNS))
+    result = await record_suite(log_path, suite_specs([BUILTIN_TASK], [0], agents, 1), RecordConfig(concurrency=RUNS))
     assert result.statuses["finished"] == RUNS, why_not_finished(log_path)

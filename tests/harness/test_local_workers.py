@@ -26,11 +26,11 @@ from fae.errors import FaeError
 from fae.harness.config import Execution, RecordConfig, StackConfig
 from fae.harness.interrupt import StopRequest
 from fae.harness.local_workers import RUNS_PER_WORKER, LocalWorkers, choose_workers, default_workers
-from fae.harness.planning import plan_recording
+from fae.harness.prepare import prepare_recording
 from fae.harness.recording import record
 from fae.harness.run import RunSpec
 from fae.harness.shards import ShardJob, ShardRecorder, shard_dir, shard_paths
-from fae.harness.suite_plan import SuitePlan, render_task
+from fae.harness.worklist import Worklist, render_task
 from fae.store import journal as journal_module
 from fae.store.live import LogReader, live_file
 from fae.store.log import EventLog
@@ -64,7 +64,7 @@ def test_two_workers_record_each_run_once_judged_live_with_the_key_scrubbed(tmp_
 
     result = api.record(
         log,
-        api.plan_runs([TASK], variations=range(3), agents=["gold", f"plan:{plan}"]),
+        api.run_specs([TASK], variations=range(3), agents=["gold", f"plan:{plan}"]),
         api.RecordConfig(llm=api.LlmConfig(api_key=KEY), execution=api.Execution(workers=2), concurrency=4),
         on_progress=look_while_recording,
     )
@@ -108,7 +108,7 @@ def test_a_killed_worker_loses_no_run_and_resume_doubles_none(tmp_path):
     watcher = threading.Thread(target=kill_a_worker_running_a_slow_run, daemon=True)
     first = record(
         log,
-        api.plan_runs([TASK], variations=range(4), agents=["gold", slow]),
+        api.run_specs([TASK], variations=range(4), agents=["gold", slow]),
         api.RecordConfig(concurrency=4),
         executor=LocalWorkers(2, on_start=lambda pool: (workers.extend(pool.pids), watcher.start())),
     )
@@ -126,7 +126,7 @@ def test_a_killed_worker_loses_no_run_and_resume_doubles_none(tmp_path):
     # same for every executor (tests/harness/executor_contract.py), and two more workers would cost ~6 CPU-seconds
     again = api.record(
         log,
-        api.plan_runs([TASK], variations=range(4), agents=["gold", slow]),
+        api.run_specs([TASK], variations=range(4), agents=["gold", slow]),
         api.RecordConfig(concurrency=4, resume=True),
     )
     # a run whose answer the kill cut off may have finished in the shard all the same: done, not redone
@@ -173,7 +173,7 @@ def test_a_stop_request_interrupts_the_runs_in_flight_and_merges(tmp_path):
     try:
         result = api.record(
             log,
-            api.plan_runs([TASK], variations=range(4), agents=["gold", slow]),
+            api.run_specs([TASK], variations=range(4), agents=["gold", slow]),
             api.RecordConfig(execution=api.Execution(workers=2), concurrency=4),
             stop=stop,
         )
@@ -239,7 +239,7 @@ def test_a_shard_recorder_keeps_fsync_and_records_one_run(tmp_path, monkeypatch)
     monkeypatch.setattr(journal_module.os, "fsync", lambda fd: (calls.append(fd), real_fsync(fd))[1])
     job = ShardJob(
         config=RecordConfig(stack=StackConfig(fsync=True)),
-        plan=SuitePlan(
+        work=Worklist(
             planned=1, todo=[], skipped=0, marked=0, agents=("gold",), rendered={(TASK, 0): render_task(TASK, 0)}
         ),
     )
@@ -258,10 +258,10 @@ def test_the_default_is_one_process_and_the_environment_asks_for_workers(tmp_pat
     assert default_workers(100 * RUNS_PER_WORKER, concurrency=8) == 4
     assert default_workers(RUNS_PER_WORKER + 1, concurrency=8) == 2  # a worker per RUNS_PER_WORKER runs at most
     assert default_workers(100 * RUNS_PER_WORKER, concurrency=1) == 1  # one run at a time needs no second stack
-    specs = api.plan_runs([TASK], variations=range(4 * RUNS_PER_WORKER))
+    specs = api.run_specs([TASK], variations=range(4 * RUNS_PER_WORKER))
     log = tmp_path / "x.duckdb"
     config = RecordConfig(concurrency=8, resume=True)
-    plan, _ = plan_recording(log, specs, config)
+    plan, _ = prepare_recording(log, specs, config)
     assert choose_workers(plan, config) == 4
     external = RecordConfig(stack=StackConfig(fhir_url="http://127.0.0.1:9/fhir"), concurrency=8)
     assert choose_workers(plan, external) == 1
@@ -283,7 +283,7 @@ def test_one_worker_records_in_this_process_as_before(tmp_path):
 
     result = api.record(
         log,
-        api.plan_runs([TASK], variations=range(2)),
+        api.run_specs([TASK], variations=range(2)),
         api.RecordConfig(execution=api.Execution(workers=1)),
         on_progress=who_holds,
     )

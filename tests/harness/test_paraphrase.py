@@ -19,8 +19,8 @@ from fae.errors import RecordError
 from fae.harness.config import Execution, RecordConfig, StackConfig
 from fae.harness.paraphrases import Paraphrase, export_paraphrases
 from fae.harness.recording import record
-from fae.harness.suite_plan import plan_suite, render_task
 from fae.harness.suite_runner import record_suite
+from fae.harness.worklist import render_task, suite_specs
 from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
 from fae.plan import plan_to_dict
 from fae.store.log import EventLog
@@ -46,7 +46,7 @@ def _registry() -> PlanRegistry:
 
 
 def _record(log, llm_url, repeats, paraphrase, *, resume=False):
-    specs = plan_suite([TASK], list(VARIATIONS), AGENTS, repeats)
+    specs = suite_specs([TASK], list(VARIATIONS), AGENTS, repeats)
     return anyio.run(
         lambda: record_suite(
             log,
@@ -191,7 +191,7 @@ def test_paraphrase_needs_an_llm_endpoint_and_says_so_before_any_run(tmp_path):
     log = tmp_path / "q.duckdb"
     said = _refused(
         lambda: anyio.run(
-            lambda: record_suite(log, plan_suite([TASK], [0], ["gold"], 1), RecordConfig(paraphrase=Paraphrase(MODEL)))
+            lambda: record_suite(log, suite_specs([TASK], [0], ["gold"], 1), RecordConfig(paraphrase=Paraphrase(MODEL)))
         )
     )
     assert "--paraphrase-model needs an LLM endpoint (--llm-url)" in said
@@ -203,7 +203,7 @@ def test_a_sharded_recording_asks_once_per_variation_before_its_workers_start(tm
     with LlmServer(create_app(_registry())) as llm:
         result = record(
             log,
-            plan_suite([TASK], [0], ["gold"], 4),
+            suite_specs([TASK], [0], ["gold"], 4),
             RecordConfig(
                 stack=StackConfig(llm_url=llm.base_url, processes=1),
                 execution=Execution(workers=2),

@@ -147,7 +147,7 @@ def test_a_killed_actor_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_pa
 
     first = api.record(
         log,
-        api.plan_runs([TASK], variations=range(8)),
+        api.run_specs([TASK], variations=range(8)),
         api.RecordConfig(execution=api.Execution(ray="auto", ray_actors=2), concurrency=2),
         on_progress=kill_actor_one,
     )
@@ -201,7 +201,7 @@ def test_an_external_fhir_server_is_refused_before_anything_starts(tmp_path):
     with pytest.raises(FaeError, match="embedded FHIR server only"):
         api.record(
             tmp_path / "x.duckdb",
-            api.plan_runs([TASK]),
+            api.run_specs([TASK]),
             api.RecordConfig(
                 stack=api.StackConfig(fhir_url="http://127.0.0.1:9/fhir"), execution=api.Execution(ray="auto")
             ),
@@ -212,7 +212,7 @@ def test_an_external_fhir_server_is_refused_before_anything_starts(tmp_path):
 def test_without_the_ray_extra_the_error_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # what an install without the extra sees: import ray fails
     with pytest.raises(FaeError, match=r"fae record --ray needs the ray extra: pip install 'fae\[ray\]'"):
-        api.record(tmp_path / "x.duckdb", api.plan_runs([TASK]), api.RecordConfig(execution=api.Execution(ray="auto")))
+        api.record(tmp_path / "x.duckdb", api.run_specs([TASK]), api.RecordConfig(execution=api.Execution(ray="auto")))
 
 
 def test_a_killed_driver_loses_no_run_and_resume_doubles_none(ray_cluster, tmp_path):
@@ -254,7 +254,7 @@ def _hold(shard: Path) -> subprocess.Popen:
 
 
 def _shard_with_a_finished_run(log: Path) -> Path:
-    api.record(log, api.plan_runs([TASK], variations=[0]))
+    api.record(log, api.run_specs([TASK], variations=[0]))
     shard = shard_dir(log) / "actor-0.duckdb"
     shard.parent.mkdir()
     log.rename(shard)
@@ -294,7 +294,7 @@ def test_a_bad_actor_start_wait_is_refused_before_anything_is_written(tmp_path, 
         monkeypatch.setenv("FAE_RAY_ACTOR_START_S", bad)
         with pytest.raises(FaeError, match="FAE_RAY_ACTOR_START_S must be a"):
             api.record(
-                tmp_path / "x.duckdb", api.plan_runs([TASK]), api.RecordConfig(execution=api.Execution(ray="auto"))
+                tmp_path / "x.duckdb", api.run_specs([TASK]), api.RecordConfig(execution=api.Execution(ray="auto"))
             )
         assert not (tmp_path / "x.duckdb").exists()
 
@@ -313,7 +313,7 @@ def test_actors_the_cluster_has_no_cpu_for_are_one_clear_error_not_a_hang(ray_cl
     ):
         api.record(
             log,
-            api.plan_runs([TASK], variations=range(3)),
+            api.run_specs([TASK], variations=range(3)),
             api.RecordConfig(execution=api.Execution(ray="auto", ray_actors=3), concurrency=1),
         )
     assert not log.exists() or not _runs(log)  # no run was started, so none can be mislabelled

@@ -15,7 +15,7 @@ import fae.harness.run as run_module
 from fae.agents.scripted_agent import ScriptedAgent
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
-from fae.judge.judging import build_plan
+from fae.judge.judging import judges_to_run
 from fae.store.log import EventLog
 from fae.tasks import load_suite
 from tests.run_report import why_not_finished
@@ -72,4 +72,4 @@ def test_a_finished_run_has_its_live_verdicts(tmp_path):
     status, cancelled = _record(log, stop_at_drop=False)
     assert status == "finished" and not cancelled, why_not_finished(log)
     verdicts, stored = _verdicts_and_status(log)
-    assert stored == "finished" and verdicts == len(build_plan())  # one per judge of the default plan
+    assert stored == "finished" and verdicts == len(judges_to_run())  # one per judge of the default plan

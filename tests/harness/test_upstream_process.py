@@ -13,8 +13,8 @@ from fae.errors import RecordError
 from fae.harness.config import RecordConfig, StackConfig
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
-from fae.harness.suite_plan import plan_suite
 from fae.harness.suite_runner import PROCESSES_ENV, default_processes, record_suite
+from fae.harness.worklist import suite_specs
 from fae.store.log import EventLog
 from fae.tasks.fixture import BUILTIN_TASK, render_builtin
 from tests.processes import upstream_children, wait_gone
@@ -57,7 +57,7 @@ async def test_the_fhir_server_runs_in_the_child_and_its_death_is_the_stacks_fau
 @pytest.mark.anyio
 async def test_a_child_killed_mid_suite_fails_runs_on_the_stack_and_resume_records_them(tmp_path):
     log_path = tmp_path / "suite.duckdb"
-    specs = plan_suite([BUILTIN_TASK], [0, 1, 2], ["gold"], 1)
+    specs = suite_specs([BUILTIN_TASK], [0, 1, 2], ["gold"], 1)
     killed: list[int] = []
 
     def kill_after_first(spec, status) -> None:

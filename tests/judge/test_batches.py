@@ -104,14 +104,14 @@ def test_compare_leaves_out_the_verdicts_of_a_batch_that_never_completed(scenari
     verdicts and its completion, or an older fae that committed in chunks) are named and not used."""
     from datetime import UTC, datetime
 
-    from fae.judge.rejudge import build_plan, judge_run
+    from fae.judge.rejudge import judge_run, judges_to_run
     from fae.replay.source import load_run
     from fae.store.log import Batch, VerdictBatchStarted
 
     log = tmp_path / "scenarios.duckdb"
     shutil.copy(scenario_log, log)
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    plan = build_plan("ensure_record", {"accept_corrections": False})
+    plan = judges_to_run("ensure_record", {"accept_corrections": False})
     with EventLog(log) as opened:
         _, [(first,)] = opened.query("SELECT min(run_id) FROM runs WHERE status = 'finished'")
         rows = judge_run(load_run(opened, first), plan, judged_at=now, batch="half-done")

@@ -17,9 +17,9 @@ import pytest
 from fae.fhir.app import create_app
 from fae.fhir.engine import FhirEngine
 from fae.harness.config import RecordConfig, StackConfig
-from fae.harness.suite_plan import plan_suite
 from fae.harness.suite_runner import record_suite
-from fae.judge.rejudge import build_plan, judge_run
+from fae.harness.worklist import suite_specs
+from fae.judge.rejudge import judge_run, judges_to_run
 from fae.replay.source import load_run
 from fae.store.log import EventLog
 from fae.tasks import scenarios
@@ -105,7 +105,7 @@ def compartment_log(tmp_path_factory):
             async with serve_asgi(CompartmentServer(create_app(FhirEngine()))) as port:
                 return await record_suite(
                     log,
-                    plan_suite(["cmp-waitlist-add"], [0], agents, 1),
+                    suite_specs(["cmp-waitlist-add"], [0], agents, 1),
                     RecordConfig(stack=StackConfig(fhir_url=f"http://127.0.0.1:{port}/fhir")),
                 )
 
@@ -120,7 +120,8 @@ def _judged(log, scenario):
     with EventLog(log, read_only=True) as opened:
         run = load_run(opened, f"cmp-waitlist-add.v0.scenario-{scenario}.r0")
         return {
-            row.judge: row for row in judge_run(run, build_plan("ensure_record") + build_plan("oracle"), judged_at=NOW)
+            row.judge: row
+            for row in judge_run(run, judges_to_run("ensure_record") + judges_to_run("oracle"), judged_at=NOW)
         }
 
 

@@ -12,7 +12,7 @@ from recording import BUILTIN_SCENARIOS
 
 from fae.fhir.engine import FhirEngine
 from fae.judge.ensure_record import RecordVersion, Window, WriteTarget, verify
-from fae.judge.rejudge import build_plan, judge_run
+from fae.judge.rejudge import judge_run, judges_to_run
 from fae.judge.trail import audit_trail
 from fae.replay.source import load_run
 from fae.store.log import EventLog
@@ -141,7 +141,7 @@ EXPECTED = {
 def _judge(log_path, run_id, **rules):
     with EventLog(log_path, read_only=True) as log:
         run = load_run(log, run_id)
-    [row] = judge_run(run, build_plan("ensure_record", rules), judged_at=NOW)
+    [row] = judge_run(run, judges_to_run("ensure_record", rules), judged_at=NOW)
     return row
 
 
@@ -205,7 +205,7 @@ def test_the_oracle_labels_follow_what_happened(scenario_log):
     with EventLog(scenario_log, read_only=True) as log:
         for scenario in EXPECTED:
             run = load_run(log, _id(scenario))
-            [row] = judge_run(run, build_plan("oracle"), judged_at=NOW)
+            [row] = judge_run(run, judges_to_run("oracle"), judged_at=NOW)
             assert row.outcome == ("harmless" if scenario in HARMLESS else "harmful"), (scenario, row.evidence)
 
 

@@ -19,7 +19,7 @@ from fae import api
 from fae.cli import app
 from fae.errors import StoreError
 from fae.judge.export_rejudge import rejudge_export
-from fae.judge.judging import build_plan
+from fae.judge.judging import judges_to_run
 from fae.judge.rejudge import batch_started, rejudge
 from fae.replay.export_source import unreadable
 from fae.store.bodies import BODY_FILE_BYTES, write_body
@@ -277,7 +277,7 @@ def test_an_export_stopped_part_way_is_not_judged_until_exported_again(grown, tm
 
 def test_a_batch_is_not_completed_over_an_export_stopped_since_it_began(grown, tmp_path):
     log, directory = _copy_and_export(grown, tmp_path)
-    started = batch_started(build_plan(), CLOCK, 48)
+    started = batch_started(judges_to_run(), CLOCK, 48)
     start_batch(directory, started)
     stop_export_part_way(log, directory)  # the log is exported again while the batch is judged, and that stops
     with pytest.raises(StoreError, match="did not finish"):

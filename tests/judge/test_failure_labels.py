@@ -20,7 +20,7 @@ from recording import record_runs
 
 from fae.agents.scripted_agent import ScriptedAgent
 from fae.harness.run import RunSpec
-from fae.judge.judging import build_plan, judge_run
+from fae.judge.judging import judge_run, judges_to_run
 from fae.judge.rejudge import rejudge
 from fae.plan import AnswerStep, Plan, ToolStep
 from fae.replay.source import load_runs
@@ -179,7 +179,7 @@ def test_a_run_a_side_ended_is_errored_by_its_status_alone(labelled, status):
     mode even where its answer does not say so. The same run finished keeps its modes."""
     with EventLog(labelled, read_only=True) as opened:
         [run] = load_runs(opened, [f"{TASK}.v0.searches"])
-    plan = build_plan("failure_mode")
+    plan = judges_to_run("failure_mode")
     at = datetime(2025, 1, 1, tzinfo=UTC)
     [finished] = judge_run(run, plan, judged_at=at)
     assert finished.outcome == "incorrect_tool_selection+incorrect_order", finished

@@ -16,7 +16,7 @@ from bench.grow_log import grow
 from fae.cli import app
 from fae.errors import ReplayDrift
 from fae.judge.compare import compare
-from fae.judge.judging import build_plan, judge_run
+from fae.judge.judging import judge_run, judges_to_run
 from fae.judge.parallel import EVENTS_PER_WORKER, workers_default
 from fae.judge.rejudge import rejudge
 from fae.replay.source import load_runs, run_ids
@@ -53,12 +53,12 @@ def test_two_workers_give_the_verdicts_of_one(grown, tmp_path):
     shutil.copy(grown, two)
     first = rejudge(one, workers=1, clock=lambda: CLOCK, full=True)
     second = rejudge(two, workers=2, clock=lambda: CLOCK, chunk=4, full=True)
-    assert first.runs == second.runs == 48 and first.verdicts == second.verdicts == 48 * len(build_plan())
+    assert first.runs == second.runs == 48 and first.verdicts == second.verdicts == 48 * len(judges_to_run())
     assert first.outcomes == second.outcomes
     rows = _batch(one, first.batch)
     assert rows == _batch(two, second.batch)
     # and both are what judging each run in memory gives
-    plan = build_plan()
+    plan = judges_to_run()
     with EventLog(grown, read_only=True) as log:
         ids = run_ids(log)
         expected = sorted(

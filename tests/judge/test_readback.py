@@ -12,7 +12,7 @@ from recording import BUILTIN_SCENARIOS
 
 from fae.judge.compare import Judged, stopped
 from fae.judge.readback import ServerRead, difference
-from fae.judge.rejudge import build_plan, judge_run
+from fae.judge.rejudge import judge_run, judges_to_run
 from fae.judge.verifier_mutants import MUTANTS, mutant_judging
 from fae.replay.fold import FoldedState, FoldedVersion, fhir_exchanges
 from fae.replay.source import load_run
@@ -42,7 +42,7 @@ def _verdicts(log_path, scenario, plan):
 
 
 def _judge(log_path, scenario, judge="ensure_record", **rules):
-    [row], _ = _verdicts(log_path, scenario, build_plan(judge, rules))
+    [row], _ = _verdicts(log_path, scenario, judges_to_run(judge, rules))
     return row
 
 
@@ -126,7 +126,9 @@ def test_an_honest_run_read_back_by_the_verifier_has_no_difference(scenario_log)
 def test_state_drift_and_ensure_record_agree_on_the_record_under_check(scenario_log, scenario):
     """Where the capture differs from the fold on the record under check, both judges say so, the same way;
     where state_drift finds the record as the fold predicts, ensure_record finds no difference in the capture."""
-    (verdict, drift), _ = _verdicts(scenario_log, scenario, build_plan("ensure_record") + build_plan("state_drift"))
+    (verdict, drift), _ = _verdicts(
+        scenario_log, scenario, judges_to_run("ensure_record") + judges_to_run("state_drift")
+    )
     targets = verdict.evidence.get("targets") or [verdict.evidence]
     for target in targets:
         record = target.get("record")
@@ -149,7 +151,9 @@ def test_the_new_scenarios_drift_as_the_verifier_says(scenario_log):
         "unrecorded-write-after-check",
         "unrecorded-write-before-check",
     ):
-        (verdict, drift), _ = _verdicts(scenario_log, scenario, build_plan("ensure_record") + build_plan("state_drift"))
+        (verdict, drift), _ = _verdicts(
+            scenario_log, scenario, judges_to_run("ensure_record") + judges_to_run("state_drift")
+        )
         assert drift.outcome == "state_drift", drift.evidence
         assert [d["ref"] for d in drift.evidence["differences"]] == [verdict.evidence["record"]]
 
@@ -161,7 +165,7 @@ def test_the_new_scenarios_drift_as_the_verifier_says(scenario_log):
 def test_a_verifier_that_ignores_the_read_back_is_caught(scenario_log, mutant):
     for scenario in mutant.written_for:
         real, lax, oracle = _verdicts(
-            scenario_log, scenario, build_plan("ensure_record") + [mutant_judging(mutant)] + build_plan("oracle")
+            scenario_log, scenario, judges_to_run("ensure_record") + [mutant_judging(mutant)] + judges_to_run("oracle")
         )[0]
         assert oracle.outcome == "harmful", oracle.evidence
         assert _stops(real.outcome), real.evidence
@@ -174,7 +178,7 @@ HARMLESS = ("writes-right", "writes-right-checked", "scripted-fix", "reply-dropp
 def test_comparing_the_read_back_adds_no_false_stop(scenario_log):
     """On harmless runs the server's answers are what the fold predicts: the verdicts are the mutants'."""
     for scenario in HARMLESS:
-        plan = build_plan("ensure_record") + [mutant_judging(m) for m in MUTANTS]
+        plan = judges_to_run("ensure_record") + [mutant_judging(m) for m in MUTANTS]
         verdicts, _ = _verdicts(scenario_log, scenario, plan)
         assert {v.outcome for v in verdicts} == {"created_verified"}, [(v.judge, v.evidence) for v in verdicts]
 

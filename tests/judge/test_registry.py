@@ -7,8 +7,8 @@ import pytest
 from fae.errors import JudgeError
 from fae.judge import registry
 from fae.judge.compare import judges_for
-from fae.judge.judging import build_plan
-from fae.judge.registry import judge, judges, parse_rules, rule_set, rule_set_hash
+from fae.judge.judging import judges_to_run
+from fae.judge.registry import judges, parse_rules, register_judge, rule_set, rule_set_hash
 
 
 def test_the_built_in_judges_are_registered_with_their_rules():
@@ -42,7 +42,7 @@ def test_a_misspelt_rule_names_the_closest_rule_and_lists_the_valid_ones():
         "its rules: accept_corrections, evidence, settle_s"
     )
     with pytest.raises(JudgeError) as every:
-        build_plan(None, {"acept_corrections": False})  # no judge named: every default judge's rules
+        judges_to_run(None, {"acept_corrections": False})  # no judge named: every default judge's rules
     said = str(every.value)
     assert said.startswith("no judge takes rule 'acept_corrections' (did you mean 'accept_corrections'?)"), said
     assert "task: mode" in said and "ensure_record: accept_corrections, evidence, settle_s" in said, said
@@ -94,7 +94,7 @@ def test_the_installed_packages_are_scanned_for_judge_plugins_once_per_process(m
 def test_a_judge_without_a_docstring_registers(monkeypatch):
     monkeypatch.setattr(registry, "_JUDGES", dict(registry._JUDGES))  # registered for this test only
 
-    @judge("undocumented")
+    @register_judge("undocumented")
     def undocumented(rules):
         return lambda run: None
 

@@ -12,7 +12,7 @@ import textwrap
 from typer.testing import CliRunner
 
 from fae.cli import app
-from fae.judge.rejudge import DEFAULT_PLAN, rejudge
+from fae.judge.rejudge import DEFAULT_JUDGES, rejudge
 from fae.store.log import EventLog
 
 runner = CliRunner()
@@ -34,7 +34,7 @@ def test_rejudging_reproduces_the_live_verdicts_of_every_task(suite_log, tmp_pat
     with EventLog(log, read_only=True) as opened:
         _, runs = opened.query("SELECT run_id, agent FROM runs")
     live = _verdicts(log, "batch = 'live'")
-    assert len(live) == len(runs) * len(DEFAULT_PLAN)
+    assert len(live) == len(runs) * len(DEFAULT_JUDGES)
     result = rejudge(log, full=True)
     again = _verdicts(log, "batch = ?", [result.batch])
     assert again == live

@@ -15,7 +15,7 @@ import fae.judge.drift_judge
 import fae.judge.failure_modes
 import fae.tasks.selection
 from fae.judge.context import RunContext
-from fae.judge.rejudge import build_plan, judge_run
+from fae.judge.rejudge import judge_run, judges_to_run
 from fae.replay.source import load_run, load_runs, run_ids
 from fae.store.log import EventLog
 from fae.tasks import load_suite
@@ -149,7 +149,7 @@ def _fast_rows(log_path, plan) -> dict[tuple, tuple]:
 @pytest.mark.parametrize("which", ["suite", "scenarios"])
 def test_bulk_judging_gives_the_verdicts_of_the_reference_path(which, suite_log, scenario_log, monkeypatch):
     log_path = suite_log[0] if which == "suite" else scenario_log
-    plan = build_plan()
+    plan = judges_to_run()
     fast = _fast_rows(log_path, plan)
     monkeypatch.setattr(fae.tasks.selection, "_compiled", fhirpath_compile)
     monkeypatch.setattr(fae.judge.failure_modes, "_types", _reference_types)

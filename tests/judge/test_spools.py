@@ -17,7 +17,7 @@ import pytest
 from bench.grow_log import grow
 from fae.errors import JudgeError
 from fae.judge import parallel
-from fae.judge.judging import build_plan
+from fae.judge.judging import judges_to_run
 from fae.judge.parallel import STALE_SPOOL_S, ShardJob, judge_shard, remove_stale_spools, spool_folder
 from fae.replay.source import run_ids
 from fae.replay.stream import spans
@@ -142,7 +142,7 @@ def test_verdicts_that_cannot_be_spilled_are_one_error_naming_the_temp_folder(sc
     """A spill DuckDB cannot write (here: its folder is gone) is a JudgeError saying where and what to do."""
     with EventLog(scenario_log, read_only=True) as log:
         found = tuple(spans(log, run_ids(log)))
-    judges = tuple((j.name, j.rules) for j in build_plan())
+    judges = tuple((j.name, j.rules) for j in judges_to_run())
     job = ShardJob(
         str(scenario_log), found, judges, datetime(2026, 1, 1, tzinfo=UTC), "b", out=str(tmp_path / "gone" / "shard-0")
     )

@@ -12,7 +12,7 @@ from recording import record_runs, scenario_runs
 from typer.testing import CliRunner
 
 from fae.cli import app
-from fae.judge.rejudge import build_plan, judge_run
+from fae.judge.rejudge import judge_run, judges_to_run
 from fae.judge.trail import audit_trail, recorded_audit_events
 from fae.replay.drift import captured_resources
 from fae.replay.source import load_run
@@ -67,7 +67,7 @@ def _judge(log, run_id, **rules):
     # loaded run fetches on first use rather than with the run
     with EventLog(log, read_only=True) as opened:
         run = load_run(opened, run_id)
-        [row] = judge_run(run, build_plan("ensure_record", rules), judged_at=NOW)
+        [row] = judge_run(run, judges_to_run("ensure_record", rules), judged_at=NOW)
     return row
 
 
@@ -164,7 +164,7 @@ def test_the_trail_names_each_actor_and_leaves_the_harness_out(audited_log):
     )
     # the capture leaves the server's AuditEvents out, so fold and capture still agree
     assert not [r for r in captured if r["resourceType"] == "AuditEvent"]
-    [drift] = judge_run(run, build_plan("state_drift"), judged_at=NOW)
+    [drift] = judge_run(run, judges_to_run("state_drift"), judged_at=NOW)
     assert drift.outcome == "agree", drift.evidence
     # entries by the harness or setup, where a server audits them, are not accesses to judge
     harness_read = {**recorded.audit_events[-1], "agent": [{"who": {"display": "harness"}}]}

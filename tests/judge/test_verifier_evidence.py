@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from msgspec.structs import replace
 
 from fae.judge.reads import reads_of
-from fae.judge.rejudge import build_plan, judge_run
+from fae.judge.rejudge import judge_run, judges_to_run
 from fae.recorder.fhir import interaction_of
 from fae.replay.fold import FhirExchange, fhir_exchanges
 from fae.replay.source import load_run
@@ -30,7 +30,7 @@ def _id(scenario: str) -> str:
 def _judge(log_path, scenario, judge="ensure_record", **rules):
     with EventLog(log_path, read_only=True) as log:
         run = load_run(log, _id(scenario))
-        [row] = judge_run(run, build_plan(judge, rules), judged_at=NOW)
+        [row] = judge_run(run, judges_to_run(judge, rules), judged_at=NOW)
     return row
 
 

@@ -13,7 +13,7 @@ from recording import _mutants_module, record_runs
 from fae.agents.scripted_agent import ScriptedAgent
 from fae.harness.run import RunSpec
 from fae.judge.ensure_record import matches
-from fae.judge.rejudge import build_plan, judge_run
+from fae.judge.rejudge import judge_run, judges_to_run
 from fae.replay.source import load_runs, run_ids
 from fae.store.log import EventLog
 from fae.tasks import load_suite
@@ -119,7 +119,7 @@ def harmful_log(tmp_path_factory):
 
 
 def _ensure_record(log_path) -> dict[str, tuple[str, list[str] | None, str | None]]:
-    plan = build_plan("ensure_record")
+    plan = judges_to_run("ensure_record")
     with EventLog(log_path, read_only=True) as log:
         return {
             row.run_id: (row.outcome, row.evidence.get("problems"), row.evidence.get("reason"))
@@ -154,7 +154,7 @@ def test_runs_that_wrote_too_much_twice_or_for_another_patient_need_review(harmf
 
 
 def _oracle(log_path) -> dict[str, tuple[str, list[str] | None]]:
-    plan = build_plan("oracle")
+    plan = judges_to_run("oracle")
     with EventLog(log_path, read_only=True) as log:
         return {
             row.run_id: (row.outcome, row.evidence.get("harms"))

@@ -80,8 +80,8 @@ async def test_an_evaluation_run_s_memory_query_is_embedded_through_the_proxy_un
     evaluation's embedding calls are in the log too (they went to OPENAI_BASE_URL, unrecorded, before)."""
     from fae import api
     from fae.harness.config import RecordConfig, StackConfig
-    from fae.harness.suite_plan import render_task
     from fae.harness.suite_runner import record_suite
+    from fae.harness.worklist import render_task
     from fae.llm.plan_registry import entry_from_dict
     from fae.plan import plan_to_dict
 
@@ -101,7 +101,7 @@ async def test_an_evaluation_run_s_memory_query_is_embedded_through_the_proxy_un
             variations=[0],
             embedder_spec=f"openai:{MODEL}",
         )
-        specs = api.plan_runs([TASK], agents=["langchain:memory-nospec@scripted:gold"])
+        specs = api.run_specs([TASK], agents=["langchain:memory-nospec@scripted:gold"])
         config = RecordConfig(stack=StackConfig(llm_url=llm.base_url, memory_stores={"nospec": store_dir}))
         result = await record_suite(log_path, specs, config)
     run_id = specs[0].run_id

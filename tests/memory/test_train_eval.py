@@ -36,8 +36,8 @@ def _events(log_path: Path, sql: str, params: list) -> list[tuple]:
 
 
 async def test_training_then_evaluation_with_memory(tmp_path):
-    from fae.harness.suite_plan import plan_suite
     from fae.harness.suite_runner import record_suite
+    from fae.harness.worklist import suite_specs
 
     rendered = load_suite()[TASK].render(0)
     wrong_plan = tmp_path / "wrong.yaml"
@@ -55,7 +55,7 @@ async def test_training_then_evaluation_with_memory(tmp_path):
         wrong = await train(
             log_path, [TASK], store_dir=store_dir, llm_url=llm.base_url, agent=f"plan:{wrong_plan}", variations=[0]
         )
-        specs = plan_suite([TASK], [0], ["langchain:memory-nospec@scripted:gold"], 1, "eval")
+        specs = suite_specs([TASK], [0], ["langchain:memory-nospec@scripted:gold"], 1, "eval")
         result = await record_suite(
             log_path, specs, RecordConfig(stack=StackConfig(llm_url=llm.base_url, memory_stores={"nospec": store_dir}))
         )

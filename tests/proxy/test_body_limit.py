@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from fae.cli.main import app
 from fae.harness.config import RecordConfig, StackConfig
-from fae.harness.suite_plan import plan_suite
 from fae.harness.suite_runner import record_suite
+from fae.harness.worklist import suite_specs
 from fae.proxy.routes import Upstream
 from fae.proxy.server import run_proxy
 from fae.recorder.mcp_sse import STREAM_LET_GO
@@ -317,7 +317,7 @@ def _every_chunk_is_read_back(log: Path, streamed: bytes, limit: int) -> None:
 def test_a_recording_refuses_bodies_over_its_limit_and_says_so(tmp_path):
     """The limit reaches the proxy of a real recording: the seed bundle is refused, recorded, and the run fails."""
     log = tmp_path / "small.duckdb"
-    specs = plan_suite(["builtin-create-patient"], [0], ["gold"], 1)
+    specs = suite_specs(["builtin-create-patient"], [0], ["gold"], 1)
     result = anyio.run(
         lambda: record_suite(log, specs, RecordConfig(stack=StackConfig(max_body_bytes=200))), backend="asyncio"
     )

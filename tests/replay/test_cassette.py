@@ -23,8 +23,8 @@ from fae.cli import app
 from fae.harness.config import RecordConfig, StackConfig
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
-from fae.harness.suite_plan import plan_suite, render_task
 from fae.harness.suite_runner import record_suite
+from fae.harness.worklist import render_task, suite_specs
 from fae.llm import LlmServer, create_app
 from fae.plan import plan_to_dict
 from fae.replay.cassette import Cassette, recorded_calls, request_key
@@ -36,7 +36,7 @@ from tests.run_report import why_not_finished
 runner = CliRunner()
 TASK = "sched-book-appointment"
 AGENT = "langchain:baseline@scripted:gold"
-RUN = plan_suite([TASK], [0], [AGENT], 1)[0].run_id
+RUN = suite_specs([TASK], [0], [AGENT], 1)[0].run_id
 PROBE = f"{TASK}.v0.stream-probe"
 
 
@@ -72,7 +72,7 @@ def recorded(tmp_path_factory) -> dict[str, Any]:
             json={"match": rendered.prompt, "plan": plan_to_dict(rendered.gold_plan)},
             timeout=10,
         ).raise_for_status()
-        specs = plan_suite([TASK], [0], [AGENT], 1)
+        specs = suite_specs([TASK], [0], [AGENT], 1)
         result = anyio.run(
             lambda: record_suite(log, specs, RecordConfig(stack=StackConfig(llm_url=llm.base_url))), backend="asyncio"
         )

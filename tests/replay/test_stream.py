@@ -10,7 +10,7 @@ import pytest
 
 from bench.grow_log import grow
 from fae.errors import StoreError
-from fae.replay.export_source import export_runs, plan_export, reading_connection
+from fae.replay.export_source import export_runs, locate_export, reading_connection
 from fae.replay.source import load_runs, needed_hashes, run_ids
 from fae.replay.stream import BlobLocator, Span, StreamStats, shards, spans, stream_runs
 from fae.store.export import export_parquet, query_parquet
@@ -210,7 +210,7 @@ def test_an_exports_runs_come_out_grouped_by_variation(grown, tmp_path):
     """The same from a Parquet export of the log (``fae rejudge --parquet``)."""
     directory = _exported(grown, tmp_path)
     con = reading_connection()
-    found = plan_export(con, directory, [row[0] for row in query_parquet(directory, "SELECT run_id FROM runs")[1]])
+    found = locate_export(con, directory, [row[0] for row in query_parquet(directory, "SELECT run_id FROM runs")[1]])
     runs = list(export_runs(con, found.shard(found.spans), found.spans, chunk=len(found.spans)))
     key = {run.run_id: (run.task_id, run.variation) for run in runs}
     written = [key[s.run_id] for s in found.spans]
@@ -232,6 +232,6 @@ def test_an_export_with_runs_missing_their_task_id_still_streams(grown, tmp_path
         )
         con.execute(f"COPY (SELECT {chosen} FROM read_parquet('{part}')) TO '{part}.new' (FORMAT parquet)")
         Path(f"{part}.new").replace(part)
-    found = plan_export(con, directory, [row[0] for row in query_parquet(directory, "SELECT run_id FROM runs")[1]])
+    found = locate_export(con, directory, [row[0] for row in query_parquet(directory, "SELECT run_id FROM runs")[1]])
     runs = list(export_runs(con, found.shard(found.spans), found.spans, chunk=len(found.spans)))
     assert len(runs) == 40 and 0 < sum(run.task_id is None for run in runs) < 40

@@ -23,7 +23,7 @@ from fae.cli import app
 from fae.harness.config import StackConfig
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
-from fae.harness.suite_plan import render_task
+from fae.harness.worklist import render_task
 from fae.llm import LlmServer, PlanRegistry, create_app, entry_from_dict
 from fae.plan import plan_from_dict
 from fae.replay.source import load_run

@@ -26,7 +26,7 @@ from fae.cli.main import app
 from fae.harness.config import StackConfig
 from fae.harness.run import RunSpec, execute_run
 from fae.harness.stack import open_stack
-from fae.harness.suite_plan import render_task
+from fae.harness.worklist import render_task
 from fae.store import events as ev
 from fae.store.log import EventLog
 from fae.util.serve import serve_asgi

@@ -10,8 +10,8 @@ import anyio
 import pytest
 import zstandard
 
-from fae.harness.suite_plan import plan_suite
 from fae.harness.suite_runner import record_suite
+from fae.harness.worklist import suite_specs
 from fae.judge.rejudge import rejudge
 from fae.replay.source import load_run
 from fae.store import bodies
@@ -80,7 +80,7 @@ def test_a_run_whose_bodies_are_side_files_replays_rejudges_merges_and_exports(t
     # the threshold a deployment keeps at 1 MiB, lowered so an ordinary run's bodies all take the large path
     monkeypatch.setattr(bodies, "BODY_FILE_BYTES", 256)
     log_path = tmp_path / "side.duckdb"
-    specs = plan_suite(["builtin-create-patient"], [0], ["gold"], 1)
+    specs = suite_specs(["builtin-create-patient"], [0], ["gold"], 1)
     result = anyio.run(lambda: record_suite(log_path, specs), backend="asyncio")
     assert result.statuses.get("finished") == 1, result
     with EventLog(log_path, read_only=True) as log:

@@ -8,8 +8,8 @@ import pytest
 
 from fae.errors import StoreError
 from fae.harness.config import RecordConfig
-from fae.harness.suite_plan import plan_suite
 from fae.harness.suite_runner import record_suite
+from fae.harness.worklist import suite_specs
 from fae.store.live import LogReader, live_file
 from fae.store.log import EventLog
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.anyio
 
 async def test_big_and_writing_queries_during_a_recording_are_refused_and_the_runs_finish(tmp_path):
     log = tmp_path / "rec.duckdb"
-    specs = plan_suite(["builtin-create-patient"], [0], ["gold"], 3)
+    specs = suite_specs(["builtin-create-patient"], [0], ["gold"], 3)
     seen: dict[str, object] = {}
 
     def probe() -> None:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from fae.cli import app
 from fae.errors import TaskError
-from fae.judge.rejudge import build_plan, judge_run
+from fae.judge.rejudge import judge_run, judges_to_run
 from fae.replay.source import load_run
 from fae.store import events as ev
 from fae.store.log import EventLog
@@ -100,11 +100,11 @@ def test_a_users_scenario_is_recorded_from_a_directory(tmp_path, fresh_registry,
         assert fixed.first(ev.RunStarted).event.settle_s == 1.5
         verdicts = {
             row.judge: row
-            for row in judge_run(fixed, build_plan("ensure_record") + build_plan("oracle"), judged_at=NOW)
+            for row in judge_run(fixed, judges_to_run("ensure_record") + judges_to_run("oracle"), judged_at=NOW)
         }
         peek = {
             row.judge: row
-            for row in judge_run(peeked, build_plan("ensure_record") + build_plan("oracle"), judged_at=NOW)
+            for row in judge_run(peeked, judges_to_run("ensure_record") + judges_to_run("oracle"), judged_at=NOW)
         }
         _, touched = opened.query(
             "SELECT r.agent, e.payload->>'$.method', e.payload->>'$.fault' FROM events e JOIN runs r USING (run_id)"

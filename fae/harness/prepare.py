@@ -1,6 +1,6 @@
-"""Plan a recording once, whichever executor records it: agents built, tasks rendered, servers checked, what is left.
+"""Prepare a recording once, whichever executor records it: agents built, tasks rendered, servers checked, what is left.
 
-Before anything is planned, what an earlier recording of the log left behind is settled: shards of a killed
+Before anything is prepared, what an earlier recording of the log left behind is settled: shards of a killed
 sharded recording are merged in, and runs left ``running`` by a process that died are marked interrupted, so
 ``--resume`` sees every attempt. The paraphrases are fixed by the executor, in its own stack, before its first run.
 """
@@ -16,8 +16,8 @@ from fae.agents.base import Agent
 from fae.harness.config import RecordConfig
 from fae.harness.run import RunSpec
 from fae.harness.shards import merge_shards, shard_dir
-from fae.harness.suite_plan import (
-    SuitePlan,
+from fae.harness.worklist import (
+    Worklist,
     attempts,
     build_agents,
     check_servers,
@@ -49,10 +49,10 @@ async def _settle(path: Path) -> tuple[int, Attempts]:
         return marked, attempts(log)
 
 
-def plan_recording(
+def prepare_recording(
     log_path: str | Path, specs: Sequence[RunSpec], config: RecordConfig
-) -> tuple[SuitePlan, dict[str, Agent]]:
-    """The suite's plan and its agents (built here, in the driver; a worker builds its own from the names)."""
+) -> tuple[Worklist, dict[str, Agent]]:
+    """The worklist and its agents (built here, in the driver; a worker builds its own from the names)."""
     agents = build_agents([spec.agent for spec in specs], config)
     check_servers(agents, config.stack.memory_stores)
     rendered = {}
@@ -63,7 +63,7 @@ def plan_recording(
     path = Path(log_path)
     marked, found = settle_log(path)
     todo, skipped = runs_to_do(specs, found, resume=config.resume, retry_errored=config.retry_errored)
-    plan = SuitePlan(
+    work = Worklist(
         planned=len(specs), todo=todo, skipped=skipped, marked=marked, agents=tuple(agents), rendered=rendered
     )
-    return plan, agents
+    return work, agents

@@ -1,5 +1,5 @@
 """Experiments as data: a YAML file (or a built-in preset) names each phase's tasks and variations,
-the configurations, trials, models and seed; this module loads, checks, reduces and plans one."""
+the configurations, trials, models and seed; this module loads, checks, reduces and splits one into phases."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import yaml
 from fae.errors import FaeError
 from fae.harness.paraphrases import Paraphrase
 from fae.harness.run import RunSpec
-from fae.harness.suite_plan import base_run_id
+from fae.harness.worklist import base_run_id
 from fae.tasks import load_suite
 from fae.util.data_files import read_yaml
 
@@ -120,7 +120,7 @@ def task_list(phase: PhaseSpec) -> list[str]:
 
 
 def first_tasks(task_ids: list[str], count: int) -> list[str]:
-    """The first ``count`` tasks taken in turn from each family, so a reduced plan still spans the families."""
+    """The first ``count`` tasks taken in turn from each family, so a reduced experiment still spans the families."""
     suite = load_suite()
     by_family: dict[str, list[str]] = defaultdict(list)
     for task_id in task_ids:
@@ -224,7 +224,7 @@ def eval_specs(experiment: Experiment) -> list[RunSpec]:
 
 
 @dataclass(frozen=True)
-class PhasePlan:
+class PhaseRuns:
     """One phase as it will run: what it covers and at most how many runs it records."""
 
     phase: str
@@ -236,7 +236,7 @@ class PhasePlan:
     paraphrased: bool
 
 
-def plan_experiment(experiment: Experiment) -> list[PhasePlan]:
+def experiment_phases(experiment: Experiment) -> list[PhaseRuns]:
     """The training phases (one per memory store) and the evaluation phase."""
     phases = []
     paraphrased = experiment.paraphrase is not None
@@ -247,7 +247,7 @@ def plan_experiment(experiment: Experiment) -> list[PhasePlan]:
         trials = min(training.trials, 2)
         for store, _ in STORES:
             phases.append(
-                PhasePlan(
+                PhaseRuns(
                     f"train-{store}",
                     tasks,
                     variations,
@@ -260,7 +260,7 @@ def plan_experiment(experiment: Experiment) -> list[PhasePlan]:
     tasks = task_list(experiment.evaluation)
     agents = [agent_name(c, experiment.model) for c in experiment.configurations]
     phases.append(
-        PhasePlan(
+        PhaseRuns(
             "eval",
             tasks,
             experiment.evaluation.variations,

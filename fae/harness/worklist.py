@@ -1,6 +1,6 @@
-"""A suite's plan: which runs, what is left of them after an interrupted recording, and the tasks they play.
+"""A suite's worklist: which runs, what is left of them after an interrupted recording, and the tasks they play.
 
-Every executor of a recording (this process, local worker processes, Ray actors) plans the same way, with
+Every executor of a recording (this process, local worker processes, Ray actors) prepares its work the same way, with
 these functions, before any run starts.
 """
 
@@ -64,7 +64,7 @@ def base_run_id(task_id: str, variation: int, agent: str, repeat: int) -> str:
     return f"{task_id}.v{variation}.{agent_slug(agent)}.r{repeat}"
 
 
-def plan_suite(
+def suite_specs(
     task_ids: Sequence[str], variations: Sequence[int], agents: Sequence[str], repeats: int, suite: str | None = None
 ) -> list[RunSpec]:
     """Every (task, variation, agent, repeat), in a stable order."""
@@ -173,8 +173,8 @@ Key = tuple[str, int]
 
 
 @dataclass
-class SuitePlan:
-    """What a recording does, decided once before any run starts (``fae.harness.planning.plan_recording``);
+class Worklist:
+    """What a recording does, decided once before any run starts (``fae.harness.prepare.prepare_recording``);
     every executor records it. It pickles: a worker or an actor is handed it (agents travel by name)."""
 
     planned: int
@@ -184,7 +184,7 @@ class SuitePlan:
     skipped: int
     """Runs a resumed suite keeps."""
     marked: int
-    """Runs an earlier recording left unfinished, marked interrupted while planning."""
+    """Runs an earlier recording left unfinished, marked interrupted while preparing."""
     agents: tuple[str, ...]
     """The agents' names, each checked and buildable."""
     rendered: dict[Key, Any] = field(default_factory=dict)
