@@ -165,7 +165,9 @@ def experiment_run(
     experiment: Annotated[str, typer.Argument(help="An experiment YAML file, or a preset: exp1..exp4.")],
     log: LogOption = Path("fae.duckdb"),
     resume: Annotated[bool, typer.Option(help="Continue an interrupted experiment; done runs are kept.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and its size; record nothing.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the phases and their size; record nothing.")
+    ] = False,
     tasks: Annotated[
         int | None, typer.Option(help="Only the first N tasks of each phase (taken in turn from each family).")
     ] = None,
@@ -223,11 +225,11 @@ def experiment_run(
         embedder=embedder,
     )
     console = screen()
-    plan = experiment_phases(chosen)
+    phases = experiment_phases(chosen)
     table = RichTable(title=f"experiment {chosen.name}: {chosen.description}", title_justify="left")
     for column in ("phase", "tasks", "variations", "agents", "trials", "runs (at most)", "paraphrased"):
         table.add_column(column)
-    for phase in plan:
+    for phase in phases:
         table.add_row(
             phase.phase,
             str(len(phase.tasks)),
@@ -238,7 +240,7 @@ def experiment_run(
             "yes" if phase.paraphrased else "no",
         )
     console.print(table)
-    console.print(f"{sum(p.runs for p in plan)} runs at most")
+    console.print(f"{sum(p.runs for p in phases)} runs at most")
     if dry_run:
         return
     result = anyio.run(

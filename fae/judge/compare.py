@@ -65,13 +65,13 @@ class Comparison:
 _COMPLETE_ONLY = "(batch IS NULL OR batch NOT IN (SELECT batch FROM verdict_batches WHERE completed_at IS NULL))"
 
 
-def incomplete_batches(log: Queryable, plan: Sequence[Judging]) -> list[tuple[str, int, int | None]]:
-    """Incomplete verdict batches holding verdicts of any judge and rule set in ``plan``."""
+def incomplete_batches(log: Queryable, judgings: Sequence[Judging]) -> list[tuple[str, int, int | None]]:
+    """Incomplete verdict batches holding verdicts of any judge and rule set in ``judgings``."""
     _, rows = log.query(
         "SELECT b.batch, count(DISTINCT v.run_id), any_value(b.planned_runs) FROM verdict_batches b"
         " JOIN verdicts v USING (batch) WHERE b.completed_at IS NULL"
         " AND list_contains(?, v.judge || '/' || v.rule_set_hash) GROUP BY b.batch ORDER BY b.batch",
-        [[f"{j.name}/{j.rules_hash}" for j in plan]],
+        [[f"{j.name}/{j.rules_hash}" for j in judgings]],
     )
     return [(batch, int(judged), planned) for batch, judged, planned in rows]
 
@@ -136,7 +136,7 @@ def export_jobs_for(directory: Path) -> JobMaker:
 
 def _verdicts(
     log: Queryable,
-    plan: list[Judging],
+    judgings: list[Judging],
     ids: Sequence[str],
     *,
     jobs: JobMaker | None = None,
@@ -150,15 +150,15 @@ def _verdicts(
     or as tasks on the Ray cluster at ``ray``; a judge whose verdict the log already holds is judged again
     there, and the stored verdict wins. Otherwise (or on one process, when ``in_memory``) they are judged here.
     """
-    found = {(j.name, j.rules_hash): _stored(log, j.name, j.rules_hash, ids) for j in plan}
-    missing = sorted({run_id for j in plan for run_id in ids if run_id not in found[(j.name, j.rules_hash)]})
+    found = {(j.name, j.rules_hash): _stored(log, j.name, j.rules_hash, ids) for j in judgings}
+    missing = sorted({run_id for j in judgings for run_id in ids if run_id not in found[(j.name, j.rules_hash)]})
     computed = 0
     now = datetime.now(UTC)
     local = workers or workers_default(len(missing))
     if jobs is not None and missing and (ray is not None or local > 1 or not in_memory):
         if ray is None:
             start_workers(workers, len(missing))  # its import runs beside the shards' spans
-        judges = tuple((j.name, j.rules) for j in plan)
+        judges = tuple((j.name, j.rules) for j in judgings)
         make = jobs
         _, results = judge_jobs(
             lambda count: make(missing, count, judges, now),
@@ -175,7 +175,7 @@ def _verdicts(
                     computed += 1
         return found, computed, results
     for run in load_runs(log, missing, lean=True):
-        needed = [j for j in plan if run.run_id not in found[(j.name, j.rules_hash)]]
+        needed = [j for j in judgings if run.run_id not in found[(j.name, j.rules_hash)]]
         for row in judge_run(run, needed, judged_at=now):
             found[(row.judge, row.rule_set_hash)][row.run_id] = Judged(row.outcome, row.passed)
             computed += 1
@@ -210,16 +210,16 @@ def compare(
     _, agent_rows = log.query("SELECT run_id, agent, task_id FROM runs WHERE run_id IN (SELECT unnest(?))", [ids])
     agents = {run_id: agent for run_id, agent, _ in agent_rows}
     sets = {run_id: case_set(task_id, agent) for run_id, agent, task_id in agent_rows}
-    plan: list[Judging] = []
+    judgings: list[Judging] = []
     pairs = []
     for name in names:
-        old_plan = judges_to_run(name, old)[0]
-        new_plan = judges_to_run(name, new)[0]
-        pairs.append((name, old_plan, new_plan))
-        plan.extend([old_plan, new_plan])
+        old_judging = judges_to_run(name, old)[0]
+        new_judging = judges_to_run(name, new)[0]
+        pairs.append((name, old_judging, new_judging))
+        judgings.extend([old_judging, new_judging])
     oracle = judges_to_run("oracle")[0]
-    plan.append(oracle)
-    unique = list({(j.name, j.rules_hash): j for j in plan}.values())
+    judgings.append(oracle)
+    unique = list({(j.name, j.rules_hash): j for j in judgings}.values())
     if ray is not None and log_path is None and export is None:
         raise JudgeError("judging on Ray needs the log's path or the export's directory")
     jobs = export_jobs_for(export) if export is not None else log_jobs(log, log_path) if log_path else None
@@ -234,9 +234,9 @@ def compare(
         shards=judged_by,
         incomplete_batches=incomplete_batches(log, unique),
     )
-    for name, old_plan, new_plan in pairs:
-        before, after = found[(name, old_plan.rules_hash)], found[(name, new_plan.rules_hash)]
-        item = JudgeComparison(name, old_plan.rules, new_plan.rules, before, after)
+    for name, old_judging, new_judging in pairs:
+        before, after = found[(name, old_judging.rules_hash)], found[(name, new_judging.rules_hash)]
+        item = JudgeComparison(name, old_judging.rules, new_judging.rules, before, after)
         for run_id in ids:
             a, b = before.get(run_id), after.get(run_id)
             item.transitions[(a.outcome if a else "-", b.outcome if b else "-")] += 1

@@ -29,7 +29,7 @@ from fae.store.export_verdicts import complete_batch, start_batch
 
 
 def export_jobs(
-    plan: ExportLayout,
+    layout: ExportLayout,
     count: int,
     judges: tuple[tuple[str, dict[str, Any]], ...],
     now: datetime,
@@ -40,16 +40,16 @@ def export_jobs(
     """One job per shard of the export's runs (contiguous in the order written, about equal events)."""
     return [
         ShardJob(
-            str(plan.directory),
+            str(layout.directory),
             tuple(part),
             judges,
             now,
             batch,
             out=None if spool is None else str(spool / f"shard-{index}"),
             chunk=chunk,
-            export=plan.shard(part),
+            export=layout.shard(part),
         )
-        for index, part in enumerate(shards(plan.spans, count))
+        for index, part in enumerate(shards(layout.spans, count))
     ]
 
 
@@ -86,7 +86,7 @@ def rejudge_export(
 ) -> RejudgeResult:
     """Judge every matching run of the export at ``directory`` again and add the verdicts to it as one batch
     (``tasks`` as in ``fae.judge.rejudge.rejudge``)."""
-    plan = judges_to_run(judge_name, overrides)
+    judgings = judges_to_run(judge_name, overrides)
     now = (clock or (lambda: datetime.now(UTC)))()
     path = Path(directory).resolve()  # the tasks, maybe on other machines, read the files by these paths
     check_workers(workers)
@@ -104,11 +104,11 @@ def rejudge_export(
         found = locate_export(reader, path, ids)
     finally:
         reader.close()
-    started = batch_started(plan, now, len(ids))
+    started = batch_started(judgings, now, len(ids))
     start_batch(path, started)
     if on_progress:
         on_progress(0, len(ids))
-    judges = tuple((j.name, j.rules) for j in plan)
+    judges = tuple((j.name, j.rules) for j in judgings)
     with spool_folder() as spool:
         jobs, results = judge_jobs(
             lambda count: [
@@ -125,4 +125,4 @@ def rejudge_export(
         written = complete_batch(path, started, files, now, judged)
     if on_progress:
         on_progress(judged, len(ids))
-    return rejudged(started.batch, judged, written, results, plan)
+    return rejudged(started.batch, judged, written, results, judgings)

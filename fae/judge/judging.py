@@ -1,4 +1,4 @@
-"""Judges applied to runs: the default plan, building a plan from rules, and one run's verdict rows.
+"""Judges applied to runs: the default judges, the judges to run from rules, and one run's verdict rows.
 
 One code path for the live verdict, ``fae rejudge`` and the worker processes
 that judge shards of a log (fae/judge/parallel.py).
@@ -42,7 +42,7 @@ class Judging:
 
 
 def judges_to_run(judge_name: str | None = None, overrides: Mapping[str, Any] | None = None) -> list[Judging]:
-    """The judges to run: one named judge with rule overrides, or the default plan."""
+    """The judges to run: one named judge with rule overrides, or the default judges."""
     if judge_name is None:
         pairs = list(DEFAULT_JUDGES)
         if overrides:
@@ -59,7 +59,7 @@ def judges_to_run(judge_name: str | None = None, overrides: Mapping[str, Any] | 
             pairs = merged
     else:
         pairs = [(judge_name, dict(overrides or {}))]
-    plan = []
+    judgings = []
     seen = set()
     for name, given in pairs:
         rules = rule_set(name, given)
@@ -67,13 +67,13 @@ def judges_to_run(judge_name: str | None = None, overrides: Mapping[str, Any] | 
         if (name, digest) in seen:
             continue
         seen.add((name, digest))
-        plan.append(Judging(name, rules, digest, get_judge(name).factory(rules)))
-    return plan
+        judgings.append(Judging(name, rules, digest, get_judge(name).factory(rules)))
+    return judgings
 
 
 def judge_run(
     run: RunLog,
-    plan: Sequence[Judging],
+    judgings: Sequence[Judging],
     *,
     source: str = "fold",
     judged_at: datetime,
@@ -84,7 +84,7 @@ def judge_run(
     reads a task the run did not play (``TaskChanged``) a ``task_changed`` verdict."""
     ctx = RunContext(run, source, tasks)
     rows = []
-    for judging in plan:
+    for judging in judgings:
         try:
             verdict = judging.fn(ctx)
             outcome, passed, evidence = verdict.outcome, verdict.passed, verdict.evidence

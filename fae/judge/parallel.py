@@ -120,7 +120,7 @@ def workers_default(runs: int | None = None, *, events: int | None = None) -> in
     return cores if runs is None else max(1, min(cores, runs // RUNS_PER_WORKER))
 
 
-def _plan(judges: Sequence[tuple[str, dict[str, Any]]]) -> list[Judging]:
+def _judgings(judges: Sequence[tuple[str, dict[str, Any]]]) -> list[Judging]:
     return [Judging(name, rules, rule_set_hash(rules), get_judge(name).factory(rules)) for name, rules in judges]
 
 
@@ -137,7 +137,7 @@ def judge_shard(job: ShardJob) -> ShardResult:
     """Judge one shard of a log (in a worker process, or in this one when there is one worker)."""
     started = time.process_time()
     result = ShardResult(began=time.monotonic())
-    plan = _plan(job.judges)
+    judgings = _judgings(job.judges)
     sink = duckdb.connect() if job.out else None
     if sink is not None:
         sink.execute("SET threads = 1")
@@ -145,10 +145,10 @@ def judge_shard(job: ShardJob) -> ShardResult:
     parts = 0
     with _shard_runs(job, result.stats) as runs:
         pending: list[tuple] = []
-        rules_json = {judging.rules_hash: _json(judging.rules) for judging in plan}  # one text per rule set
+        rules_json = {judging.rules_hash: _json(judging.rules) for judging in judgings}  # one text per rule set
         with relaxed_gc():
             for run in runs:
-                rows = judge_run(run, plan, judged_at=job.judged_at, batch=job.batch, tasks=job.tasks)
+                rows = judge_run(run, judgings, judged_at=job.judged_at, batch=job.batch, tasks=job.tasks)
                 result.runs += 1
                 result.verdicts += len(rows)
                 for row in rows:

@@ -28,7 +28,7 @@ from fae.store.log import Batch, EventLog, VerdictBatchStarted, VerdictRow
 
 
 def live_verdicts(log: Any, run_id: str, *, judged_at: datetime) -> list[VerdictRow]:
-    """The default plan's verdicts for a run just recorded, judged against its live capture."""
+    """The default judges' verdicts for a run just recorded, judged against its live capture."""
     run = next(load_runs(log, [run_id], lean=True))
     return judge_run(run, judges_to_run(), source="capture", judged_at=judged_at, batch="live")
 
@@ -74,7 +74,7 @@ def rejudge(
     """
     if tasks not in TASK_SOURCES:
         raise JudgeError(f"--tasks is one of {', '.join(TASK_SOURCES)}, got {tasks!r}")
-    plan = judges_to_run(judge_name, overrides)
+    judgings = judges_to_run(judge_name, overrides)
     now = (clock or (lambda: datetime.now(UTC)))()
     path = Path(log_path).resolve()  # the workers, maybe on other machines, open it by this path
     if not path.exists():
@@ -84,10 +84,10 @@ def rejudge(
         ids = run_ids(log, runs, statuses=JUDGED_STATUSES)
         if not ids:
             raise JudgeError(f"no finished runs in {path} match {runs!r}" if runs else f"no finished runs in {path}")
-        stand = nothing_stands(plan) if full or tasks != "log" else standing(log, plan, ids)
+        stand = nothing_stands(judgings) if full or tasks != "log" else standing(log, judgings, ids)
         groups: dict[tuple[int, ...], list[str]] = {}
         for run_id in ids:
-            needed = stand.needed(plan, run_id)
+            needed = stand.needed(judgings, run_id)
             if needed:
                 groups.setdefault(needed, []).append(run_id)
         todo = sum(len(members) for members in groups.values())
@@ -95,7 +95,7 @@ def rejudge(
         events = sum(span.events for part in found.values() for span in part)
         if ray is None and todo:
             start_workers(workers, todo, events=events)
-        started = batch_started(plan, now, todo, tasks=tasks, stand=stand)
+        started = batch_started(judgings, now, todo, tasks=tasks, stand=stand)
         log.write_batch(Batch(verdict_batches=[started]))
     if on_progress:
         on_progress(0, todo)
@@ -103,7 +103,7 @@ def rejudge(
     def make_jobs(count: int, spool: str) -> list[ShardJob]:
         jobs: list[ShardJob] = []
         for needed, part_spans in found.items():
-            judges = tuple((plan[index].name, plan[index].rules) for index in needed)
+            judges = tuple((judgings[index].name, judgings[index].rules) for index in needed)
             share = max(1, round(count * len(part_spans) / todo))
             for part in shards(part_spans, share):
                 jobs.append(
@@ -137,15 +137,15 @@ def rejudge(
             written = insert_verdicts(log, [job.out for job in jobs if job.out], completes=(started.batch, now, judged))
     if on_progress:
         on_progress(judged, todo)
-    result = rejudged(started.batch, judged, written, results, plan)
-    result.stood = {(j.name, j.rules_hash): stand.stood(index) for index, j in enumerate(plan)}
+    result = rejudged(started.batch, judged, written, results, judgings)
+    result.stood = {(j.name, j.rules_hash): stand.stood(index) for index, j in enumerate(judgings)}
     result.outcomes.update(stand.outcomes)
     result.considered = len(ids)
     return result
 
 
 def batch_started(
-    plan: Sequence[Judging], now: datetime, planned: int, *, tasks: str = "log", stand: Standing | None = None
+    judgings: Sequence[Judging], now: datetime, planned: int, *, tasks: str = "log", stand: Standing | None = None
 ) -> VerdictBatchStarted:
     """A new rejudge batch, named for when it started; each judge's entry says which task source it judged
     against and how many runs' verdicts stood (were not judged again)."""
@@ -162,7 +162,7 @@ def batch_started(
                 "tasks": tasks,
                 "stood": stand.stood(index) if stand is not None else 0,
             }
-            for index, j in enumerate(plan)
+            for index, j in enumerate(judgings)
         ],
     )
 
@@ -173,14 +173,14 @@ def check_workers(workers: int | None) -> None:
 
 
 def rejudged(
-    batch: str, judged: int, written: int, results: list[ShardResult], plan: Sequence[Judging] = ()
+    batch: str, judged: int, written: int, results: list[ShardResult], judgings: Sequence[Judging] = ()
 ) -> RejudgeResult:
     result = RejudgeResult(
         batch=batch,
         runs=judged,
         verdicts=written,
         shards=results,
-        rule_sets={(j.name, j.rules_hash): j.rules for j in plan},
+        rule_sets={(j.name, j.rules_hash): j.rules for j in judgings},
     )
     for part in results:
         result.outcomes.update(part.outcomes)

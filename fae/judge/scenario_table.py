@@ -44,9 +44,9 @@ def scenario_rows(runs: Iterable[RunLog], judged_at: datetime) -> list[ScenarioR
             continue
         kept = RunContext(run).kept  # the scenario's rules as the log keeps them; a log older than that: its file
         rules = dict(kept.scenario_rules) if kept is not None else scenario_rules(run.agent)
-        plan = [judges_to_run("ensure_record", {**rules, "accept_corrections": s})[0] for s in SETTINGS] + oracle
-        plan += [mutant_judging(m, {**rules, "accept_corrections": True}) for m in MUTANTS]
-        verdicts = judge_run(run, plan, judged_at=judged_at)
+        judgings = [judges_to_run("ensure_record", {**rules, "accept_corrections": s})[0] for s in SETTINGS] + oracle
+        judgings += [mutant_judging(m, {**rules, "accept_corrections": True}) for m in MUTANTS]
+        verdicts = judge_run(run, judgings, judged_at=judged_at)
         rows.append(
             ScenarioRow(
                 run.agent.split(":", 1)[1],

@@ -27,22 +27,22 @@ judged against today's task files, or that predates the saying, may differ and i
 
 @dataclass
 class Standing:
-    """For each judging of a plan, the runs whose verdict stands; and the outcomes of those verdicts."""
+    """For each of the judgings, the runs whose verdict stands; and the outcomes of those verdicts."""
 
     runs: list[frozenset[str]]
     outcomes: Counter = field(default_factory=Counter)
 
-    def needed(self, plan: Sequence[Judging], run_id: str) -> tuple[int, ...]:
-        """The indexes of the plan's judgings the run must be judged by."""
-        return tuple(index for index in range(len(plan)) if run_id not in self.runs[index])
+    def needed(self, judgings: Sequence[Judging], run_id: str) -> tuple[int, ...]:
+        """The indexes of the judgings the run must be judged by."""
+        return tuple(index for index in range(len(judgings)) if run_id not in self.runs[index])
 
     def stood(self, index: int) -> int:
         return len(self.runs[index])
 
 
-def standing(log: Queryable, plan: Sequence[Judging], ids: Sequence[str]) -> Standing:
-    """The verdicts among ``ids`` that stand for each judging of ``plan``, with their outcomes."""
-    keys = [f"{j.name}/{j.rules_hash}" for j in plan]
+def standing(log: Queryable, judgings: Sequence[Judging], ids: Sequence[str]) -> Standing:
+    """The verdicts among ``ids`` that stand for each of ``judgings``, with their outcomes."""
+    keys = [f"{j.name}/{j.rules_hash}" for j in judgings]
     _, rows = log.query(
         "SELECT v.judge || '/' || v.rule_set_hash, v.run_id, arg_max(v.outcome, v.judged_at) FROM verdicts v"
         " WHERE v.code_version = ? AND list_contains(?, v.judge || '/' || v.rule_set_hash)"
@@ -58,6 +58,6 @@ def standing(log: Queryable, plan: Sequence[Judging], ids: Sequence[str]) -> Sta
     return Standing([frozenset(found[key]) for key in keys], outcomes)
 
 
-def nothing_stands(plan: Sequence[Judging]) -> Standing:
+def nothing_stands(judgings: Sequence[Judging]) -> Standing:
     """A full rejudge: every judging judges every run."""
-    return Standing([frozenset() for _ in plan])
+    return Standing([frozenset() for _ in judgings])

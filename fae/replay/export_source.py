@@ -112,7 +112,7 @@ def locate_export(
         ).fetchall()
     except duckdb.Error as exc:
         raise unreadable(directory, exc) from None
-    plan = ExportLayout(directory, [])
+    layout = ExportLayout(directory, [])
     for run_id, files, numbered in homes:
         logs = sorted({export_log_id(f) for f in files})
         if len(files) > 1:
@@ -125,9 +125,9 @@ def locate_export(
                 f"run {run_id} in the export {directory} has no whole-number variation or repeat, so"
                 " it cannot be judged: export its log again with `fae export --parquet`"
             )
-        plan.logs[run_id] = logs[0]
+        layout.logs[run_id] = logs[0]
     missing_blobs = sorted(
-        {log for log in plan.logs.values() if not (directory / "blobs" / f"{log}.parquet").is_file()}
+        {log for log in layout.logs.values() if not (directory / "blobs" / f"{log}.parquet").is_file()}
     )
     if missing_blobs:
         raise StoreError(
@@ -140,11 +140,11 @@ def locate_export(
     order = []
     for run_id in ids:
         places = sorted(where.get(run_id, []))
-        plan.event_files[run_id] = tuple(f for f, _, _ in places)
+        layout.event_files[run_id] = tuple(f for f, _, _ in places)
         order.append(((places[0][0], places[0][1]) if places else ("", -1), run_id, sum(c for _, _, c in places)))
     for index, (_, run_id, events) in enumerate(sorted(order)):
-        plan.spans.append(Span(run_id, index, index, events))
-    return plan
+        layout.spans.append(Span(run_id, index, index, events))
+    return layout
 
 
 class ExportBodies(BodyCache):
