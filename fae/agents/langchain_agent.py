@@ -24,7 +24,6 @@ import os
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
 
 import httpx
 import openai
@@ -35,7 +34,7 @@ from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
 from fae.agents.base import AgentContext, AgentError, AgentResult
-from fae.agents.langchain_configs import Configuration, configuration
+from fae.agents.langchain_configs import Configuration, configuration, spec_options
 from fae.agents.mcp_client import McpToolbox
 from fae.agents.mcp_langchain import langchain_tools
 from fae.agents.plan_runner import ToolOutcome
@@ -51,7 +50,6 @@ MEMORY_SERVER_MODULE = "fae.memory.server"
 DEFAULT_TOOL_CHOICE = "auto"
 OMIT = "omit"
 """``tool_choice=omit``: the request carries no ``tool_choice`` (what runs recorded before it was sent did)."""
-SPEC_OPTIONS = ("tool_choice",)
 
 
 @dataclass(frozen=True)
@@ -312,20 +310,3 @@ def build_langchain_agent(
         )
     settings = llm_settings(spec_model or model, api_key, timeout_s, max_retries)
     return LangChainAgent(spec, config, settings, tool_choice=options.get("tool_choice", tool_choice))
-
-
-def spec_options(spec: str, query: str) -> dict[str, str]:
-    """The ``?name=value&...`` options of an agent spec; a FaeError names an unknown or repeated one."""
-    options: dict[str, str] = {}
-    try:
-        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
-    except ValueError:
-        raise FaeError(f"agent {spec}: options are ?name=value&name=value, got {query!r}") from None
-    for name, value in pairs:
-        if name not in SPEC_OPTIONS or name in options:
-            what = "unknown" if name not in SPEC_OPTIONS else "repeated"
-            raise FaeError(f"agent {spec}: {what} option {name!r} (options: {', '.join(SPEC_OPTIONS)})")
-        if not value.strip():
-            raise FaeError(f"agent {spec}: {name} needs a value (auto, none, required, omit or a tool's name)")
-        options[name] = value.strip()
-    return options

@@ -12,6 +12,7 @@ import hashlib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 from fae.errors import FaeError
 
@@ -19,6 +20,8 @@ PROMPTS = Path(__file__).parent / "prompts"
 SPECS = "specs"
 MEMORY_NOSPEC = "memory:nospec"
 MEMORY_SPEC = "memory:spec"
+SPEC_OPTIONS = ("tool_choice",)
+"""The options a ``langchain:`` spec takes after ``?``."""
 
 
 @dataclass(frozen=True)
@@ -78,3 +81,20 @@ def configuration(name: str) -> Configuration:
         return CONFIGURATIONS[name]
     except KeyError:
         raise FaeError(f"unknown LangChain configuration {name!r}: use one of {', '.join(CONFIGURATIONS)}") from None
+
+
+def spec_options(spec: str, query: str) -> dict[str, str]:
+    """The ``?name=value&...`` options of an agent spec; a FaeError names an unknown or repeated one."""
+    options: dict[str, str] = {}
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise FaeError(f"agent {spec}: options are ?name=value&name=value, got {query!r}") from None
+    for name, value in pairs:
+        if name not in SPEC_OPTIONS or name in options:
+            what = "unknown" if name not in SPEC_OPTIONS else "repeated"
+            raise FaeError(f"agent {spec}: {what} option {name!r} (options: {', '.join(SPEC_OPTIONS)})")
+        if not value.strip():
+            raise FaeError(f"agent {spec}: {name} needs a value (auto, none, required, omit or a tool's name)")
+        options[name] = value.strip()
+    return options

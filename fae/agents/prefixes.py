@@ -11,8 +11,7 @@ from typing import Any
 from fae.agents.a2a_agent import build_a2a_agent, check_a2a_spec
 from fae.agents.base import Agent
 from fae.agents.command import build_command_agent
-from fae.agents.langchain_agent import build_langchain_agent, spec_options
-from fae.agents.langchain_configs import configuration
+from fae.agents.langchain_configs import configuration, spec_options
 from fae.agents.scripted_agent import ScriptedAgent
 from fae.errors import PlanError
 from fae.plan import ToolStep, load_plan
@@ -75,6 +74,9 @@ def _scenario(spec: str, **_: Any) -> Agent:
 
 
 def _langchain(spec: str, **llm_options: Any) -> Agent:
+    # LangChain and the OpenAI SDK take ~2 s to import: a recording without a LangChain agent never loads them
+    from fae.agents.langchain_agent import build_langchain_agent
+
     return build_langchain_agent(spec, **llm_options)
 
 
