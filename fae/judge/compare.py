@@ -22,6 +22,7 @@ from fae.judge.export_rejudge import export_jobs
 from fae.judge.judging import DEFAULT_JUDGES, JUDGED_STATUSES, Judging, judge_run, judges_to_run
 from fae.judge.parallel import ShardJob, ShardResult, start_workers, workers_default
 from fae.judge.ray_judge import judge_jobs
+from fae.judge.standing import TRUSTED_BATCHES
 from fae.judge.registry import CODE_VERSION, get_judge, rule_set, unknown_rule
 from fae.replay.export_source import locate_export
 from fae.replay.source import Queryable, load_runs, run_ids
@@ -62,9 +63,6 @@ class Comparison:
     Their verdicts are left out; those runs are judged now instead."""
 
 
-_COMPLETE_ONLY = "(batch IS NULL OR batch NOT IN (SELECT batch FROM verdict_batches WHERE completed_at IS NULL))"
-
-
 def incomplete_batches(log: Queryable, judgings: Sequence[Judging]) -> list[tuple[str, int, int | None]]:
     """Incomplete verdict batches holding verdicts of any judge and rule set in ``judgings``."""
     _, rows = log.query(
@@ -99,9 +97,9 @@ def judges_for(judge_name: str | None, old: Mapping[str, Any], new: Mapping[str,
 
 def _stored(log: Queryable, judge: str, digest: str, ids: Sequence[str]) -> dict[str, Judged]:
     _, rows = log.query(
-        "SELECT run_id, arg_max(outcome, judged_at), arg_max(passed, judged_at) FROM verdicts"
-        " WHERE judge = ? AND rule_set_hash = ? AND code_version = ? AND run_id IN (SELECT unnest(?))"
-        f" AND {_COMPLETE_ONLY} GROUP BY run_id",
+        "SELECT v.run_id, arg_max(v.outcome, v.judged_at), arg_max(v.passed, v.judged_at) FROM verdicts v"
+        " WHERE v.judge = ? AND v.rule_set_hash = ? AND v.code_version = ? AND v.run_id IN (SELECT unnest(?))"
+        f" AND {TRUSTED_BATCHES} GROUP BY v.run_id",
         [judge, digest, CODE_VERSION, list(ids)],
     )
     return {run_id: Judged(outcome, passed) for run_id, outcome, passed in rows}

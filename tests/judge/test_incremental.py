@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fae.judge.compare import compare
 from fae.judge.rejudge import rejudge
 from fae.store.log import EventLog
 
@@ -82,3 +83,22 @@ def test_a_verdict_of_another_code_version_or_of_today_s_task_files_is_judged_ag
             [kept.batch],
         )
     assert batches == [("log", 0)]
+
+
+def test_compare_takes_stored_verdicts_on_the_terms_rejudge_does(scenario_log, tmp_path):
+    """A verdict judged against today's task files is judged again by compare as by rejudge; a live one is used."""
+    log = tmp_path / "log.duckdb"
+    shutil.copy(scenario_log, log)
+    current = rejudge(log, judge_name="ensure_record", overrides={"settle_s": 3.0}, workers=1, tasks="current")
+    assert current.runs > 0
+    with EventLog(log) as opened:  # what a verdict against other task files could say; the live ones too
+        opened.con.execute(
+            "UPDATE verdicts SET outcome = 'tampered' WHERE judge = 'ensure_record' AND batch IN (?, 'live')",
+            [current.batch],
+        )
+        compared = compare(opened, {}, {"settle_s": 3.0}, judge_name="ensure_record", workers=1)
+    [item] = compared.judges
+    after = {judged.outcome for judged in item.new.values()}
+    before = {judged.outcome for judged in item.old.values()}
+    assert "tampered" not in after and compared.computed > 0, (after, compared.computed)
+    assert "tampered" in before, before  # the live verdicts under the old rules are the log's own, used as stored
