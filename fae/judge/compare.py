@@ -22,8 +22,8 @@ from fae.judge.export_rejudge import export_jobs
 from fae.judge.judging import DEFAULT_JUDGES, JUDGED_STATUSES, Judging, judge_run, judges_to_run
 from fae.judge.parallel import ShardJob, ShardResult, start_workers, workers_default
 from fae.judge.ray_judge import judge_jobs
-from fae.judge.standing import TRUSTED_BATCHES
 from fae.judge.registry import CODE_VERSION, get_judge, rule_set, unknown_rule
+from fae.judge.standing import TRUSTED_BATCHES
 from fae.replay.export_source import locate_export
 from fae.replay.source import Queryable, load_runs, run_ids
 from fae.replay.stream import shards, spans
