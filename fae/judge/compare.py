@@ -27,7 +27,7 @@ from fae.judge.standing import TRUSTED_BATCHES
 from fae.replay.export_source import locate_export
 from fae.replay.source import Queryable, load_runs, run_ids
 from fae.replay.stream import shards, spans
-from fae.tasks.scenarios import base_task, is_scenario_task
+from fae.tasks.scenarios import CASE_SEPARATOR, base_task, is_scenario_task
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,15 +273,17 @@ def _no_harms() -> dict[str, tuple[int, int]]:
 
 def case_set(task_id: str, agent: str) -> str:
     """Which set of write-verification cases a run belongs to, as the reference study's table groups them: a case
-    task's cases (``TASK cases``), a task's scripted scenarios (``TASK scenarios``), or the task suite."""
+    task's cases (``TASK cases``), a task's scripted scenarios (``TASK scenarios``), the scenario task as another
+    agent played it (``TASK task``), or the task suite. A case task (``TASK--CASE``) and a scripted scenario's run
+    are told by their ids when this machine has no scenario file that names them, so a log compared elsewhere
+    groups them as where it was recorded."""
+    if agent.startswith("scenario:"):
+        return f"{task_id} scenarios"
     if is_scenario_task(task_id):
         base = base_task(task_id)
-        return (
-            f"{base} cases"
-            if base != task_id
-            else f"{task_id} {'scenarios' if agent.startswith('scenario:') else 'task'}"
-        )
-    return "suite"
+        return f"{base} cases" if base != task_id else f"{task_id} task"
+    base, separator, _ = task_id.partition(CASE_SEPARATOR)
+    return f"{base} cases" if separator else "suite"  # a case no scenario file here names
 
 
 def harm_totals(item: JudgeComparison) -> dict[str, tuple[int, int]]:
