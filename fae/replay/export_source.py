@@ -246,16 +246,7 @@ def export_runs(
                 rows.sort(key=lambda r: r[1])
                 row = meta[run_id]
                 stats.runs += 1
-                yield RunLog(
-                    run_id=run_id,
-                    task_id=row[1],
-                    variation=int(row[2]),
-                    agent=row[3],
-                    repeat=int(row[4]),
-                    status=row[5],
-                    events=decode_rows(rows),
-                    _bodies=found,
-                )
+                yield RunLog.of_row(row, decode_rows(rows), found)
 
         yield from emit([(s.run_id, []) for s in part if s.events == 0])
         spanned = {s.run_id: s.events for s in part if s.events}

@@ -65,6 +65,13 @@ class RunLog:
     events: list[Recorded]
     _bodies: BodyCache = field(repr=False)
 
+    @classmethod
+    def of_row(cls, row: Sequence[Any], events: list[Recorded], bodies: BodyCache) -> RunLog:
+        """The run of a (run_id, task_id, variation, agent, repeat, status) row of the runs table, with its
+        decoded events and where its bodies are."""
+        run_id, task_id, variation, agent, repeat, status = row
+        return cls(run_id, task_id, int(variation), agent, int(repeat), status, events, bodies)
+
     def body(self, hash_: str | None) -> bytes | None:
         """A body by its content hash (None for None)."""
         return None if hash_ is None else self._bodies.get(hash_)
@@ -350,16 +357,7 @@ def load_runs(
             if row is None:
                 raise StoreError(f"no run {run_id!r} in the log")
             low, high = by_run.get(run_id, (0, 0))
-            yield RunLog(
-                run_id=row[0],
-                task_id=row[1],
-                variation=int(row[2]),
-                agent=row[3],
-                repeat=int(row[4]),
-                status=row[5],
-                events=decode_rows(event_rows[low:high]),
-                _bodies=cache,
-            )
+            yield RunLog.of_row(row, decode_rows(event_rows[low:high]), cache)
 
 
 def load_run(log: Queryable, run_id: str) -> RunLog:

@@ -243,16 +243,7 @@ def stream_runs(
             rows.sort(key=lambda r: r[1])
             row = meta[run_id]
             stats.runs += 1
-            yield RunLog(
-                run_id=run_id,
-                task_id=row[1],
-                variation=int(row[2]),
-                agent=row[3],
-                repeat=int(row[4]),
-                status=row[5],
-                events=decode_rows(rows),
-                _bodies=cache,
-            )
+            yield RunLog.of_row(row, decode_rows(rows), cache)
 
     yield from emit([(run_id, []) for run_id in empty])
     if spanned:
