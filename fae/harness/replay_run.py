@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 
-from fae.errors import ReplayDrift, StoreError
+from fae.errors import PlanError, ReplayDrift, StoreError
 from fae.harness.redrive import Divergence, ReplayReport, agent_kind, read_llm_recording, replay_llm, replay_scripted
 from fae.harness.worklist import render_task
 from fae.plan import Plan, plan_from_dict
@@ -63,6 +63,8 @@ def replay_run(
         told(0, 3, "reading the run")
         run = load_run(reader, run_id)
         if agent_kind(run) == "scripted":
+            if agent is not None:
+                raise PlanError(f"run {run_id} was played by a scripted agent: replay plays its own plan, not --agent")
             plan = recorded_plan(run)
             told(1, 3, "re-driving")
             report = anyio.run(lambda: replay_scripted(run, plan, strict=not lenient, warn=warn))

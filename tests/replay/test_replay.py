@@ -58,6 +58,9 @@ def test_the_request_key_ignores_only_volatile_parts():
 def test_replay_user_mistakes_are_one_line(replay_log):
     done = runner.invoke(app, ["replay", "no-such-run", "--log", str(replay_log)])
     assert done.exit_code == 1 and "no run 'no-such-run'" in done.output and "Traceback" not in done.output
+    # a scripted run replays its own plan: an --agent given for it is refused, not silently ignored
+    named = runner.invoke(app, ["replay", FIX, "--log", str(replay_log), "--agent", "gold"])
+    assert named.exit_code == 1 and "plays its own plan" in named.output and "Traceback" not in named.output
 
 
 def test_replay_tells_each_stage_as_it_starts(replay_log):
