@@ -49,10 +49,19 @@ def base(path: Path) -> Path:
 
 
 def _stored(run_id: str, judge: str, overrides: dict, outcome: str, passed: bool | None) -> VerdictRow:
-    """A verdict as `fae rejudge` stores it for this code version, so `fae compare` reads it and judges nothing."""
+    """A verdict as live judging stores it for this code version, so `fae compare` reads it and judges nothing."""
     judging = judges_to_run(judge, overrides)[0]
     return VerdictRow(
-        run_id, judge, judging.rules, judging.rules_hash, CODE_VERSION, outcome, passed, {}, T0 + timedelta(hours=2)
+        run_id,
+        judge,
+        judging.rules,
+        judging.rules_hash,
+        CODE_VERSION,
+        outcome,
+        passed,
+        {},
+        T0 + timedelta(hours=2),
+        batch="live",
     )
 
 
