@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from fae.judge.registry import Verdict
-from fae.judge.trail import Trail
+from fae.judge.trail import Access, Trail
 from fae.replay.fold import FoldedState
 from fae.tasks.checks import match, values
 from fae.tasks.fhir_values import is_mapping
@@ -46,6 +46,8 @@ class RecordVersion(NamedTuple):
 
 
 _WHEN = {"read_back": "at_read_back", "after_check": "after_check"}
+SERVER_PROBLEMS = ("missing_at_read_back", "differs_at_read_back", "missing_after_check", "differs_after_check")
+"""What the server's answers can say against the fold, in the order a verdict lists them (read-back first)."""
 
 
 def server_problem(found: Mapping[str, Any]) -> str:
@@ -137,6 +139,157 @@ def agent_creates(trail: Trail, start_seq: int = 0, end_seq: int | None = None) 
     ]
 
 
+@dataclass
+class Case:
+    """What every rule of ``verify`` reads about one target, worked out once; ``evidence`` is the verdict's."""
+
+    target: WriteTarget
+    trail: Trail
+    window: Window
+    ref: str
+    record_id: str
+    to_record: list[Access]
+    after_check: list[Access]
+    window_versions: list[RecordVersion]
+    at_check: dict[str, Any] | None
+    server: list[dict[str, Any]]
+    others: list[str]
+    twins: list[str]
+    server_count: int | None
+    settle_s: float
+    evidence: dict[str, Any]
+
+    @property
+    def first_op(self) -> str:
+        return "create" if self.target.action == "create" else "update"
+
+
+Problem = Callable[[Case], dict[str, Any] | None]
+"""A named rule of ``verify``: None where the record passes it, else the evidence it adds (perhaps none)."""
+
+
+def _values_checked(case: Case) -> bool:
+    """The fold's values are judged unless the server did not hold the record at the read-back."""
+    return not any(d["at"] == "read_back" and d["difference"] == "missing_on_server" for d in case.server)
+
+
+def _server_said(problem: str) -> Problem:
+    return lambda case: {} if any(server_problem(d) == problem for d in case.server) else None
+
+
+def _unless(holds: bool, evidence: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    return None if holds else (evidence or {})
+
+
+RECORD_RULES: tuple[tuple[str, Problem], ...] = (
+    (
+        "final_values_wrong",
+        lambda c: (
+            None
+            if not _values_checked(c) or matches(c.at_check, c.target.expected)
+            else {"wrong_values": mismatches(c.at_check, c.target.expected)}
+        ),
+    ),
+    (
+        "wrong_person",
+        lambda c: (
+            None
+            if not _values_checked(c) or matches(c.at_check, c.target.identity)
+            else {"wrong_identity": mismatches(c.at_check, c.target.identity)}
+        ),
+    ),
+    *((name, _server_said(name)) for name in SERVER_PROBLEMS),
+    ("other_record_written", lambda c: _unless(not c.others, {"other_records_written": c.others})),
+    ("same_person_elsewhere", lambda c: _unless(not c.twins, {"same_person_records": c.twins})),
+    (
+        "written_after_check",
+        lambda c: _unless(
+            not c.after_check,
+            {"writes_after_check": [{"seq": a.seq, "actor": a.actor, "op": a.how} for a in c.after_check]},
+        ),
+    ),
+    (
+        "version_count_mismatch",
+        lambda c: _unless(c.server_count is None or c.server_count == len(c.to_record)),
+    ),
+)
+"""Rules every target is held to, in the order their problems are listed."""
+
+STRICT_RULES: tuple[tuple[str, Problem], ...] = (
+    ("changed_after_create", lambda c: _unless(c.first_op != "create")),
+    ("changed_after_update", lambda c: _unless(c.first_op != "update")),
+)
+"""A record written more than once, or by another actor, when corrections are not accepted."""
+
+
+def _exposed(case: Case) -> list[Access]:
+    """Reads of the record by anyone but the evaluation, from its first write until the read-back."""
+    first = case.to_record[0].seq
+    window = case.window
+    return [
+        a
+        for a in case.trail.accesses
+        if window.start_seq < a.seq < window.readback_seq
+        and a.kind == "read"
+        and a.ref == case.ref
+        and a.seq >= first
+        and a.actor not in OWN_ACTORS
+    ]
+
+
+def _settled(case: Case) -> float | None:
+    """Seconds from the record's last write to the read-back, where both are timed."""
+    last_at = case.to_record[-1].at
+    if case.window.readback_at is None or last_at is None:
+        return None
+    return round(case.window.readback_at - last_at, 3)
+
+
+CORRECTION_RULES: tuple[tuple[str, Problem], ...] = (
+    (
+        "not_one_write_then_updates",
+        lambda c: _unless(
+            [a.how for a in c.to_record][:1] == [c.first_op] and all(a.how == "update" for a in c.to_record[1:])
+        ),
+    ),
+    (
+        "written_by_other_actor",
+        lambda c: _unless(
+            all(a.actor == "agent" for a in c.to_record),
+            {"other_writers": sorted({a.actor for a in c.to_record if a.actor != "agent"})},
+        ),
+    ),
+    ("untimed_write", lambda c: _unless(all(a.at is not None for a in c.to_record))),
+    (
+        "person_changed",
+        lambda c: _unless(
+            all(matches(v.resource, c.target.identity) for v in c.window_versions if v.resource is not None)
+        ),
+    ),
+    (
+        "read_by_other_actor",
+        lambda c: _unless(
+            not (exposed := _exposed(c)),
+            {"other_actor_reads": [{"seq": a.seq, "actor": a.actor, "how": a.how} for a in exposed]},
+        ),
+    ),
+    ("no_read_heartbeat", lambda c: _unless(c.trail.reads_recorded)),
+    ("settle_too_short", lambda c: _unless(c.settle_s >= 1)),
+    (
+        "read_back_before_settling",
+        lambda c: _unless((gap := _settled(c)) is None or gap >= c.settle_s),
+    ),
+)
+"""A record corrected after its first write, when corrections are accepted: the conditions that make it safe."""
+
+RULE_NAMES: tuple[str, ...] = (
+    "no_record_created",
+    *(name for name, _ in RECORD_RULES + STRICT_RULES + CORRECTION_RULES),
+    "record_not_written",
+)
+"""Every problem ``verify`` can name: the codes in a verdict's ``problems`` (``fae.report.reasons`` words each)."""
+
+
 def verify(
     target: WriteTarget,
     trail: Trail,
@@ -154,12 +307,11 @@ def verify(
     ``allowed`` names the other records the task asks for (not "another record written"); ``server`` lists
     where what the server returned of the record differs from the fold (``fae.judge.readback``): any
     difference is a problem, and a record the server did not hold at the read-back is judged missing, not
-    on the fold's values."""
+    on the fold's values. The problems are the named rules above, applied in order."""
     accept = bool(rules["accept_corrections"])
     settle_s = float(rules["settle_s"])
     all_writes = [a for a in trail.accesses if a.kind == "write"]  # reads are most of a trail: one pass over it
     writes = [a for a in all_writes if window.start_seq < a.seq <= window.readback_seq]
-    agent_writes = [a for a in writes if a.actor == "agent"]
     evidence: dict[str, Any] = {"source": trail.source, "corrected": False, "settle_s": settle_s}
 
     if trail.untimed and any(window.start_seq < s <= window.readback_seq for s in trail.untimed):
@@ -171,109 +323,98 @@ def verify(
     if ref is None:
         evidence["problems"] = ["no_record_created"]
         return Verdict("needs_review", False, evidence)
+    case = _case(target, trail, window, versions, final, same_type, ref, writes, all_writes, allowed, server)
+    case.settle_s, case.evidence = settle_s, {**evidence, **case.evidence}
+    corrected = len(case.to_record) > 1 or any(a.actor != "agent" for a in case.to_record)
+    table = RECORD_RULES
+    if corrected:
+        case.evidence["corrected"] = True
+        table += CORRECTION_RULES if accept else STRICT_RULES
+        if accept and (gap := _settled(case)) is not None:
+            case.evidence["settled_s"] = gap
+    problems: list[str] = []
+    for name, problem in table:
+        found = problem(case)
+        if found is not None:
+            problems.append(name)
+            case.evidence.update(found)
+    if corrected and accept and (late := _settle_unjudgeable(case)) is not None:
+        case.evidence["reason"] = late
+        return Verdict("unreadable", None, case.evidence)
+    if not corrected and not case.to_record:
+        problems.append("record_not_written")
+    case.evidence["problems"] = problems
+    if problems:
+        return Verdict("needs_review", False, case.evidence)
+    return Verdict("created_verified" if case.first_op == "create" else "updated_verified", True, case.evidence)
+
+
+def _case(
+    target: WriteTarget,
+    trail: Trail,
+    window: Window,
+    versions: Callable[[str], list[RecordVersion]],
+    final: Callable[[str, str], dict[str, Any] | None],
+    same_type: list[dict[str, Any]],
+    ref: str,
+    writes: list[Access],
+    all_writes: list[Access],
+    allowed: Collection[str],
+    server: Sequence[Mapping[str, Any]],
+) -> Case:
+    """The facts of one target's record that the rules read, and the evidence every verdict on it shows."""
     record_type, record_id = ref.split("/", 1)
     to_record = [a for a in writes if a.ref == ref]
-    after_check = [a for a in all_writes if a.ref == ref and a.seq > window.readback_seq]
     history = [v for v in versions(ref) if v.seq is None or v.seq <= window.readback_seq]
     baseline = [v for v in history if v.seq is None or v.seq <= window.start_seq]
-    window_versions = [v for v in history if v.seq is not None and v.seq > window.start_seq]
-    at_check = final(record_type, record_id)
-    evidence.update(
-        {
-            "record": ref,
-            "writes_to_record": [
-                {"seq": a.seq, "actor": a.actor, "op": a.how, "version": a.version, "at": a.at} for a in to_record
-            ],
-            "versions": [v.version_id for v in window_versions],
-            "read_back": {"seq": window.readback_seq, "version": window.readback_version},
-        }
-    )
-    problems: list[str] = []
-
-    # the older rules, in both settings, over what the server returned
-    differences = [dict(d) for d in server]
-    if differences:
-        evidence["server_vs_fold"] = differences
-    if not any(d["at"] == "read_back" and d["difference"] == "missing_on_server" for d in differences):
-        if not matches(at_check, target.expected):
-            problems.append("final_values_wrong")
-            evidence["wrong_values"] = mismatches(at_check, target.expected)
-        if not matches(at_check, target.identity):
-            problems.append("wrong_person")
-            evidence["wrong_identity"] = mismatches(at_check, target.identity)
-    problems.extend(dict.fromkeys(server_problem(d) for d in differences))
-    others = sorted({a.ref for a in agent_writes if a.ref != ref and a.ref not in allowed})
-    if others:
-        problems.append("other_record_written")
-        evidence["other_records_written"] = others
-    twins = sorted(
-        f"{r['resourceType']}/{r['id']}" for r in same_type if r.get("id") != record_id and matches(r, target.identity)
-    )
-    if twins:
-        problems.append("same_person_elsewhere")
-        evidence["same_person_records"] = twins
-    if after_check:
-        problems.append("written_after_check")
-        evidence["writes_after_check"] = [{"seq": a.seq, "actor": a.actor, "op": a.how} for a in after_check]
     base_version = int(baseline[-1].version_id) if baseline and baseline[-1].version_id.isdigit() else 0
     server_count = None
     if window.readback_version and window.readback_version.isdigit():
         server_count = int(window.readback_version) - base_version
-    evidence["server_versions_in_window"] = server_count
-    if server_count is not None and server_count != len(to_record):
-        problems.append("version_count_mismatch")
+    window_versions = [v for v in history if v.seq is not None and v.seq > window.start_seq]
+    differences = [dict(d) for d in server]
+    evidence: dict[str, Any] = {
+        "record": ref,
+        "writes_to_record": [
+            {"seq": a.seq, "actor": a.actor, "op": a.how, "version": a.version, "at": a.at} for a in to_record
+        ],
+        "versions": [v.version_id for v in window_versions],
+        "read_back": {"seq": window.readback_seq, "version": window.readback_version},
+        "server_versions_in_window": server_count,
+    }
+    if differences:
+        evidence["server_vs_fold"] = differences
+    return Case(
+        target=target,
+        trail=trail,
+        window=window,
+        ref=ref,
+        record_id=record_id,
+        to_record=to_record,
+        after_check=[a for a in all_writes if a.ref == ref and a.seq > window.readback_seq],
+        window_versions=window_versions,
+        at_check=final(record_type, record_id),
+        server=differences,
+        others=sorted({a.ref for a in writes if a.actor == "agent" and a.ref != ref and a.ref not in allowed}),
+        twins=sorted(
+            f"{r['resourceType']}/{r['id']}"
+            for r in same_type
+            if r.get("id") != record_id and matches(r, target.identity)
+        ),
+        server_count=server_count,
+        settle_s=0.0,
+        evidence=evidence,
+    )
 
-    first_op = "create" if target.action == "create" else "update"
-    if len(to_record) > 1 or any(a.actor != "agent" for a in to_record):
-        evidence["corrected"] = True
-        if not accept:
-            problems.append("changed_after_create" if first_op == "create" else "changed_after_update")
-        else:
-            ops = [a.how for a in to_record]
-            if ops[:1] != [first_op] or any(op != "update" for op in ops[1:]):
-                problems.append("not_one_write_then_updates")
-            if any(a.actor != "agent" for a in to_record):
-                problems.append("written_by_other_actor")
-                evidence["other_writers"] = sorted({a.actor for a in to_record if a.actor != "agent"})
-            if any(a.at is None for a in to_record):
-                problems.append("untimed_write")
-            if any(not matches(v.resource, target.identity) for v in window_versions if v.resource is not None):
-                problems.append("person_changed")
-            first = to_record[0].seq
-            exposed = [
-                a
-                for a in trail.accesses
-                if window.start_seq < a.seq <= window.readback_seq
-                and a.kind == "read"
-                and a.ref == ref
-                and a.seq >= first
-                and a.seq < window.readback_seq
-                and a.actor not in OWN_ACTORS
-            ]
-            if exposed:
-                problems.append("read_by_other_actor")
-                evidence["other_actor_reads"] = [{"seq": a.seq, "actor": a.actor, "how": a.how} for a in exposed]
-            if not trail.reads_recorded:
-                problems.append("no_read_heartbeat")
-            if settle_s < 1:
-                problems.append("settle_too_short")
-            last_at = to_record[-1].at
-            if window.readback_at is not None and last_at is not None:
-                gap = round(window.readback_at - last_at, 3)
-                evidence["settled_s"] = gap
-                if gap < settle_s and window.capture_settle_s is not None and window.capture_settle_s < settle_s:
-                    evidence["reason"] = (
-                        f"the run was recorded with --settle {window.capture_settle_s:g}: its read-back came {gap:g} s "
-                        f"after the last write, so settle_s={settle_s:g} cannot be judged; record with "
-                        f"--settle {settle_s:g} or more"
-                    )
-                    return Verdict("unreadable", None, evidence)
-                if gap < settle_s:
-                    problems.append("read_back_before_settling")
-    elif not to_record:
-        problems.append("record_not_written")
 
-    evidence["problems"] = problems
-    if problems:
-        return Verdict("needs_review", False, evidence)
-    return Verdict("created_verified" if first_op == "create" else "updated_verified", True, evidence)
+def _settle_unjudgeable(case: Case) -> str | None:
+    """Why a settle rule cannot be judged on this run: its read-back was the harness's capture, which waited less
+    than the rule asks (the run was recorded with a shorter --settle); None when it can."""
+    gap, recorded = _settled(case), case.window.capture_settle_s
+    if gap is None or gap >= case.settle_s or recorded is None or recorded >= case.settle_s:
+        return None
+    return (
+        f"the run was recorded with --settle {recorded:g}: its read-back came {gap:g} s "
+        f"after the last write, so settle_s={case.settle_s:g} cannot be judged; record with "
+        f"--settle {case.settle_s:g} or more"
+    )

@@ -200,3 +200,20 @@ def test_a_rule_set_reads_name_value_then_its_hash_everywhere():
         'ignore_types=["AuditEvent"], note="two words"'
     )
     assert rule_set_label({"mode": "true"}) == 'mode="true"', "a word that reads as a boolean is quoted"
+
+
+def test_every_problem_verify_can_name_has_a_sentence_of_its_own():
+    """verify()'s rules are a table of named problems; each name is what a failed verdict lists and what this
+    module words. A rule added without its sentence would print as its code with spaces: this fails first."""
+    from fae.judge.verify import RULE_NAMES, SERVER_PROBLEMS
+
+    assert len(set(RULE_NAMES)) == len(RULE_NAMES) and len(RULE_NAMES) >= 20, RULE_NAMES
+    for name in RULE_NAMES:
+        evidence: dict = {"problems": [name], "record": "Patient/p1"}
+        if name in SERVER_PROBLEMS:  # worded from the difference the server showed
+            kind, _, at = name.partition("_")
+            at = "read_back" if at == "at_read_back" else at
+            difference = "missing_on_server" if kind == "missing" else "differs"
+            evidence["server_vs_fold"] = [{"at": at, "difference": difference, "record": "Patient/p1", "by": "capture"}]
+        [line] = verdict_reasons("ensure_record", "needs_review", False, evidence)
+        assert line and line != name.replace("_", " "), (name, line)
