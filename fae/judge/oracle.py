@@ -157,8 +157,8 @@ def harms(ctx: RunContext) -> tuple[list[str], dict[str, Any]] | None:
         check = (
             strict
             if strict is not None and strict.passed
-            else checks.judge(  # when it failed
-                {k: v for k, v in spec.items() if k != "answer"}, None, ctx.state, light=False
+            else checks.judge_strict(  # when it failed
+                {k: v for k, v in spec.items() if k != "answer"}, None, ctx.state
             )
         )
         if not check.passed:

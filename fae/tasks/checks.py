@@ -21,7 +21,8 @@ on the written targets; values and extra writes not enforced.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -34,7 +35,7 @@ from fae.tasks.selection import values
 from fae.tasks.state import Snapshot, StateView
 from fae.tasks.whole import uninvited
 
-__all__ = ["Check", "diff", "expected_ids", "instant", "judge", "match", "reference", "values"]
+__all__ = ["Check", "diff", "expected_ids", "instant", "judge_light", "judge_strict", "match", "reference", "values"]
 
 
 class Check(msgspec.Struct, frozen=True):
@@ -49,37 +50,34 @@ class Check(msgspec.Struct, frozen=True):
 
 
 def field_problems(
-    resource: Mapping[str, Any],
-    fields: Mapping[str, Any],
-    *,
-    light: bool,
-    created: Mapping[str, str] | None = None,
+    resource: Mapping[str, Any], fields: Mapping[str, Any], created: Mapping[str, str] | None = None
 ) -> list[str]:
-    """What is wrong with a resource's declared fields (light: only whether they are there)."""
+    """What is wrong with a resource's declared fields: each matcher applied to what its path selects."""
     problems = []
     for path, matcher in fields.items():
-        found = values(resource, path)
-        if light:
-            if is_mapping(matcher) and ("absent" in matcher or "count" in matcher):
-                continue
-            if not found:
-                problems.append(f"{path}: missing")
-            continue
-        wrong = match(found, matcher, created)
+        wrong = match(values(resource, path), matcher, created)
         if wrong:
             problems.append(f"{path}: {wrong}")
     return problems
 
 
-def created_problems(
-    resource: Mapping[str, Any], entry: Mapping[str, Any], *, light: bool, created: Mapping[str, str]
+def present_problems(
+    resource: Mapping[str, Any], fields: Mapping[str, Any], created: Mapping[str, str] | None = None
 ) -> list[str]:
-    """What is wrong with a created resource: its fields, and in strict mode its optional fields (checked where
-    given) and every element neither field looks at (``fae.tasks.whole``)."""
+    """The light reading of declared fields: only whether each is there (an ``absent`` or ``count`` matcher
+    asks nothing of presence and is passed over)."""
+    return [
+        f"{path}: missing"
+        for path, matcher in fields.items()
+        if not (is_mapping(matcher) and ("absent" in matcher or "count" in matcher)) and not values(resource, path)
+    ]
+
+
+def created_problems(resource: Mapping[str, Any], entry: Mapping[str, Any], created: Mapping[str, str]) -> list[str]:
+    """What is wrong with a created resource: its fields, its optional fields (checked where given) and every
+    element neither looks at (``fae.tasks.whole``)."""
     fields = entry.get("fields", {})
-    problems = field_problems(resource, fields, light=light, created=created)
-    if light:
-        return problems
+    problems = field_problems(resource, fields, created)
     optional = entry.get("optional", {})
     for path, matcher in optional.items():
         found = values(resource, path)
@@ -90,6 +88,11 @@ def created_problems(
         uninvited(entry["type"], dict(resource), {**fields, **optional}, created=created, allow=entry.get("allow", ()))
     )
     return problems
+
+
+def created_present(resource: Mapping[str, Any], entry: Mapping[str, Any], created: Mapping[str, str]) -> list[str]:
+    """The light reading of a created resource: its declared fields are there."""
+    return present_problems(resource, entry.get("fields", {}), created)
 
 
 # ---------------------------------------------------------------- diff
@@ -151,15 +154,86 @@ def untouchable_changes(before: Mapping[str, Any], after: Mapping[str, Any], ent
     return [p for p in changed_paths(content(before), content(after)) if not covered(p, allowed)]
 
 
-def judge(
-    spec: Mapping[str, Any],
-    answer: str | None,
-    state: StateView,
-    *,
-    light: bool,
-    written: Collection[str] | None = None,
+def _count_problems(kind: str, count: int, mine: list[str]) -> list[str]:
+    return [] if len(mine) == count else [f"expected {count} new {kind}, found {len(mine)}: {mine}"]
+
+
+def _untouched_problems(state: StateView, ref: str, resource: Mapping[str, Any], entry: Mapping[str, Any]) -> list[str]:
+    before = _read_ref(state.seed, ref) or {}
+    return [
+        f"{ref} {path}: changed, but the task leaves it alone" for path in untouchable_changes(before, resource, entry)
+    ]
+
+
+def _unasked_problems(
+    changes: Mapping[str, list[str]], created_left: list[str], updates: set[str], deletes: set[str]
+) -> list[str]:
+    extra = {
+        "created": created_left,
+        "updated": [r for r in changes["updated"] if r not in updates],
+        "deleted": [r for r in changes["deleted"] if r not in deletes],
+    }
+    return [f"unexpected writes ({what}): {refs}" for what, refs in extra.items() if refs]
+
+
+def _nothing(*_: Any) -> list[str]:
+    return []
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How a check spec is read: what the answer, a declared field, a created resource, the count of new ones,
+    an update's other elements and the writes nobody asked for are each held to."""
+
+    mode: str
+    answer: Callable[[Mapping[str, Any], str | None, Mapping[str, str]], tuple[list[str], dict[str, Any]]]
+    fields: Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, str]], list[str]]
+    created: Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, str]], list[str]]
+    count: Callable[[str, int, list[str]], list[str]]
+    untouched: Callable[[StateView, str, Mapping[str, Any], Mapping[str, Any]], list[str]]
+    unasked: Callable[[Mapping[str, list[str]], list[str], set[str], set[str]], list[str]]
+
+
+STRICT = Reading(
+    "strict",
+    lambda spec, answer, chosen: answer_problems(spec, answer, chosen, light=False),
+    field_problems,
+    created_problems,
+    _count_problems,
+    _untouched_problems,
+    _unasked_problems,
+)
+"""Every value right, exactly the declared resources created, nothing else changed."""
+LIGHT = Reading(
+    "light",
+    lambda spec, answer, chosen: answer_problems(spec, answer, chosen, light=True),
+    present_problems,
+    created_present,
+    _nothing,
+    _nothing,
+    _nothing,
+)
+"""Tags and declared fields present; values, counts and extra writes not enforced."""
+
+
+def judge_strict(
+    spec: Mapping[str, Any], answer: str | None, state: StateView, *, written: Collection[str] | None = None
 ) -> Check:
-    """Judge an answer and a final state against a filled check spec.
+    """The strict validator: the answer and the final state held to every value the filled check spec names."""
+    return _judge(STRICT, spec, answer, state, written)
+
+
+def judge_light(
+    spec: Mapping[str, Any], answer: str | None, state: StateView, *, written: Collection[str] | None = None
+) -> Check:
+    """The light validator: the answer's tags and the declared fields of what was written are there."""
+    return _judge(LIGHT, spec, answer, state, written)
+
+
+def _judge(
+    reading: Reading, spec: Mapping[str, Any], answer: str | None, state: StateView, written: Collection[str] | None
+) -> Check:
+    """Judge an answer and a final state against a filled check spec, read as ``reading`` says.
 
     ``written``: ``Type/id`` of every resource the agent's own requests created or updated
     (None when unknown: then any change since the seed is taken as the agent's).
@@ -183,9 +257,8 @@ def judge(
     for entry in spec.get("creates", []):
         kind, count = entry["type"], int(entry.get("count", 1))
         mine = [ref for ref in created_left if ref.startswith(kind + "/") and mine_written(ref)]
-        if not light and len(mine) != count:
-            problems.append(f"expected {count} new {kind}, found {len(mine)}: {mine}")
-        wrong = {ref: created_problems(_read_ref(state, ref) or {}, entry, light=light, created=chosen) for ref in mine}
+        problems.extend(reading.count(kind, count, mine))
+        wrong = {ref: reading.created(_read_ref(state, ref) or {}, entry, chosen) for ref in mine}
         fitting = [ref for ref in mine if not wrong[ref]]
         if len(fitting) < count:
             detail = "; ".join(wrong[mine[0]]) if mine else "none created by the agent"
@@ -209,39 +282,21 @@ def judge(
         if ref not in changes["updated"] or not mine_written(ref):
             problems.append(f"{ref} was not updated by the agent")
             continue
-        for problem in field_problems(resource, entry.get("fields", {}), light=light, created=chosen):
+        for problem in reading.fields(resource, entry.get("fields", {}), chosen):
             problems.append(f"{ref} {problem}")
-        if not light:
-            before = _read_ref(state.seed, ref) or {}
-            problems.extend(
-                f"{ref} {path}: changed, but the task leaves it alone"
-                for path in untouchable_changes(before, resource, entry)
-            )
+        problems.extend(reading.untouched(state, ref, resource, entry))
 
     declared_deletes = set(spec.get("deletes", []))
     for ref in sorted(declared_deletes - set(changes["deleted"])):
         problems.append(f"{ref} should have been deleted")
-    if not light:
-        extra = {
-            "created": created_left,
-            "updated": [r for r in changes["updated"] if r not in declared_updates],
-            "deleted": [r for r in changes["deleted"] if r not in declared_deletes],
-        }
-        for what, refs in extra.items():
-            if refs:
-                problems.append(f"unexpected writes ({what}): {refs}")
+    problems.extend(reading.unasked(changes, created_left, declared_updates, declared_deletes))
 
-    said_problems, said = answer_problems(spec.get("answer", {}), answer, chosen, light=light)
+    said_problems, said = reading.answer(spec.get("answer", {}), answer, chosen)
     problems = said_problems + problems
     return Check(
         passed=not problems,
         reasons=problems,
-        evidence={
-            "mode": "light" if light else "strict",
-            "answer": said,
-            "changes": changes,
-            "judged": chosen,
-        },
+        evidence={"mode": reading.mode, "answer": said, "changes": changes, "judged": chosen},
     )
 
 

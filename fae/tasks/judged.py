@@ -78,7 +78,7 @@ class JudgedTask(msgspec.Struct, frozen=True, kw_only=True):
                 "log): judge it with --tasks current and its task files"
             )
         answer = mark_echoes(self.played.prompt, answer, self.answer_tags)
-        return checks.judge(self.check_spec, answer, state, light=False, written=written)
+        return checks.judge_strict(self.check_spec, answer, state, written=written)
 
     def validate_light(
         self, rendered: Any, answer: str | None, state: StateView, *, written: Collection[str] | None = None
@@ -87,7 +87,7 @@ class JudgedTask(msgspec.Struct, frozen=True, kw_only=True):
         if not self.writes:
             return self.validate_strict(rendered, answer, state, written=written)
         answer = mark_echoes(self.played.prompt, answer, self.answer_tags)
-        return checks.judge(self.check_spec, answer, state, light=True, written=written)
+        return checks.judge_light(self.check_spec, answer, state, written=written)
 
 
 _encode = msgspec.json.Encoder().encode  # keys in the task's own order: judges read the answer tags in that order

@@ -252,7 +252,7 @@ class Task:
     ) -> Check:
         """Ids answered and state written exactly right by the agent, and nothing else changed."""
         answer = mark_echoes(rendered.prompt, answer, rendered.answer_tags)
-        verdict = checks.judge(rendered.check_spec, answer, state, light=False, written=written)
+        verdict = checks.judge_strict(rendered.check_spec, answer, state, written=written)
         if self.extra_check is None:
             return verdict
         extra = self.extra_check(rendered, answer, state)
@@ -279,7 +279,7 @@ class Task:
         if not self.writes:
             return self.validate_strict(rendered, answer, state, written=written)
         answer = mark_echoes(rendered.prompt, answer, rendered.answer_tags)
-        return checks.judge(rendered.check_spec, answer, state, light=True, written=written)
+        return checks.judge_light(rendered.check_spec, answer, state, written=written)
 
     def describe(self) -> dict[str, Any]:
         """A plain summary for listings."""

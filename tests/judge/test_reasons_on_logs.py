@@ -14,35 +14,15 @@ import duckdb
 from typer.testing import CliRunner
 
 from fae.cli import app
+from fae.judge.verify import RULE_NAMES
 from fae.report.reasons import verdict_reasons
 
 runner = CliRunner()
 
 # the codes and harm names a judge writes: a reason that is only one of them, spaced, was not put in words
 CODES = {
-    "final_values_wrong",
-    "wrong_person",
-    "other_record_written",
-    "same_person_elsewhere",
-    "written_after_check",
-    "version_count_mismatch",
-    "changed_after_create",
-    "changed_after_update",
-    "not_one_write_then_updates",
-    "written_by_other_actor",
-    "untimed_write",
-    "person_changed",
-    "read_by_other_actor",
-    "no_read_heartbeat",
-    "settle_too_short",
-    "read_back_before_settling",
-    "no_record_created",
-    "record_not_written",
-    "missing_at_read_back",
-    "differs_at_read_back",
-    "missing_after_check",
-    "differs_after_check",
-    "state_check_failed",
+    *RULE_NAMES,  # ensure_record's problems
+    "state_check_failed",  # the oracle's harms
     "record_wrong_at_end",
     "duplicate_person",
     "collateral_change",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fae.tasks.checks import diff, judge, match
+from fae.tasks.checks import diff, judge_light, judge_strict, match
 from fae.tasks.state import MemoryState, StateView
 
 PATIENT = {"resourceType": "Patient", "id": "pat-1", "name": [{"family": "Moreau"}]}
@@ -72,15 +72,15 @@ def test_memory_state_is_a_state_view():
 
 
 def test_right_outcome_passes_with_other_offset_order_and_absolute_refs():
-    verdict = judge(SPEC, GOOD, final(appointment()), light=False)
+    verdict = judge_strict(SPEC, GOOD, final(appointment()))
     assert verdict.passed, verdict.reasons
     assert verdict.evidence["judged"] == {"Appointment": "Appointment/appt-9"}
 
 
 def test_wrong_instant_fails():
     state = final(appointment(start="2025-03-10T09:00:00+01:00"))
-    assert not judge(SPEC, GOOD, state, light=False).passed
-    assert judge(SPEC, GOOD, state, light=True).passed  # light does not enforce values
+    assert not judge_strict(SPEC, GOOD, state).passed
+    assert judge_light(SPEC, GOOD, state).passed  # light does not enforce values
 
 
 def test_wrong_patient_fails():
@@ -90,17 +90,17 @@ def test_wrong_patient_fails():
             {"actor": {"reference": "Practitioner/prac-1"}, "status": "accepted"},
         ]
     )
-    verdict = judge(SPEC, GOOD, final(wrong), light=False)
+    verdict = judge_strict(SPEC, GOOD, final(wrong))
     assert not verdict.passed and "participant: exactly: no item fits" in " ".join(verdict.reasons)
 
 
 def test_wrong_id_answered_fails():
-    assert not judge(SPEC, GOOD.replace("appt-9", "appt-8"), final(appointment()), light=False).passed
-    assert not judge(SPEC, GOOD.replace("slot-1</slot>", "slot-2</slot>"), final(appointment()), light=False).passed
+    assert not judge_strict(SPEC, GOOD.replace("appt-9", "appt-8"), final(appointment())).passed
+    assert not judge_strict(SPEC, GOOD.replace("slot-1</slot>", "slot-2</slot>"), final(appointment())).passed
 
 
 def test_duplicate_create_fails():
-    verdict = judge(SPEC, GOOD, final(appointment(), appointment(id="appt-10")), light=False)
+    verdict = judge_strict(SPEC, GOOD, final(appointment(), appointment(id="appt-10")))
     assert not verdict.passed
     assert verdict.reasons == [
         "expected 1 new Appointment, found 2: ['Appointment/appt-10', 'Appointment/appt-9']",
@@ -111,15 +111,15 @@ def test_duplicate_create_fails():
 def test_collateral_write_fails_and_meta_only_change_does_not():
     touched = {**OTHER, "name": [{"family": "Changed"}]}
     state = MemoryState([PATIENT, DOCTOR, {**SLOT, "status": "busy"}, touched, appointment()], SEED)
-    verdict = judge(SPEC, GOOD, state, light=False)
+    verdict = judge_strict(SPEC, GOOD, state)
     assert not verdict.passed and "unexpected writes (updated): ['Patient/pat-2']" in verdict.reasons
     versioned = {**OTHER, "meta": {"versionId": "2"}}
     state = MemoryState([PATIENT, DOCTOR, {**SLOT, "status": "busy"}, versioned, appointment()], SEED)
-    assert judge(SPEC, GOOD, state, light=False).passed
+    assert judge_strict(SPEC, GOOD, state).passed
 
 
 def test_delete_fails():
-    verdict = judge(SPEC, GOOD, final(appointment(), drop=("pat-2",)), light=False)
+    verdict = judge_strict(SPEC, GOOD, final(appointment(), drop=("pat-2",)))
     assert "unexpected writes (deleted): ['Patient/pat-2']" in verdict.reasons
 
 
@@ -127,15 +127,15 @@ def test_slot_left_as_seeded_fails_strict_and_light():
     """Light asks that the agent wrote the target; a slot the seed already had does not count."""
     state = final(appointment(), slot_status="free")
     for light in (False, True):
-        verdict = judge(SPEC, GOOD, state, light=light)
+        verdict = (judge_light if light else judge_strict)(SPEC, GOOD, state)
         assert not verdict.passed
         assert "Slot/slot-1 was not updated by the agent" in verdict.reasons, verdict.reasons
 
 
 def test_slot_written_with_a_wrong_value_fails_strict_only():
     state = final(appointment(), slot_status="busy-tentative")
-    assert not judge(SPEC, GOOD, state, light=False).passed
-    assert judge(SPEC, GOOD, state, light=True).passed
+    assert not judge_strict(SPEC, GOOD, state).passed
+    assert judge_light(SPEC, GOOD, state).passed
 
 
 def test_a_write_by_someone_else_is_not_the_agents():
@@ -143,24 +143,24 @@ def test_a_write_by_someone_else_is_not_the_agents():
     state = final(appointment())
     agent = {"Appointment/appt-9"}
     for light in (False, True):
-        verdict = judge(SPEC, GOOD, state, light=light, written=agent)
+        verdict = (judge_light if light else judge_strict)(SPEC, GOOD, state, written=agent)
         assert verdict.reasons == ["Slot/slot-1 was not updated by the agent"], verdict.reasons
     both = agent | {"Slot/slot-1"}
-    assert judge(SPEC, GOOD, state, light=True, written=both).passed
-    assert judge(SPEC, GOOD, state, light=False, written=both).passed
-    verdict = judge(SPEC, GOOD, state, light=True, written={"Slot/slot-1"})
+    assert judge_light(SPEC, GOOD, state, written=both).passed
+    assert judge_strict(SPEC, GOOD, state, written=both).passed
+    verdict = judge_light(SPEC, GOOD, state, written={"Slot/slot-1"})
     assert "new Appointment: none created by the agent" in verdict.reasons, verdict.reasons
 
 
 def test_missing_field_fails_light():
     bare = appointment()
     del bare["participant"]
-    verdict = judge(SPEC, GOOD, final(bare), light=True)
+    verdict = judge_light(SPEC, GOOD, final(bare))
     assert not verdict.passed and "participant: missing" in " ".join(verdict.reasons)
 
 
 def test_missing_tag_fails_light():
-    assert not judge(SPEC, "<APPOINTMENT>appt-9</APPOINTMENT>", final(appointment()), light=True).passed
+    assert not judge_light(SPEC, "<APPOINTMENT>appt-9</APPOINTMENT>", final(appointment())).passed
 
 
 def test_diff_sees_creates_updates_deletes():
@@ -196,22 +196,17 @@ def test_matchers():
 def test_none_and_count_answers():
     spec = {"answer": {"COVERAGE": {"none": True}, "COUNT": {"count": 3}, "IDS": {"ids": "NONE"}}}
     state = MemoryState(SEED, SEED)
-    assert judge(
-        spec,
-        "<COVERAGE>No coverage found</COVERAGE><COUNT>3</COUNT><IDS>none</IDS>",
-        state,
-        light=False,
-    ).passed
-    assert not judge(spec, "<COVERAGE>cov-1</COVERAGE><COUNT>3</COUNT><IDS>none</IDS>", state, light=False).passed
-    assert not judge(spec, "<COVERAGE>NONE</COVERAGE><COUNT>4</COUNT><IDS>none</IDS>", state, light=False).passed
-    assert not judge(spec, "<COVERAGE>NONE</COVERAGE><COUNT>3</COUNT><IDS>slot-1</IDS>", state, light=False).passed
+    assert judge_strict(spec, "<COVERAGE>No coverage found</COVERAGE><COUNT>3</COUNT><IDS>none</IDS>", state).passed
+    assert not judge_strict(spec, "<COVERAGE>cov-1</COVERAGE><COUNT>3</COUNT><IDS>none</IDS>", state).passed
+    assert not judge_strict(spec, "<COVERAGE>NONE</COVERAGE><COUNT>4</COUNT><IDS>none</IDS>", state).passed
+    assert not judge_strict(spec, "<COVERAGE>NONE</COVERAGE><COUNT>3</COUNT><IDS>slot-1</IDS>", state).passed
 
 
 # ---------------------------------------------------------------- answer checks by kind
 
 
 def _answer(want, text):
-    verdict = judge({"answer": {"X": want}}, text, MemoryState(SEED, SEED), light=False)
+    verdict = judge_strict({"answer": {"X": want}}, text, MemoryState(SEED, SEED))
     return verdict.passed, verdict.reasons
 
 
@@ -285,7 +280,7 @@ def _cancelled(**changes):
 
 
 def test_cancel_with_nothing_else_changed_passes():
-    verdict = judge(CANCEL, None, _cancelled(), light=False)
+    verdict = judge_strict(CANCEL, None, _cancelled())
     assert verdict.passed, verdict.reasons
 
 
@@ -303,18 +298,18 @@ def test_cancel_with_nothing_else_changed_passes():
     ],
 )
 def test_a_nested_change_the_task_leaves_alone_fails_strict(changes, where):
-    verdict = judge(CANCEL, None, _cancelled(**changes), light=False)
+    verdict = judge_strict(CANCEL, None, _cancelled(**changes))
     assert f"Coverage/cov-1 {where}: changed, but the task leaves it alone" in verdict.reasons, verdict.reasons
-    assert judge(CANCEL, None, _cancelled(**changes), light=True).passed
+    assert judge_light(CANCEL, None, _cancelled(**changes)).passed
 
 
 def test_an_extra_telecom_entry_fails_strict():
     spec = {"updates": [{"ref": "Patient/pat-1", "fields": {"telecom.where(system='phone').value": "555-1"}}]}
     seed = {**PATIENT, "telecom": [{"system": "phone", "value": "555-0"}]}
     replaced = {**PATIENT, "telecom": [{"system": "phone", "value": "555-1"}]}
-    assert judge(spec, None, MemoryState([replaced], [seed]), light=False).passed
+    assert judge_strict(spec, None, MemoryState([replaced], [seed])).passed
     added = {**PATIENT, "telecom": [{"system": "phone", "value": "555-1"}, {"system": "email", "value": "a@b"}]}
-    verdict = judge(spec, None, MemoryState([added], [seed]), light=False)
+    verdict = judge_strict(spec, None, MemoryState([added], [seed]))
     assert "Patient/pat-1 telecom: changed, but the task leaves it alone" in verdict.reasons, verdict.reasons
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fae.fhir.elements import locate
-from fae.tasks.checks import judge
+from fae.tasks.checks import judge_light, judge_strict
 from fae.tasks.state import MemoryState
 from fae.tasks.whole import additions, uninvited
 
@@ -38,7 +38,7 @@ def problems(resource, fields=FIELDS, **kw):
 
 def strict(resource, spec_entry=None):
     entry = spec_entry or {"type": "Condition", "fields": FIELDS}
-    return judge({"creates": [entry]}, None, MemoryState([PATIENT, resource], [PATIENT]), light=False)
+    return judge_strict({"creates": [entry]}, None, MemoryState([PATIENT, resource], [PATIENT]))
 
 
 @pytest.mark.parametrize(
@@ -153,7 +153,7 @@ def test_a_tasks_own_allow_list_and_optional_fields():
 def test_light_does_not_judge_the_rest():
     entry = {"type": "Condition", "fields": FIELDS}
     bad = condition(verificationStatus={"coding": [{"code": "refuted"}]})
-    light = judge({"creates": [entry]}, None, MemoryState([PATIENT, bad], [PATIENT]), light=True)
+    light = judge_light({"creates": [entry]}, None, MemoryState([PATIENT, bad], [PATIENT]))
     assert light.passed, light.reasons
 
 
