@@ -219,7 +219,8 @@ STRICT_RULES: tuple[tuple[str, Problem], ...] = (
     ("changed_after_create", lambda c: _unless(c.first_op != "create")),
     ("changed_after_update", lambda c: _unless(c.first_op != "update")),
 )
-"""A record written more than once, or by another actor, when corrections are not accepted."""
+"""A record written more than once, or by another actor, when corrections are not accepted. Exactly one of
+the two fires (a target is created or updated), so their order is free: swapping them changes no verdict."""
 
 
 def _exposed(case: Case) -> list[Access]:
