@@ -311,8 +311,6 @@ def verify(
     on the fold's values. The problems are the named rules above, applied in order."""
     accept = bool(rules["accept_corrections"])
     settle_s = float(rules["settle_s"])
-    all_writes = [a for a in trail.accesses if a.kind == "write"]  # reads are most of a trail: one pass over it
-    writes = [a for a in all_writes if window.start_seq < a.seq <= window.readback_seq]
     evidence: dict[str, Any] = {"source": trail.source, "corrected": False, "settle_s": settle_s}
 
     if trail.untimed and any(window.start_seq < s <= window.readback_seq for s in trail.untimed):
@@ -324,8 +322,7 @@ def verify(
     if ref is None:
         evidence["problems"] = ["no_record_created"]
         return Verdict("needs_review", False, evidence)
-    case = _case(target, trail, window, versions, final, same_type, ref, writes, all_writes, allowed, server)
-    case.settle_s, case.evidence = settle_s, {**evidence, **case.evidence}
+    case = _case(target, trail, window, versions, final, same_type, ref, allowed, server, settle_s, evidence)
     corrected = len(case.to_record) > 1 or any(a.actor != "agent" for a in case.to_record)
     table = RECORD_RULES
     if corrected:
@@ -358,13 +355,15 @@ def _case(
     final: Callable[[str, str], dict[str, Any] | None],
     same_type: list[dict[str, Any]],
     ref: str,
-    writes: list[Access],
-    all_writes: list[Access],
     allowed: Collection[str],
     server: Sequence[Mapping[str, Any]],
+    settle_s: float,
+    evidence: dict[str, Any],
 ) -> Case:
-    """The facts of one target's record that the rules read, and the evidence every verdict on it shows."""
+    """The facts of one target's record that the rules read, and ``evidence`` with what every verdict on it shows."""
     record_type, record_id = ref.split("/", 1)
+    all_writes = [a for a in trail.accesses if a.kind == "write"]  # reads are most of a trail: one pass over it
+    writes = [a for a in all_writes if window.start_seq < a.seq <= window.readback_seq]
     to_record = [a for a in writes if a.ref == ref]
     history = [v for v in versions(ref) if v.seq is None or v.seq <= window.readback_seq]
     baseline = [v for v in history if v.seq is None or v.seq <= window.start_seq]
@@ -374,7 +373,8 @@ def _case(
         server_count = int(window.readback_version) - base_version
     window_versions = [v for v in history if v.seq is not None and v.seq > window.start_seq]
     differences = [dict(d) for d in server]
-    evidence: dict[str, Any] = {
+    evidence = {
+        **evidence,
         "record": ref,
         "writes_to_record": [
             {"seq": a.seq, "actor": a.actor, "op": a.how, "version": a.version, "at": a.at} for a in to_record
@@ -403,7 +403,7 @@ def _case(
             if r.get("id") != record_id and matches(r, target.identity)
         ),
         server_count=server_count,
-        settle_s=0.0,
+        settle_s=settle_s,
         evidence=evidence,
     )
 
