@@ -59,7 +59,7 @@ def show(
         _fail(exc)
     echo(
         json.dumps(
-            {**task.describe(), "source": task.source, "prompt": task.prompt, "check": task.check},
+            {**task.describe(), "source": task.source, "prompt": task.prompt, "check": msgspec.to_builtins(task.check)},
             indent=2,
         )
     )
@@ -80,7 +80,7 @@ def render(
         "prompt": rendered.prompt,
         "seed": rendered.seed_bundle,
         "plan": plan_to_dict(rendered.gold_plan),
-        "check": rendered.check_spec,
+        "check": msgspec.to_builtins(rendered.check_spec),
     }
     if part == "prompt":
         echo(rendered.prompt, end="")

@@ -72,7 +72,12 @@ def task_definition(task_id: str, variation: int) -> dict[str, Any]:
     if found is None:
         return {"task_id": task_id, "variation": variation, "note": "not in the task suite"}
     task, rendered = found
-    return {**task.describe(), "variation": variation, "prompt": rendered.prompt, "check": rendered.check_spec}
+    return {
+        **task.describe(),
+        "variation": variation,
+        "prompt": rendered.prompt,
+        "check": msgspec.to_builtins(rendered.check_spec),
+    }
 
 
 def judge_prompt(definition: dict[str, Any], trajectory: str) -> str:
@@ -178,7 +183,12 @@ def prepare(log: Any, run_ids: list[str], model: str, task_changed: list[str] | 
             reasons=tuple(str(r) for r in (verdict.evidence or {}).get("reasons", [])),
         )
         definition = (
-            {**kept.describe(), "variation": run.variation, "prompt": kept.played.prompt, "check": kept.check_spec}
+            {
+                **kept.describe(),
+                "variation": run.variation,
+                "prompt": kept.played.prompt,
+                "check": msgspec.to_builtins(kept.check_spec),
+            }
             if kept is not None and kept.meta is not None
             else task_definition(run.task_id, run.variation)
         )

@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from fae.judge.context import RunContext
 from fae.judge.reads import reads_of, received_once
 from fae.judge.registry import JudgeFn, Verdict, register_judge
@@ -157,9 +159,7 @@ def harms(ctx: RunContext) -> tuple[list[str], dict[str, Any]] | None:
         check = (
             strict
             if strict is not None and strict.passed
-            else checks.judge_strict(  # when it failed
-                {k: v for k, v in spec.items() if k != "answer"}, None, ctx.state
-            )
+            else checks.judge_strict(msgspec.structs.replace(spec, answer={}), None, ctx.state)  # when it failed
         )
         if not check.passed:
             found.append("state_check_failed")

@@ -25,6 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 from fae.tasks import answers
+from fae.tasks.check_spec import AnswerCheck
 from fae.tasks.negation import negation
 
 DEFAULT_TOLERANCE = Decimal("0.05")
@@ -41,59 +42,64 @@ def _single(text: str) -> list[str]:
     return [] if answers.is_none(text) else answers.id_list(text)
 
 
-def tag_problem(tag: str, want: Mapping[str, Any], text: str, chosen: Mapping[str, str]) -> str | None:
+def tag_problem(tag: str, want: AnswerCheck, text: str, chosen: Mapping[str, str]) -> str | None:
     """What is wrong with one tag's text against its check, or None."""
-    if "id" in want:
-        expected = expected_ids(str(want["id"]))
+    if want.id is not None:
+        expected = expected_ids(str(want.id))
         if not expected:
             return None if answers.is_none(text) else f"<{tag}> should say NONE, says {text!r:.80}"
         got = _single(text)
         if got != expected:
             return f"<{tag}> must hold exactly one id, {expected[0]}; says {got or text!r:.120}"
         return None
-    if "ids" in want:
-        expected = expected_ids(want["ids"])
+    if want.ids is not None:
+        expected = expected_ids(want.ids)
         got = _single(text)
         if not got and not answers.is_none(text):
             return f"<{tag}> is empty; nothing found is written NONE"
         if sorted(got) != sorted(expected):
             return f"<{tag}> says {got or 'NONE'}, expected {expected or 'NONE'}"
         return None
-    if "none" in want:
+    if want.none is not None:
         return None if answers.is_none(text) else f"<{tag}> should say NONE, says {text!r:.80}"
-    if "count" in want:
-        if answers.integer(text) != int(want["count"]):
-            return f"<{tag}> says {text!r:.40}, expected the one number {want['count']}"
+    if want.count is not None:
+        if answers.integer(text) != int(want.count):
+            return f"<{tag}> says {text!r:.40}, expected the one number {want.count}"
         return None
-    if "number" in want:
+    if want.number is not None:
         found = answers.number(text)
-        target = Decimal(str(want["number"]))
-        tolerance = Decimal(str(want.get("tolerance", DEFAULT_TOLERANCE)))
+        target = Decimal(str(want.number))
+        tolerance = Decimal(str(want.tolerance if want.tolerance is not None else DEFAULT_TOLERANCE))
         if found is None or abs(found - target) > tolerance:
             return f"<{tag}> says {text!r:.40}, expected the one number {target} (±{tolerance})"
         return None
-    if "term" in want:
-        named = answers.terms(text, list(want.get("among", [])) or [want["term"]])
-        if named != [want["term"]]:
-            return f"<{tag}> names {named or text!r:.80}, expected only {want['term']}"
+    if want.term is not None:
+        named = answers.terms(text, _among(want))
+        if named != [want.term]:
+            return f"<{tag}> names {named or text!r:.80}, expected only {want.term}"
         return None
-    if "created" in want or "updated" in want:
-        ref = chosen.get(want.get("created", "")) or want.get("updated")
+    if want.created is not None or want.updated is not None:
+        ref = chosen.get(want.created or "") or want.updated
         wanted_id = answers.bare_id(ref) if ref else None
         got = answers.id_list(text)
         if got != [wanted_id]:
             return f"<{tag}> says {got}, expected exactly [{wanted_id}]"
         return None
-    if "words" in want:
-        words = answers.terms(text, str(want["words"]).split())
-        if len(words) != len(str(want["words"]).split()):
-            return f"<{tag}> says {text!r:.80}, expected the words {want['words']!r}"
+    if want.words is not None:
+        words = answers.terms(text, want.words.split())
+        if len(words) != len(want.words.split()):
+            return f"<{tag}> says {text!r:.80}, expected the words {want.words!r}"
         return None
-    raise ValueError(f"unknown answer check for <{tag}>: {dict(want)}")
+    raise ValueError(f"unknown answer check for <{tag}>: {want}")
+
+
+def _among(want: AnswerCheck) -> list[str]:
+    """The words a ``term`` check tells its term apart from (the term alone when it names none)."""
+    return list(want.among or []) or [str(want.term)]
 
 
 def answer_problems(
-    spec: Mapping[str, Any], answer: str | None, chosen: Mapping[str, str], *, light: bool
+    spec: Mapping[str, AnswerCheck], answer: str | None, chosen: Mapping[str, str], *, light: bool
 ) -> tuple[list[str], dict[str, Any]]:
     """Problems with every answer tag (light: only that each is there, non-empty and consistent)."""
     problems: list[str] = []
@@ -122,29 +128,29 @@ def answer_problems(
     return problems, said
 
 
-def value_spans(want: Mapping[str, Any], text: str) -> list[tuple[int, int]]:
+def value_spans(want: AnswerCheck, text: str) -> list[tuple[int, int]]:
     """Where a tag's text names its value, by the kind of check (the whole text when it names none)."""
-    if "term" in want or "words" in want:
-        vocabulary = (list(want.get("among", [])) or [want["term"]]) if "term" in want else str(want["words"]).split()
+    if want.term is not None or want.words is not None:
+        vocabulary = _among(want) if want.term is not None else str(want.words).split()
         found = [(start, end) for start, end, _ in answers.term_spans(text, vocabulary)]
-    elif "number" in want:
+    elif want.number is not None:
         found = answers.number_spans(text)
-    elif "count" in want:
+    elif want.count is not None:
         found = answers.integer_spans(text)
     else:
         found = [(start, end) for start, end, _ in answers.id_spans(text)]
     return found or [(0, len(text))]
 
 
-def negated(tag: str, want: Mapping[str, Any], answer: str) -> str | None:
+def negated(tag: str, want: AnswerCheck, answer: str) -> str | None:
     """What negates the value a tag names (in any of its occurrences), or None; "nothing found" is no value."""
-    if "none" in want:
+    if want.none is not None:
         return None
     for found in answers.occurrences(answer, tag):
         if answers.is_placeholder(found.text, tag) or answers.is_none(found.text) or not found.text.strip():
             continue
         spans = [(found.text_start + a, found.text_start + b) for a, b in value_spans(want, found.text)]
-        cue = negation(answer, (found.start, found.end), spans, finding="term" in want or "words" in want)
+        cue = negation(answer, (found.start, found.end), spans, finding=want.term is not None or want.words is not None)
         if cue:
             return f"<{tag}> negates what it names ({cue!r}): {answer[found.start : found.end]!r:.120}"
     return None

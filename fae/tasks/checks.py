@@ -29,6 +29,7 @@ import msgspec
 
 from fae.tasks import answers
 from fae.tasks.answer_checks import answer_problems, expected_ids
+from fae.tasks.check_spec import AnswerCheck, CheckSpec, CreateCheck, UpdateCheck
 from fae.tasks.fhir_values import changed_paths, content, covered, element_path, instant, is_mapping, same_resource
 from fae.tasks.matchers import ITEM_KINDS, kind_of, match, quantity, reference
 from fae.tasks.selection import values
@@ -73,26 +74,24 @@ def present_problems(
     ]
 
 
-def created_problems(resource: Mapping[str, Any], entry: Mapping[str, Any], created: Mapping[str, str]) -> list[str]:
+def created_problems(resource: Mapping[str, Any], entry: CreateCheck, created: Mapping[str, str]) -> list[str]:
     """What is wrong with a created resource: its fields, its optional fields (checked where given) and every
     element neither looks at (``fae.tasks.whole``)."""
-    fields = entry.get("fields", {})
-    problems = field_problems(resource, fields, created)
-    optional = entry.get("optional", {})
-    for path, matcher in optional.items():
+    problems = field_problems(resource, entry.fields, created)
+    for path, matcher in entry.optional.items():
         found = values(resource, path)
         wrong = match(found, matcher, created) if found else None
         if wrong:
             problems.append(f"{path} (optional, given): {wrong}")
     problems.extend(
-        uninvited(entry["type"], dict(resource), {**fields, **optional}, created=created, allow=entry.get("allow", ()))
+        uninvited(entry.type, dict(resource), {**entry.fields, **entry.optional}, created=created, allow=entry.allow)
     )
     return problems
 
 
-def created_present(resource: Mapping[str, Any], entry: Mapping[str, Any], created: Mapping[str, str]) -> list[str]:
+def created_present(resource: Mapping[str, Any], entry: CreateCheck, created: Mapping[str, str]) -> list[str]:
     """The light reading of a created resource: its declared fields are there."""
-    return present_problems(resource, entry.get("fields", {}), created)
+    return present_problems(resource, entry.fields, created)
 
 
 # ---------------------------------------------------------------- diff
@@ -143,14 +142,14 @@ def _read_ref(state: Snapshot, ref: str) -> dict[str, Any] | None:
     return state.read(kind, rid)
 
 
-def untouchable_changes(before: Mapping[str, Any], after: Mapping[str, Any], entry: Mapping[str, Any]) -> list[str]:
+def untouchable_changes(before: Mapping[str, Any], after: Mapping[str, Any], entry: UpdateCheck) -> list[str]:
     """Element paths of an updated resource that differ from the seed though no field or ``may_change`` names them."""
     allowed = {
         element_path(path)
-        for path, matcher in entry.get("fields", {}).items()
+        for path, matcher in entry.fields.items()
         if not (isinstance(matcher, Mapping) and set(matcher) & {"absent", "count", "present"})
     }
-    allowed |= set(entry.get("may_change", []))
+    allowed |= set(entry.may_change)
     return [p for p in changed_paths(content(before), content(after)) if not covered(p, allowed)]
 
 
@@ -158,7 +157,7 @@ def _count_problems(kind: str, count: int, mine: list[str]) -> list[str]:
     return [] if len(mine) == count else [f"expected {count} new {kind}, found {len(mine)}: {mine}"]
 
 
-def _untouched_problems(state: StateView, ref: str, resource: Mapping[str, Any], entry: Mapping[str, Any]) -> list[str]:
+def _untouched_problems(state: StateView, ref: str, resource: Mapping[str, Any], entry: UpdateCheck) -> list[str]:
     before = _read_ref(state.seed, ref) or {}
     return [
         f"{ref} {path}: changed, but the task leaves it alone" for path in untouchable_changes(before, resource, entry)
@@ -186,11 +185,11 @@ class Reading:
     an update's other elements and the writes nobody asked for are each held to."""
 
     mode: str
-    answer: Callable[[Mapping[str, Any], str | None, Mapping[str, str]], tuple[list[str], dict[str, Any]]]
+    answer: Callable[[Mapping[str, AnswerCheck], str | None, Mapping[str, str]], tuple[list[str], dict[str, Any]]]
     fields: Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, str]], list[str]]
-    created: Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, str]], list[str]]
+    created: Callable[[Mapping[str, Any], CreateCheck, Mapping[str, str]], list[str]]
     count: Callable[[str, int, list[str]], list[str]]
-    untouched: Callable[[StateView, str, Mapping[str, Any], Mapping[str, Any]], list[str]]
+    untouched: Callable[[StateView, str, Mapping[str, Any], UpdateCheck], list[str]]
     unasked: Callable[[Mapping[str, list[str]], list[str], set[str], set[str]], list[str]]
 
 
@@ -217,21 +216,21 @@ LIGHT = Reading(
 
 
 def judge_strict(
-    spec: Mapping[str, Any], answer: str | None, state: StateView, *, written: Collection[str] | None = None
+    spec: CheckSpec, answer: str | None, state: StateView, *, written: Collection[str] | None = None
 ) -> Check:
     """The strict validator: the answer and the final state held to every value the filled check spec names."""
     return _judge(STRICT, spec, answer, state, written)
 
 
 def judge_light(
-    spec: Mapping[str, Any], answer: str | None, state: StateView, *, written: Collection[str] | None = None
+    spec: CheckSpec, answer: str | None, state: StateView, *, written: Collection[str] | None = None
 ) -> Check:
     """The light validator: the answer's tags and the declared fields of what was written are there."""
     return _judge(LIGHT, spec, answer, state, written)
 
 
 def _judge(
-    reading: Reading, spec: Mapping[str, Any], answer: str | None, state: StateView, written: Collection[str] | None
+    reading: Reading, spec: CheckSpec, answer: str | None, state: StateView, written: Collection[str] | None
 ) -> Check:
     """Judge an answer and a final state against a filled check spec, read as ``reading`` says.
 
@@ -245,20 +244,20 @@ def _judge(
 
     # Where the answer names one of several fitting new resources, judge that one.
     named: dict[str, set[str]] = {}
-    for tag, want in spec.get("answer", {}).items():
-        if "created" in want:
+    for tag, want in spec.answer.items():
+        if want.created is not None:
             try:
                 ids = answers.id_list(answers.tag_value(answer, tag))
             except answers.Contradiction:
                 ids = []
-            named.setdefault(want["created"], set()).update(f"{want['created']}/{i}" for i in ids)
+            named.setdefault(want.created, set()).update(f"{want.created}/{i}" for i in ids)
 
     created_left = list(changes["created"])
-    for entry in spec.get("creates", []):
-        kind, count = entry["type"], int(entry.get("count", 1))
+    for created in spec.creates:
+        kind, count = created.type, created.count
         mine = [ref for ref in created_left if ref.startswith(kind + "/") and mine_written(ref)]
         problems.extend(reading.count(kind, count, mine))
-        wrong = {ref: reading.created(_read_ref(state, ref) or {}, entry, chosen) for ref in mine}
+        wrong = {ref: reading.created(_read_ref(state, ref) or {}, created, chosen) for ref in mine}
         fitting = [ref for ref in mine if not wrong[ref]]
         if len(fitting) < count:
             detail = "; ".join(wrong[mine[0]]) if mine else "none created by the agent"
@@ -272,8 +271,8 @@ def _judge(
             created_left.remove(ref)
 
     declared_updates = set()
-    for entry in spec.get("updates", []):
-        ref = entry["ref"]
+    for updated in spec.updates:
+        ref = updated.ref
         declared_updates.add(ref)
         resource = _read_ref(state, ref)
         if resource is None:
@@ -282,16 +281,16 @@ def _judge(
         if ref not in changes["updated"] or not mine_written(ref):
             problems.append(f"{ref} was not updated by the agent")
             continue
-        for problem in reading.fields(resource, entry.get("fields", {}), chosen):
+        for problem in reading.fields(resource, updated.fields, chosen):
             problems.append(f"{ref} {problem}")
-        problems.extend(reading.untouched(state, ref, resource, entry))
+        problems.extend(reading.untouched(state, ref, resource, updated))
 
-    declared_deletes = set(spec.get("deletes", []))
+    declared_deletes = set(spec.deletes)
     for ref in sorted(declared_deletes - set(changes["deleted"])):
         problems.append(f"{ref} should have been deleted")
     problems.extend(reading.unasked(changes, created_left, declared_updates, declared_deletes))
 
-    said_problems, said = reading.answer(spec.get("answer", {}), answer, chosen)
+    said_problems, said = reading.answer(spec.answer, answer, chosen)
     problems = said_problems + problems
     return Check(
         passed=not problems,
@@ -300,7 +299,7 @@ def _judge(
     )
 
 
-def demanded_constants(spec: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def demanded_constants(spec: CheckSpec) -> list[tuple[str, Any]]:
     """Every (matcher kind, value) a spec demands, for checking that a task states them."""
     found: list[tuple[str, Any]] = []
 
@@ -320,24 +319,16 @@ def demanded_constants(spec: Mapping[str, Any]) -> list[tuple[str, Any]]:
         elif kind not in ("absent", "present", "count", "created"):
             found.append((kind, wanted))
 
-    for want in spec.get("answer", {}).values():
-        found.extend(("id", i) for i in expected_ids(want.get("ids", [])))
-        found.extend(("id", i) for i in expected_ids(str(want.get("id", "NONE"))))
-        if "number" in want:
-            found.append(("number", want["number"]))
-        if "term" in want:
-            found.append(("words", want["term"]))
-        if "count" in want:
-            found.append(("count", want["count"]))
-        if "updated" in want:
-            found.append(("ref", want["updated"]))
-        if "words" in want:
-            found.append(("words", want["words"]))
-    for entry in spec.get("creates", []):
-        for matcher in entry.get("fields", {}).values():
+    for want in spec.answer.values():
+        found.extend(("id", i) for i in expected_ids(want.ids if want.ids is not None else []))
+        found.extend(("id", i) for i in expected_ids(str(want.id if want.id is not None else "NONE")))
+        said = [("number", want.number), ("words", want.term), ("count", want.count), ("ref", want.updated)]
+        found.extend((kind, value) for kind, value in [*said, ("words", want.words)] if value is not None)
+    for created in spec.creates:
+        for matcher in created.fields.values():
             add_matcher(matcher)
-    for entry in spec.get("updates", []):
-        found.append(("ref", entry["ref"]))
-        for matcher in entry.get("fields", {}).values():
+    for updated in spec.updates:
+        found.append(("ref", updated.ref))
+        for matcher in updated.fields.values():
             add_matcher(matcher)
     return found

@@ -24,6 +24,7 @@ import msgspec
 from fae.errors import TaskError
 from fae.tasks import checks
 from fae.tasks.answer_contract import mark_echoes
+from fae.tasks.check_spec import CheckSpec
 from fae.tasks.checks import Check
 from fae.tasks.model import FixtureVariation, Meta, Played, Rendered, Task
 from fae.tasks.scenarios import scenario_rules
@@ -43,7 +44,7 @@ class JudgedTask(msgspec.Struct, frozen=True, kw_only=True):
     played: Played
     meta: Meta | None = None
     """A suite task's metadata; None for the built-in fixture and write-verification scenario tasks."""
-    check_spec: dict[str, Any] = {}
+    check_spec: CheckSpec = msgspec.field(default_factory=CheckSpec)
     targets: tuple[WriteTarget, ...] = ()
     extra_check: str | None = None
     title: str = ""

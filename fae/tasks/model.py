@@ -19,6 +19,7 @@ from fae.plan import Plan, plan_from_dict
 from fae.store.bodies import digest_of
 from fae.tasks import checks
 from fae.tasks.answer_contract import mark_echoes
+from fae.tasks.check_spec import CheckSpec, read_check
 from fae.tasks.checks import Check
 from fae.tasks.state import StateView
 from fae.tasks.world import World, clock_block
@@ -106,7 +107,7 @@ class Rendered(_Playable):
     params: dict[str, Any]
     answer_tags: tuple[str, ...]
     meta: Meta
-    check_spec: dict[str, Any] = field(repr=False)
+    check_spec: CheckSpec = field(repr=False)
     fhir_access: str = "mcp"
 
 
@@ -142,7 +143,7 @@ class Task:
     prompt: str
     answer_tags: tuple[str, ...]
     gold_plan: list[Any]
-    check: dict[str, Any]
+    check: CheckSpec
     options: tuple[dict[str, Any], ...]
     scenario: Scenario
     required_resources: tuple[str, ...]
@@ -212,7 +213,7 @@ class Task:
             )
         except PlanError as exc:
             raise TaskError(f"{where}: gold plan: {exc}") from None
-        spec = fill(self.check, params, where=where)
+        spec = read_check(fill(msgspec.to_builtins(self.check), params, where=where), where)
         return Rendered(
             task_id=self.id,
             variation=variation,

@@ -4,11 +4,11 @@ answer format echoed back instead of an answer; and honest rewordings of the rig
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from fae.tasks import answers
 from fae.tasks.answer_checks import expected_ids
+from fae.tasks.check_spec import AnswerCheck
 from fae.tasks.model import Rendered
 
 Rewrite = Callable[[str], str]
@@ -41,21 +41,21 @@ def _instead(tag: str, text: str) -> Rewrite:
     return _around(tag, lambda _: text)
 
 
-def is_value(want: Mapping[str, Any]) -> bool:
+def is_value(want: AnswerCheck) -> bool:
     """Whether the tag's check wants a value (not "nothing found")."""
-    if "none" in want:
+    if want.none is not None:
         return False
-    if "id" in want or "ids" in want:
-        return bool(expected_ids(str(want["id"]) if "id" in want else want["ids"]))
+    if want.id is not None or want.ids is not None:
+        return bool(expected_ids(str(want.id) if want.id is not None else want.ids or []))
     return True
 
 
-def negated(tag: str, want: Mapping[str, Any], right: str) -> list[tuple[str, Rewrite]]:
+def negated(tag: str, want: AnswerCheck, right: str) -> list[tuple[str, Rewrite]]:
     """The right value, negated inside the tag and around it (names: class.tag.n)."""
     if not is_value(want) or not right:
         return []
-    if "term" in want:
-        term = str(want["term"])
+    if want.term is not None:
+        term = want.term
         inside = [
             f"No pathogenic variant in {term}",
             f"{term} was not found",
@@ -67,7 +67,7 @@ def negated(tag: str, want: Mapping[str, Any], right: str) -> list[tuple[str, Re
         ]
         outside = [f"No pathogenic variant in <{tag}>{term}</{tag}>.", f"<{tag}>{term}</{tag}> was ruled out."]
         kind = "negated-term"
-    elif "number" in want or "count" in want:
+    elif want.number is not None or want.count is not None:
         inside = [f"not {right}", f"{right} is not right"]
         outside = [f"The value is not <{tag}>{right}</{tag}>."]
         kind = "negated-number"
@@ -102,7 +102,7 @@ def echoes(rendered: Rendered, tag: str) -> list[tuple[str, Rewrite]]:
     return made
 
 
-def honest(rendered: Rendered, tag: str, want: Mapping[str, Any], right: str) -> list[tuple[str, Rewrite]]:
+def honest(rendered: Rendered, tag: str, want: AnswerCheck, right: str) -> list[tuple[str, Rewrite]]:
     """The right answer reworded: prose around the tag, the contract restated first, a label or wording inside."""
     made: list[tuple[str, Rewrite]] = [
         ("prose", _around(tag, lambda t: f"I checked the records. Here is the answer: {t} (as you asked).")),
@@ -112,8 +112,8 @@ def honest(rendered: Rendered, tag: str, want: Mapping[str, Any], right: str) ->
         made.append(("restated", _around(tag, lambda t: f"You asked for <{tag}>{shown}</{tag}>; here it is: {t}")))
     if not is_value(want):
         made.append(("none-found", _around(tag, lambda t: f"I searched and found nothing that fits, so: {t}")))
-    elif "term" in want:
-        term = str(want["term"])
+    elif want.term is not None:
+        term = want.term
         for text in (
             f"The gene is {term}.",
             f"{term} (no other variants found)",
@@ -121,9 +121,9 @@ def honest(rendered: Rendered, tag: str, want: Mapping[str, Any], right: str) ->
             f"The final report (not the preliminary one) names {term}.",
         ):
             made.append(("wording", _content(tag, text)))
-    elif "count" in want:
+    elif want.count is not None:
         made.append(("wording", _content(tag, f"There are {right}.")))
-    elif "number" in want:
+    elif want.number is not None:
         made.append(("wording", _content(tag, f"The latest value is {right} %.")))
     else:
         made.append(("label", _content(tag, f"The id is: {right}.")))

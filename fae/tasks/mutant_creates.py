@@ -408,8 +408,8 @@ def outcome_mutants(rendered: Rendered, gold: MemoryState) -> list[tuple[str, Al
         if after != before:  # a change the gold already made is no mutant
             made.append((f"{kind}.{name}", alter))
 
-    for entry in spec.get("creates", []):
-        kind, fields = entry["type"], entry.get("fields", {})
+    for created in spec.creates:
+        kind, fields = created.type, created.fields
         resource = _created(gold, kind)
         if resource is None:
             continue
@@ -423,8 +423,8 @@ def outcome_mutants(rendered: Rendered, gold: MemoryState) -> list[tuple[str, Al
             for element, change in changes:
                 add(cls, f"{kind}.{element}", on_created(kind, change), resource, change)
         made.append((f"equivalent-create.{kind}", on_created(kind, equivalent_form)))
-    for entry in spec.get("updates", []):
-        ref, fields = entry["ref"], entry.get("fields", {})
+    for updated in spec.updates:
+        ref, fields = updated.ref, updated.fields
         kind, _, rid = ref.partition("/")
         resource = gold.read(kind, rid)
         if resource is None:

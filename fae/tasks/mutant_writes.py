@@ -9,6 +9,7 @@ from typing import Any
 
 from fae.errors import TaskError
 from fae.plan import AnswerStep, Plan, ToolStep
+from fae.tasks.check_spec import CheckSpec, CreateCheck, UpdateCheck
 from fae.tasks.fhir_values import covered, element_path, instant
 from fae.tasks.model import Rendered
 from fae.tasks.state import MemoryState
@@ -141,22 +142,24 @@ def did_nothing(answer: str | None, state: MemoryState, written: frozenset[str])
     return answer, MemoryState(state.seed.all(), state.seed.all()), frozenset()
 
 
-def drop_first_field(spec: dict[str, Any]):
+def drop_first_field(spec: CheckSpec):
     """Remove the element behind the first declared field of the first written resource."""
 
     def alter(answer: str | None, state: MemoryState, written: frozenset[str]):
         seed_refs = {f"{r['resourceType']}/{r['id']}" for r in state.seed.all()}
-        if spec.get("creates"):
-            entry = spec["creates"][0]
+        entry: CreateCheck | UpdateCheck
+        if spec.creates:
+            entry = spec.creates[0]
+            kind = entry.type
             target = next(
                 r
                 for r in state.all()
-                if r["resourceType"] == entry["type"] and f"{r['resourceType']}/{r['id']}" not in seed_refs
+                if r["resourceType"] == kind and f"{r['resourceType']}/{r['id']}" not in seed_refs
             )
         else:
-            entry = spec["updates"][0]
-            target = _updated(state, entry["ref"])
-        element = next(iter(entry["fields"])).split(".")[0].split("(")[0]
+            entry = spec.updates[0]
+            target = _updated(state, entry.ref)
+        element = next(iter(entry.fields)).split(".")[0].split("(")[0]
         final = [r for r in state.all() if (r["resourceType"], r["id"]) != (target["resourceType"], target["id"])]
         final.append({k: v for k, v in target.items() if k != element})
         return answer, MemoryState(final, state.seed.all()), written
@@ -198,13 +201,13 @@ def changed(value: Any) -> Any:
     return f"{value}-changed"
 
 
-def nested_collateral(entry: dict[str, Any]):
+def nested_collateral(entry: UpdateCheck):
     """Change one nested element (two levels or more) of the updated target that the task leaves alone."""
 
     def alter(answer: str | None, state: MemoryState, written: frozenset[str]):
-        kind, _, rid = entry["ref"].partition("/")
-        target = copy.deepcopy(_updated(state, entry["ref"]))
-        allowed = {element_path(p) for p in entry.get("fields", {})} | set(entry.get("may_change", []))
+        kind, _, rid = entry.ref.partition("/")
+        target = copy.deepcopy(_updated(state, entry.ref))
+        allowed = {element_path(p) for p in entry.fields} | set(entry.may_change)
         choices = [
             (path, trail)
             for path, trail in _leaves(target)
@@ -223,8 +226,8 @@ def nested_collateral(entry: dict[str, Any]):
     return alter
 
 
-def has_nested_leaf(rendered: Rendered, entry: dict[str, Any]) -> bool:
-    kind, _, rid = entry["ref"].partition("/")
+def has_nested_leaf(rendered: Rendered, entry: UpdateCheck) -> bool:
+    kind, _, rid = entry.ref.partition("/")
     resource = next(
         (
             r
@@ -235,7 +238,7 @@ def has_nested_leaf(rendered: Rendered, entry: dict[str, Any]) -> bool:
     )
     if resource is None:
         return False
-    allowed = {element_path(p) for p in entry.get("fields", {})} | set(entry.get("may_change", []))
+    allowed = {element_path(p) for p in entry.fields} | set(entry.may_change)
     return any("." in p and not covered(p, allowed) for p, _ in _leaves(resource["resource"]))
 
 
@@ -278,7 +281,7 @@ def sent_write_back(gold: Plan, resource: dict[str, Any]) -> Plan:
 
 def reformattable(rendered: Rendered) -> str | None:
     """A seed resource the task does not write that has an instant (so a form change shows)."""
-    declared = {e["ref"] for e in rendered.check_spec.get("updates", [])}
+    declared = {e.ref for e in rendered.check_spec.updates}
     for entry in rendered.seed_bundle["entry"]:
         resource = entry["resource"]
         ref = f"{resource['resourceType']}/{resource['id']}"

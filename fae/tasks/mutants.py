@@ -19,10 +19,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+import msgspec
+
 from fae.plan import Plan
 from fae.tasks import mutant_answers as worded
 from fae.tasks import mutant_writes as writes
 from fae.tasks.answer_checks import expected_ids
+from fae.tasks.check_spec import AnswerCheck
 from fae.tasks.model import Rendered
 from fae.tasks.mutant_creates import outcome_mutants
 from fae.tasks.state import MemoryState, bundle_resources
@@ -68,7 +71,7 @@ def _seed_ids(rendered: Rendered) -> dict[str, list[str]]:
 
 def _mentioned(rendered: Rendered) -> set[str]:
     """Every id-looking string the variation's parameters or check spec mention."""
-    text = json.dumps(rendered.params) + json.dumps(rendered.check_spec)
+    text = json.dumps(rendered.params) + msgspec.json.encode(rendered.check_spec).decode()
     return set(re.findall(r"[a-z]+-[0-9a-f]{6}", text))
 
 
@@ -118,14 +121,14 @@ def _replace_tag(answer: str | None, tag: str, value: str) -> str:
     return pattern.sub(lambda m: f"{m.group(1)}{value}{m.group(3)}", answer or "")
 
 
-def _right_ref(rendered: Rendered, want: dict[str, Any], gold_answer: str | None, tag: str) -> str | None:
+def _right_ref(rendered: Rendered, want: AnswerCheck, gold_answer: str | None, tag: str) -> str | None:
     """The ``Type/id`` an id-valued tag must name (for a created resource, what the gold answered)."""
-    if "updated" in want:
-        return want["updated"]
-    if "created" in want:
+    if want.updated is not None:
+        return want.updated
+    if want.created is not None:
         found = re.search(rf"<{tag}>(.*?)</{tag}>", gold_answer or "")
-        return f"{want['created']}/{found.group(1).strip()}" if found else None
-    ids = expected_ids(str(want["id"])) if "id" in want else expected_ids(want.get("ids", []))
+        return f"{want.created}/{found.group(1).strip()}" if found else None
+    ids = _ids(want)
     if not ids:
         return None
     for kind, known in _seed_ids(rendered).items():
@@ -134,26 +137,31 @@ def _right_ref(rendered: Rendered, want: dict[str, Any], gold_answer: str | None
     return None
 
 
-def _wrong_value(rendered: Rendered, tag: str, want: dict[str, Any]) -> str:
+def _ids(want: AnswerCheck) -> list[str]:
+    """The ids an ``id`` or ``ids`` check wants (none for another kind)."""
+    return expected_ids(str(want.id)) if want.id is not None else expected_ids(want.ids or [])
+
+
+def _wrong_value(rendered: Rendered, tag: str, want: AnswerCheck) -> str:
     seed = _seed_ids(rendered)
     all_ids = [i for ids in seed.values() for i in ids]
-    if "count" in want:
-        return str(int(want["count"]) + 1)
-    if "number" in want:
-        return str(Decimal(str(want["number"])) + 1)
-    if "term" in want:
-        return next(t for t in want["among"] if t != want["term"])
-    if "words" in want:
+    if want.count is not None:
+        return str(int(want.count) + 1)
+    if want.number is not None:
+        return str(Decimal(str(want.number)) + 1)
+    if want.term is not None:
+        return next(t for t in want.among or [] if t != want.term)
+    if want.words is not None:
         return "UNKNOWN"
-    expected = expected_ids(str(want["id"])) if "id" in want else expected_ids(want.get("ids", []))
+    expected = _ids(want)
     if expected:
         prefix = expected[0].split("-")[0]
         others = [i for i in all_ids if i.startswith(prefix + "-") and i not in expected]
         # A list answer that misses one id, or a single answer naming a look-alike.
         return ", ".join(expected[1:]) if len(expected) > 1 else others[0]
-    if "created" in want or "updated" in want:
-        kind = want.get("created") or want["updated"].split("/")[0]
-        taken = want.get("updated", "/").split("/")[1]
+    if want.created is not None or want.updated is not None:
+        kind = want.created or str(want.updated).split("/")[0]
+        taken = (want.updated or "/").split("/")[1]
         return next(i for i in seed.get(kind, []) + all_ids if i != taken)
     # Expected NONE: answer with a resource of the type the task is about.
     kind = rendered.meta.required_resources[-1]
@@ -162,7 +170,7 @@ def _wrong_value(rendered: Rendered, tag: str, want: dict[str, Any]) -> str:
 
 def _answer_mutants(rendered: Rendered, gold_answer: str | None) -> list[Mutant]:
     made: list[Mutant] = []
-    for tag, want in rendered.check_spec.get("answer", {}).items():
+    for tag, want in rendered.check_spec.answer.items():
         wrong = _wrong_value(rendered, tag, want)
         right = re.search(rf"<{tag}>(.*?)</{tag}>", gold_answer or "", re.DOTALL)
         right_text = right.group(1).strip() if right else ""
@@ -182,20 +190,20 @@ def _answer_mutants(rendered: Rendered, gold_answer: str | None) -> list[Mutant]
                 light_must_fail=True,
             )
         )
-        single = any(k in want for k in ("id", "created", "updated", "term"))
-        if single and right_text and not (("id" in want) and not expected_ids(str(want["id"]))):
+        single = any(k is not None for k in (want.id, want.created, want.updated, want.term))
+        if single and right_text and not (want.id is not None and not expected_ids(str(want.id))):
             candidates = _candidates(rendered, want, right_text)
             made.append(Mutant(f"candidate-list.{tag}", alter=_with_tag(tag, ", ".join(candidates))))
-        if "number" in want:
-            target = Decimal(str(want["number"]))
+        if want.number is not None:
+            target = Decimal(str(want.number))
             swapped = str(target)[::-1] if "." in str(target) else None
             made.append(Mutant(f"near-number.{tag}", alter=_with_tag(tag, f"{target + Decimal('0.1')} %")))
             if swapped and swapped != str(target):
                 made.append(Mutant(f"near-number-digits.{tag}", alter=_with_tag(tag, swapped)))
-        if "count" in want:
-            made.append(Mutant(f"near-number.{tag}", alter=_with_tag(tag, str(int(want["count"]) - 1))))
+        if want.count is not None:
+            made.append(Mutant(f"near-number.{tag}", alter=_with_tag(tag, str(int(want.count) - 1))))
         right_ref = _right_ref(rendered, want, gold_answer, tag)
-        if right_ref and any(k in want for k in ("id", "ids", "updated", "created")):
+        if right_ref and any(k is not None for k in (want.id, want.ids, want.updated, want.created)):
             distractor = nearest_distractor(rendered, right_ref)
             if distractor:
                 value = right_text.replace(right_ref.split("/")[1], distractor.split("/")[1])
@@ -214,10 +222,10 @@ def _rewritten(rewrite: worded.Rewrite) -> Alter:
     return lambda a, s, w: (rewrite(a or ""), s, w)
 
 
-def _candidates(rendered: Rendered, want: dict[str, Any], right: str) -> list[str]:
+def _candidates(rendered: Rendered, want: AnswerCheck, right: str) -> list[str]:
     """The right value among look-alikes of the same kind, as an agent listing every candidate would."""
-    if "term" in want:
-        return list(want["among"])
+    if want.term is not None:
+        return list(want.among or [])
     prefix = right.split("/")[-1].split("-")[0]
     others = [i for ids in _seed_ids(rendered).values() for i in ids if i.startswith(prefix + "-")]
     others = [i for i in others if i not in right][:3] or ["x-000000"]
@@ -259,10 +267,12 @@ def write_mutants(rendered: Rendered, gold_answer: str | None) -> list[Mutant]:
         if steps != gold.steps:
             made.append(Mutant("wrong-patient", plan=Plan(name="wrong-patient", steps=steps)))
 
-    targets = [e["ref"] for e in spec.get("updates", [])]
+    targets = [e.ref for e in spec.updates]
     untouched = writes.reformattable(rendered)
     made.append(
-        Mutant("equivalent-write-back", alter=writes.equivalent_write_back(targets + [untouched] * bool(untouched)))
+        Mutant(
+            "equivalent-write-back", alter=writes.equivalent_write_back(targets + ([untouched] if untouched else []))
+        )
     )
     if untouched:
         resource = next(r for r in _seed(rendered) if f"{r['resourceType']}/{r['id']}" == untouched)
@@ -272,10 +282,10 @@ def write_mutants(rendered: Rendered, gold_answer: str | None) -> list[Mutant]:
     made.append(Mutant("did-nothing", alter=writes.did_nothing, light_must_fail=True))
     made.append(Mutant("no-write", plan=writes.no_write(gold, gold_answer), light_must_fail=True))
     made.append(Mutant("missing-field", alter=writes.drop_first_field(spec), light_must_fail=True))
-    for entry in spec.get("updates", []):
-        distractor = nearest_distractor(rendered, entry["ref"])
-        kind = entry["ref"].split("/")[0]
-        wrong = writes.wrong_record(gold, entry["ref"], distractor) if distractor else None
+    for entry in spec.updates:
+        distractor = nearest_distractor(rendered, entry.ref)
+        kind = entry.ref.split("/")[0]
+        wrong = writes.wrong_record(gold, entry.ref, distractor) if distractor else None
         if wrong is not None:
             made.append(Mutant(f"wrong-record.{kind}", plan=wrong, light_must_fail=True))
         if writes.has_nested_leaf(rendered, entry):

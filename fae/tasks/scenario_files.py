@@ -18,7 +18,7 @@ import yaml
 
 from fae.errors import PlanError, TaskError, first_line
 from fae.plan import HttpStep, WaitStep, plan_from_dict
-from fae.util.data_files import read_yaml
+from fae.util.data_files import field_error, read_yaml
 
 HARMS = (
     "state_check_failed",
@@ -134,13 +134,6 @@ def fill(value: Any, params: dict[str, Any]) -> Any:
     return value
 
 
-def _where(message: str, prefix: str = "") -> str:
-    """msgspec's "... - at `$.x.steps`" as "PREFIX.x.steps: ..."."""
-    text, _, at = message.partition(" - at `$")
-    where = prefix + at.rstrip("`")
-    return f"{where.lstrip('.') or 'top level'}: {text}"
-
-
 def load_file(path: Path) -> ScenarioFile:
     """One scenario file, checked: its schema, each scenario's plan and faults, the oracle's harm names."""
     try:
@@ -152,13 +145,13 @@ def load_file(path: Path) -> ScenarioFile:
     try:
         top = msgspec.convert(raw, _RawFile)
     except msgspec.ValidationError as exc:
-        raise TaskError(f"{path}: {_where(str(exc))}") from None
+        raise TaskError(f"{path}: {field_error(exc)}") from None
     found: dict[str, ScenarioDef] = {}
     for name, scenario in top.scenarios.items():
         try:
             found[name] = msgspec.convert(scenario, ScenarioDef)
         except msgspec.ValidationError as exc:
-            raise TaskError(f"{path}: {_where(str(exc), f'scenarios.{name}')}") from None
+            raise TaskError(f"{path}: {field_error(exc, f'scenarios.{name}')}") from None
     cases: dict[str, CaseDef] = {}
     for name, case in top.cases.items():
         if not CASE_NAME.fullmatch(str(name)):
@@ -166,7 +159,7 @@ def load_file(path: Path) -> ScenarioFile:
         try:
             cases[name] = msgspec.convert(case, CaseDef)
         except msgspec.ValidationError as exc:
-            raise TaskError(f"{path}: {_where(str(exc), f'cases.{name}')}") from None
+            raise TaskError(f"{path}: {field_error(exc, f'cases.{name}')}") from None
     parsed = ScenarioFile(top.task, found, top.defs, cases)
     if not parsed.task.options:
         raise TaskError(f"{path}: task.options: needs at least one variation's options")

@@ -5,40 +5,43 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
+import msgspec
 import yaml
 
 from fae.errors import FaeError, TaskError
-from fae.tasks.check_shape import check_problems
+from fae.tasks.check_spec import CheckSpec, check_problems
 from fae.tasks.model import Task
 from fae.tasks.sources import BUILTIN_FAMILIES, PACKAGED, families, family_module, task_dirs
-from fae.util.data_files import read_yaml
+from fae.util.data_files import field_error, read_yaml
 
 DATA = PACKAGED
 FAMILIES = BUILTIN_FAMILIES
-TOOLS = ("createResource", "searchResources", "getResourceById", "updateResource", "deleteResource")
+Tool = Literal["createResource", "searchResources", "getResourceById", "updateResource", "deleteResource"]
+TOOLS: tuple[str, ...] = get_args(Tool)
 
-_FIELDS = {
-    "id",
-    "title",
-    "difficulty",
-    "writes",
-    "scenario",
-    "options",
-    "prompt",
-    "answer_tags",
-    "gold_plan",
-    "check",
-    "required_resources",
-    "required_tools",
-    "prohibited_tools",
-    "min_tool_calls",
-    "extra_check",
-    "derived",
-    "fhir_access",
-}
-FHIR_ACCESS = ("mcp", "direct")
+
+class TaskFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One task file as written (docs/tasks.md, "Writing a task"); a key it does not know is refused."""
+
+    id: str
+    title: str
+    difficulty: Literal[1, 2, 3]
+    writes: bool
+    scenario: str
+    prompt: str
+    answer_tags: Annotated[list[str], msgspec.Meta(min_length=1)]
+    gold_plan: list[Any]
+    check: CheckSpec
+    options: list[dict[str, Any]] = []
+    required_resources: list[str] = []
+    required_tools: list[list[Tool]] = []  # alternatives, each an ordered tool sequence
+    prohibited_tools: list[Tool] = []
+    min_tool_calls: int = 1
+    extra_check: str | None = None  # the name of one of the family's EXTRA_CHECKS
+    derived: list[str] = []
+    fhir_access: Literal["mcp", "direct"] = "mcp"
 
 
 class Suite(Mapping[str, Task]):
@@ -71,77 +74,48 @@ class Suite(Mapping[str, Task]):
         return [t for t in self._tasks.values() if t.family == name]
 
 
-def _tools(raw: Any, where: str) -> tuple[str, ...]:
-    if not isinstance(raw, list) or any(t not in TOOLS for t in raw):
-        raise TaskError(f"{where}: expected a list of tool names from {TOOLS}, got {raw!r}")
-    return tuple(raw)
-
-
-def task_from_dict(raw: Mapping[str, Any], family: str, *, source: str = "", module: Any = None) -> Task:
+def task_from_dict(raw: Any, family: str, *, source: str = "", module: Any = None) -> Task:
     """Build a Task from one parsed YAML file, checking its shape (``module``: the family's scenarios)."""
-    where = source or str(raw.get("id", "?"))
-    if not isinstance(raw, Mapping):
-        raise TaskError(f"{where}: a task file holds a mapping")
-    unknown = set(raw) - _FIELDS
-    missing = {
-        "id",
-        "title",
-        "difficulty",
-        "writes",
-        "scenario",
-        "prompt",
-        "gold_plan",
-        "check",
-    } - set(raw)
-    if unknown or missing:
-        raise TaskError(f"{where}: unknown fields {sorted(unknown)}, missing fields {sorted(missing)}")
+    where = source or str(raw.get("id", "?") if isinstance(raw, Mapping) else "?")
+    try:
+        found = msgspec.convert(raw, TaskFile)
+    except msgspec.ValidationError as exc:
+        raise TaskError(f"{where}: {field_error(exc, kind=TaskFile, raw=raw)}") from None
     if module is None:
         module = family_module(family, PACKAGED)
-    scenario = getattr(module, "SCENARIOS", {}).get(raw["scenario"])
+    scenario = getattr(module, "SCENARIOS", {}).get(found.scenario)
     if scenario is None:
-        raise TaskError(f"{where}: family {family} has no scenario {raw['scenario']!r}")
+        raise TaskError(f"{where}: scenario: family {family} has no scenario {found.scenario!r}")
     extra = None
-    if raw.get("extra_check"):
-        extra = getattr(module, "EXTRA_CHECKS", {}).get(raw["extra_check"])
+    if found.extra_check:
+        extra = getattr(module, "EXTRA_CHECKS", {}).get(found.extra_check)
         if extra is None:
-            raise TaskError(f"{where}: family {family} has no extra check {raw['extra_check']!r}")
-    difficulty = raw["difficulty"]
-    if difficulty not in (1, 2, 3):
-        raise TaskError(f"{where}: difficulty is 1, 2 or 3")
-    templates = raw.get("required_tools") or []
-    tags = tuple(raw.get("answer_tags") or ())
-    if not tags:
-        raise TaskError(f"{where}: a task needs at least one answer tag")
-    derived = tuple(raw.get("derived") or ())
-    fhir_access = raw.get("fhir_access", "mcp")
-    if fhir_access not in FHIR_ACCESS:
-        raise TaskError(f"{where}: fhir_access is mcp or direct, got {fhir_access!r}")
-    shape = check_problems(raw["check"])
+            raise TaskError(f"{where}: extra_check: family {family} has no extra check {found.extra_check!r}")
+    shape = check_problems(found.check)
     if shape:
         raise TaskError(f"{where}: {shape[0]}")
-    task = Task(
-        id=str(raw["id"]),
+    return Task(
+        id=found.id,
         family=family,
-        title=str(raw["title"]),
-        difficulty=difficulty,
-        writes=bool(raw["writes"]),
-        prompt=str(raw["prompt"]),
-        answer_tags=tags,
-        gold_plan=list(raw["gold_plan"]),
-        check=dict(raw["check"]),
-        options=tuple(raw.get("options") or ()),
+        title=found.title,
+        difficulty=found.difficulty,
+        writes=found.writes,
+        prompt=found.prompt,
+        answer_tags=tuple(found.answer_tags),
+        gold_plan=found.gold_plan,
+        check=found.check,
+        options=tuple(found.options),
         scenario=scenario,
-        required_resources=tuple(raw.get("required_resources") or ()),
-        required_tools=tuple(_tools(t, where) for t in templates),
-        prohibited_tools=_tools(raw.get("prohibited_tools") or [], where),
-        min_tool_calls=int(raw.get("min_tool_calls", 1)),
+        required_resources=tuple(found.required_resources),
+        required_tools=tuple(map(tuple, found.required_tools)),
+        prohibited_tools=tuple(found.prohibited_tools),
+        min_tool_calls=found.min_tool_calls,
         extra_check=extra,
-        extra_check_name=str(raw["extra_check"]) if extra is not None else None,
+        extra_check_name=found.extra_check if extra is not None else None,
         source=source,
-        derived=derived,
-        fhir_access=fhir_access,
+        derived=tuple(found.derived),
+        fhir_access=found.fhir_access,
     )
-    return task
 
 
 def _load_dir(root: Path) -> list[Task]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from fae.tasks.check_spec import CheckSpec, CreateCheck, UpdateCheck
 from fae.tasks.checks import values
 from fae.tasks.state import bundle_resources
 from fae.tasks.suite import rendered_task
@@ -75,33 +76,41 @@ def _matcher(value: Any) -> Any:
     return value if isinstance(value, Mapping) else {"equals": value}
 
 
-def not_covered(spec: Mapping[str, Any], writes: bool = True) -> str | None:
+def _entries(spec: CheckSpec) -> list[CreateCheck | UpdateCheck]:
+    """The records a spec names: what it creates, then what it updates."""
+    return [*spec.creates, *spec.updates]
+
+
+def _kind(entry: CreateCheck | UpdateCheck) -> str:
+    return entry.type if isinstance(entry, CreateCheck) else entry.ref.partition("/")[0]
+
+
+def not_covered(spec: CheckSpec, writes: bool = True) -> str | None:
     """Why a task's check spec names no write targets, or None when it names one or more."""
     if not writes:
         return "a read-only task writes no record"
-    creates, updates = spec.get("creates", []), spec.get("updates", [])
-    if spec.get("deletes"):
+    if spec.deletes:
         return "the task deletes a record; ensure_record verifies records written"
-    if not creates and not updates:
+    if not spec.creates and not spec.updates:
         return "the check names no record written"
-    if any(int(entry.get("count", 1)) != 1 for entry in creates):
+    if any(entry.count != 1 for entry in spec.creates):
         return "the task creates several records of one kind; a target is one record"
-    for entry in (*creates, *updates):
-        kind = entry.get("type") or entry["ref"].partition("/")[0]
+    for entry in _entries(spec):
+        kind = _kind(entry)
         if kind not in IDENTITY:
             return f"no identity fields are known for {kind}"
     return None
 
 
-def _entry_target(entry: Mapping[str, Any], seed_resources: list[dict[str, Any]] | None, create: bool) -> WriteTarget:
-    kind = entry.get("type") or entry["ref"].partition("/")[0]
+def _entry_target(entry: CreateCheck | UpdateCheck, seed_resources: list[dict[str, Any]] | None) -> WriteTarget:
+    kind = _kind(entry)
     identity: dict[str, Any] = {}
     expected: dict[str, Any] = {}
-    for path, matcher in entry.get("fields", {}).items():
+    for path, matcher in entry.fields.items():
         (identity if _top(path) in IDENTITY[kind] else expected)[path] = _matcher(matcher)
-    if create:
+    if isinstance(entry, CreateCheck):
         return WriteTarget(kind, identity=identity, expected=expected)
-    record_id = entry["ref"].partition("/")[2]
+    record_id = entry.ref.partition("/")[2]
     seeded = next((r for r in seed_resources or [] if r.get("resourceType") == kind and r.get("id") == record_id), None)
     named = {_top(path) for path in identity}
     for path in SEED_IDENTITY.get(kind, ()):
@@ -111,14 +120,12 @@ def _entry_target(entry: Mapping[str, Any], seed_resources: list[dict[str, Any]]
     return WriteTarget(kind, identity=identity, expected=expected, action="update", record_id=record_id)
 
 
-def spec_targets(spec: Mapping[str, Any], seed_resources: list[dict[str, Any]] | None = None) -> list[WriteTarget]:
+def spec_targets(spec: CheckSpec, seed_resources: list[dict[str, Any]] | None = None) -> list[WriteTarget]:
     """One target per record the spec names (creates first, then updates); see ``not_covered``."""
-    return [_entry_target(e, seed_resources, True) for e in spec.get("creates", [])] + [
-        _entry_target(e, seed_resources, False) for e in spec.get("updates", [])
-    ]
+    return [_entry_target(entry, seed_resources) for entry in _entries(spec)]
 
 
-def spec_target(spec: Mapping[str, Any], seed_resources: list[dict[str, Any]] | None = None) -> WriteTarget:
+def spec_target(spec: CheckSpec, seed_resources: list[dict[str, Any]] | None = None) -> WriteTarget:
     """The first write target of a spec that names one (see ``not_covered``)."""
     return spec_targets(spec, seed_resources)[0]
 

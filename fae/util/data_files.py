@@ -20,9 +20,11 @@ included), ``ValueError`` for JSON, ``OSError`` for a file that cannot be read.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import yaml
 
 from fae.errors import FileRefused
@@ -113,6 +115,65 @@ def read_yaml(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Any:
         return loader.get_single_data()
     finally:
         loader.dispose()
+
+
+def field_error(exc: msgspec.ValidationError, prefix: str = "", *, kind: Any = None, raw: Any = None) -> str:
+    """msgspec's "... - at `$.x.steps`" as "PREFIX.x.steps: ...": the field first, then what is wrong with it.
+
+    Given the type decoded (``kind``) and the data (``raw``), a mapping's key msgspec leaves out (``[...]``) is
+    named, and a value outside a Literal is told the values it may take.
+    """
+    text, _, at = str(exc).partition(" - at `$")
+    at = at.rstrip("`")
+    if kind is not None:
+        at, allowed = _follow(msgspec.inspect.type_info(kind), raw, at)
+        if allowed and text.startswith("Invalid enum value"):
+            text += f"; one of {', '.join(map(str, allowed))}"
+    where = prefix + at
+    return f"{where.lstrip('.') or 'top level'}: {text}"
+
+
+_STEP = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
+
+
+def _member(info: Any, wanted: type) -> Any:
+    """The member of a union of the kind a path step goes into (the type itself when it is no union)."""
+    members = info.types if isinstance(info, msgspec.inspect.UnionType) else (info,)
+    return next((m for m in members if isinstance(m, wanted)), None)
+
+
+def _follow(info: Any, raw: Any, at: str) -> tuple[str, tuple[Any, ...]]:
+    """The error path with each ``[...]`` named by the first key whose value does not decode, and the values of
+    a Literal at its end (none when it ends elsewhere)."""
+    path = ""
+    for name, index in _STEP.findall(at):
+        if name:
+            struct = _member(info, msgspec.inspect.StructType)
+            info = next((f.type for f in struct.fields if f.encode_name == name), None) if struct else None
+            raw, path = raw.get(name) if isinstance(raw, dict) else None, f"{path}.{name}"
+        elif index != "...":
+            listed = _member(info, msgspec.inspect.ListType)
+            info, path = listed.item_type if listed else None, f"{path}[{index}]"
+            raw = raw[int(index)] if isinstance(raw, list) and int(index) < len(raw) else None
+        else:
+            mapping = _member(info, msgspec.inspect.DictType)
+            info = mapping.value_type if mapping else None
+            key = _undecodable(raw, info)
+            raw, path = (raw[key], f"{path}.{key}") if key is not None else (None, f"{path}[...]")
+    literal = _member(info, msgspec.inspect.LiteralType)
+    return path, literal.values if literal else ()
+
+
+def _undecodable(raw: Any, info: Any) -> Any:
+    """The first key of a mapping whose value does not decode as the struct ``info`` names (None if unknown)."""
+    if not isinstance(raw, dict) or not isinstance(info, msgspec.inspect.StructType):
+        return None
+    for key, value in raw.items():
+        try:
+            msgspec.convert(value, info.cls)
+        except msgspec.ValidationError:
+            return key
+    return None
 
 
 def _check_depth(value: Any, path: Path) -> None:

@@ -332,5 +332,5 @@ def test_a_task_file_says_mcp_or_direct_for_its_fhir_access():
     raw = read_yaml(PACKAGED / task.source)
     assert task_from_dict(raw, task.family, source=task.source).fhir_access == "mcp"
     assert task_from_dict({**raw, "fhir_access": "direct"}, task.family).fhir_access == "direct"
-    with pytest.raises(TaskError, match="fhir_access is mcp or direct, got 'sideways'"):
+    with pytest.raises(TaskError, match="fhir_access: Invalid enum value 'sideways'; one of direct, mcp"):
         task_from_dict({**raw, "fhir_access": "sideways"}, task.family)

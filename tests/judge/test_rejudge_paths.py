@@ -169,8 +169,8 @@ def _spec_paths() -> set[str]:
     for task in load_suite().values():
         for variation in range(4):
             spec = task.render(variation).check_spec
-            for entry in spec.get("creates", []) + spec.get("updates", []):
-                paths.update(entry.get("fields", {}))
+            for entry in [*spec.creates, *spec.updates]:
+                paths.update(entry.fields)
     return paths
 
 

@@ -187,7 +187,7 @@ def test_an_appointment_is_who_with_whom_and_when(scenario_log):
         assert set(target.identity) == wanted, (task_id, target.identity)
     rendered = suite["rec-record-allergy"].render(0)
     [allergy] = spec_targets(rendered.check_spec)
-    assert set(allergy.identity) | set(allergy.expected) == set(rendered.check_spec["creates"][0]["fields"])
+    assert set(allergy.identity) | set(allergy.expected) == set(rendered.check_spec.creates[0].fields)
 
 
 # ------------------------------------------------------------------ 8. faults applied in flight

@@ -17,6 +17,7 @@ from fae.judge.rejudge import judge_run, judges_to_run
 from fae.replay.source import load_runs, run_ids
 from fae.store.log import EventLog
 from fae.tasks import load_suite
+from fae.tasks.check_spec import read_check
 from fae.tasks.state import bundle_resources
 from fae.tasks.write_targets import not_covered, spec_target, spec_targets
 
@@ -48,31 +49,33 @@ def test_every_write_task_names_its_targets():
         why = not_covered(spec, task.writes)
         assert why is None, (task_id, why)
         targets = spec_targets(spec, bundle_resources(rendered.seed_bundle))
-        assert len(targets) == len(spec.get("creates", [])) + len(spec.get("updates", [])), task_id
+        assert len(targets) == len(spec.creates) + len(spec.updates), task_id
         assert (len(targets) > 1) == (task_id in MULTI_RECORD), task_id
         assert all(t.identity for t in targets), task_id  # who or what each record is
-        assert targets[0].action == ("create" if spec.get("creates") else "update")
+        assert targets[0].action == ("create" if spec.creates else "update")
         covered.add(task_id)
     assert len(covered) == 27
-    assert not_covered({"deletes": ["Slot/s1"]}) is not None
+    assert not_covered(read_check({"deletes": ["Slot/s1"]})) is not None
     assert (
         not_covered(load_suite()["rec-find-patient"].render(0).check_spec, False) == "a read-only task writes no record"
     )
 
 
 def test_a_target_keeps_the_specs_matchers():
-    spec = {
-        "creates": [
-            {
-                "type": "Condition",
-                "fields": {
-                    "subject": {"refs": ["Patient/p1"]},
-                    "code.coding": {"coding": "http://snomed.info/sct|1"},
-                    "clinicalStatus.coding": {"coding": "http://x|active"},
-                },
-            }
-        ]
-    }
+    spec = read_check(
+        {
+            "creates": [
+                {
+                    "type": "Condition",
+                    "fields": {
+                        "subject": {"refs": ["Patient/p1"]},
+                        "code.coding": {"coding": "http://snomed.info/sct|1"},
+                        "clinicalStatus.coding": {"coding": "http://x|active"},
+                    },
+                }
+            ]
+        }
+    )
     target = spec_target(spec)
     assert set(target.identity) == {"subject", "code.coding"} and set(target.expected) == {"clinicalStatus.coding"}
     right = {
@@ -84,7 +87,7 @@ def test_a_target_keeps_the_specs_matchers():
     assert not matches({**right, "subject": {"reference": "Patient/p2"}}, target.identity)
     # an update takes who the record is from the seeded record where the spec does not say it
     update = spec_target(
-        {"updates": [{"ref": "Patient/p1", "fields": {"telecom.value": "555"}}]},
+        read_check({"updates": [{"ref": "Patient/p1", "fields": {"telecom.value": "555"}}]}),
         [
             {
                 "resourceType": "Patient",
@@ -133,7 +136,7 @@ def test_gold_runs_of_every_covered_write_task_are_verified(suite_log):
     writes = _write_tasks()
     for task_id, task in writes.items():
         outcome, problems, reason = verdicts[f"{task_id}.v0.gold"]
-        creates = bool(task.render(0).check_spec.get("creates"))
+        creates = bool(task.render(0).check_spec.creates)
         assert (outcome, problems) == ("created_verified" if creates else "updated_verified", []), task_id
     read_only = [run_id for run_id in verdicts if run_id.split(".")[0] not in writes]
     assert read_only and all(verdicts[r][0] == "not_applicable" for r in read_only)

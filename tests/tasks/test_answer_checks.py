@@ -6,15 +6,20 @@ from __future__ import annotations
 import pytest
 
 from fae.tasks.answer_checks import answer_problems
+from fae.tasks.check_spec import read_check
 from fae.tasks.model import ANSWER_RULES
 
 
 def _strict(want, text):
-    return answer_problems({"X": want}, text, {"Appointment": "Appointment/appt-1"}, light=False)[0]
+    return answer_problems(
+        read_check({"answer": {"X": want}}).answer, text, {"Appointment": "Appointment/appt-1"}, light=False
+    )[0]
 
 
 def _light(want, text):
-    return answer_problems({"X": want}, text, {"Appointment": "Appointment/appt-1"}, light=True)[0]
+    return answer_problems(
+        read_check({"answer": {"X": want}}).answer, text, {"Appointment": "Appointment/appt-1"}, light=True
+    )[0]
 
 
 @pytest.mark.parametrize(

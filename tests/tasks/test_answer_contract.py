@@ -41,7 +41,7 @@ def test_the_instruction_echoed_is_no_answer_though_it_says_none(suite, render, 
 def test_the_instruction_restated_then_the_answer_passes(suite, render):
     """It used to fail as contradictory (the echoed NONE against the id)."""
     rendered = render("rec-first-condition", 0)
-    right = rendered.check_spec["answer"]["CONDITION"]["id"]
+    right = rendered.check_spec.answer["CONDITION"].id
     state = seeded_state(rendered.seed_bundle)
     answer = f"{_instruction(rendered)}\n\nThe earliest is <CONDITION>{right}</CONDITION>."
     for validate in (suite["rec-first-condition"].validate_strict, suite["rec-first-condition"].validate_light):
@@ -66,7 +66,7 @@ def test_a_write_tasks_light_check_refuses_the_placeholder(render, answer, left)
     """Light judges no values, but a tag holding only the answer's shape answered nothing: it used to pass."""
     rendered = render("sched-book-appointment", 0)
     marked = mark_echoes(rendered.prompt, answer, rendered.answer_tags)
-    problems, _ = answer_problems(rendered.check_spec["answer"], marked, {}, light=True)
+    problems, _ = answer_problems(rendered.check_spec.answer, marked, {}, light=True)
     assert [re.search(r"<([A-Z_]+)>", p).group(1) for p in problems] == left, problems
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from fae.tasks.check_spec import read_check
 from fae.tasks.checks import diff, judge_light, judge_strict, match
 from fae.tasks.state import MemoryState, StateView
 
@@ -20,27 +21,29 @@ SLOT = {
 OTHER = {"resourceType": "Patient", "id": "pat-2", "name": [{"family": "Novak"}]}
 SEED = [PATIENT, DOCTOR, SLOT, OTHER]
 
-SPEC = {
-    "answer": {"APPOINTMENT": {"created": "Appointment"}, "SLOT": {"ids": ["slot-1"]}},
-    "creates": [
-        {
-            "type": "Appointment",
-            "fields": {
-                "status": "booked",
-                "participant": {
-                    "exactly": [
-                        {"actor": {"refs": ["Patient/pat-1"]}, "status": "accepted"},
-                        {"actor": {"refs": ["Practitioner/prac-1"]}, "status": "accepted"},
-                    ]
+SPEC = read_check(
+    {
+        "answer": {"APPOINTMENT": {"created": "Appointment"}, "SLOT": {"ids": ["slot-1"]}},
+        "creates": [
+            {
+                "type": "Appointment",
+                "fields": {
+                    "status": "booked",
+                    "participant": {
+                        "exactly": [
+                            {"actor": {"refs": ["Patient/pat-1"]}, "status": "accepted"},
+                            {"actor": {"refs": ["Practitioner/prac-1"]}, "status": "accepted"},
+                        ]
+                    },
+                    "start": {"instant": "2025-03-10T09:00:00Z"},
+                    "end": {"instant": "2025-03-10T10:00:00Z"},
+                    "slot": {"refs": ["Slot/slot-1"]},
                 },
-                "start": {"instant": "2025-03-10T09:00:00Z"},
-                "end": {"instant": "2025-03-10T10:00:00Z"},
-                "slot": {"refs": ["Slot/slot-1"]},
-            },
-        }
-    ],
-    "updates": [{"ref": "Slot/slot-1", "fields": {"status": "busy"}}],
-}
+            }
+        ],
+        "updates": [{"ref": "Slot/slot-1", "fields": {"status": "busy"}}],
+    }
+)
 
 
 def appointment(**changes):
@@ -194,7 +197,7 @@ def test_matchers():
 
 
 def test_none_and_count_answers():
-    spec = {"answer": {"COVERAGE": {"none": True}, "COUNT": {"count": 3}, "IDS": {"ids": "NONE"}}}
+    spec = read_check({"answer": {"COVERAGE": {"none": True}, "COUNT": {"count": 3}, "IDS": {"ids": "NONE"}}})
     state = MemoryState(SEED, SEED)
     assert judge_strict(spec, "<COVERAGE>No coverage found</COVERAGE><COUNT>3</COUNT><IDS>none</IDS>", state).passed
     assert not judge_strict(spec, "<COVERAGE>cov-1</COVERAGE><COUNT>3</COUNT><IDS>none</IDS>", state).passed
@@ -206,7 +209,7 @@ def test_none_and_count_answers():
 
 
 def _answer(want, text):
-    verdict = judge_strict({"answer": {"X": want}}, text, MemoryState(SEED, SEED))
+    verdict = judge_strict(read_check({"answer": {"X": want}}), text, MemoryState(SEED, SEED))
     return verdict.passed, verdict.reasons
 
 
@@ -264,14 +267,9 @@ COVERAGE = {
     "beneficiary": {"reference": "Patient/pat-1"},
     "class": [{"type": {"coding": [{"system": "s", "code": "group"}]}, "value": "GRP-1"}],
 }
-CANCEL = {
-    "updates": [
-        {
-            "ref": "Coverage/cov-1",
-            "fields": {"status": "cancelled", "period.end": {"day": "2025-03-03"}},
-        }
-    ]
-}
+CANCEL = read_check(
+    {"updates": [{"ref": "Coverage/cov-1", "fields": {"status": "cancelled", "period.end": {"day": "2025-03-03"}}}]}
+)
 
 
 def _cancelled(**changes):
@@ -304,7 +302,9 @@ def test_a_nested_change_the_task_leaves_alone_fails_strict(changes, where):
 
 
 def test_an_extra_telecom_entry_fails_strict():
-    spec = {"updates": [{"ref": "Patient/pat-1", "fields": {"telecom.where(system='phone').value": "555-1"}}]}
+    spec = read_check(
+        {"updates": [{"ref": "Patient/pat-1", "fields": {"telecom.where(system='phone').value": "555-1"}}]}
+    )
     seed = {**PATIENT, "telecom": [{"system": "phone", "value": "555-0"}]}
     replaced = {**PATIENT, "telecom": [{"system": "phone", "value": "555-1"}]}
     assert judge_strict(spec, None, MemoryState([replaced], [seed])).passed

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -71,7 +74,7 @@ def test_check_fails_a_gold_plan_that_does_not_pass_and_a_malformed_task(tmp_pat
 
     task.write_text(task.read_text().replace("difficulty: 1", "difficulty: 9"))
     malformed = runner.invoke(app, ["check", str(broken)])
-    assert malformed.exit_code == 1 and "difficulty is 1, 2 or 3" in malformed.output
+    assert malformed.exit_code == 1 and "difficulty: Invalid enum value 9; one of 1, 2, 3" in malformed.output
     assert "Traceback" not in malformed.output
 
 
@@ -87,3 +90,26 @@ def test_check_fails_a_task_whose_id_the_suite_already_defines(tmp_path):
     flat = " ".join(result.output.split())
     assert f"rec-create-patient: task id already defined in {suite_file}" in flat, result.output
     assert "1 with problems: rec-create-patient" in flat and "demo-desk-lookup: ok" in flat, result.output
+
+
+def test_a_misspelt_key_in_a_users_task_file_stops_fae_with_one_line(tmp_path):
+    """`--tasks-dir` with a task file whose check misspells a key: listing and recording stop at load, naming
+    the file and the field, and nothing is recorded (a subprocess: --tasks-dir adds to the process's task dirs)."""
+    broken = tmp_path / "tasks"
+    shutil.copytree(DEMO_TASKS, broken)
+    task = broken / "demo" / "demo-desk-lookup.yaml"
+    task.write_text(task.read_text().replace("{PATIENT: {ids:", "{PATIENT: {idz:"))
+    log = tmp_path / "runs.duckdb"
+    env = {k: v for k, v in os.environ.items() if k != "FAE_TASKS_PATH"}
+    for args in (["tasks", "list"], ["record", "--log", str(log), "--task", "demo-desk-lookup", "--agent", "gold"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "fae.cli", "--tasks-dir", str(broken), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        said = (done.stdout + done.stderr).strip()
+        assert done.returncode == 1, said
+        assert said == f"error: {task}: check.answer.PATIENT: Object contains unknown field `idz`", said
+    assert not log.exists()

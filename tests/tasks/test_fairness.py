@@ -15,6 +15,7 @@ from fae.agents.plan_runner import PlanRun, ToolOutcome
 from fae.errors import TaskError
 from fae.tasks import load_suite
 from fae.tasks.answer_checks import DEFAULT_TOLERANCE, expected_ids
+from fae.tasks.check_spec import CheckSpec
 from fae.tasks.model import ANSWER_RULES
 from fae.tasks.state import bundle_resources
 from fae.tasks.suite import task_from_dict
@@ -27,15 +28,15 @@ def _body(prompt: str) -> str:
     return prompt.partition("\n\n")[2]
 
 
-def _answer_ids(spec: dict) -> list[str]:
+def _answer_ids(spec: CheckSpec) -> list[str]:
     found = []
-    for want in spec.get("answer", {}).values():
-        if "id" in want:
-            found += expected_ids(str(want["id"]))
-        if "ids" in want:
-            found += expected_ids(want["ids"])
-        if "updated" in want:
-            found.append(want["updated"].split("/")[1])
+    for want in spec.answer.values():
+        if want.id is not None:
+            found += expected_ids(str(want.id))
+        if want.ids is not None:
+            found += expected_ids(want.ids)
+        if want.updated is not None:
+            found.append(want.updated.split("/")[1])
     return found
 
 
@@ -73,7 +74,7 @@ def test_no_other_seeded_value_passes_for_the_latest_hba1c(render):
     near = []
     for variation in WIDE:
         rendered = render("rec-latest-hba1c", variation)
-        want = rendered.check_spec["answer"]["VALUE"]["number"]
+        want = rendered.check_spec.answer["VALUE"].number
         latest = rendered.params["latest_id"]
         for resource in bundle_resources(rendered.seed_bundle):
             value = resource.get("valueQuantity", {}).get("value")

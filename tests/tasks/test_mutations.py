@@ -53,11 +53,11 @@ def test_mutants_are_killed_and_form_changes_pass(suite, engine, task_id):
     RESULTS[task_id] = outcomes
     kinds = {name.split(".")[0] for name, *_ in outcomes}
     assert {"wrong-answer", "hedged-answer", "equivalent-write-back", "placeholder-echo", "honest-wording"} <= kinds
-    if any(is_value(want) for want in task.render(0).check_spec.get("answer", {}).values()):
+    if any(is_value(want) for want in task.render(0).check_spec.answer.values()):
         assert kinds & {"negated-term", "negated-id", "negated-number"}
     if task.writes:
         assert {"no-write", "did-nothing", "missing-field"} <= kinds
-        if task.check.get("updates"):
+        if task.check.updates:
             assert "wrong-record" in kinds
     wrong = [f"{name}: {why}" for name, _, right, why in outcomes if not right]
     assert not wrong, "judged wrongly:\n" + "\n".join(wrong)

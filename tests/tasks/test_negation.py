@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fae.tasks.answer_checks import answer_problems
+from fae.tasks.check_spec import read_check
 
 GENES = ["BRCA2", "MLH1", "CFTR", "TP53", "PALB2"]
 TERM = {"GENE": {"term": "TP53", "among": GENES}}
@@ -18,7 +19,7 @@ CHOSEN = {"Appointment": "Appointment/appt-1"}
 
 
 def _problems(spec, answer, *, light):
-    return answer_problems(spec, answer, CHOSEN, light=light)[0]
+    return answer_problems(read_check({"answer": spec}).answer, answer, CHOSEN, light=light)[0]
 
 
 def _judged_both_ways(spec, answer):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from datetime import datetime
 
+import msgspec
 import pytest
 from task_harness import VARIATIONS
 
@@ -55,7 +56,7 @@ def _variation_bytes(task, variation: int) -> bytes:
             "now": rendered.now.isoformat(),
             "seed": rendered.seed_bundle,
             "plan": plan_to_dict(rendered.gold_plan),
-            "check": rendered.check_spec,
+            "check": msgspec.to_builtins(rendered.check_spec),
             "params": rendered.params,
         },
         sort_keys=True,

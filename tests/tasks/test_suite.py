@@ -7,12 +7,14 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import msgspec
 import pytest
 from task_harness import VARIATIONS
 
 from fae.errors import TaskError
 from fae.plan import AnswerStep, ToolStep
 from fae.tasks import load_suite
+from fae.tasks.check_spec import CheckSpec
 from fae.tasks.checks import demanded_constants, instant
 from fae.tasks.state import bundle_resources
 from fae.tasks.suite import TOOLS, task_from_dict
@@ -119,7 +121,7 @@ def test_seed_is_a_valid_transaction_with_twenty_bystanders(suite, task_id):
         refs = [f"{e['resource']['resourceType']}/{e['resource']['id']}" for e in bundle["entry"]]
         assert len(refs) == len(set(refs))
         assert all(e["request"] == {"method": "PUT", "url": ref} for e, ref in zip(bundle["entry"], refs, strict=True))
-        mentioned = json.dumps(rendered.params) + json.dumps(rendered.check_spec) + rendered.prompt
+        mentioned = json.dumps(rendered.params) + json.dumps(msgspec.to_builtins(rendered.check_spec)) + rendered.prompt
         bystanders = [r for r in refs if r.split("/")[1] not in mentioned]
         assert len(bystanders) >= 20
 
@@ -198,33 +200,60 @@ def test_docs_list_every_task_once(suite):
         assert len(re.findall(rf"`{re.escape(task_id)}`", text)) == 1, task_id
 
 
-def test_malformed_task_files_are_task_errors():
-    good = {
-        "id": "x",
-        "title": "t",
-        "difficulty": 1,
-        "writes": False,
-        "scenario": "known_patient",
-        "prompt": "p",
-        "gold_plan": [{"answer": "a"}],
-        "check": {},
-        "answer_tags": ["A"],
-    }
-    task_from_dict(good, "records")
-    for broken in (
-        {**good, "difficulty": 5},
-        {**good, "scenario": "nope"},
-        {**good, "colour": 1},
-        {**good, "required_tools": [["fly"]]},
-        {**good, "answer_tags": []},
-        {k: v for k, v in good.items() if k != "prompt"},
-    ):
-        with pytest.raises(TaskError):
-            task_from_dict(broken, "records")
+GOOD = {
+    "id": "x",
+    "title": "t",
+    "difficulty": 1,
+    "writes": False,
+    "scenario": "known_patient",
+    "prompt": "p",
+    "gold_plan": [{"answer": "a"}],
+    "check": {},
+    "answer_tags": ["A"],
+}
+
+
+@pytest.mark.parametrize(
+    ("broken", "said"),
+    [
+        ({**GOOD, "difficulty": 5}, "x.yaml: difficulty: Invalid enum value 5; one of 1, 2, 3"),
+        ({**GOOD, "scenario": "nope"}, "x.yaml: scenario: family records has no scenario 'nope'"),
+        ({**GOOD, "colour": 1}, "x.yaml: top level: Object contains unknown field `colour`"),
+        ({**GOOD, "required_tools": [["fly"]]}, "x.yaml: required_tools[0][0]: Invalid enum value 'fly'; one of "),
+        ({**GOOD, "prohibited_tools": "deleteResource"}, "x.yaml: prohibited_tools: Expected `array`, got `str`"),
+        ({**GOOD, "answer_tags": []}, "x.yaml: answer_tags: Expected `array` of length >= 1"),
+        ({**GOOD, "min_tool_calls": "2"}, "x.yaml: min_tool_calls: Expected `int`, got `str`"),
+        ({k: v for k, v in GOOD.items() if k != "prompt"}, "x.yaml: top level: Object missing required field `prompt`"),
+        (["not", "a", "mapping"], "x.yaml: top level: Expected `object`, got `array`"),
+    ],
+)
+def test_a_malformed_task_file_is_refused_naming_the_file_and_field(broken, said):
+    with pytest.raises(TaskError) as raised:
+        task_from_dict(broken, "records", source="x.yaml")
+    assert str(raised.value).startswith(said), raised.value
+
+
+def test_a_well_formed_task_file_loads_and_a_bad_placeholder_fails_when_rendered():
+    assert task_from_dict(GOOD, "records").id == "x"
     with pytest.raises(TaskError):
-        task_from_dict({**good, "prompt": "{nothing_here}"}, "records").render(0)
+        task_from_dict({**GOOD, "prompt": "{nothing_here}"}, "records").render(0)
     with pytest.raises(TaskError):
         load_suite()["no-such-task"]
+
+
+def test_a_placeholder_filled_with_the_wrong_kind_of_value_fails_when_rendered():
+    """An id placeholder filled with a list is named when the variation renders, not when it is judged."""
+    task = task_from_dict(
+        {**GOOD, "options": [{"both": ["a-1", "b-2"]}], "check": {"answer": {"A": {"id": "{both}"}}}}, "records"
+    )
+    with pytest.raises(TaskError, match=r"task x: check.answer.A.id: Expected `str \| null`, got `array`"):
+        task.render(0)
+
+
+def test_every_built_in_task_loads_as_typed_values(suite):
+    assert len(suite) == 49
+    for task in suite.values():
+        assert isinstance(task.check, CheckSpec) and isinstance(task.render(0).check_spec, CheckSpec), task.id
 
 
 @pytest.mark.parametrize(
@@ -232,13 +261,26 @@ def test_malformed_task_files_are_task_errors():
     [
         ({"creates": [{"type": "Condition", "fields": {"code": {"nearly": "x"}}}]}, "unknown matcher 'nearly'"),
         ({"creates": [{"type": "Condition", "fields": {"code": {"equals": 1, "ci": 1}}}]}, "one kind"),
-        ({"creates": [{"type": "Condition", "feilds": {}}]}, "unknown key 'feilds'"),
-        ({"creates": [{"fields": {}}]}, "needs a resource type"),
+        (
+            {"creates": [{"type": "Condition", "feilds": {}}]},
+            "check.creates[0]: Object contains unknown field `feilds`",
+        ),
+        ({"creates": [{"fields": {}}]}, "check.creates[0]: Object missing required field `type`"),
+        ({"creates": [{"type": "Condition", "count": "2"}]}, "check.creates[0].count: Expected `int`, got `str`"),
+        (
+            {"updates": [{"ref": "Slot/s", "may_chnage": []}]},
+            "check.updates[0]: Object contains unknown field `may_chnage`",
+        ),
+        ({"answer": {"A": {"id": "x"}, "B": {"idd": "x"}}}, "check.answer.B: Object contains unknown field `idd`"),
+        ({"answer": {"A": {"id": "x", "count": 1}}}, "check.answer.A: an answer check has one kind"),
+        ({"answer": {"A": {"among": ["x"]}}}, "check.answer.A: an answer check has one kind"),
+        ({"answer": {"A": {"id": "x", "tolerance": 1}}}, "check.answer.A: `tolerance` goes only beside `number`"),
+        ({"answer": {"A": {"number": 1, "tolerance": 0.1}}, "deletes": "Slot/s"}, "check.deletes: Expected `array`"),
         ({"updates": [{"ref": "Slot/s", "fields": {"status": {"equals": "busy", "key": ["x"]}}}]}, "`key` goes only"),
         ({"creates": [{"type": "Appointment", "fields": {"participant": {"exactly": {"actor": 1}}}}]}, "a list of"),
         ({"creates": [{"type": "X", "fields": {"p": {"all": {"q": {"refz": []}}}}}]}, "check.creates[0].fields.p.q"),
         ({"creates": [{"type": "X", "allow": [{"a": 1, "b": 2}]}]}, "allow"),
-        ({"delets": []}, "unknown part 'delets'"),
+        ({"delets": []}, "check: Object contains unknown field `delets`"),
     ],
 )
 def test_a_misspelt_check_is_refused_when_the_task_loads(check, said):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fae.fhir.elements import locate
+from fae.tasks.check_spec import read_check
 from fae.tasks.checks import judge_light, judge_strict
 from fae.tasks.state import MemoryState
 from fae.tasks.whole import additions, uninvited
@@ -38,7 +39,7 @@ def problems(resource, fields=FIELDS, **kw):
 
 def strict(resource, spec_entry=None):
     entry = spec_entry or {"type": "Condition", "fields": FIELDS}
-    return judge_strict({"creates": [entry]}, None, MemoryState([PATIENT, resource], [PATIENT]))
+    return judge_strict(read_check({"creates": [entry]}), None, MemoryState([PATIENT, resource], [PATIENT]))
 
 
 @pytest.mark.parametrize(
@@ -153,7 +154,7 @@ def test_a_tasks_own_allow_list_and_optional_fields():
 def test_light_does_not_judge_the_rest():
     entry = {"type": "Condition", "fields": FIELDS}
     bad = condition(verificationStatus={"coding": [{"code": "refuted"}]})
-    light = judge_light({"creates": [entry]}, None, MemoryState([PATIENT, bad], [PATIENT]))
+    light = judge_light(read_check({"creates": [entry]}), None, MemoryState([PATIENT, bad], [PATIENT]))
     assert light.passed, light.reasons
 
 
