@@ -1,11 +1,7 @@
 """Validators as data: a task's check spec, judged strictly or lightly over a StateView.
 
-A check spec (already filled with a variation's parameters) has up to four parts::
-
-    answer:   {TAG: answer check}            (see fae.tasks.answer_checks)
-    creates:  [{type: T, count: 1, fields: {fhirpath: matcher}}]
-    updates:  [{ref: T/id, fields: {fhirpath: matcher}, may_change: [element]}]
-    deletes:  [T/id]
+A check spec (``fae.tasks.check_spec.CheckSpec``, filled with a variation's parameters) has up to four
+parts: answer, creates, updates and deletes.
 
 Both modes require that the agent itself wrote every declared target in this run: created
 the resources, changed the updated ones (a write that leaves a resource as the seed had it

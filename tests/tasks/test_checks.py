@@ -166,6 +166,19 @@ def test_missing_tag_fails_light():
     assert not judge_light(SPEC, "<APPOINTMENT>appt-9</APPOINTMENT>", final(appointment())).passed
 
 
+def test_a_wrong_answer_value_fails_strict_only():
+    """Light asks that each tag is there and consistent, not that its value is right."""
+    wrong = GOOD.replace("slot-1</slot>", "slot-2</slot>")
+    strict = judge_strict(SPEC, wrong, final(appointment()))
+    assert strict.reasons == ["<SLOT> says ['slot-2'], expected ['slot-1']"], strict.reasons
+    light = judge_light(SPEC, wrong, final(appointment()))
+    assert light.passed, light.reasons
+    assert light.evidence["mode"] == "light" and light.evidence["answer"] == {
+        "APPOINTMENT": "Appointment/appt-9",
+        "SLOT": "slot-2",
+    }
+
+
 def test_diff_sees_creates_updates_deletes():
     state = MemoryState([PATIENT, {**SLOT, "status": "busy"}, appointment()], SEED)
     assert diff(state) == {
