@@ -43,6 +43,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import msgspec
+import msgspec.structs
+
 from fae.errors import JudgeError
 from fae.judge.context import RunContext
 from fae.judge.readback import SERVER_READS, ServerRead, as_returned, capture_read, server_differences, verifier_reads
@@ -51,9 +54,12 @@ from fae.judge.registry import JudgeFn, Rule, Verdict, register_judge
 from fae.judge.trail import HARNESS_IDENTITIES, Trail, audit_trail, proxy_trail, recorded_audit_events
 from fae.judge.verify import (
     OWN_ACTORS,
+    Findings,
     RecordVersion,
     Window,
     agent_creates,
+    decide,
+    find,
     matches,
     record_under_check,
     same_identity,
@@ -77,8 +83,9 @@ def _no_target_reason(ctx: RunContext) -> str:
     return f"task {ctx.run.task_id!r} names no record to verify: {not_covered(rendered.check_spec, task.writes)}"
 
 
-def combine(judged: list[tuple[WriteTarget, Verdict]]) -> Verdict:
-    """One verdict over several targets: verified only if every target is; unreadable if any is."""
+def combine(judged: list[tuple[bool, Verdict]]) -> Verdict:
+    """One verdict over several targets (each with whether it is a create): verified only if every target is;
+    unreadable if any is."""
     if len(judged) == 1:
         return judged[0][1]
     problems: list[str] = []
@@ -93,9 +100,26 @@ def combine(judged: list[tuple[WriteTarget, Verdict]]) -> Verdict:
     if any(v.outcome == "unreadable" for _, v in judged):
         return Verdict("unreadable", None, evidence)
     if all(v.passed for _, v in judged):
-        creates = any(t.action == "create" for t, _ in judged)
+        creates = any(create for create, _ in judged)
         return Verdict("created_verified" if creates else "updated_verified", True, evidence)
     return Verdict("needs_review", False, evidence)
+
+
+class RecordFacts(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What ``ensure_record`` finds of a run under no rule: each target's findings (with whether the target is a
+    create), or why no target can be judged. ``decide_run`` makes the verdict under a rule set; the log stores
+    these per run (``fae.judge.facts``), so a rejudge under new rules need not read the run again."""
+
+    targets: list[Findings] = []
+    creates: list[bool] = []
+    not_applicable: str | None = None
+
+
+def decide_run(facts: RecordFacts, rules: Mapping[str, Any]) -> Verdict:
+    """The verdict a run's findings make under ``rules``."""
+    if facts.not_applicable is not None:
+        return Verdict("not_applicable", None, {"reason": facts.not_applicable})
+    return combine([(create, decide(found, rules)) for create, found in zip(facts.creates, facts.targets, strict=True)])
 
 
 def proxy_window(ctx: RunContext, record: str | None) -> tuple[Window, ServerRead | None] | None:
@@ -157,52 +181,53 @@ def ensure_record_fn(rules: Mapping[str, Any], compared: tuple[str, ...] = SERVE
     """The judge over a rule set. ``compared`` names the server's answers compared with the fold (the
     read-back, the capture after the check); the registered judge compares both, and only the scenario
     table's verifier mutants (``fae.judge.verifier_mutants``) leave any out."""
+    found = record_facts(rules, compared)
+    return lambda ctx: decide_run(found(ctx), rules)
+
+
+def record_facts(
+    rules: Mapping[str, Any], compared: tuple[str, ...] = SERVER_READS
+) -> Callable[[RunContext], RecordFacts]:
+    """What the judge finds of a run before it applies ``accept_corrections`` and ``settle_s``: only the rule
+    ``evidence`` (whose trail) changes it."""
     if rules["evidence"] not in EVIDENCE:
         raise JudgeError(
             f"rule evidence of judge 'ensure_record' is one of {', '.join(EVIDENCE)}, got {rules['evidence']!r}"
         )
+    one = trail_findings if rules["evidence"] == "trail" else proxy_findings
 
-    def run(ctx: RunContext) -> Verdict:
+    def run(ctx: RunContext) -> RecordFacts:
         targets = ctx.targets
         if not targets:
-            return Verdict("not_applicable", None, {"reason": _no_target_reason(ctx)})
-        one = trail_verdict if rules["evidence"] == "trail" else proxy_verdict
+            return RecordFacts(not_applicable=_no_target_reason(ctx))
         created: dict[str, str] = {}
         chosen: list[str] = []
-        judged = []
+        judged: list[tuple[WriteTarget, Findings]] = []
         for target in ordered_targets(targets):
             target = resolve_created(target, created)
-            verdict = one(ctx, target, rules, chosen, compared)
-            if verdict.outcome == "unreadable" and "record" not in verdict.evidence:
-                return verdict  # the run itself cannot be judged
-            record = verdict.evidence.get("record")
-            if record:
-                chosen.append(record)
+            found = one(ctx, target, chosen, compared)
+            if found.outcome == "unreadable" and found.record is None:
+                return RecordFacts([found], [target.action == "create"])  # the run itself cannot be judged
+            if found.record:
+                chosen.append(found.record)
                 if target.action == "create":
-                    created.setdefault(target.resource_type, record)
-            judged.append((target, verdict))
+                    created.setdefault(target.resource_type, found.record)
+            judged.append((target, found))
         if len(judged) > 1:  # "another record written" spares the records the task asks for
-            judged = [
-                (t, one(ctx, t, rules, [r for r in chosen if r != v.evidence.get("record")], compared))
-                for t, v in judged
-            ]
-        return combine(judged)
+            judged = [(t, one(ctx, t, [r for r in chosen if r != f.record], compared)) for t, f in judged]
+        return RecordFacts([f for _, f in judged], [t.action == "create" for t, _ in judged])
 
     return run
 
 
-def proxy_verdict(
-    ctx: RunContext,
-    target: WriteTarget,
-    rules: Mapping[str, Any],
-    others: Sequence[str] = (),
-    compared: tuple[str, ...] = SERVER_READS,
-) -> Verdict:
+def proxy_findings(
+    ctx: RunContext, target: WriteTarget, others: Sequence[str] = (), compared: tuple[str, ...] = SERVER_READS
+) -> Findings:
     """One target from the proxy log; ``others`` are the records chosen for the task's other targets."""
     fold = ctx.full_fold
     if fold.problems:
-        return Verdict(
-            "unreadable", None, {"reason": "write bodies the fold cannot read", "fold_problems": fold.problems}
+        return Findings(
+            {"reason": "write bodies the fold cannot read", "fold_problems": fold.problems}, outcome="unreadable"
         )
     key = ("ensure_record", "proxy_trail")
     if key not in ctx.memo:
@@ -211,7 +236,7 @@ def proxy_verdict(
     record = record_under_check(target, [r for r in agent_creates(trail) if r not in others], ctx.fold.read)
     bounded = proxy_window(ctx, record)
     if bounded is None:
-        return Verdict("unreadable", None, {"reason": "the run has no seed or no read-back to bound the window"})
+        return Findings({"reason": "the run has no seed or no read-back to bound the window"}, outcome="unreadable")
     window, checked = bounded
     at_check = (
         ctx.fold
@@ -241,20 +266,16 @@ def proxy_verdict(
         server = server_differences(ctx, record, checked, compared, capture)
         if "read_back" in compared:  # the record at the check is what the server returned, not what the fold says
             final = as_returned(record, checked or capture, at_check.read)
-    return verify(target, trail, window, versions, final, same_type, rules, record, allowed=others, server=server)
+    return find(target, trail, window, versions, final, same_type, record, allowed=others, server=server)
 
 
 def _fold_at(ctx: RunContext, seq: int):
     return fold_state(ctx.run, seq, exchanges=ctx.exchanges)
 
 
-def trail_verdict(
-    ctx: RunContext,
-    target: WriteTarget,
-    rules: Mapping[str, Any],
-    others: Sequence[str] = (),
-    compared: tuple[str, ...] = SERVER_READS,
-) -> Verdict:
+def trail_findings(
+    ctx: RunContext, target: WriteTarget, others: Sequence[str] = (), compared: tuple[str, ...] = SERVER_READS
+) -> Findings:
     """The verdict from the server's AuditEvent trail as the harness read it into the log.
 
     Who read and wrote what, and when, comes from the trail alone (the harness's and setup's
@@ -264,38 +285,34 @@ def trail_verdict(
     """
     recorded = recorded_audit_events(ctx.run)
     if recorded is None:
-        return Verdict(
-            "unreadable",
-            None,
+        return Findings(
             {
                 "source": "trail",
                 "reason": "no trail recorded: the run holds no read of the server's "
                 "AuditEvents (record with --audit-events)",
             },
+            outcome="unreadable",
         )
     if recorded.unreadable:
-        return Verdict(
-            "unreadable",
-            None,
+        return Findings(
             {
                 "source": "trail",
                 "reason": "AuditEvent pages that cannot be parsed",
                 "trail_reads": list(recorded.unreadable),
             },
+            outcome="unreadable",
         )
     fold = ctx.full_fold
     if fold.problems:
-        return Verdict(
-            "unreadable",
-            None,
+        return Findings(
             {"source": "trail", "reason": "write bodies the fold cannot read", "fold_problems": fold.problems},
+            outcome="unreadable",
         )
     trail = audit_trail(recorded.audit_events, leave_out=HARNESS_IDENTITIES)
     bounded = trail_window(ctx, trail, target, others)
     if bounded is None:
-        return Verdict(
-            "unreadable", None, {"source": "trail", "reason": "the run has no seed or no read-back to bound the window"}
-        )
+        reason = "the run has no seed or no read-back to bound the window"
+        return Findings({"source": "trail", "reason": reason}, outcome="unreadable")
     window, record = bounded
     captured = ctx.captured[1].by_key() if ctx.captured else {}
     at_capture = window.readback_seq > len(trail.accesses)
@@ -330,12 +347,10 @@ def trail_verdict(
         server = server_differences(ctx, record, checked, compared)
         if "read_back" in compared and checked is not None:
             read_at_check = as_returned(record, checked, final)
-    verdict = verify(
-        target, trail, window, versions, read_at_check, same_type, rules, record, allowed=others, server=server
+    findings = find(target, trail, window, versions, read_at_check, same_type, record, allowed=others, server=server)
+    return msgspec.structs.replace(
+        findings, extra={"audit_events": len(recorded.audit_events), "trail_reads": list(recorded.seqs)}
     )
-    verdict.evidence["audit_events"] = len(recorded.audit_events)
-    verdict.evidence["trail_reads"] = list(recorded.seqs)
-    return verdict
 
 
 def trail_window(

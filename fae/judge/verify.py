@@ -156,7 +156,6 @@ class Case:
     others: list[str]
     twins: list[str]
     server_count: int | None
-    settle_s: float
     evidence: dict[str, Any]
 
     @property
@@ -275,20 +274,47 @@ CORRECTION_RULES: tuple[tuple[str, Problem], ...] = (
         ),
     ),
     ("no_read_heartbeat", lambda c: _unless(c.trail.reads_recorded)),
-    ("settle_too_short", lambda c: _unless(c.settle_s >= 1)),
-    (
-        "read_back_before_settling",
-        lambda c: _unless((gap := _settled(c)) is None or gap >= c.settle_s),
-    ),
 )
-"""A record corrected after its first write, when corrections are accepted: the conditions that make it safe."""
+"""A record corrected after its first write, when corrections are accepted: the conditions that make it safe
+(with ``SETTLE_RULES`` after them)."""
+
+SettleRule = Callable[["Findings", float], bool]
+"""A rule that reads the ``settle_s`` asked: true where the record breaks it."""
+
+SETTLE_RULES: tuple[tuple[str, SettleRule], ...] = (
+    ("settle_too_short", lambda f, settle_s: not settle_s >= 1),
+    ("read_back_before_settling", lambda f, settle_s: f.settled is not None and f.settled < settle_s),
+)
+"""The last conditions on a corrected record: the only rules that read a rule's value (``settle_s``)."""
 
 RULE_NAMES: tuple[str, ...] = (
     "no_record_created",
-    *(name for name, _ in RECORD_RULES + STRICT_RULES + CORRECTION_RULES),
+    *(name for name, _ in RECORD_RULES + STRICT_RULES + CORRECTION_RULES + SETTLE_RULES),
     "record_not_written",
 )
 """Every problem ``verify`` can name: the codes in a verdict's ``problems`` (``fae.report.reasons`` words each)."""
+
+
+class Findings(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What ``find`` concludes of one target under no rule: ``decide`` makes the verdict of it under a rule set.
+
+    ``evidence`` is the verdict's before any rule is applied (its ``settle_s``, where it has one, is filled in
+    by ``decide``); ``outcome`` is set where the verdict was decided before any rule (an untimed exchange, no
+    record created); ``found`` holds each rule-free rule that fires, by name, with the evidence it adds;
+    ``extra`` is evidence the caller adds after the verdict's problems. A Findings is plain data: it is what the
+    log stores (``fae.judge.facts``), so ``decide`` over a stored one gives the verdict ``verify`` gives.
+    """
+
+    evidence: dict[str, Any]
+    outcome: str | None = None
+    record: str | None = None
+    create: bool = True
+    corrected: bool = False
+    written: bool = True
+    settled: float | None = None
+    capture_settle_s: float | None = None
+    found: dict[str, dict[str, Any]] = {}
+    extra: dict[str, Any] = {}
 
 
 def verify(
@@ -308,43 +334,86 @@ def verify(
     ``allowed`` names the other records the task asks for (not "another record written"); ``server`` lists
     where what the server returned of the record differs from the fold (``fae.judge.readback``): any
     difference is a problem, and a record the server did not hold at the read-back is judged missing, not
-    on the fold's values. The problems are the named rules above, applied in order."""
-    accept = bool(rules["accept_corrections"])
-    settle_s = float(rules["settle_s"])
-    evidence: dict[str, Any] = {"source": trail.source, "corrected": False, "settle_s": settle_s}
+    on the fold's values. The problems are the named rules above, applied in order: ``find`` then ``decide``."""
+    return decide(find(target, trail, window, versions, final, same_type, record, allowed, server), rules)
+
+
+def find(
+    target: WriteTarget,
+    trail: Trail,
+    window: Window,
+    versions: Callable[[str], list[RecordVersion]],
+    final: Callable[[str, str], dict[str, Any] | None],
+    same_type: list[dict[str, Any]],
+    record: str | None = None,
+    allowed: Collection[str] = (),
+    server: Sequence[Mapping[str, Any]] = (),
+) -> Findings:
+    """What ``verify`` finds of one target before it reads a rule: every rule-free rule applied."""
+    evidence: dict[str, Any] = {"source": trail.source, "corrected": False, "settle_s": None}
 
     if trail.untimed and any(window.start_seq < s <= window.readback_seq for s in trail.untimed):
         evidence["untimed_exchanges"] = [s for s in trail.untimed if window.start_seq < s <= window.readback_seq]
-        return Verdict("unreadable", None, evidence)
+        return Findings(evidence, outcome="unreadable")
 
     # Which record: the one to update, or the agent's create that is the target's person or thing.
     ref = record or record_under_check(target, agent_creates(trail, window.start_seq, window.readback_seq), final)
     if ref is None:
         evidence["problems"] = ["no_record_created"]
-        return Verdict("needs_review", False, evidence)
-    case = _case(target, trail, window, versions, final, same_type, ref, allowed, server, settle_s, evidence)
+        return Findings(evidence, outcome="needs_review")
+    case = _case(target, trail, window, versions, final, same_type, ref, allowed, server, evidence)
     corrected = len(case.to_record) > 1 or any(a.actor != "agent" for a in case.to_record)
-    table = RECORD_RULES
-    if corrected:
-        case.evidence["corrected"] = True
-        table += CORRECTION_RULES if accept else STRICT_RULES
-        if accept and (gap := _settled(case)) is not None:
-            case.evidence["settled_s"] = gap
+    table = RECORD_RULES + (STRICT_RULES + CORRECTION_RULES if corrected else ())
+    found = {name: hit for name, problem in table if (hit := problem(case)) is not None}
+    return Findings(
+        case.evidence,
+        record=ref,
+        create=case.first_op == "create",
+        corrected=corrected,
+        written=bool(case.to_record),
+        settled=_settled(case) if case.to_record else None,
+        capture_settle_s=window.capture_settle_s,
+        found=found,
+    )
+
+
+def decide(findings: Findings, rules: Mapping[str, Any]) -> Verdict:
+    """The verdict ``findings`` make under ``rules`` (``accept_corrections``, ``settle_s``)."""
+    accept = bool(rules["accept_corrections"])
+    settle_s = float(rules["settle_s"])
+    evidence = dict(findings.evidence)
+    if "settle_s" in evidence:
+        evidence["settle_s"] = settle_s
+    if findings.outcome is not None:
+        evidence.update(findings.extra)
+        return Verdict(findings.outcome, False if findings.outcome == "needs_review" else None, evidence)
+    names = [name for name, _ in RECORD_RULES]
+    settle: tuple[tuple[str, SettleRule], ...] = ()
+    if findings.corrected:
+        evidence["corrected"] = True
+        names += [name for name, _ in (CORRECTION_RULES if accept else STRICT_RULES)]
+        if accept:
+            settle = SETTLE_RULES
+            if findings.settled is not None:
+                evidence["settled_s"] = findings.settled
     problems: list[str] = []
-    for name, problem in table:
-        found = problem(case)
-        if found is not None:
+    for name in names:
+        hit = findings.found.get(name)
+        if hit is not None:
             problems.append(name)
-            case.evidence.update(found)
-    if corrected and accept and (late := _settle_unjudgeable(case)) is not None:
-        case.evidence["reason"] = late
-        return Verdict("unreadable", None, case.evidence)
-    if not corrected and not case.to_record:
+            evidence.update(hit)
+    problems += [name for name, broken in settle if broken(findings, settle_s)]
+    if settle and (late := _settle_unjudgeable(findings, settle_s)) is not None:
+        evidence["reason"] = late
+        evidence.update(findings.extra)
+        return Verdict("unreadable", None, evidence)
+    if not findings.corrected and not findings.written:
         problems.append("record_not_written")
-    case.evidence["problems"] = problems
+    evidence["problems"] = problems
+    evidence.update(findings.extra)
     if problems:
-        return Verdict("needs_review", False, case.evidence)
-    return Verdict("created_verified" if case.first_op == "create" else "updated_verified", True, case.evidence)
+        return Verdict("needs_review", False, evidence)
+    return Verdict("created_verified" if findings.create else "updated_verified", True, evidence)
 
 
 def _case(
@@ -357,7 +426,6 @@ def _case(
     ref: str,
     allowed: Collection[str],
     server: Sequence[Mapping[str, Any]],
-    settle_s: float,
     evidence: dict[str, Any],
 ) -> Case:
     """The facts of one target's record that the rules read, and ``evidence`` with what every verdict on it shows."""
@@ -403,19 +471,18 @@ def _case(
             if r.get("id") != record_id and matches(r, target.identity)
         ),
         server_count=server_count,
-        settle_s=settle_s,
         evidence=evidence,
     )
 
 
-def _settle_unjudgeable(case: Case) -> str | None:
+def _settle_unjudgeable(findings: Findings, settle_s: float) -> str | None:
     """Why a settle rule cannot be judged on this run: its read-back was the harness's capture, which waited less
     than the rule asks (the run was recorded with a shorter --settle); None when it can."""
-    gap, recorded = _settled(case), case.window.capture_settle_s
-    if gap is None or gap >= case.settle_s or recorded is None or recorded >= case.settle_s:
+    gap, recorded = findings.settled, findings.capture_settle_s
+    if gap is None or gap >= settle_s or recorded is None or recorded >= settle_s:
         return None
     return (
         f"the run was recorded with --settle {recorded:g}: its read-back came {gap:g} s "
-        f"after the last write, so settle_s={case.settle_s:g} cannot be judged; record with "
-        f"--settle {case.settle_s:g} or more"
+        f"after the last write, so settle_s={settle_s:g} cannot be judged; record with "
+        f"--settle {settle_s:g} or more"
     )
