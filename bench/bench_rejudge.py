@@ -13,11 +13,14 @@ runs, each in a fresh process so peak RSS is its own:
   stream/N  ``fae rejudge --workers N`` for each N in --workers
   onerule-full  ``fae rejudge --rule accept_corrections=false --full --workers 1`` on a log that holds the default
                 plan's verdicts (as a recorded log holds its live ones): all six judges again
-  onerule   the same without ``--full``: the verdicts that would come out the same stand; ensure_record alone
-            is judged (the command users run most)
+  onerule-events  the same without ``--full``, with ``--from-events``: the verdicts that would come out the same
+            stand; ensure_record alone is judged, each run read from its events
+  onerule   the same as users run it (the command users run most): ensure_record decides from the findings the log
+            keeps (fae/judge/facts.py; the prejudged copy's full rejudge kept them, as live judging does)
 
 All judge the default plan (6 judges) and write the verdicts. Prints runs/s,
-runs/s per worker, runs per CPU-second, peak RSS (with N workers this process
+runs/s per worker, runs per CPU-second of the whole process (interpreter start and imports included) and of
+the rejudge call alone, peak RSS (with N workers this process
 judges the first shard and N-1 worker processes the rest), and the log's bytes
 per run and per event, as grown and with the first mode's verdict batch in
 it (a recorded log holds its live verdicts; the grown copies hold none). Each
@@ -25,7 +28,7 @@ mode judges a fresh copy of the kept log, so repeated runs of this script
 measure the same log, not one that gathers a verdict batch per mode and run.
 The machine may be shared: compare the ratios within one run, not across runs.
 
-    uv run python bench/bench_rejudge.py [--sizes 2000,10000] [--workers 2] [--keep DIR]
+    uv run python bench/bench_rejudge.py [--sizes 2000,10000] [--workers 2] [--keep DIR] [--modes M,M]
 """
 
 from __future__ import annotations
@@ -88,13 +91,25 @@ def one(mode: str, path: Path) -> None:
     """Run one mode in this process and print what it cost as JSON."""
     start = time.perf_counter()
     began = time.monotonic()
+    called = time.process_time()
+    call_cpu = None
     workers = []
     spans: list[tuple[float, float, float]] = []
     if mode == "chunked":
         runs = chunked(path)
     elif mode.startswith("onerule"):
-        result = rejudge(path, overrides={"accept_corrections": False}, workers=1, full=mode == "onerule-full")
+        called = time.process_time()
+        result = rejudge(
+            path,
+            overrides={"accept_corrections": False},
+            workers=1,
+            full=mode == "onerule-full",
+            from_events=mode != "onerule",
+        )
+        call_cpu = time.process_time() - called
         runs = result.considered
+        if mode == "onerule" and result.from_facts != result.runs:
+            raise SystemExit(f"onerule read {result.runs - result.from_facts} runs: the log keeps no findings of them")
     else:
         result = rejudge(path, workers=int(mode.split("/")[1]), full=True)
         runs = result.runs
@@ -104,12 +119,16 @@ def one(mode: str, path: Path) -> None:
     seconds = time.perf_counter() - start
     own = resource.getrusage(resource.RUSAGE_SELF)
     cpu = own.ru_utime + own.ru_stime + sum(w.cpu_s for w in workers)
+    if call_cpu is None:
+        call_cpu = time.process_time() - called
+    call_cpu += sum(w.cpu_s for w in workers)
     print(
         json.dumps(
             {
                 "runs": runs,
                 "seconds": seconds,
                 "cpu_s": cpu,
+                "call_cpu_s": call_cpu,
                 "rss_mib": peak_rss_mib(),
                 "worker_rss_mib": max((w.rss_mib for w in workers), default=0),
                 "spans": spans,
@@ -184,6 +203,7 @@ def main() -> None:
     parser.add_argument("--shared-bodies", action="store_true", help="copies share every body (the easy log)")
     parser.add_argument("--skip-chunked", action="store_true", help="leave out the old loader (slow at 50k+)")
     parser.add_argument("--skip-onerule", action="store_true", help="leave out the one-rule rejudges")
+    parser.add_argument("--modes", help="only these modes, comma-separated (e.g. onerule-events,onerule)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--log", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -201,8 +221,10 @@ def main() -> None:
         ([] if args.skip_chunked else ["chunked"])
         + ["stream/1"]
         + [f"stream/{n}" for n in args.workers.split(",") if int(n) > 1]
-        + ([] if args.skip_onerule else ["onerule-full", "onerule"])
+        + ([] if args.skip_onerule else ["onerule-full", "onerule-events", "onerule"])
     )
+    if args.modes:
+        modes = [mode for mode in modes if mode in args.modes.split(",")]
     kind = "shared" if args.shared_bodies else "own"
     serial, parallel = cpu_control()
     print(
@@ -239,7 +261,8 @@ def main() -> None:
             rate = found["runs"] / found["seconds"]
             print(
                 f"  {mode:9} {rate:7.0f} runs/s  {rate / workers:7.0f} runs/s per worker  "
-                f"{found['runs'] / found['cpu_s']:6.0f} runs per CPU-second  "
+                f"{found['runs'] / found['cpu_s']:6.0f} runs per CPU-second "
+                f"({found['runs'] / found['call_cpu_s']:6.0f} in the call)  "
                 f"{found['seconds']:6.1f} s  peak RSS {found['rss_mib']:6.0f} MiB"
                 + (f" (each worker {found['worker_rss_mib']:.0f} MiB)" if workers > 1 else "")
             )
@@ -249,17 +272,19 @@ def main() -> None:
                     + ", ".join(f"{b:.1f}-{e:.1f} ({c:.1f})" for b, e, c in found["spans"])
                     + f"; whole {found['seconds']:.1f} s"
                 )
-        if "chunked" in results:
+        if "chunked" in results and "stream/1" in results:
             print(f"  stream/1 vs chunked: {results['chunked']['seconds'] / results['stream/1']['seconds']:.2f}x")
         for mode in modes:
-            if mode.startswith("stream/") and mode != "stream/1":
+            if mode.startswith("stream/") and mode != "stream/1" and "stream/1" in results:
                 print(f"  {mode} vs stream/1: {results['stream/1']['seconds'] / results[mode]['seconds']:.2f}x wall")
                 print(f"  {mode} vs stream/1: {results[mode]['cpu_s'] / results['stream/1']['cpu_s']:.2f}x CPU")
         if "onerule" in results:
-            print(
-                f"  onerule vs onerule-full: {results['onerule-full']['cpu_s'] / results['onerule']['cpu_s']:.2f}x "
-                "less CPU for the same latest verdicts"
-            )
+            for other in (m for m in ("onerule-full", "onerule-events") if m in results):
+                print(
+                    f"  onerule vs {other}: {results[other]['cpu_s'] / results['onerule']['cpu_s']:.2f}x less CPU "
+                    f"({results[other]['call_cpu_s'] / results['onerule']['call_cpu_s']:.2f}x in the call) for the "
+                    "same latest verdicts"
+                )
     print(f"\nlogs in {folder}; 6 judges, verdicts written; one run of this script is one set of side-by-side numbers")
 
 

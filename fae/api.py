@@ -199,6 +199,7 @@ def rejudge(
     on_progress: Callable[[int, int], None] | None = None,
     tasks: str = "log",
     full: bool = False,
+    from_events: bool = False,
 ) -> RejudgeResult:
     """Judge recorded runs again from the log alone, on ``workers`` processes (default: every core),
     and append the verdicts as one batch; ``on_progress(judged, planned)`` reports progress.
@@ -208,7 +209,9 @@ def rejudge(
     ``parquet``: judge the runs of this ``fae export --parquet`` directory instead of a log, and add the
     batch's verdicts to it (``DIR/verdicts``, ``DIR/verdict_batches``; docs/scale.md).
     Incremental unless ``full``: a verdict the log already holds under the same rules and code version stands and
-    is not judged again (docs/judging.md, "Rejudging only what changed")."""
+    is not judged again (docs/judging.md, "Rejudging only what changed"); a run whose judges still to apply kept
+    their findings in the log is decided from them without being read, unless ``from_events`` (docs/judging.md,
+    "Findings kept in the log")."""
     options: dict[str, Any] = {
         "judge_name": judge_name,
         "overrides": _rules(rules),
@@ -223,7 +226,7 @@ def rejudge(
         return rejudge_export(parquet, **options)
     if log is None:
         raise StoreError("name a log or a Parquet export to rejudge")
-    return _rejudge(log, **options, full=full)
+    return _rejudge(log, **options, full=full, from_events=from_events)
 
 
 def compare(
@@ -236,12 +239,14 @@ def compare(
     workers: int | None = None,
     ray: str | None = None,
     parquet: str | Path | None = None,
+    from_events: bool = False,
 ) -> Comparison:
     """Verdicts under ``old`` and ``new`` rules, run by run: outcome changes, flipped runs, harms.
 
-    Verdicts the log lacks are judged now, on ``workers`` processes (default: every core), or as tasks on
-    the Ray cluster at ``ray``. ``parquet``: compare the runs and verdicts of this ``fae export --parquet``
-    directory instead of a log.
+    Verdicts the log lacks are decided from the findings it keeps (``fae.judge.facts``) or, for runs without
+    them or with ``from_events``, judged now from the events, on ``workers`` processes (default: every core),
+    or as tasks on the Ray cluster at ``ray``. ``parquet``: compare the runs and verdicts of this
+    ``fae export --parquet`` directory instead of a log.
     """
     if parquet is not None:
         directory = Path(parquet).resolve()
@@ -275,6 +280,7 @@ def compare(
             log_path=Path(log),
             workers=workers,
             ray=ray,
+            from_events=from_events,
         )
 
 

@@ -57,6 +57,14 @@ def rejudge(
             "same rules and code version stands.",
         ),
     ] = False,
+    from_events: Annotated[
+        bool,
+        typer.Option(
+            "--from-events",
+            help="Read every run's events; by default a judge whose findings the log keeps (ensure_record) decides "
+            "from them without reading the run. For a log you did not record yourself, with --full.",
+        ),
+    ] = False,
 ) -> None:
     """Judge recorded runs again from the log alone and append the verdicts (old ones are kept)."""
     from fae import api
@@ -80,6 +88,7 @@ def rejudge(
             on_progress=report,
             tasks=tasks,
             full=full,
+            from_events=from_events,
         )
     print_rejudged(result, parquet or log, tasks=tasks)
 
@@ -111,6 +120,12 @@ def print_rejudged(result: Any, log: Path, *, tasks: str = "log") -> None:
         )
     else:
         out.print(f"rejudged {result.runs} runs into {log} (batch {result.batch})")
+    from_facts = getattr(result, "from_facts", 0)
+    if from_facts:
+        out.print(
+            f"{from_facts} of them decided from the findings the log keeps, without reading their events "
+            "(--from-events reads them)"
+        )
     shown = table(["judge", "rule set", "outcome", "runs"])
     for (name, digest, outcome), count in sorted(result.outcomes.items()):
         shown.add_row(name, named.get((name, digest), f"({digest[:8]})"), outcome, str(count))
@@ -156,11 +171,21 @@ def compare(
             show_default=False,
         ),
     ] = None,
+    from_events: Annotated[
+        bool,
+        typer.Option(
+            "--from-events",
+            help="Judge every verdict the log lacks from the run's events; by default a judge whose findings the "
+            "log keeps (ensure_record) decides from them.",
+        ),
+    ] = False,
 ) -> None:
     """Compare verdicts under old and new rules: outcome changes, flipped runs, harms caught and missed."""
     from fae import api
 
-    result = api.compare(log, old, new, judge_name=judge, runs=runs, workers=workers, ray=ray, parquet=parquet)
+    result = api.compare(
+        log, old, new, judge_name=judge, runs=runs, workers=workers, ray=ray, parquet=parquet, from_events=from_events
+    )
     if as_json:
         from fae.judge.compare import as_json as comparison_json
 

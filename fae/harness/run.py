@@ -21,7 +21,7 @@ from fae.harness.world import World
 from fae.mcp.fhir_links import link_url, rebase_link, server_base_path
 from fae.plan import HTTP_ACTORS
 from fae.store import events as ev
-from fae.store.log import RunRow, RunUpdate, VerdictRow, blob_hash
+from fae.store.log import FactsRow, RunRow, RunUpdate, VerdictRow, blob_hash
 from fae.store.writer import Stamped
 from fae.tasks import judged
 from fae.tasks.model import seed_body
@@ -194,7 +194,7 @@ async def read_audit_trail(stack: Stack, client: httpx.AsyncClient, run_id: str,
     return len(await _search_pages(stack, client, run_id, "harness", "/" + query, "reading the AuditEvent trail"))
 
 
-async def _judge_live(stack: Stack, run_id: str) -> list[VerdictRow]:
+async def _judge_live(stack: Stack, run_id: str) -> tuple[list[VerdictRow], list[FactsRow]]:
     """The run's verdicts against its live capture with the default rules; same code as `fae rejudge`.
 
     They are written with the run's close (``_close_run``), in the same batch as its final status, so a run
@@ -223,6 +223,7 @@ class _Outcome:
     error: str | None = None
     cause: str | None = None
     verdicts: list[VerdictRow] = field(default_factory=list)  # the live verdicts, written with the run's close
+    facts: list[FactsRow] = field(default_factory=list)  # and what the judges found of the run (fae.judge.facts)
 
     def fail(self, status: str, error: str, cause: str) -> None:
         self.status, self.error, self.cause = status, error, cause
@@ -290,7 +291,7 @@ async def _play(
     )
     if stack.audit_events:
         await read_audit_trail(stack, client, spec.run_id, started)
-    outcome.verdicts = await _judge_live(stack, spec.run_id)
+    outcome.verdicts, outcome.facts = await _judge_live(stack, spec.run_id)
 
 
 def agent_context(stack: Stack, spec: RunSpec, rendered: Any, agent: Agent) -> AgentContext:
@@ -363,6 +364,7 @@ async def _close_run(stack: Stack, spec: RunSpec, outcome: _Outcome) -> None:
             )
         ],
         verdicts=outcome.verdicts if outcome.status in JUDGED_STATUSES else [],
+        facts=outcome.facts if outcome.status in JUDGED_STATUSES else [],
     )  # a run stopped or failed: none
 
 

@@ -19,6 +19,7 @@ import duckdb
 
 from fae.errors import JudgeError
 from fae.judge.export_rejudge import export_jobs
+from fae.judge.facts import decide_kept
 from fae.judge.judging import DEFAULT_JUDGES, JUDGED_STATUSES, Judging, judge_run, judges_to_run
 from fae.judge.parallel import ShardJob, ShardResult, start_workers, workers_default
 from fae.judge.ray_judge import judge_jobs
@@ -141,16 +142,24 @@ def _verdicts(
     workers: int | None = None,
     ray: str | None = None,
     in_memory: bool = True,
+    findings: bool = True,
 ) -> tuple[dict[tuple[str, str], dict[str, Judged]], int, list[ShardResult]]:
     """(judge, hash) -> run -> verdict, from the log or judged now; how many were judged now, and by which shards.
 
-    Given ``jobs``, runs missing a verdict are judged in shards on ``workers`` processes (default every core),
+    A judge whose findings the log keeps decides from them first (``fae.judge.facts``; not for an export, nor
+    without ``findings``).
+    Given ``jobs``, runs still missing a verdict are judged in shards on ``workers`` processes (default every core),
     or as tasks on the Ray cluster at ``ray``; a judge whose verdict the log already holds is judged again
     there, and the stored verdict wins. Otherwise (or on one process, when ``in_memory``) they are judged here.
     """
     found = {(j.name, j.rules_hash): _stored(log, j.name, j.rules_hash, ids) for j in judgings}
-    missing = sorted({run_id for j in judgings for run_id in ids if run_id not in found[(j.name, j.rules_hash)]})
     computed = 0
+    for judging in judgings if findings and (in_memory or jobs is None) else ():  # not an export's findings
+        have = found[(judging.name, judging.rules_hash)]
+        for run_id, verdict in decide_kept(log, judging, [r for r in ids if r not in have]).items():
+            have[run_id] = Judged(verdict.outcome, verdict.passed)  # from the findings the log keeps (facts.py)
+            computed += 1
+    missing = sorted({run_id for j in judgings for run_id in ids if run_id not in found[(j.name, j.rules_hash)]})
     now = datetime.now(UTC)
     local = workers or workers_default(len(missing))
     if jobs is not None and missing and (ray is not None or local > 1 or not in_memory):
@@ -196,6 +205,7 @@ def compare(
     workers: int | None = None,
     ray: str | None = None,
     export: Path | None = None,
+    from_events: bool = False,
 ) -> Comparison:
     """Verdicts under old and new rules, run by run; missing ones judged now: on every core given the log's
     path (or on the Ray cluster at ``ray``), or from the Parquet export at ``export``, which ``log`` reads."""
@@ -222,7 +232,7 @@ def compare(
         raise JudgeError("judging on Ray needs the log's path or the export's directory")
     jobs = export_jobs_for(export) if export is not None else log_jobs(log, log_path) if log_path else None
     found, computed, judged_by = _verdicts(
-        log, unique, ids, jobs=jobs, workers=workers, ray=ray, in_memory=export is None
+        log, unique, ids, jobs=jobs, workers=workers, ray=ray, in_memory=export is None, findings=not from_events
     )
     labels = found[(oracle.name, oracle.rules_hash)]
     result = Comparison(

@@ -50,7 +50,7 @@ from fae.errors import JudgeError
 from fae.judge.context import RunContext
 from fae.judge.readback import SERVER_READS, ServerRead, as_returned, capture_read, server_differences, verifier_reads
 from fae.judge.reads import received_once
-from fae.judge.registry import JudgeFn, Rule, Verdict, register_judge
+from fae.judge.registry import FactsDef, JudgeFn, Rule, Verdict, register_facts, register_judge
 from fae.judge.trail import HARNESS_IDENTITIES, Trail, audit_trail, proxy_trail, recorded_audit_events
 from fae.judge.verify import (
     OWN_ACTORS,
@@ -105,7 +105,7 @@ def combine(judged: list[tuple[bool, Verdict]]) -> Verdict:
     return Verdict("needs_review", False, evidence)
 
 
-class RecordFacts(msgspec.Struct, frozen=True, omit_defaults=True):
+class RecordFacts(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
     """What ``ensure_record`` finds of a run under no rule: each target's findings (with whether the target is a
     create), or why no target can be judged. ``decide_run`` makes the verdict under a rule set; the log stores
     these per run (``fae.judge.facts``), so a rejudge under new rules need not read the run again."""
@@ -119,6 +119,8 @@ def decide_run(facts: RecordFacts, rules: Mapping[str, Any]) -> Verdict:
     """The verdict a run's findings make under ``rules``."""
     if facts.not_applicable is not None:
         return Verdict("not_applicable", None, {"reason": facts.not_applicable})
+    if not facts.targets:
+        raise ValueError("findings of ensure_record name no target")
     return combine([(create, decide(found, rules)) for create, found in zip(facts.creates, facts.targets, strict=True)])
 
 
@@ -181,8 +183,47 @@ def ensure_record_fn(rules: Mapping[str, Any], compared: tuple[str, ...] = SERVE
     """The judge over a rule set. ``compared`` names the server's answers compared with the fold (the
     read-back, the capture after the check); the registered judge compares both, and only the scenario
     table's verifier mutants (``fae.judge.verifier_mutants``) leave any out."""
+    found, decided = _found_text(rules, compared), _decided(rules)
+    return lambda ctx: decided(found(ctx))
+
+
+def _found_text(rules: Mapping[str, Any], compared: tuple[str, ...] = SERVER_READS) -> Callable[[RunContext], str]:
+    """What the judge finds of a run, as the JSON text the log keeps."""
     found = record_facts(rules, compared)
-    return lambda ctx: decide_run(found(ctx), rules)
+    return lambda ctx: facts_text(found(ctx))
+
+
+def facts_text(facts: RecordFacts) -> str:
+    """Findings as the log keeps them: JSON, UTF-8. A lone surrogate (a hostile body's ``"\\ud800"``) cannot be
+    UTF-8 and becomes U+FFFD; a number that is no JSON number (infinity, NaN) becomes null."""
+    try:
+        return _FACTS_JSON.encode(facts).decode()
+    except UnicodeEncodeError:
+        return _FACTS_JSON.encode(_utf8(msgspec.to_builtins(facts))).decode()
+
+
+def _utf8(value: Any) -> Any:
+    """``value`` with every lone surrogate in its text (keys included) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return "".join("\ufffd" if "\ud800" <= char <= "\udfff" else char for char in value)
+    if isinstance(value, dict):
+        return {_utf8(key): _utf8(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_utf8(item) for item in value]
+    return value
+
+
+def _decided(rules: Mapping[str, Any]) -> Callable[[str], Verdict]:
+    """The verdict a run's findings, as the log keeps them, make under ``rules``."""
+    return lambda text: decide_run(_READ_FACTS.decode(text), rules)
+
+
+_FACTS_JSON = msgspec.json.Encoder()
+_READ_FACTS = msgspec.json.Decoder(RecordFacts)
+register_facts(
+    "ensure_record",
+    FactsDef(inputs=lambda rules: f"evidence={rules['evidence']}", find=_found_text, decide=_decided),
+)
 
 
 def record_facts(

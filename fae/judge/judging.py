@@ -7,7 +7,7 @@ that judge shards of a log (fae/judge/parallel.py).
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,9 +15,18 @@ from typing import Any
 
 from fae.errors import FaeError, JudgeError, TaskChanged
 from fae.judge.context import RunContext
-from fae.judge.registry import CODE_VERSION, JudgeFn, get_judge, rule_set, rule_set_hash, unknown_rule
+from fae.judge.registry import (
+    CODE_VERSION,
+    JudgeFn,
+    Verdict,
+    facts_of,
+    get_judge,
+    rule_set,
+    rule_set_hash,
+    unknown_rule,
+)
 from fae.replay.source import RunLog
-from fae.store.log import VerdictRow
+from fae.store.log import FactsRow, VerdictRow
 
 # What a live recording judges, and what `fae rejudge` judges when no judge is named.
 DEFAULT_JUDGES: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -32,13 +41,32 @@ JUDGED_STATUSES = ("finished", "errored")
 
 
 @dataclass(frozen=True)
+class Finding:
+    """How one judging finds a run's facts and decides on them (a judge split in two, ``register_facts``)."""
+
+    inputs: str
+    find: Callable[[RunContext], str]
+    decide: Callable[[str], Verdict]
+
+
+@dataclass(frozen=True)
 class Judging:
-    """One judge built for one rule set."""
+    """One judge built for one rule set (``finding``: its two halves, where the judge has them)."""
 
     name: str
     rules: dict[str, Any]
     rules_hash: str
     fn: JudgeFn
+    finding: Finding | None = None
+
+
+def judging_for(name: str, rules: dict[str, Any]) -> Judging:
+    """Judge ``name`` built for a full rule set (``rule_set``)."""
+    halves = facts_of(name)
+    finding = None
+    if halves is not None:
+        finding = Finding(halves.inputs(rules), halves.find(rules), halves.decide(rules))
+    return Judging(name, rules, rule_set_hash(rules), get_judge(name).factory(rules), finding)
 
 
 def judges_to_run(judge_name: str | None = None, overrides: Mapping[str, Any] | None = None) -> list[Judging]:
@@ -67,7 +95,7 @@ def judges_to_run(judge_name: str | None = None, overrides: Mapping[str, Any] | 
         if (name, digest) in seen:
             continue
         seen.add((name, digest))
-        judgings.append(Judging(name, rules, digest, get_judge(name).factory(rules)))
+        judgings.append(judging_for(name, rules))
     return judgings
 
 
@@ -79,14 +107,20 @@ def judge_run(
     judged_at: datetime,
     batch: str | None = None,
     tasks: str = "log",
+    found: list[FactsRow] | None = None,
 ) -> list[VerdictRow]:
     """Verdict rows for one run; a judge that cannot read the run gives an ``error`` verdict, and one that
-    reads a task the run did not play (``TaskChanged``) a ``task_changed`` verdict."""
+    reads a task the run did not play (``TaskChanged``) a ``task_changed`` verdict. Given ``found``, a judge
+    split in two (``Judging.finding``) adds what it found there, for the log to keep, when the run was judged
+    against the task its log keeps (findings from today's task files would not be the log's)."""
     ctx = RunContext(run, source, tasks)
     rows = []
     for judging in judgings:
         try:
-            verdict = judging.fn(ctx)
+            if found is not None and judging.finding is not None:
+                verdict = _found(ctx, judging.name, judging.finding, found)
+            else:
+                verdict = judging.fn(ctx)
             outcome, passed, evidence = verdict.outcome, verdict.passed, verdict.evidence
         except TaskChanged as exc:  # not the agent's doing, and no verdict on it: never scored
             outcome, passed, evidence = "task_changed", None, {"reason": str(exc)}
@@ -107,6 +141,17 @@ def judge_run(
             )
         )
     return rows
+
+
+def _found(ctx: RunContext, name: str, finding: Finding, found: list[FactsRow]) -> Verdict:
+    """The verdict through the judge's findings, which join ``found`` once per run and ``inputs``."""
+    key = ("findings", name, finding.inputs)
+    text = ctx.memo.get(key)
+    if text is None:
+        text = ctx.memo[key] = finding.find(ctx)
+        if ctx.kept is not None:
+            found.append(FactsRow(ctx.run.run_id, name, finding.inputs, CODE_VERSION, text))
+    return finding.decide(text)
 
 
 @contextmanager

@@ -36,12 +36,11 @@ from typing import Any
 import duckdb
 
 from fae.errors import JudgeError, StoreError, first_line
-from fae.judge.judging import Judging, judge_run, relaxed_gc
-from fae.judge.registry import get_judge, rule_set_hash
+from fae.judge.judging import Judging, judge_run, judging_for, relaxed_gc
 from fae.replay.export_source import ExportShard, export_runs, reading_connection
 from fae.replay.source import RunLog, load_runs
 from fae.replay.stream import CHUNK_RUNS, Span, StreamStats, stream_runs
-from fae.store.log import EventLog
+from fae.store.log import EventLog, FactsRow, VerdictRow
 
 _VERDICT_COLUMNS = (
     "run_id VARCHAR, judge VARCHAR, rule_set JSON, rule_set_hash VARCHAR, code_version VARCHAR,"
@@ -49,6 +48,7 @@ _VERDICT_COLUMNS = (
 )
 
 _COLUMN_NAMES = ", ".join(part.split()[0] for part in _VERDICT_COLUMNS.split(", "))
+_FACTS_COLUMNS = "run_id VARCHAR, judge VARCHAR, inputs VARCHAR, code_version VARCHAR, facts JSON"
 
 READ_MEMORY = "128MB"
 EXPORT_EVENTS_MEMORY = "512MB"  # an export written before its row groups were small decodes ~100 MB of payloads at once
@@ -121,7 +121,7 @@ def workers_default(runs: int | None = None, *, events: int | None = None) -> in
 
 
 def _judgings(judges: Sequence[tuple[str, dict[str, Any]]]) -> list[Judging]:
-    return [Judging(name, rules, rule_set_hash(rules), get_judge(name).factory(rules)) for name, rules in judges]
+    return [judging_for(name, rules) for name, rules in judges]
 
 
 def _sparse(part: Sequence[Span]) -> bool:
@@ -138,49 +138,77 @@ def judge_shard(job: ShardJob) -> ShardResult:
     started = time.process_time()
     result = ShardResult(began=time.monotonic())
     judgings = _judgings(job.judges)
-    sink = duckdb.connect() if job.out else None
-    if sink is not None:
-        sink.execute("SET threads = 1")
-        sink.execute(f"CREATE TABLE verdicts ({_VERDICT_COLUMNS})")
-    parts = 0
-    with _shard_runs(job, result.stats) as runs:
-        pending: list[tuple] = []
-        rules_json = {judging.rules_hash: _json(judging.rules) for judging in judgings}  # one text per rule set
-        with relaxed_gc():
-            for run in runs:
-                rows = judge_run(run, judgings, judged_at=job.judged_at, batch=job.batch, tasks=job.tasks)
-                result.runs += 1
-                result.verdicts += len(rows)
-                for row in rows:
-                    result.outcomes[(row.judge, row.rule_set_hash, row.outcome)] += 1
-                    if sink is None:
-                        result.judged.append((row.run_id, row.judge, row.rule_set_hash, row.outcome, row.passed))
-                    else:
-                        pending.append(
-                            (
-                                row.run_id,
-                                row.judge,
-                                rules_json[row.rule_set_hash],
-                                row.rule_set_hash,
-                                row.code_version,
-                                row.outcome,
-                                row.passed,
-                                _json(row.evidence),
-                                row.judged_at,
-                                row.batch,
-                            )
-                        )
-                if sink is not None and len(pending) >= SPILL_ROWS:
-                    parts = _spill(sink, pending, f"{job.out}-{parts:05d}.parquet", parts)
-                    pending = []
-    if sink is not None:
-        _spill(sink, pending, f"{job.out}-{parts:05d}.parquet", parts)
-        sink.close()
+    spool = VerdictSpool(job.out, judgings, result)
+    found: list[FactsRow] | None = [] if job.out and job.tasks == "log" else None
+    with _shard_runs(job, result.stats) as runs, relaxed_gc():
+        for run in runs:
+            rows = judge_run(run, judgings, judged_at=job.judged_at, batch=job.batch, tasks=job.tasks, found=found)
+            result.runs += 1
+            spool.add(rows, found or ())
+            if found:
+                found.clear()
+    spool.close()
     result.cpu_s = time.process_time() - started
     result.rss_mib = peak_rss_mib()
     result.pid = os.getpid()
     result.ended = time.monotonic()
     return result
+
+
+class VerdictSpool:
+    """Verdict rows (and the findings judged beside them, ``fae.judge.facts``) kept columnar and spilled to
+    Parquet files every ``SPILL_ROWS`` rows: ``OUT-NNNNN.parquet`` and ``OUT.facts-NNNNN.parquet``, which
+    ``insert_verdicts`` moves into the log. Without ``out``, the result keeps (run, judge, hash, outcome, passed)."""
+
+    def __init__(self, out: str | None, judgings: Sequence[Judging], result: ShardResult):
+        self.out, self.result = out, result
+        self.rules_json = {judging.rules_hash: _json(judging.rules) for judging in judgings}  # one text per rule set
+        self.sink = duckdb.connect() if out else None
+        if self.sink is not None:
+            self.sink.execute("SET threads = 1")
+        self.pending: list[tuple] = []
+        self.facts: list[tuple] = []
+        self.parts = 0
+
+    def add(self, rows: Sequence[VerdictRow], facts: Sequence[FactsRow] = ()) -> None:
+        result = self.result
+        result.verdicts += len(rows)
+        for row in rows:
+            result.outcomes[(row.judge, row.rule_set_hash, row.outcome)] += 1
+            if self.sink is None:
+                result.judged.append((row.run_id, row.judge, row.rule_set_hash, row.outcome, row.passed))
+                continue
+            self.pending.append(
+                (
+                    row.run_id,
+                    row.judge,
+                    self.rules_json[row.rule_set_hash],
+                    row.rule_set_hash,
+                    row.code_version,
+                    row.outcome,
+                    row.passed,
+                    _json(row.evidence),
+                    row.judged_at,
+                    row.batch,
+                )
+            )
+        if self.sink is not None:
+            self.facts.extend((f.run_id, f.judge, f.inputs, f.code_version, f.facts) for f in facts)
+            if len(self.pending) + len(self.facts) >= SPILL_ROWS:
+                self._spill()
+
+    def close(self) -> None:
+        if self.sink is not None:
+            self._spill()
+            self.sink.close()
+
+    def _spill(self) -> None:
+        """Write the rows held to one more Parquet file of each kind, so a worker holds a bounded number of them."""
+        assert self.sink is not None and self.out is not None
+        _spill(self.sink, "verdicts", _VERDICT_COLUMNS, self.pending, f"{self.out}-{self.parts:05d}.parquet")
+        _spill(self.sink, "judge_facts", _FACTS_COLUMNS, self.facts, f"{self.out}.facts-{self.parts:05d}.parquet")
+        self.pending, self.facts = [], []
+        self.parts += 1
 
 
 @contextmanager
@@ -202,23 +230,23 @@ def _shard_runs(job: ShardJob, stats: StreamStats) -> Iterator[Iterator[RunLog]]
             yield stream_runs(log.con, log.path, job.spans, lean=True, chunk=job.chunk, stats=stats)
 
 
-def _spill(sink: duckdb.DuckDBPyConnection, rows: list[tuple], path: str, parts: int) -> int:
-    """Write these verdict rows to one more Parquet file, so a worker holds a bounded number of them."""
+def _spill(sink: duckdb.DuckDBPyConnection, table: str, columns: str, rows: list[tuple], path: str) -> None:
+    """Write these rows of ``table`` to one Parquet file (none when there are none)."""
     if not rows:
-        return parts
-    with sink.appender("verdicts") as appender:
+        return
+    sink.execute(f"CREATE TABLE {table} ({columns})")
+    with sink.appender(table) as appender:
         appender.append_rows(rows)
     try:
-        sink.execute(f"COPY verdicts TO '{_sql_path(path)}' (FORMAT parquet)")
+        sink.execute(f"COPY {table} TO '{_sql_path(path)}' (FORMAT parquet)")
     except duckdb.Error as exc:
         raise JudgeError(
             f"cannot write verdicts in the temp folder ({_io_error(exc)}): a rejudge keeps its verdicts"
             " there until they all go into the log at once; free space there, or point TMPDIR at"
             " another folder, and run it again (no verdict of this one went into the log)"
         ) from None
-    sink.execute("DROP TABLE verdicts")  # a DELETE would keep the rows' memory in an in-memory database
-    sink.execute(f"CREATE TABLE verdicts ({_VERDICT_COLUMNS})")
-    return parts + 1
+    finally:
+        sink.execute(f"DROP TABLE {table}")  # a DELETE would keep the rows' memory in an in-memory database
 
 
 _IO_MESSAGE = re.compile(r'"exception_message":"((?:[^"\\]|\\.)*)"')
@@ -409,12 +437,16 @@ def _alive(pid: int) -> bool:
 def insert_verdicts(
     log: EventLog, stems: Sequence[str | Path], completes: tuple[str, datetime, int] | None = None
 ) -> int:
-    """Append the workers' verdict files to the log in one transaction; returns the rows written.
+    """Append the workers' verdict files (and the findings judged beside them) to the log in one transaction;
+    returns the verdict rows written.
 
     ``completes`` (batch, completed at, judged runs) marks that verdict batch complete in the same
     transaction, so a batch is complete exactly when its verdicts are in.
     """
     present = [_sql_path(f) for stem in stems for f in sorted(Path(stem).parent.glob(Path(stem).name + "-*.parquet"))]
+    facts = [
+        _sql_path(f) for stem in stems for f in sorted(Path(stem).parent.glob(Path(stem).name + ".facts-*.parquet"))
+    ]
     listed = ", ".join(f"'{f}'" for f in present)
     con = log.con
     count = 0
@@ -423,6 +455,12 @@ def insert_verdicts(
         if present:
             con.execute(f"INSERT INTO verdicts ({_COLUMN_NAMES}) SELECT {_COLUMN_NAMES} FROM read_parquet([{listed}])")
             (count,) = con.execute(f"SELECT count(*) FROM read_parquet([{listed}])").fetchall()[0]
+        if facts:  # one row per (run, judge, inputs, code version): findings already kept are not added again
+            con.execute(
+                "INSERT INTO judge_facts SELECT * FROM read_parquet([" + ", ".join(f"'{f}'" for f in facts) + "]) n"
+                " WHERE NOT EXISTS (SELECT 1 FROM judge_facts j WHERE j.run_id = n.run_id AND j.judge = n.judge"
+                " AND j.inputs = n.inputs AND j.code_version = n.code_version)"
+            )
         if completes is not None:
             batch, completed_at, judged = completes
             con.execute(

@@ -72,6 +72,39 @@ def register_judge(
     return register
 
 
+@dataclass(frozen=True, slots=True)
+class FactsDef:
+    """A judge in two halves (``register_facts``): what it finds of a run before it reads any rule value, as JSON
+    text the log keeps (table ``judge_facts``), and the verdict a rule set makes of that text.
+
+    ``inputs(rules)`` names the rules that change what is found (``evidence=proxy``): findings stored for one
+    ``inputs`` serve every rule set with the same. ``find(rules)(ctx)`` gives the text from the run and the task
+    its log keeps, reading the fold, never ``ctx.state`` (live judging keeps what it finds against the live
+    capture, and a rejudge must find the same); ``decide(rules)(text)`` gives the verdict, raising on text it
+    cannot read. The judge's own function must give ``decide(find(ctx))``, so a verdict from stored findings is
+    the one from the events.
+    """
+
+    inputs: Callable[[dict[str, Any]], str]
+    find: Callable[[dict[str, Any]], Callable[[RunContext], str]]
+    decide: Callable[[dict[str, Any]], Callable[[str], Verdict]]
+
+
+_FACTS: dict[str, FactsDef] = {}
+
+
+def register_facts(name: str, definition: FactsDef) -> None:
+    """Say that judge ``name`` can be judged from findings stored in the log (``fae.judge.facts``)."""
+    if name in _FACTS:
+        raise ValueError(f"findings of judge {name!r} registered twice")
+    _FACTS[name] = definition
+
+
+def facts_of(name: str) -> FactsDef | None:
+    """How judge ``name`` finds and decides, when it is split in two (None: it judges a loaded run only)."""
+    return _FACTS.get(name)
+
+
 ENTRY_POINT_GROUP = "fae.judges"
 
 

@@ -18,19 +18,23 @@ from typing import Any
 
 from fae.errors import JudgeError, StoreError
 from fae.judge.context import TASK_SOURCES
+from fae.judge.facts import judge_from_facts, stored_facts
 from fae.judge.judging import DEFAULT_JUDGES, JUDGED_STATUSES, Judging, judge_run, judges_to_run, relaxed_gc  # noqa: F401
 from fae.judge.parallel import ShardJob, ShardResult, insert_verdicts, spool_folder, start_workers
 from fae.judge.ray_judge import judge_jobs
 from fae.judge.standing import Standing, nothing_stands, standing
 from fae.replay.source import load_runs, run_ids
 from fae.replay.stream import CHUNK_RUNS, shards, spans
-from fae.store.log import Batch, EventLog, VerdictBatchStarted, VerdictRow
+from fae.store.log import Batch, EventLog, FactsRow, VerdictBatchStarted, VerdictRow
 
 
-def live_verdicts(log: Any, run_id: str, *, judged_at: datetime) -> list[VerdictRow]:
-    """The default judges' verdicts for a run just recorded, judged against its live capture."""
+def live_verdicts(log: Any, run_id: str, *, judged_at: datetime) -> tuple[list[VerdictRow], list[FactsRow]]:
+    """The default judges' verdicts for a run just recorded, judged against its live capture, and what the judges
+    split in two found of it (the log keeps those, ``fae.judge.facts``)."""
     run = next(load_runs(log, [run_id], lean=True))
-    return judge_run(run, judges_to_run(), source="capture", judged_at=judged_at, batch="live")
+    found: list[FactsRow] = []
+    rows = judge_run(run, judges_to_run(), source="capture", judged_at=judged_at, batch="live", found=found)
+    return rows, found
 
 
 @dataclass
@@ -43,6 +47,7 @@ class RejudgeResult:
     rule_sets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (judge, hash) -> its rules
     stood: dict[tuple[str, str], int] = field(default_factory=dict)  # (judge, hash) -> runs whose verdict stood
     considered: int = 0  # the runs that matched, judged or standing
+    from_facts: int = 0  # the judged runs decided from the findings the log keeps, without reading them
 
 
 def rejudge(
@@ -58,6 +63,7 @@ def rejudge(
     on_progress: Callable[[int, int], None] | None = None,
     tasks: str = "log",
     full: bool = False,
+    from_events: bool = False,
 ) -> RejudgeResult:
     """Judge the matching runs of a log again, on ``workers`` processes, and append the verdicts as one batch.
 
@@ -65,6 +71,8 @@ def rejudge(
     source is already in the log stands (``fae.judge.standing``) and is neither judged nor written again; the batch
     records how many stood per judge, and the result counts their outcomes with the new ones. A run no judge needs
     is not read at all. ``tasks="current"`` judges everything (today's task files may differ from the log's).
+    A run whose every judge still to apply has its findings in the log (``fae.judge.facts``) is decided from them
+    without being read; ``from_events`` reads every run instead (the findings it makes are kept, once).
 
     The batch's start is committed first; its verdicts and its completion are committed together in
     one transaction, so a rejudge killed part way leaves a batch the log shows as started and never
@@ -80,67 +88,86 @@ def rejudge(
     if not path.exists():
         raise StoreError(f"no log at {path}")
     check_workers(workers)
-    with EventLog(path) as log:  # opened for writing first: migrates, and moves a left-over journal in
-        ids = run_ids(log, runs, statuses=JUDGED_STATUSES)
-        if not ids:
-            raise JudgeError(f"no finished runs in {path} match {runs!r}" if runs else f"no finished runs in {path}")
-        stand = nothing_stands(judgings) if full or tasks != "log" else standing(log, judgings, ids)
-        groups: dict[tuple[int, ...], list[str]] = {}
-        for run_id in ids:
-            needed = stand.needed(judgings, run_id)
-            if needed:
-                groups.setdefault(needed, []).append(run_id)
-        todo = sum(len(members) for members in groups.values())
-        found = {needed: spans(log, members) for needed, members in groups.items()}
-        events = sum(span.events for part in found.values() for span in part)
-        if ray is None and todo:
-            start_workers(workers, todo, events=events)
-        started = batch_started(judgings, now, todo, tasks=tasks, stand=stand)
-        log.write_batch(Batch(verdict_batches=[started]))
-    if on_progress:
-        on_progress(0, todo)
-
-    def make_jobs(count: int, spool: str) -> list[ShardJob]:
-        jobs: list[ShardJob] = []
-        for needed, part_spans in found.items():
-            judges = tuple((judgings[index].name, judgings[index].rules) for index in needed)
-            share = max(1, round(count * len(part_spans) / todo))
-            for part in shards(part_spans, share):
-                jobs.append(
-                    ShardJob(
-                        str(path),
-                        tuple(part),
-                        judges,
-                        now,
-                        started.batch,
-                        out=str(Path(spool) / f"shard-{len(jobs)}"),
-                        chunk=chunk or CHUNK_RUNS,
-                        tasks=tasks,
-                    )
-                )
-        return jobs
-
+    use_facts = not from_events and tasks == "log"
     with spool_folder() as spool:
-        if todo:
-            jobs, results = judge_jobs(
+        # opened for writing first: migrates, and moves a left-over journal in; kept open to write the verdicts
+        # when no run needs reading (the workers read the log, which no process may then hold open for writing)
+        with EventLog(path, folders=[Path(spool)]) as log:  # the one folder it reads besides the log
+            ids = run_ids(log, runs, statuses=JUDGED_STATUSES)
+            if not ids:
+                matching = f" match {runs!r}" if runs else ""
+                raise JudgeError(f"no finished runs in {path}{matching}")
+            stand = nothing_stands(judgings) if full or tasks != "log" else standing(log, judgings, ids)
+            kept = stored_facts(log, judgings, ids) if use_facts else [frozenset() for _ in judgings]
+            groups: dict[tuple[int, ...], list[str]] = {}
+            from_facts: dict[tuple[int, ...], list[str]] = {}
+            for run_id in ids:
+                needed = stand.needed(judgings, run_id)
+                if needed:
+                    decided = all(run_id in kept[index] for index in needed)
+                    (from_facts if decided else groups).setdefault(needed, []).append(run_id)
+            todo = sum(len(members) for part in (groups, from_facts) for members in part.values())
+            started = batch_started(judgings, now, todo, tasks=tasks, stand=stand)
+            log.write_batch(Batch(verdict_batches=[started]))
+            if on_progress:
+                on_progress(0, todo)
+            facts_stem = str(Path(spool) / "facts")
+            decided_from_facts, unread = judge_from_facts(
+                log, judgings, from_facts, judged_at=now, batch=started.batch, out=facts_stem
+            )
+            for needed, members in unread.items():  # findings that would not read: the events decide
+                groups.setdefault(needed, []).extend(members)
+            to_read = sum(len(members) for members in groups.values())
+            found = {needed: spans(log, members) for needed, members in groups.items()}
+            events = sum(span.events for part in found.values() for span in part)
+            if ray is None and to_read:
+                start_workers(workers, to_read, events=events)
+            written = 0
+            if not to_read:
+                written = insert_verdicts(log, [facts_stem], completes=(started.batch, now, decided_from_facts.runs))
+
+        def make_jobs(count: int, spool: str) -> list[ShardJob]:
+            jobs: list[ShardJob] = []
+            for needed, part_spans in found.items():
+                judges = tuple((judgings[index].name, judgings[index].rules) for index in needed)
+                share = max(1, round(count * len(part_spans) / to_read))
+                for part in shards(part_spans, share):
+                    jobs.append(
+                        ShardJob(
+                            str(path),
+                            tuple(part),
+                            judges,
+                            now,
+                            started.batch,
+                            out=str(Path(spool) / f"shard-{len(jobs)}"),
+                            chunk=chunk or CHUNK_RUNS,
+                            tasks=tasks,
+                        )
+                    )
+            return jobs
+
+        results = [decided_from_facts] if decided_from_facts.runs else []
+        if to_read:
+            jobs, from_runs = judge_jobs(
                 lambda count: make_jobs(count, spool),
-                todo,
+                to_read,
                 workers=workers,
                 ray=ray,
                 command="fae rejudge --ray",
                 events=events,
             )
-        else:
-            jobs, results = [], []
+            results = from_runs + results
+            stems = [facts_stem, *(job.out for job in jobs if job.out)]
+            with EventLog(path, folders=[Path(spool)]) as writing:
+                written = insert_verdicts(writing, stems, completes=(started.batch, now, sum(r.runs for r in results)))
         judged = sum(r.runs for r in results)
-        with EventLog(path, folders=[Path(spool)]) as log:  # the one folder it reads besides the log
-            written = insert_verdicts(log, [job.out for job in jobs if job.out], completes=(started.batch, now, judged))
     if on_progress:
         on_progress(judged, todo)
     result = rejudged(started.batch, judged, written, results, judgings)
     result.stood = {(j.name, j.rules_hash): stand.stood(index) for index, j in enumerate(judgings)}
     result.outcomes.update(stand.outcomes)
     result.considered = len(ids)
+    result.from_facts = decided_from_facts.runs
     return result
 
 

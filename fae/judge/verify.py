@@ -295,7 +295,7 @@ RULE_NAMES: tuple[str, ...] = (
 """Every problem ``verify`` can name: the codes in a verdict's ``problems`` (``fae.report.reasons`` words each)."""
 
 
-class Findings(msgspec.Struct, frozen=True, omit_defaults=True):
+class Findings(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
     """What ``find`` concludes of one target under no rule: ``decide`` makes the verdict of it under a rule set.
 
     ``evidence`` is the verdict's before any rule is applied (its ``settle_s``, where it has one, is filled in

@@ -42,7 +42,7 @@ from fae.store.names import BLOB_HASH_SQL, PARTITION_MAX, PARTITION_SQL, check_h
 from fae.store.sandbox import lock_down, run_query
 from fae.store.schema import VIEWS
 
-TABLES = ("runs", "events", "blobs", "verdicts", "verdict_batches", "task_meta")
+TABLES = ("runs", "events", "blobs", "verdicts", "verdict_batches", "task_meta", "judge_facts")
 _PARTITIONED = ("runs", "events", "verdicts")
 _ROW_GROUP_ROWS = 4096
 _EVENT_GROUP_ROWS = 16_384  # a row group's payloads, decoded, ~13 MiB: a judging worker reads them in 128 MB

@@ -28,7 +28,16 @@ import msgspec
 
 from fae.errors import StoreError
 from fae.store.files import fsync_dir
-from fae.store.log import Batch, EventRow, RunRow, RunUpdate, VerdictBatchCompleted, VerdictBatchStarted, VerdictRow
+from fae.store.log import (
+    Batch,
+    EventRow,
+    FactsRow,
+    RunRow,
+    RunUpdate,
+    VerdictBatchCompleted,
+    VerdictBatchStarted,
+    VerdictRow,
+)
 
 
 class _Record(msgspec.Struct, array_like=True):
@@ -40,6 +49,7 @@ class _Record(msgspec.Struct, array_like=True):
     verdict_batches: list[VerdictBatchStarted] = []
     completed_batches: list[VerdictBatchCompleted] = []
     external: dict[str, int] = {}
+    facts: list[FactsRow] = []
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -74,6 +84,7 @@ def read_segment(path: Path) -> Iterator[Batch]:
             verdict_batches=record.verdict_batches,
             completed_batches=record.completed_batches,
             external=record.external,
+            facts=record.facts,
         )
 
 
@@ -111,6 +122,7 @@ class Journal:
                 verdict_batches=batch.verdict_batches,
                 completed_batches=batch.completed_batches,
                 external=batch.external,
+                facts=batch.facts,
             )
         )
         prefix = len(payload).to_bytes(4, "big")

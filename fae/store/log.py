@@ -89,6 +89,18 @@ class VerdictRow:
 
 
 @dataclass(frozen=True, slots=True)
+class FactsRow:
+    """What a judge found of a run under no rule (``fae.judge.facts``): JSON text, for the rule sets whose
+    ``inputs`` are these, from this code version."""
+
+    run_id: str
+    judge: str
+    inputs: str
+    code_version: str
+    facts: str
+
+
+@dataclass(frozen=True, slots=True)
 class VerdictBatchStarted:
     """A verdict batch (a ``fae rejudge``) began: until it is completed, its verdicts are partial."""
 
@@ -121,6 +133,7 @@ class Batch:
     completed_batches: list[VerdictBatchCompleted] = field(default_factory=list)
     external: dict[str, int] = field(default_factory=dict)
     """Bodies already in side files (``fae.store.bodies``): hash → length; their rows get no data."""
+    facts: list[FactsRow] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
@@ -132,6 +145,7 @@ class Batch:
             or self.verdict_batches
             or self.completed_batches
             or self.external
+            or self.facts
         )
 
     def extend(self, other: Batch) -> None:
@@ -143,6 +157,7 @@ class Batch:
         self.verdict_batches.extend(other.verdict_batches)
         self.completed_batches.extend(other.completed_batches)
         self.external.update(other.external)
+        self.facts.extend(other.facts)
 
 
 def fae_version() -> str:
@@ -351,6 +366,11 @@ class EventLog:
                                 v.batch,
                             )
                             for v in batch.verdicts
+                        )
+                if batch.facts:
+                    with con.appender("judge_facts") as appender:
+                        appender.append_rows(
+                            (f.run_id, f.judge, f.inputs, f.code_version, f.facts) for f in batch.facts
                         )
                 for completed in batch.completed_batches:
                     con.execute(

@@ -8,7 +8,7 @@ and every verdict the log lacks. The log is opened locked down, able to open
 the shards named and nothing else; each shard's catalogue and body hashes are
 checked once attached, before anything of it is copied. Merging is idempotent: a run already in the
 log with the same identity (task, variation, agent, repeat, start and event
-count) is skipped, and a verdict row already there is not added twice. Two
+count) is skipped, and a verdict row (or a judge's findings, fae/judge/facts.py) already there is not added twice. Two
 different runs under one id stop the merge with an error before anything of
 that shard is written.
 """
@@ -143,6 +143,10 @@ def _merge_one(con: duckdb.DuckDBPyConnection, path: Path, into: Path) -> Merged
                 con,
                 "INSERT INTO main.verdicts SELECT * FROM (SELECT * FROM shard.verdicts EXCEPT ALL"
                 " SELECT * FROM main.verdicts WHERE run_id IN (SELECT run_id FROM shard.runs))",
+            )
+            con.execute(  # what the shard's judges found under no rule (fae/judge/facts.py), the log lacks
+                "INSERT INTO main.judge_facts SELECT * FROM (SELECT * FROM shard.judge_facts EXCEPT ALL"
+                " SELECT * FROM main.judge_facts WHERE run_id IN (SELECT run_id FROM shard.runs))"
             )
             con.execute("DROP TABLE new_runs")
             con.execute("COMMIT")

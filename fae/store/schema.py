@@ -115,6 +115,17 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE blobs ADD COLUMN external BOOLEAN DEFAULT false;
     """,
+    # 9: what a judge found of a run under no rule (fae/judge/facts.py), so a rejudge under new rules need not
+    # read the run again
+    """
+    CREATE TABLE judge_facts (
+        run_id       VARCHAR NOT NULL,
+        judge        VARCHAR NOT NULL,
+        inputs       VARCHAR NOT NULL,
+        code_version VARCHAR NOT NULL,
+        facts        JSON NOT NULL
+    );
+    """,
 )
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -25,7 +25,7 @@ from typing import overload
 from urllib.parse import quote, quote_plus
 
 from fae.store.bodies import Body, body_slices
-from fae.store.log import Batch, RunRow, RunUpdate, VerdictRow, blob_hash
+from fae.store.log import Batch, FactsRow, RunRow, RunUpdate, VerdictRow, blob_hash
 from fae.util.credentials import CREDENTIAL_BYTES, CREDENTIAL_LENGTH, CREDENTIAL_MARK
 
 REDACTED = "[redacted]"
@@ -198,6 +198,7 @@ class SecretValues:
         runs = [self._scrub_run(r) for r in batch.runs]
         updates = [self._scrub_update(u) for u in batch.updates]
         verdicts = [self._scrub_verdict(v) for v in batch.verdicts]
+        facts = [self._scrub_facts(f) for f in batch.facts]
         same = (
             all(a is b for a, b in zip(blobs.values(), batch.blobs.values(), strict=True))
             and list(blobs) == list(batch.blobs)
@@ -205,10 +206,21 @@ class SecretValues:
             and all(a is b for a, b in zip(runs, batch.runs, strict=True))
             and all(a is b for a, b in zip(updates, batch.updates, strict=True))
             and all(a is b for a, b in zip(verdicts, batch.verdicts, strict=True))
+            and all(a is b for a, b in zip(facts, batch.facts, strict=True))
         )
         if same:
             return batch
-        return Batch(blobs=blobs, runs=runs, events=events, updates=updates, verdicts=verdicts, external=batch.external)
+        return Batch(
+            blobs=blobs,
+            runs=runs,
+            events=events,
+            updates=updates,
+            verdicts=verdicts,
+            verdict_batches=batch.verdict_batches,
+            completed_batches=batch.completed_batches,
+            external=batch.external,
+            facts=facts,
+        )
 
     def _scrub_run(self, run: RunRow) -> RunRow:
         config = self._scrub_json(run.agent_config)
@@ -219,6 +231,12 @@ class SecretValues:
         if error is update.error and stop_reason is update.stop_reason:
             return update
         return replace(update, error=error, stop_reason=stop_reason)
+
+    def _scrub_facts(self, found: FactsRow) -> FactsRow:
+        """A judge's findings are JSON text: a secret in them is replaced as in any text (where that leaves them
+        unreadable, a rejudge finds them again from the events, ``fae.judge.facts``)."""
+        text = self.scrub_text(found.facts)
+        return found if text is found.facts else replace(found, facts=text)
 
     def _scrub_verdict(self, verdict: VerdictRow) -> VerdictRow:
         evidence = self._scrub_json(verdict.evidence)

@@ -23,7 +23,7 @@ from fae.errors import StoreError
 from fae.store import bodies
 from fae.store import events as ev
 from fae.store.journal import Journal
-from fae.store.log import Batch, EventLog, EventRow, RunRow, RunUpdate, VerdictRow
+from fae.store.log import Batch, EventLog, EventRow, FactsRow, RunRow, RunUpdate, VerdictRow
 from fae.store.secrets import SecretValues
 
 
@@ -116,6 +116,7 @@ class LogWriter:
         runs: Iterable[RunRow] = (),
         updates: Iterable[RunUpdate] = (),
         verdicts: Iterable[VerdictRow] = (),
+        facts: Iterable[FactsRow] = (),
         side_files: bool = False,
     ) -> list[int]:
         """Make rows durable in the journal now (large bodies, or with ``side_files`` every body, in side files
@@ -137,6 +138,7 @@ class LogWriter:
                 events=self._rows(events),
                 updates=list(updates),
                 verdicts=list(verdicts),
+                facts=list(facts),
                 external=external,
             )
         )

@@ -32,8 +32,9 @@ STALLING_REJUDGE = textwrap.dedent("""
 
     parallel.judge_shard = stalling
     from fae.cli import app
+    # --from-events: the runs are read and judged in a shard (from the findings the log keeps, none would be)
     app(["rejudge", "--log", sys.argv[1], "--judge", "ensure_record", "--rule", "accept_corrections=false",
-         "--workers", "1", "--chunk", "1"])
+         "--workers", "1", "--chunk", "1", "--from-events"])
 """)
 COMPARE = ["compare", "--old", "", "--new", "accept_corrections=false", "--judge", "ensure_record"]
 

@@ -63,9 +63,12 @@ def test_compare_on_ray_judges_the_missing_verdicts_as_compare_here_does(ray_clu
     log, directory = tmp_path / "scenarios.duckdb", tmp_path / "export"
     shutil.copy(scenario_log, log)
     export_parquet(log, directory)
-    here = api.compare(log, RULES, "", judge_name="ensure_record", workers=1)
+    # from the events: the findings the log keeps would decide every verdict without a shard
+    here = api.compare(log, RULES, "", judge_name="ensure_record", workers=1, from_events=True)
     for where in ({"log": log}, {"log": None, "parquet": directory}):
-        on_ray = api.compare(old=RULES, new="", judge_name="ensure_record", workers=2, ray="auto", **where)
+        on_ray = api.compare(
+            old=RULES, new="", judge_name="ensure_record", workers=2, ray="auto", from_events=True, **where
+        )
         assert len(on_ray.shards) == 2 and all(shard.pid != os.getpid() for shard in on_ray.shards), where
         assert on_ray.computed == here.computed > 0
         assert [(j.transitions, sorted(j.flipped), j.harms) for j in on_ray.judges] == [

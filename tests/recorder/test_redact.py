@@ -11,7 +11,7 @@ import pytest
 
 from fae.recorder.redact import Redactor
 from fae.store import events as ev
-from fae.store.log import Batch, EventRow, RunRow, RunUpdate, VerdictRow, blob_hash
+from fae.store.log import Batch, EventRow, FactsRow, RunRow, RunUpdate, VerdictRow, blob_hash
 from fae.store.secrets import REDACTED, SecretValues
 
 
@@ -107,6 +107,7 @@ def test_a_scrubbed_blob_gets_a_new_hash_and_events_follow_even_in_a_later_batch
             events=[EventRow("r", 1, "X", when, 1, None, None, ev.encode(ev.AnswerGiven(text=f"{old} {secret}")))],
             updates=[RunUpdate("r", "errored", error=f"401 {secret}", stop_reason=secret)],
             verdicts=[VerdictRow("r", "j", {}, "h", "v", "fail", False, {"why": secret}, when)],
+            facts=[FactsRow("r", "j", "evidence=proxy", "v", json.dumps({"found": secret}))],
         )
     )
     ((new, clean),) = first.blobs.items()
@@ -115,6 +116,7 @@ def test_a_scrubbed_blob_gets_a_new_hash_and_events_follow_even_in_a_later_batch
     assert first.runs[0].agent_config == {"api_key": REDACTED}
     assert first.updates[0].error == f"401 {REDACTED}" and first.updates[0].stop_reason == REDACTED
     assert first.verdicts[0].evidence == {"why": REDACTED}
+    assert json.loads(first.facts[0].facts) == {"found": REDACTED}  # a judge's findings are text like any other
     later = secrets.scrub_batch(
         Batch(events=[EventRow("r", 2, "X", when, 2, None, None, ev.encode(ev.AnswerGiven(text=old)))])
     )

@@ -97,7 +97,8 @@ def _bad_version(con: duckdb.DuckDBPyConnection, canary: Path) -> None:
 
 
 def _older(con: duckdb.DuckDBPyConnection, canary: Path) -> None:
-    """Taken back to schema 7, as a fae from before side files left it."""
+    """Taken back to schema 7, as a fae from before side files and kept findings left it."""
+    con.execute("DROP TABLE judge_facts")
     con.execute("ALTER TABLE blobs DROP COLUMN external")
     con.execute("DELETE FROM schema_version WHERE version >= 8")
 
@@ -167,6 +168,7 @@ HOSTILE: dict[str, Builder] = {
     "events-view": _as_view("events", "actor"),
     "verdicts-view": _as_view("verdicts", "outcome"),
     "schema-version-view": _as_view("schema_version", "applied_at"),
+    "facts-view": _as_view("judge_facts", "facts"),
     "shadowing-macro": _macro,
     "table-macro": _table_macro,
     "user-type": _user_type,

@@ -166,6 +166,7 @@ def test_an_export_without_a_marker_is_read_as_before(two_logs, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == [
         "blobs",
         "events",
+        "judge_facts",
         "runs",
         "task_meta",
         "verdict_batches",

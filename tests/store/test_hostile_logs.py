@@ -41,7 +41,9 @@ COMMANDS: dict[str, list[str]] = {
     "merge": ["log", "merge", "{log}", "--into", "{out}/merged.duckdb"],
     # --full: every run judged from its events (an incremental rejudge leaves the log's own verdicts standing)
     "rejudge": ["rejudge", "--full", "--log", "{log}", "--workers", "1"],
-    "compare": ["compare", "--old", "", "--new", "accept_corrections=false", "--log", "{log}", "--workers", "1"],
+    # --from-events: every missing verdict judged from the events (kept findings would decide without reading them)
+    "compare": ["compare", "--old", "", "--new", "accept_corrections=false", "--log", "{log}", "--workers", "1"]
+    + ["--from-events"],
     "replay": ["replay", "{run}", "--log", "{log}", "--out", "{out}/replay.duckdb"],
     "migrate": ["migrate", "--log", "{log}"],
     "curate": ["curate", "--log", "{log}"],
@@ -56,6 +58,7 @@ REFUSED = {
     "events-view": "its events is a view",
     "verdicts-view": "its verdicts is a view",
     "schema-version-view": "its schema_version is a view",
+    "facts-view": "its judge_facts is a view",
     "shadowing-macro": "it defines a macro",
     "table-macro": "it defines a macro 'main.leak'",
     "user-type": "it defines a type",

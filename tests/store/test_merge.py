@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from fae.cli import app
 from fae.errors import StoreError
 from fae.store.journal import Journal
-from fae.store.log import Batch, EventLog, VerdictRow
+from fae.store.log import Batch, EventLog, FactsRow, VerdictRow
 from fae.store.merge import merge_logs
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -60,6 +60,21 @@ def test_verdicts_added_to_a_shard_later_come_over_once(tmp_path):
     assert merge_logs([a], into)[0].verdicts == 1
     assert merge_logs([a], into)[0].verdicts == 0
     assert _counts(into)["verdicts"] == 2
+
+
+def test_a_shards_kept_findings_come_over_once(tmp_path):
+    """What a shard's judges found of its runs (fae/judge/facts.py) comes with them, so a rejudge of the merged
+    log decides from them as it would on the shard."""
+    a = _shard(tmp_path / "a.duckdb", _run("r1"), _run("r2"))
+    found = [FactsRow(run, "ensure_record", "evidence=proxy", "src-x", '{"targets": []}') for run in ("r1", "r2")]
+    with EventLog(a) as log:
+        log.write_batch(Batch(facts=found))
+    into = tmp_path / "all.duckdb"
+    merge_logs([a], into)
+    merge_logs([a], into)
+    with EventLog(into, read_only=True) as log:
+        _, rows = log.query("SELECT run_id, judge, inputs, code_version, facts FROM judge_facts ORDER BY run_id")
+    assert [FactsRow(*row) for row in rows] == found
 
 
 def test_two_different_runs_under_one_id_are_refused_and_nothing_of_that_shard_is_written(tmp_path):

@@ -1,0 +1,160 @@
+"""Verdicts from findings the log keeps: a rejudge under new rules that does not read the run again.
+
+A judge split in two (``fae.judge.registry.register_facts``; among fae's own, ``ensure_record``) first finds what
+it can of a run without reading any rule value (for ``ensure_record``: the trail, the window, the record under check,
+every rule that reads no value applied), then decides under its rules. Live judging and every rejudge that reads
+a run keep those findings in the log's ``judge_facts`` table: JSON text, with the judge, the ``inputs`` (the rules
+that change what is found, ``evidence=proxy``) and the code version. A later rejudge that needs, for a run, only
+judges whose findings are kept for its rules' inputs under this code version, against the log's own tasks,
+decides from the text and never loads the run: ``fae rejudge --rule accept_corrections=false`` reads one short
+row a run. The events stay the source of truth: ``--from-events`` ignores the findings, and gives the same
+verdicts (a judge's own function decides through the same text).
+
+Findings are trusted as a log's standing verdicts are (``fae.judge.standing``): whoever can write the log can
+write either. A log you did not record yourself is rejudged ``--from-events --full``. Text that does not decode
+(cut, damaged, or not of the judge's shape) or is larger than ``MAX_FACTS_CHARS`` sends its run back to the events.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from fae.judge.judging import Judging
+from fae.judge.parallel import ShardResult, VerdictSpool
+from fae.judge.registry import CODE_VERSION, Verdict
+from fae.replay.source import Queryable
+from fae.store.log import EventLog, VerdictRow
+
+MAX_FACTS_CHARS = 1 << 20
+"""Findings longer than this are not read (a run's are ~1 KiB): its run is judged from its events."""
+
+FETCH_ROWS = 4_096
+
+
+def _keys(judgings: Sequence[Judging]) -> list[str]:
+    return [f"{j.name}/{j.finding.inputs}" if j.finding is not None else "" for j in judgings]
+
+
+def stored_facts(log: Queryable, judgings: Sequence[Judging], ids: Sequence[str]) -> list[frozenset[str]]:
+    """For each of ``judgings``, the runs among ``ids`` whose findings for its inputs the log keeps, from this code
+    version (none for a judge that is not split in two)."""
+    keys = _keys(judgings)
+    wanted = [key for key in keys if key]
+    if not wanted:
+        return [frozenset() for _ in judgings]
+    _, rows = log.query(
+        "SELECT DISTINCT judge || '/' || inputs, run_id FROM judge_facts WHERE code_version = ?"
+        " AND list_contains(?, judge || '/' || inputs) AND run_id IN (SELECT unnest(?))",
+        [CODE_VERSION, wanted, list(ids)],
+    )
+    found: dict[str, set[str]] = {key: set() for key in wanted}
+    for key, run_id in rows:
+        found[key].add(run_id)
+    return [frozenset(found.get(key, ())) for key in keys]
+
+
+def decide_kept(log: Queryable, judging: Judging, ids: Sequence[str]) -> dict[str, Verdict]:
+    """``judging``'s verdicts of the runs among ``ids`` whose findings the log keeps (those that do not read are
+    left out, for their events to decide)."""
+    finding = judging.finding
+    if finding is None or not ids:
+        return {}
+    _, rows = log.query(
+        "SELECT run_id, any_value(CASE WHEN strlen(facts) <= ? THEN facts END) FROM judge_facts"
+        " WHERE code_version = ? AND judge = ? AND inputs = ? AND run_id IN (SELECT unnest(?)) GROUP BY ALL",
+        [MAX_FACTS_CHARS, CODE_VERSION, judging.name, finding.inputs, list(ids)],
+    )
+    decided = {}
+    for run_id, text in rows:
+        if text is None:
+            continue
+        try:
+            decided[run_id] = finding.decide(text)
+        except Exception:  # text of any other shape: its events decide
+            continue
+    return decided
+
+
+def judge_from_facts(
+    log: EventLog,
+    judgings: Sequence[Judging],
+    groups: Mapping[tuple[int, ...], Sequence[str]],
+    *,
+    judged_at: datetime,
+    batch: str,
+    out: str,
+) -> tuple[ShardResult, dict[tuple[int, ...], list[str]]]:
+    """Verdict rows, spooled at ``out`` as a shard's, for each group of runs from the findings kept for the
+    judgings the group needs; and, by group, the runs whose findings could not be read (judge them from events)."""
+    started = time.process_time()
+    result = ShardResult(began=time.monotonic(), pid=os.getpid())
+    spool = VerdictSpool(out, judgings, result)
+    unread: dict[tuple[int, ...], list[str]] = {}
+    keys = _keys(judgings)
+    for needed, members in groups.items():
+        wanted = sorted({keys[index] for index in needed})
+        texts: dict[str, dict[str, str | None]] = {}
+        cursor = log.con.cursor()
+        try:
+            cursor.execute(
+                "SELECT run_id, judge || '/' || inputs, any_value(CASE WHEN strlen(facts) <= ? THEN facts END)"
+                " FROM judge_facts WHERE code_version = ? AND list_contains(?, judge || '/' || inputs)"
+                " AND run_id IN (SELECT unnest(?)) GROUP BY ALL",
+                [MAX_FACTS_CHARS, CODE_VERSION, wanted, list(members)],
+            )
+            while batch_rows := cursor.fetchmany(FETCH_ROWS):
+                for run_id, key, text in batch_rows:
+                    texts.setdefault(run_id, {})[key] = text
+        finally:
+            cursor.close()
+        for run_id in members:
+            rows = _decided(run_id, judgings, needed, keys, texts.pop(run_id, {}), judged_at, batch)
+            if rows is None:
+                unread.setdefault(needed, []).append(run_id)
+                continue
+            result.runs += 1
+            spool.add(rows)
+    spool.close()
+    result.cpu_s = time.process_time() - started
+    result.ended = time.monotonic()
+    return result, unread
+
+
+def _decided(
+    run_id: str,
+    judgings: Sequence[Judging],
+    needed: tuple[int, ...],
+    keys: Sequence[str],
+    texts: Mapping[str, str | None],
+    judged_at: datetime,
+    batch: str,
+) -> list[VerdictRow] | None:
+    """The run's verdict rows from its findings, or None when one of them is missing or cannot be read."""
+    rows = []
+    for index in needed:
+        judging = judgings[index]
+        text = texts.get(keys[index])
+        if text is None or judging.finding is None:
+            return None
+        try:
+            verdict = judging.finding.decide(text)
+        except Exception:  # text of any other shape (the log may be someone else's): its events decide
+            return None
+        rows.append(
+            VerdictRow(
+                run_id=run_id,
+                judge=judging.name,
+                rule_set=judging.rules,
+                rule_set_hash=judging.rules_hash,
+                code_version=CODE_VERSION,
+                outcome=verdict.outcome,
+                passed=verdict.passed,
+                evidence=verdict.evidence,
+                judged_at=judged_at,
+                batch=batch,
+            )
+        )
+    return rows
