@@ -26,15 +26,19 @@ import json
 import re
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
 import msgspec
 import yaml
 
 from fae.errors import PlanError
-from fae.util.data_files import read_yaml
+from fae.util.data_files import field_error, read_yaml
 
 _REF = re.compile(r"\$\{([A-Za-z_][\w-]*(?:\.(?:[\w-]+|\*))*)\}")
+
+
+SaveName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][\w-]*$")]
+"""A ``save`` name: what ``${name}`` refers to later, so an identifier (dashes allowed)."""
 
 
 class ToolStep(msgspec.Struct, frozen=True, tag="tool", forbid_unknown_fields=True):
@@ -42,7 +46,7 @@ class ToolStep(msgspec.Struct, frozen=True, tag="tool", forbid_unknown_fields=Tr
 
     call: str
     args: dict[str, Any] = {}
-    save: str | None = None
+    save: SaveName | None = None
 
 
 class AnswerStep(msgspec.Struct, frozen=True, tag="answer", forbid_unknown_fields=True):
@@ -51,22 +55,32 @@ class AnswerStep(msgspec.Struct, frozen=True, tag="answer", forbid_unknown_field
     answer: str
 
 
+class HttpRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What an ``http`` step sends: a method, a path below the FHIR base, and a body where it has one."""
+
+    method: str
+    path: str
+    body: Any = None
+
+
+HttpActor = Literal["other-user", "fault", "verifier"]
+HTTP_ACTORS: tuple[str, ...] = get_args(HttpActor)
+
+
 class HttpStep(msgspec.Struct, frozen=True, tag="http", forbid_unknown_fields=True):
     """Send ``http`` (method, path below the FHIR base, optional body) as ``actor``; keep the reply under ``save``."""
 
     http: dict[str, Any]
-    actor: str = "other-user"
-    via: str = "proxy"
-    save: str | None = None
+    actor: HttpActor = "other-user"
+    via: Literal["proxy", "direct"] = "proxy"
+    save: SaveName | None = None
 
 
 class WaitStep(msgspec.Struct, frozen=True, tag="wait", forbid_unknown_fields=True):
-    """Sleep ``wait`` seconds."""
+    """Sleep ``wait`` seconds (0 to 60)."""
 
-    wait: float
+    wait: Annotated[float, msgspec.Meta(ge=0, le=60)]
 
-
-HTTP_ACTORS = ("other-user", "fault", "verifier")
 
 Step = ToolStep | AnswerStep | HttpStep | WaitStep
 
@@ -79,51 +93,33 @@ class Plan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     description: str = ""
 
 
+_KINDS: tuple[tuple[str, type[Step]], ...] = (
+    ("answer", AnswerStep),
+    ("call", ToolStep),
+    ("http", HttpStep),
+    ("wait", WaitStep),
+)
+"""A step's kind, told by the key it has (checked in this order)."""
+
+
 def _step_from_raw(index: int, raw: Any) -> Step:
+    """One step of a plan file, decoded as the kind its key names; a wrong or unknown field is named."""
+    where = f"step {index + 1}"
     if not isinstance(raw, dict):
-        raise PlanError(f"step {index + 1}: expected a mapping, got {type(raw).__name__}")
-    if "answer" in raw:
-        extra = set(raw) - {"answer"}
-        if extra:
-            raise PlanError(f"step {index + 1}: an answer step has no field {sorted(extra)[0]!r}")
-        if not isinstance(raw["answer"], str):
-            raise PlanError(f"step {index + 1}: answer must be text")
-        return AnswerStep(answer=raw["answer"])
-    if "call" in raw:
-        extra = set(raw) - {"call", "args", "save"}
-        if extra:
-            raise PlanError(f"step {index + 1}: a tool step has no field {sorted(extra)[0]!r}")
-        args = raw.get("args") or {}
-        if not isinstance(raw["call"], str) or not isinstance(args, dict):
-            raise PlanError(f"step {index + 1}: 'call' must be a tool name and 'args' a mapping")
-        save = raw.get("save")
-        if save is not None and not re.fullmatch(r"[A-Za-z_][\w-]*", str(save)):
-            raise PlanError(f"step {index + 1}: save name {save!r} is not an identifier")
-        return ToolStep(call=raw["call"], args=args, save=save)
-    if "http" in raw:
-        extra = set(raw) - {"http", "actor", "via", "save"}
-        if extra:
-            raise PlanError(f"step {index + 1}: an http step has no field {sorted(extra)[0]!r}")
-        request = raw["http"]
-        if (
-            not isinstance(request, dict)
-            or not isinstance(request.get("method"), str)
-            or not isinstance(request.get("path"), str)
-            or set(request) - {"method", "path", "body"}
-        ):
-            raise PlanError(f"step {index + 1}: 'http' takes method, path and an optional body")
-        actor, via = raw.get("actor", "other-user"), raw.get("via", "proxy")
-        if actor not in HTTP_ACTORS or via not in ("proxy", "direct"):
-            raise PlanError(f"step {index + 1}: actor is one of {', '.join(HTTP_ACTORS)} and via is proxy or direct")
-        save = raw.get("save")
-        if save is not None and not re.fullmatch(r"[A-Za-z_][\w-]*", str(save)):
-            raise PlanError(f"step {index + 1}: save name {save!r} is not an identifier")
-        return HttpStep(http=request, actor=actor, via=via, save=save)
-    if "wait" in raw:
-        if set(raw) - {"wait"} or not isinstance(raw["wait"], (int, float)) or not 0 <= raw["wait"] <= 60:
-            raise PlanError(f"step {index + 1}: a wait step is {{wait: seconds}} with 0 to 60 seconds")
-        return WaitStep(wait=float(raw["wait"]))
-    raise PlanError(f"step {index + 1}: needs 'call' (a tool step), 'answer', 'http' or 'wait'")
+        raise PlanError(f"{where}: expected a mapping, got {type(raw).__name__}")
+    kind = next((kind for key, kind in _KINDS if key in raw), None)
+    if kind is None:
+        raise PlanError(f"{where}: needs 'call' (a tool step), 'answer', 'http' or 'wait'")
+    try:
+        step = msgspec.convert(raw, kind)
+    except msgspec.ValidationError as exc:
+        raise PlanError(field_error(exc, where, kind=kind, raw=raw)) from None
+    if isinstance(step, HttpStep):
+        try:
+            msgspec.convert(step.http, HttpRequest)
+        except msgspec.ValidationError as exc:
+            raise PlanError(field_error(exc, f"{where}.http", kind=HttpRequest, raw=step.http)) from None
+    return step
 
 
 def plan_from_dict(raw: Any, *, default_name: str = "plan") -> Plan:

@@ -15,7 +15,7 @@ from fae.harness.paraphrases import Paraphrase
 from fae.harness.run import RunSpec
 from fae.harness.worklist import base_run_id
 from fae.tasks import load_suite
-from fae.util.data_files import read_yaml
+from fae.util.data_files import field_error, read_yaml
 
 PRESETS = Path(__file__).parent / "experiments"
 STORES = (("nospec", False), ("spec", True))  # memory stores trained without and with the specs server
@@ -84,7 +84,7 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
     except (yaml.YAMLError, OSError) as exc:
         raise FaeError(f"{path}: cannot read the experiment: {exc}") from None
     except msgspec.ValidationError as exc:
-        raise FaeError(f"{path}: {exc}") from None
+        raise FaeError(f"{path}: {field_error(exc, kind=Experiment, raw=raw)}") from None
     check(experiment, str(path))
     if experiment.paraphrase is not None and experiment.paraphrase.file is not None:
         found = path.parent / experiment.paraphrase.file  # an absolute file stays itself

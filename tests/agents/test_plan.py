@@ -51,8 +51,16 @@ def test_merge_patches_a_read_resource():
     [
         ({"steps": []}, "at least one step"),
         ({"steps": [{"answer": "x"}, {"call": "a"}]}, "answer must be the last"),
-        ({"steps": [{"call": "a", "argz": {}}]}, "no field 'argz'"),
-        ({"steps": [{"call": "a", "save": "not valid"}]}, "not an identifier"),
+        ({"steps": [{"call": "a", "argz": {}}]}, "^step 1: Object contains unknown field `argz`$"),
+        ({"steps": [{"call": "a", "save": "not valid"}]}, r"^step 1\.save: Expected `str` matching regex"),
+        ({"steps": [{"answer": "x", "call": "a"}]}, "unknown field `call`"),
+        (
+            {"steps": [{"call": "a"}, {"http": {"method": "GET"}}]},
+            r"^step 2\.http: Object missing required field `path`$",
+        ),
+        ({"steps": [{"http": {"method": "GET", "path": "x"}, "actor": "bob"}]}, "one of fault, other-user, verifier"),
+        ({"steps": [{"wait": 61}]}, r"^step 1\.wait: Expected `float` <= 60"),
+        ({"steps": [{"save": "x"}]}, "needs 'call'"),
         ({"steps": ["createResource"]}, "expected a mapping"),
         ("just text", "a plan is a mapping"),
     ],

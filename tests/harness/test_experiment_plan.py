@@ -75,6 +75,16 @@ def test_the_model_goes_to_langchain_configurations_that_name_none():
         ("name: x\nconfigurations: [gold]\ntrials: 0\nevaluation: {}\n", "at least 1"),
         ("configurations: [gold]\nevaluation: {}\n", "name"),
         ("name: [oops\n", "cannot read"),
+        # a misspelt or mistyped field is named by its path in the file
+        ("name: x\nconfigurations: [gold]\nevaluation: {variation: [0]}\n", r"bad\.yaml: evaluation: .*`variation`$"),
+        (
+            "name: x\nconfigurations: [gold]\nevaluation: {variations: [a]}\n",
+            r"evaluation\.variations\[0\]: Expected `int`",
+        ),
+        (
+            "name: x\nconfigurations: [gold]\nevaluations: {}\n",
+            "top level: Object contains unknown field `evaluations`",
+        ),
     ],
 )
 def test_a_bad_experiment_file_is_one_clear_error(tmp_path, text, message):

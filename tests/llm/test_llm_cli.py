@@ -31,7 +31,7 @@ def test_malformed_plan_is_one_line_and_exit_1(tmp_path: Path) -> None:
     result = runner.invoke(app, ["serve", "--plans", str(tmp_path)])
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and "bad.yaml" in lines[0] and "answer must be text" in lines[0]
+    assert len(lines) == 1 and "bad.yaml" in lines[0] and "step 1.answer: Expected `str`, got `int`" in lines[0]
 
 
 def test_fault_delay_out_of_bounds_is_refused() -> None:

@@ -58,7 +58,7 @@ def test_two_files_with_the_same_match_are_refused(tmp_path: Path) -> None:
     [
         ("match: x\nsteps: []\n", "at least one step"),
         ("match: [1]\n" + STEPS, "'match' must be text"),
-        ("steps:\n  - call: x\n    bogus: 1\n", "no field 'bogus'"),
+        ("steps:\n  - call: x\n    bogus: 1\n", "unknown field `bogus`"),
         ("match: x\nmistake: {args: {}}\n" + STEPS, "'mistake' must be a mapping"),
         ("match: x\nmistake: {call: y, at: 5}\n" + STEPS, "the plan has 1 tool steps"),
         ("match: x\nsteps: [\n", "not valid YAML"),
