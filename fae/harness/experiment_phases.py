@@ -78,6 +78,7 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
             raise FaeError(
                 f"no experiment file {str(name_or_path)!r} and no preset of that name (presets: {', '.join(presets())})"
             )
+    raw = None
     try:
         raw = read_yaml(path)
         experiment = msgspec.convert(raw, Experiment)

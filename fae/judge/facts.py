@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 
-from fae.judge.judging import Judging
+from fae.judge.judging import Judging, verdict_row
 from fae.judge.parallel import ShardResult, VerdictSpool
 from fae.judge.registry import CODE_VERSION, Verdict
 from fae.replay.source import Queryable
@@ -88,7 +88,10 @@ def judge_from_facts(
     out: str,
 ) -> tuple[ShardResult, dict[tuple[int, ...], list[str]]]:
     """Verdict rows, spooled at ``out`` as a shard's, for each group of runs from the findings kept for the
-    judgings the group needs; and, by group, the runs whose findings could not be read (judge them from events)."""
+    judgings the group needs; and, by group, the runs whose findings could not be read (judge them from events).
+
+    A run is decided as its findings arrive from the log, so memory holds the runs seen, not their findings (a
+    group needing two judges' findings holds those of a run until it has both)."""
     started = time.process_time()
     result = ShardResult(began=time.monotonic(), pid=os.getpid())
     spool = VerdictSpool(out, judgings, result)
@@ -96,31 +99,44 @@ def judge_from_facts(
     keys = _keys(judgings)
     for needed, members in groups.items():
         wanted = sorted({keys[index] for index in needed})
-        texts: dict[str, dict[str, str | None]] = {}
-        cursor = log.con.cursor()
-        try:
-            cursor.execute(
-                "SELECT run_id, judge || '/' || inputs, any_value(CASE WHEN strlen(facts) <= ? THEN facts END)"
-                " FROM judge_facts WHERE code_version = ? AND list_contains(?, judge || '/' || inputs)"
-                " AND run_id IN (SELECT unnest(?)) GROUP BY ALL",
-                [MAX_FACTS_CHARS, CODE_VERSION, wanted, list(members)],
-            )
-            while batch_rows := cursor.fetchmany(FETCH_ROWS):
-                for run_id, key, text in batch_rows:
-                    texts.setdefault(run_id, {})[key] = text
-        finally:
-            cursor.close()
-        for run_id in members:
-            rows = _decided(run_id, judgings, needed, keys, texts.pop(run_id, {}), judged_at, batch)
+        waiting: dict[str, dict[str, str | None]] = {}
+        decided: set[str] = set()
+        for run_id, key, text in _kept_texts(log, wanted, members):
+            if run_id in decided:
+                continue  # the same findings kept twice (two merges of one shard)
+            texts = waiting.setdefault(run_id, {})
+            texts.setdefault(key, text)
+            if len(texts) < len(wanted):
+                continue
+            del waiting[run_id]
+            decided.add(run_id)
+            rows = _decided(run_id, judgings, needed, keys, texts, judged_at, batch)
             if rows is None:
                 unread.setdefault(needed, []).append(run_id)
                 continue
             result.runs += 1
             spool.add(rows)
+        unread.setdefault(needed, []).extend(r for r in members if r not in decided)
     spool.close()
     result.cpu_s = time.process_time() - started
     result.ended = time.monotonic()
-    return result, unread
+    return result, {needed: runs for needed, runs in unread.items() if runs}
+
+
+def _kept_texts(log: EventLog, wanted: Sequence[str], members: Sequence[str]) -> Iterator[tuple[str, str, str | None]]:
+    """(run, judge/inputs, findings) kept under this code version for these runs, fetched a batch at a time;
+    findings longer than ``MAX_FACTS_CHARS`` come as None."""
+    cursor = log.con.cursor()
+    try:
+        cursor.execute(
+            "SELECT run_id, judge || '/' || inputs, CASE WHEN strlen(facts) <= ? THEN facts END FROM judge_facts"
+            " WHERE code_version = ? AND list_contains(?, judge || '/' || inputs) AND run_id IN (SELECT unnest(?))",
+            [MAX_FACTS_CHARS, CODE_VERSION, list(wanted), list(members)],
+        )
+        while fetched := cursor.fetchmany(FETCH_ROWS):
+            yield from fetched
+    finally:
+        cursor.close()
 
 
 def _decided(
@@ -143,18 +159,5 @@ def _decided(
             verdict = judging.finding.decide(text)
         except Exception:  # text of any other shape (the log may be someone else's): its events decide
             return None
-        rows.append(
-            VerdictRow(
-                run_id=run_id,
-                judge=judging.name,
-                rule_set=judging.rules,
-                rule_set_hash=judging.rules_hash,
-                code_version=CODE_VERSION,
-                outcome=verdict.outcome,
-                passed=verdict.passed,
-                evidence=verdict.evidence,
-                judged_at=judged_at,
-                batch=batch,
-            )
-        )
+        rows.append(verdict_row(run_id, judging, verdict, judged_at, batch))
     return rows

@@ -126,21 +126,24 @@ def judge_run(
             outcome, passed, evidence = "task_changed", None, {"reason": str(exc)}
         except FaeError as exc:
             outcome, passed, evidence = "error", None, {"error": str(exc)}
-        rows.append(
-            VerdictRow(
-                run_id=run.run_id,
-                judge=judging.name,
-                rule_set=judging.rules,
-                rule_set_hash=judging.rules_hash,
-                code_version=CODE_VERSION,
-                outcome=outcome,
-                passed=passed,
-                evidence=evidence,
-                judged_at=judged_at,
-                batch=batch,
-            )
-        )
+        rows.append(verdict_row(run.run_id, judging, Verdict(outcome, passed, evidence), judged_at, batch))
     return rows
+
+
+def verdict_row(run_id: str, judging: Judging, verdict: Verdict, judged_at: datetime, batch: str | None) -> VerdictRow:
+    """The log's row for a verdict of ``judging`` on a run, judged by this code version."""
+    return VerdictRow(
+        run_id=run_id,
+        judge=judging.name,
+        rule_set=judging.rules,
+        rule_set_hash=judging.rules_hash,
+        code_version=CODE_VERSION,
+        outcome=verdict.outcome,
+        passed=verdict.passed,
+        evidence=verdict.evidence,
+        judged_at=judged_at,
+        batch=batch,
+    )
 
 
 def _found(ctx: RunContext, name: str, finding: Finding, found: list[FactsRow]) -> Verdict:
