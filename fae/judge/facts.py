@@ -29,7 +29,7 @@ from fae.replay.source import Queryable
 from fae.store.log import EventLog, VerdictRow
 
 MAX_FACTS_CHARS = 1 << 20
-"""Findings longer than this are not read (a run's are ~1 KiB): its run is judged from its events."""
+"""Findings longer than this are not read (a run's are ~0.6 KiB): its run is judged from its events."""
 
 FETCH_ROWS = 4_096
 

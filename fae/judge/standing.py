@@ -27,37 +27,53 @@ judged against today's task files, or that predates the saying, may differ and i
 
 @dataclass
 class Standing:
-    """For each of the judgings, the runs whose verdict stands; and the outcomes of those verdicts."""
+    """Which judgings' verdicts stand for each run (a bit per judging, in ``judgings`` order), how many runs each
+    one's stand for, and the outcomes of those verdicts."""
 
-    runs: list[frozenset[str]]
+    stands: dict[str, int]
+    counts: list[int]
     outcomes: Counter = field(default_factory=Counter)
 
     def needed(self, judgings: Sequence[Judging], run_id: str) -> tuple[int, ...]:
         """The indexes of the judgings the run must be judged by."""
-        return tuple(index for index in range(len(judgings)) if run_id not in self.runs[index])
+        mask = self.stands.get(run_id, 0)
+        return tuple(index for index in range(len(judgings)) if not mask >> index & 1)
 
     def stood(self, index: int) -> int:
-        return len(self.runs[index])
+        return self.counts[index]
 
 
 def standing(log: Queryable, judgings: Sequence[Judging], ids: Sequence[str]) -> Standing:
-    """The verdicts among ``ids`` that stand for each of ``judgings``, with their outcomes."""
+    """The verdicts among ``ids`` that stand for each of ``judgings``, with their outcomes: one row a run comes
+    back (its standing judgings as bits), not one a run and judge."""
     keys = [f"{j.name}/{j.rules_hash}" for j in judgings]
-    _, rows = log.query(
-        "SELECT v.judge || '/' || v.rule_set_hash, v.run_id, arg_max(v.outcome, v.judged_at) FROM verdicts v"
+    if len(keys) > 64:
+        raise ValueError(f"{len(keys)} judgings: a run's standing ones are the bits of one 64-bit number")
+    latest = (
+        "SELECT list_position(?, v.judge || '/' || v.rule_set_hash) - 1 AS judging, v.run_id,"
+        " arg_max(v.outcome, v.judged_at) AS outcome FROM verdicts v"
         " WHERE v.code_version = ? AND list_contains(?, v.judge || '/' || v.rule_set_hash)"
-        f" AND v.run_id IN (SELECT unnest(?)) AND {TRUSTED_BATCHES} GROUP BY ALL",
-        [CODE_VERSION, keys, list(ids)],
+        f" AND v.run_id IN (SELECT unnest(?)) AND {TRUSTED_BATCHES} GROUP BY ALL"
     )
-    found: dict[str, set[str]] = {key: set() for key in keys}
+    params = [keys, CODE_VERSION, keys, list(ids)]
+    _, rows = log.query(
+        f"WITH latest AS ({latest}) SELECT run_id, CAST(bit_or(CAST(1 AS UBIGINT) << judging) AS UBIGINT)"
+        " FROM latest GROUP BY run_id",
+        params,
+    )
+    stands = {run_id: int(mask) for run_id, mask in rows}
+    _, rows = log.query(
+        f"WITH latest AS ({latest}) SELECT judging, outcome, count(*) FROM latest GROUP BY ALL",
+        params,
+    )
+    counts = [0] * len(judgings)
     outcomes: Counter = Counter()
-    for key, run_id, outcome in rows:
-        found[key].add(run_id)
-        name, _, digest = key.rpartition("/")  # a plugin's judge name may hold a slash; a hash never does
-        outcomes[(name, digest, outcome)] += 1
-    return Standing([frozenset(found[key]) for key in keys], outcomes)
+    for index, outcome, count in rows:
+        counts[index] += count
+        outcomes[(judgings[index].name, judgings[index].rules_hash, outcome)] += count
+    return Standing(stands, counts, outcomes)
 
 
 def nothing_stands(judgings: Sequence[Judging]) -> Standing:
     """A full rejudge: every judging judges every run."""
-    return Standing([frozenset() for _ in judgings])
+    return Standing({}, [0] * len(judgings))
