@@ -139,7 +139,8 @@ def judge_shard(job: ShardJob) -> ShardResult:
     result = ShardResult(began=time.monotonic())
     judgings = _judgings(job.judges)
     spool = VerdictSpool(job.out, judgings, result)
-    found: list[FactsRow] | None = [] if job.out and job.tasks == "log" else None
+    # the findings judged beside the verdicts, for the log to keep (an export keeps none: it is rejudged from events)
+    found: list[FactsRow] | None = [] if job.out and job.tasks == "log" and job.export is None else None
     with _shard_runs(job, result.stats) as runs, relaxed_gc():
         for run in runs:
             rows = judge_run(run, judgings, judged_at=job.judged_at, batch=job.batch, tasks=job.tasks, found=found)
