@@ -68,6 +68,7 @@ from fae.judge.verify import (
 from fae.replay.fold import FhirExchange, fold_state
 from fae.store import events as ev
 from fae.tasks.write_targets import WriteTarget, not_covered, ordered_targets, resolve_created
+from fae.util.utf8 import utf8_json
 
 __all__ = ["OWN_ACTORS", "Window", "WriteTarget", "matches", "verify", "ensure_record_judge"]
 
@@ -196,21 +197,7 @@ def _found_text(rules: Mapping[str, Any], compared: tuple[str, ...] = SERVER_REA
 def facts_text(facts: RecordFacts) -> str:
     """Findings as the log keeps them: JSON, UTF-8. A lone surrogate (a hostile body's ``"\\ud800"``) cannot be
     UTF-8 and becomes U+FFFD; a number that is no JSON number (infinity, NaN) becomes null."""
-    try:
-        return _FACTS_JSON.encode(facts).decode()
-    except UnicodeEncodeError:
-        return _FACTS_JSON.encode(_utf8(msgspec.to_builtins(facts))).decode()
-
-
-def _utf8(value: Any) -> Any:
-    """``value`` with every lone surrogate in its text (keys included) replaced by U+FFFD."""
-    if isinstance(value, str):
-        return "".join("\ufffd" if "\ud800" <= char <= "\udfff" else char for char in value)
-    if isinstance(value, dict):
-        return {_utf8(key): _utf8(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_utf8(item) for item in value]
-    return value
+    return utf8_json(facts, _FACTS_JSON).decode()
 
 
 def _decided(rules: Mapping[str, Any]) -> Callable[[str], Verdict]:

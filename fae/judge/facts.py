@@ -33,6 +33,12 @@ MAX_FACTS_CHARS = 1 << 20
 
 FETCH_ROWS = 4_096
 
+_KEPT = (
+    "SELECT run_id, judge || '/' || inputs, CASE WHEN strlen(facts) <= ? THEN facts END FROM judge_facts"
+    " WHERE code_version = ? AND list_contains(?, judge || '/' || inputs) AND run_id IN (SELECT unnest(?))"
+)
+"""(run, judge/inputs, findings or None when too long) kept under a code version, of some keys, for some runs."""
+
 
 def _keys(judgings: Sequence[Judging]) -> list[str]:
     return [f"{j.name}/{j.finding.inputs}" if j.finding is not None else "" for j in judgings]
@@ -62,14 +68,10 @@ def decide_kept(log: Queryable, judging: Judging, ids: Sequence[str]) -> dict[st
     finding = judging.finding
     if finding is None or not ids:
         return {}
-    _, rows = log.query(
-        "SELECT run_id, any_value(CASE WHEN strlen(facts) <= ? THEN facts END) FROM judge_facts"
-        " WHERE code_version = ? AND judge = ? AND inputs = ? AND run_id IN (SELECT unnest(?)) GROUP BY ALL",
-        [MAX_FACTS_CHARS, CODE_VERSION, judging.name, finding.inputs, list(ids)],
-    )
+    _, rows = log.query(_KEPT, [MAX_FACTS_CHARS, CODE_VERSION, [f"{judging.name}/{finding.inputs}"], list(ids)])
     decided = {}
-    for run_id, text in rows:
-        if text is None:
+    for run_id, _, text in rows:
+        if text is None or run_id in decided:  # too long; or the same findings kept twice
             continue
         try:
             decided[run_id] = finding.decide(text)
@@ -128,11 +130,7 @@ def _kept_texts(log: EventLog, wanted: Sequence[str], members: Sequence[str]) ->
     findings longer than ``MAX_FACTS_CHARS`` come as None."""
     cursor = log.con.cursor()
     try:
-        cursor.execute(
-            "SELECT run_id, judge || '/' || inputs, CASE WHEN strlen(facts) <= ? THEN facts END FROM judge_facts"
-            " WHERE code_version = ? AND list_contains(?, judge || '/' || inputs) AND run_id IN (SELECT unnest(?))",
-            [MAX_FACTS_CHARS, CODE_VERSION, list(wanted), list(members)],
-        )
+        cursor.execute(_KEPT, [MAX_FACTS_CHARS, CODE_VERSION, list(wanted), list(members)])
         while fetched := cursor.fetchmany(FETCH_ROWS):
             yield from fetched
     finally:

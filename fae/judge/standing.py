@@ -55,20 +55,20 @@ def standing(log: Queryable, judgings: Sequence[Judging], ids: Sequence[str]) ->
         " WHERE v.code_version = ? AND list_contains(?, v.judge || '/' || v.rule_set_hash)"
         f" AND v.run_id IN (SELECT unnest(?)) AND {TRUSTED_BATCHES} GROUP BY ALL"
     )
-    params = [keys, CODE_VERSION, keys, list(ids)]
+    # one pass: a row a run (its standing judgings as bits), and a row a judging and outcome (how many)
     _, rows = log.query(
-        f"WITH latest AS ({latest}) SELECT run_id, CAST(bit_or(CAST(1 AS UBIGINT) << judging) AS UBIGINT)"
-        " FROM latest GROUP BY run_id",
-        params,
+        f"WITH latest AS ({latest}) SELECT run_id, judging, outcome,"
+        " CAST(bit_or(CAST(1 AS UBIGINT) << judging) AS UBIGINT), count(*)"
+        " FROM latest GROUP BY GROUPING SETS ((run_id), (judging, outcome))",
+        [keys, CODE_VERSION, keys, list(ids)],
     )
-    stands = {run_id: int(mask) for run_id, mask in rows}
-    _, rows = log.query(
-        f"WITH latest AS ({latest}) SELECT judging, outcome, count(*) FROM latest GROUP BY ALL",
-        params,
-    )
+    stands: dict[str, int] = {}
     counts = [0] * len(judgings)
     outcomes: Counter = Counter()
-    for index, outcome, count in rows:
+    for run_id, index, outcome, mask, count in rows:
+        if run_id is not None:
+            stands[run_id] = int(mask)
+            continue
         counts[index] += count
         outcomes[(judgings[index].name, judgings[index].rules_hash, outcome)] += count
     return Standing(stands, counts, outcomes)

@@ -13,12 +13,14 @@ decodes every file and request with the official ``opentelemetry-proto``.
 from __future__ import annotations
 
 import math
-import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import msgspec
+
+from fae.util.utf8 import utf8_json
+from fae.util.utf8 import utf8_text as text
 
 Value = str | bool | int | float | list[str] | list[int] | list[float] | list[bool]
 """An attribute value: a primitive or a homogeneous list of primitives (OTLP's ``AnyValue``)."""
@@ -29,7 +31,6 @@ INTERNAL, SERVER, CLIENT = 1, 2, 3
 """``Span.SpanKind`` values."""
 UNSET, OK, ERROR = 0, 1, 2
 """``Status.StatusCode`` values."""
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(slots=True)
@@ -59,15 +60,6 @@ class SpanData:
 def attrs(**values: Value | None) -> Attributes:
     """Attributes from keyword names (``__`` for ``.``), the None ones left out."""
     return [(key.replace("__", "."), value) for key, value in values.items() if value is not None]
-
-
-def text(value: str) -> str:
-    """A string that encodes as UTF-8: a lone surrogate (valid in a Python string, never in OTLP) becomes U+FFFD."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", value)
-    return value
 
 
 # -- JSON ---------------------------------------------------------------------------------------------------------
@@ -135,20 +127,7 @@ def request_json(resource: Attributes, scope: tuple[str, str], schema_url: str, 
             }
         ]
     }
-    try:
-        return msgspec.json.encode(document)
-    except UnicodeEncodeError:  # a lone surrogate somewhere: rare, so every string is checked only then
-        return msgspec.json.encode(_texts(document))
-
-
-def _texts(node: object) -> object:
-    if isinstance(node, str):
-        return text(node)
-    if isinstance(node, dict):
-        return {text(key): _texts(value) for key, value in node.items()}
-    if isinstance(node, list):
-        return [_texts(item) for item in node]
-    return node
+    return utf8_json(document)  # OTLP strings are UTF-8: a lone surrogate becomes U+FFFD
 
 
 # -- protobuf -----------------------------------------------------------------------------------------------------

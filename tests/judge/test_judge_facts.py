@@ -203,3 +203,15 @@ def test_compare_decides_from_kept_findings_without_reading_the_events(scenario_
     shown = table(intact)
     assert shown == table(bare)
     assert any(flipped for _, flipped, _ in shown), "the change flips runs, or the test shows little"
+
+
+def test_findings_holding_a_lone_surrogate_are_kept_as_utf8():
+    """A hostile body's ``"\\ud800"`` decodes to a lone surrogate, which neither msgspec's JSON nor DuckDB's takes:
+    kept as U+FFFD, so the findings (and the verdict decided from them) can be written at all."""
+    from fae.judge.ensure_record import RecordFacts, facts_text
+
+    text = facts_text(RecordFacts(not_applicable=json.loads('"name \\ud800 end"')))
+    assert json.loads(text) == {"not_applicable": "name \ufffd end"}
+    [judging] = judges_to_run("ensure_record")
+    assert judging.finding is not None
+    assert judging.finding.decide(text).evidence == {"reason": "name \ufffd end"}
