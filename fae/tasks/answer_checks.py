@@ -20,7 +20,7 @@ answer, and a value the answer negates ("not slot-1", "No pathogenic variant in 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -98,10 +98,31 @@ def _among(want: AnswerCheck) -> list[str]:
     return list(want.among or []) or [str(want.term)]
 
 
-def answer_problems(
-    spec: Mapping[str, AnswerCheck], answer: str | None, chosen: Mapping[str, str], *, light: bool
+def answer_problems_strict(
+    spec: Mapping[str, AnswerCheck], answer: str | None, chosen: Mapping[str, str]
 ) -> tuple[list[str], dict[str, Any]]:
-    """Problems with every answer tag (light: only that each is there, non-empty and consistent)."""
+    """Problems with every answer tag: each there, consistent, not negated, and naming the right value."""
+    return _problems_by_tag(spec, answer, chosen, tag_problem)
+
+
+def answer_problems_light(
+    spec: Mapping[str, AnswerCheck], answer: str | None, chosen: Mapping[str, str]
+) -> tuple[list[str], dict[str, Any]]:
+    """Problems with every answer tag: each there, non-empty, consistent and not negated; its value is not read."""
+    return _problems_by_tag(spec, answer, chosen, _any_value)
+
+
+def _any_value(tag: str, want: AnswerCheck, text: str, chosen: Mapping[str, str]) -> str | None:
+    return None
+
+
+def _problems_by_tag(
+    spec: Mapping[str, AnswerCheck],
+    answer: str | None,
+    chosen: Mapping[str, str],
+    value_problem: Callable[[str, AnswerCheck, str, Mapping[str, str]], str | None],
+) -> tuple[list[str], dict[str, Any]]:
+    """Problems with every answer tag, each value held to ``value_problem``, and what each tag said."""
     problems: list[str] = []
     said: dict[str, Any] = {}
     for tag, want in spec.items():
@@ -122,7 +143,7 @@ def answer_problems(
         elif not text.strip():
             problems.append(f"<{tag}> is empty; nothing found is written NONE")
         else:
-            wrong = negated(tag, want, answer or "") or (None if light else tag_problem(tag, want, text, chosen))
+            wrong = negated(tag, want, answer or "") or value_problem(tag, want, text, chosen)
             if wrong:
                 problems.append(wrong)
     return problems, said

@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 from fae.tasks import answers
-from fae.tasks.answer_checks import answer_problems, expected_ids
+from fae.tasks.answer_checks import answer_problems_light, answer_problems_strict, expected_ids
 from fae.tasks.check_spec import AnswerCheck, CheckSpec, CreateCheck, UpdateCheck
 from fae.tasks.fhir_values import changed_paths, content, covered, element_path, instant, is_mapping, same_resource
 from fae.tasks.matchers import ITEM_KINDS, kind_of, match, quantity, reference
@@ -191,7 +191,7 @@ class Reading:
 
 STRICT = Reading(
     "strict",
-    lambda spec, answer, chosen: answer_problems(spec, answer, chosen, light=False),
+    answer_problems_strict,
     field_problems,
     created_problems,
     _count_problems,
@@ -201,7 +201,7 @@ STRICT = Reading(
 """Every value right, exactly the declared resources created, nothing else changed."""
 LIGHT = Reading(
     "light",
-    lambda spec, answer, chosen: answer_problems(spec, answer, chosen, light=True),
+    answer_problems_light,
     present_problems,
     created_present,
     _nothing,

@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import pytest
 
-from fae.tasks.answer_checks import answer_problems
+from fae.tasks.answer_checks import answer_problems_light, answer_problems_strict
 from fae.tasks.check_spec import read_check
 from fae.tasks.model import ANSWER_RULES
 
 
 def _strict(want, text):
-    return answer_problems(
-        read_check({"answer": {"X": want}}).answer, text, {"Appointment": "Appointment/appt-1"}, light=False
+    return answer_problems_strict(
+        read_check({"answer": {"X": want}}).answer, text, {"Appointment": "Appointment/appt-1"}
     )[0]
 
 
 def _light(want, text):
-    return answer_problems(
-        read_check({"answer": {"X": want}}).answer, text, {"Appointment": "Appointment/appt-1"}, light=True
+    return answer_problems_light(
+        read_check({"answer": {"X": want}}).answer, text, {"Appointment": "Appointment/appt-1"}
     )[0]
 
 

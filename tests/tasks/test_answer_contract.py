@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from fae.tasks.answer_checks import answer_problems
+from fae.tasks.answer_checks import answer_problems_light
 from fae.tasks.answer_contract import echoed, mark_echoes, shown_formats
 from fae.tasks.state import seeded_state
 from fae.tasks.suite import task_from_dict
@@ -66,7 +66,7 @@ def test_a_write_tasks_light_check_refuses_the_placeholder(render, answer, left)
     """Light judges no values, but a tag holding only the answer's shape answered nothing: it used to pass."""
     rendered = render("sched-book-appointment", 0)
     marked = mark_echoes(rendered.prompt, answer, rendered.answer_tags)
-    problems, _ = answer_problems(rendered.check_spec.answer, marked, {}, light=True)
+    problems, _ = answer_problems_light(rendered.check_spec.answer, marked, {})
     assert [re.search(r"<([A-Z_]+)>", p).group(1) for p in problems] == left, problems
 
 

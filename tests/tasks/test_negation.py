@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fae.tasks.answer_checks import answer_problems
+from fae.tasks.answer_checks import answer_problems_light, answer_problems_strict
 from fae.tasks.check_spec import read_check
 
 GENES = ["BRCA2", "MLH1", "CFTR", "TP53", "PALB2"]
@@ -19,7 +19,8 @@ CHOSEN = {"Appointment": "Appointment/appt-1"}
 
 
 def _problems(spec, answer, *, light):
-    return answer_problems(read_check({"answer": spec}).answer, answer, CHOSEN, light=light)[0]
+    problems = answer_problems_light if light else answer_problems_strict
+    return problems(read_check({"answer": spec}).answer, answer, CHOSEN)[0]
 
 
 def _judged_both_ways(spec, answer):
