@@ -86,10 +86,12 @@ def record(
     executor: Executor | None = None,
 ) -> SuiteResult:
     """Plan ``specs`` once and record every run not already done with ``executor`` (default: chosen from
-    ``config``); returns the statuses."""
+    ``config``); returns the statuses. With nothing left to record, no executor starts (no stack, worker or actor)."""
     config = config or RecordConfig()
     if executor is None and config.execution.ray is not None:
         RayActors(config.execution.ray).check()  # before anything is planned or written
     work, agents = prepare_recording(log_path, specs, config)
+    if not work.todo:
+        return work.result()
     chosen = executor or choose_executor(work, config)
     return chosen.record(Path(log_path), work, agents, config, stop, on_progress)

@@ -68,7 +68,9 @@ async def record_worklist(
     stop: StopRequest | None = None,
     on_progress: Progress | None = None,
 ) -> SuiteResult:
-    """Record the worklist's runs on one stack in this process."""
+    """Record the worklist's runs on one stack in this process (none started when nothing is left to record)."""
+    if not work.todo:
+        return work.result()
     stack_config = config.stack_config()
     if stack_config.processes is None:
         stack_config = replace(stack_config, processes=default_processes())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from fae import api
@@ -9,7 +10,8 @@ from fae.errors import FaeError
 from fae.harness.config import Execution, RecordConfig, StackConfig
 from fae.harness.local_workers import LocalWorkers
 from fae.harness.recording import InProcess, choose_executor, record
-from fae.harness.worklist import Worklist
+from fae.harness.suite_runner import record_worklist
+from fae.harness.worklist import SuiteResult, Worklist
 from tests.harness.executor_contract import (
     CONFIG,
     contract_runs,
@@ -44,6 +46,33 @@ def test_the_in_process_executor_keeps_the_contract(baseline):
         folder / "contract.duckdb", contract_runs(folder), api.RecordConfig(resume=True), executor=InProcess()
     )
     assert again.skipped == 6 and again.runs == [] and outcomes(folder / "contract.duckdb") == found, again
+
+
+class _Unstartable:
+    """An executor that must not start. A stand-in, not a mock of fae: what is under test is that ``record``
+    calls no executor at all when nothing is left, which a real executor could only show by being slower."""
+
+    def record(self, *args: object) -> SuiteResult:
+        raise AssertionError("an executor was started with nothing left to record")
+
+
+def test_a_resume_with_nothing_left_starts_no_executor(baseline):
+    found, folder = baseline
+    again = record(
+        folder / "contract.duckdb", contract_runs(folder), api.RecordConfig(resume=True), executor=_Unstartable()
+    )
+    assert again.skipped == 6 and again.runs == [] and not again.statuses, again
+    assert outcomes(folder / "contract.duckdb") == found
+
+
+def test_an_empty_worklist_opens_no_stack(tmp_path):
+    """The in-process recorder (and the experiment runner through it) opens no stack for nothing: a stack that
+    could not open (its memory store is not a directory) is never tried."""
+    work = Worklist(planned=3, todo=[], skipped=3, marked=0, agents=("gold",))
+    unopenable = RecordConfig(stack=StackConfig(memory_stores={"notes": tmp_path / "missing"}))
+    result = anyio.run(lambda: record_worklist(tmp_path / "log.duckdb", work, {}, unopenable))
+    assert (result.planned, result.skipped, result.runs) == (3, 3, [])
+    assert not (tmp_path / "log.duckdb").exists()
 
 
 def test_two_worker_processes_keep_the_contract(tmp_path, baseline):
