@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import UTC, datetime
+from pathlib import Path
 
 import httpx
 import pytest
@@ -108,10 +110,19 @@ ALLOWED = [
 ]
 
 
-def _make_log(path):
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """A log of one run, made once: each test gets its own copy (making a log is most of a test's time)."""
+    path = tmp_path_factory.mktemp("template") / "log.duckdb"
     with EventLog(path) as log:
         log.write_batch(_batch())
     return path
+
+
+@pytest.fixture
+def log_file(tmp_path, template):
+    """A fresh copy of the template log, alone in its folder."""
+    return Path(shutil.copy(template, tmp_path / "log.duckdb"))
 
 
 def _batch():
@@ -142,8 +153,8 @@ def test_check_query_allows_reads(sql):
 
 
 @pytest.mark.parametrize("sql", REFUSED + LOCKED_OUT)
-def test_offline_fae_sql_refuses_with_one_line_and_changes_nothing(tmp_path, sql):
-    path = _make_log(tmp_path / "log.duckdb")
+def test_offline_fae_sql_refuses_with_one_line_and_changes_nothing(tmp_path, log_file, sql):
+    path = log_file
     before = _counts(path)
     result = runner.invoke(app, ["sql", "--log", str(path), "--", sql], catch_exceptions=False)
     assert result.exit_code == 1, result.output
@@ -153,15 +164,15 @@ def test_offline_fae_sql_refuses_with_one_line_and_changes_nothing(tmp_path, sql
 
 
 @pytest.mark.parametrize("sql", ALLOWED)
-def test_offline_fae_sql_runs_reads(tmp_path, sql):
-    path = _make_log(tmp_path / "log.duckdb")
+def test_offline_fae_sql_runs_reads(tmp_path, log_file, sql):
+    path = log_file
     result = runner.invoke(app, ["sql", "--log", str(path), "--json", "--", sql], catch_exceptions=False)
     assert result.exit_code == 0, result.output
 
 
-def test_files_beside_the_log_cannot_be_read(tmp_path):
+def test_files_beside_the_log_cannot_be_read(tmp_path, log_file):
     """The token file and other files next to the log are out of reach (DuckDB allows only the log's own files)."""
-    path = _make_log(tmp_path / "log.duckdb")
+    path = log_file
     (tmp_path / "log.duckdb.live.json").write_text('{"token": "TOKEN-NOT-FOR-SQL"}')
     (tmp_path / "notes.txt").write_text("private")
     for sql in (
@@ -283,8 +294,8 @@ LOCKED_SETTINGS = (
 )
 
 
-def test_the_offline_connection_is_locked_down(tmp_path):
-    path = _make_log(tmp_path / "log.duckdb")
+def test_the_offline_connection_is_locked_down(tmp_path, log_file):
+    path = log_file
     with LogReader(path) as reader:
         assert not reader.live
         assert reader.query(LOCKED_SETTINGS)[1] == [(False, False, False, True)]
