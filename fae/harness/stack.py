@@ -15,7 +15,7 @@ so the proxy, the writer and the agents have this process's core to themselves.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +37,7 @@ from fae.harness.upstream_apps import (
     parse_memory_stores,
     sandbox_id,
 )
-from fae.harness.upstream_process import upstream_process
+from fae.harness.upstream_process import UpstreamProcess, upstream_process
 from fae.proxy.routes import Upstream
 from fae.proxy.server import ProxyHandle, run_proxy
 from fae.recorder.recorder import Recorder
@@ -60,6 +60,10 @@ __all__ = [
 ]
 
 
+def _never() -> bool:
+    return False
+
+
 @dataclass
 class Stack:
     log: EventLog
@@ -73,6 +77,10 @@ class Stack:
     """The FHIR server keeps an AuditEvent trail, which the harness reads back after each run."""
     upstream_pid: int | None = None
     """The child process serving the FHIR and MCP servers (``processes=2``), or None when they run here."""
+    child_upstreams: frozenset[str] = frozenset()
+    """The upstreams the child serves: down once it has ended (``unreachable``), though another process may since
+    listen on a port of theirs."""
+    child_ended: Callable[[], bool] = field(default=_never, repr=False)
     stack_key: str = field(default="", repr=False)
     """The key the stack's own upstreams require (the proxy adds it); see ``direct_fhir``."""
     agent_upstream_names: frozenset[str] = frozenset()
@@ -114,17 +122,16 @@ class Stack:
 
         The LLM and the agents' own servers are left out: their faults are the agent's.
         """
-        parts = {
-            "the recording proxy": self.proxy.base_url,
-            **{
-                f"the {name} upstream": upstream.base_url
-                for name, upstream in self.proxy.upstreams.items()
-                if upstream.kind != "llm" and name not in self.agent_upstream_names
-            },
-        }
-        for part, base in parts.items():
+        parts = [("the recording proxy", self.proxy.base_url, False)] + [
+            (f"the {name} upstream", upstream.base_url, name in self.child_upstreams)
+            for name, upstream in self.proxy.upstreams.items()
+            if upstream.kind != "llm" and name not in self.agent_upstream_names
+        ]
+        for part, base, in_child in parts:
             url = httpx.URL(base)
             port = url.port or (443 if url.scheme == "https" else 80)
+            if in_child and self.child_ended():  # its port may since be another process's
+                return f"{part} ({url.host}:{port}, its process ended)"
             try:
                 with anyio.fail_after(timeout_s):
                     stream = await anyio.connect_tcp(url.host, port)
@@ -179,7 +186,7 @@ async def open_stack(
     quiet_cancellations(asyncio.get_running_loop())  # the proxy's closing connections, until the loop closes
     async with AsyncExitStack() as stack:
         servers: dict[str, tuple[str, int]] = {}
-        child_pid: int | None = None
+        child: UpstreamProcess | None = None
         if processes == 2:
             # started first: the child's imports overlap with this process opening the log
             child = await stack.enter_async_context(
@@ -191,7 +198,7 @@ async def open_stack(
                     memory_stores=stores,
                 )
             )
-            servers, child_pid = dict(child.servers), child.pid
+            servers = dict(child.servers)
         budget = Budget()
         log = stack.enter_context(EventLog(log_path, settings=budget.settings))
         stack.enter_context(LiveQueryServer(log, budget))
@@ -233,7 +240,9 @@ async def open_stack(
             llm_upstream=bool(llm_url) or llm_app is not None,
             extra_mcp_upstreams=extra_mcp_names(stores),
             audit_events=audit_events,
-            upstream_pid=child_pid,
+            upstream_pid=child.pid if child else None,
+            child_upstreams=frozenset(child.servers) if child else frozenset(),
+            child_ended=child.ended if child else _never,
             stack_key=key,
             agent_upstream_names=frozenset(agent_upstreams or ()),
         )

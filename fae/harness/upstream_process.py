@@ -49,6 +49,8 @@ class UpstreamProcess:
 
     pid: int
     servers: dict[str, tuple[str, int]]
+    ended: Callable[[], bool]
+    """Whether the child has exited (its servers are down, whatever now listens on their ports)."""
 
 
 def _config(*, serve_fhir: bool, embedded: bool, audit_events: bool, memory_stores: dict[str, Path]) -> str:
@@ -115,7 +117,7 @@ async def upstream_process(
         except (anyio.BrokenResourceError, OSError):
             pass  # the child died already: _read_ports says so
         servers = await _read_ports(process)
-        yield UpstreamProcess(pid=process.pid, servers=servers)
+        yield UpstreamProcess(pid=process.pid, servers=servers, ended=lambda: process.returncode is not None)
     finally:
         with anyio.CancelScope(shield=True):
             await _stop(process)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 from pathlib import Path
 
+import httpx
 import pytest
 
 from fae.agents.prefixes import build_agent
@@ -43,8 +45,15 @@ async def test_the_fhir_server_runs_in_the_child_and_its_death_is_the_stacks_fau
         assert await execute_run(stack, first, rendered, build_agent("gold"), settle_s=0) == "finished", _runs(log_path)
         os.kill(child, signal.SIGKILL)
         assert wait_gone(child)
-        # the FHIR server went with the child: nothing of the stack answers on its port
-        assert "the fhir upstream" in (await stack.unreachable() or ""), stack.proxy.upstreams
+        # the FHIR server went with the child, even when another process has since taken its port (a busy machine
+        # hands freed ports out again): here this test listens on it
+        fhir_port = httpx.URL(stack.proxy.upstreams["fhir"].base_url).port
+        with socket.socket() as squatter:
+            squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            squatter.bind(("127.0.0.1", fhir_port))
+            squatter.listen()
+            broken = await stack.unreachable()
+        assert broken is not None and broken.startswith("the fhir upstream") and "process ended" in broken, broken
         second = RunSpec(run_id="after-kill", task_id=BUILTIN_TASK, variation=0, agent="gold", repeat=0)
         assert await execute_run(stack, second, rendered, build_agent("gold"), settle_s=0) == "failed"
     # the stack closed cleanly around a dead child
