@@ -56,6 +56,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=rank)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker more than there are cores. A third of the suite's wall time on 2 cores is spent
+    waiting (servers and subprocesses starting, DuckDB syncing its files, timeouts that are the tests' subject),
+    and a third worker fills it: measured side by side on a loaded 2-core machine, 3 workers took 550 s where 2
+    took 830 s and 4 took 723 s (bench/RESULTS.md, "The test suite's workers")."""
+    return (os.cpu_count() or 1) + 1
+
+
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Whole groups to a worker (xdist's own loadgroup reads markers that pytest 9 no longer puts in test ids)."""
