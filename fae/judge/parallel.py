@@ -61,7 +61,13 @@ bench/bench_rejudge.py on 2 cores (bench/RESULTS.md): one worker judges ~45 µs 
 ~0.5 s later, so on a quiet machine two break even near 22,000 events (~1,000 gold runs); on a loaded one two
 workers took 1.26x the wall time of one at 44,000 events. 50,000 keeps a small log on one worker, where it is
 never slower; at 222,000 events (10,000 runs) two are 1.56x faster for 1.09x the CPU."""
-SPILL_ROWS = 30_000
+SPILL_ROWS = 10_000
+"""Verdict and findings rows a spool holds before it writes them to Parquet: at 30,000 a one-rule rejudge of
+100,000 runs held ~85 MiB of them at its peak, at 10,000 ~30 MiB (bench/RESULTS.md)."""
+PLANNING_MEMORY = "64MB"
+"""DuckDB's memory in the process that plans a rejudge and writes its verdicts: its cache of what it scanned (the
+runs, the standing verdicts, the kept findings) otherwise grew with the log, 360 MiB peak at 100,000 runs against
+209 with this limit; the full path's wall grows ~5 % (its verdicts go to the file sooner)."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from fae.errors import JudgeError, StoreError
 from fae.judge.context import TASK_SOURCES
 from fae.judge.facts import judge_from_facts, stored_facts
 from fae.judge.judging import DEFAULT_JUDGES, JUDGED_STATUSES, Judging, judge_run, judges_to_run, relaxed_gc  # noqa: F401
-from fae.judge.parallel import ShardJob, ShardResult, insert_verdicts, spool_folder, start_workers
+from fae.judge.parallel import PLANNING_MEMORY, ShardJob, ShardResult, insert_verdicts, spool_folder, start_workers
 from fae.judge.ray_judge import judge_jobs
 from fae.judge.standing import Standing, nothing_stands, standing
 from fae.replay.source import load_runs, run_ids
@@ -92,7 +92,8 @@ def rejudge(
     with spool_folder() as spool:
         # opened for writing first: migrates, and moves a left-over journal in; kept open to write the verdicts
         # when no run needs reading (the workers read the log, which no process may then hold open for writing)
-        with EventLog(path, folders=[Path(spool)]) as log:  # the one folder it reads besides the log
+        # the spool: the one folder it reads besides the log
+        with EventLog(path, folders=[Path(spool)], settings={"memory_limit": PLANNING_MEMORY}) as log:
             ids = run_ids(log, runs, statuses=JUDGED_STATUSES)
             if not ids:
                 matching = f" match {runs!r}" if runs else ""
@@ -158,7 +159,7 @@ def rejudge(
             )
             results = from_runs + results
             stems = [facts_stem, *(job.out for job in jobs if job.out)]
-            with EventLog(path, folders=[Path(spool)]) as writing:
+            with EventLog(path, folders=[Path(spool)], settings={"memory_limit": PLANNING_MEMORY}) as writing:
                 written = insert_verdicts(writing, stems, completes=(started.batch, now, sum(r.runs for r in results)))
         judged = sum(r.runs for r in results)
     if on_progress:
