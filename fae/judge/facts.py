@@ -21,6 +21,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
+from itertools import batched
 
 from fae.judge.judging import Judging, verdict_row
 from fae.judge.parallel import ShardResult, VerdictSpool
@@ -88,37 +89,39 @@ def judge_from_facts(
     judged_at: datetime,
     batch: str,
     out: str,
+    window: int = 20_000,
 ) -> tuple[ShardResult, dict[tuple[int, ...], list[str]]]:
     """Verdict rows, spooled at ``out`` as a shard's, for each group of runs from the findings kept for the
     judgings the group needs; and, by group, the runs whose findings could not be read (judge them from events).
 
-    A run is decided as its findings arrive from the log, so memory holds the runs seen, not their findings (a
-    group needing two judges' findings holds those of a run until it has both)."""
+    A run is decided as its findings arrive from the log, ``window`` runs' a query, so memory holds the runs seen,
+    not their findings (a group needing two judges' findings holds those of a run until it has both)."""
     started = time.process_time()
     result = ShardResult(began=time.monotonic(), pid=os.getpid())
     spool = VerdictSpool(out, judgings, result)
     unread: dict[tuple[int, ...], list[str]] = {}
     keys = _keys(judgings)
-    for needed, members in groups.items():
+    for needed, group in groups.items():
         wanted = sorted({keys[index] for index in needed})
-        waiting: dict[str, dict[str, str | None]] = {}
-        decided: set[str] = set()
-        for run_id, key, text in _kept_texts(log, wanted, members):
-            if run_id in decided:
-                continue  # the same findings kept twice (two merges of one shard)
-            texts = waiting.setdefault(run_id, {})
-            texts.setdefault(key, text)
-            if len(texts) < len(wanted):
-                continue
-            del waiting[run_id]
-            decided.add(run_id)
-            rows = _decided(run_id, judgings, needed, keys, texts, judged_at, batch)
-            if rows is None:
-                unread.setdefault(needed, []).append(run_id)
-                continue
-            result.runs += 1
-            spool.add(rows)
-        unread.setdefault(needed, []).extend(r for r in members if r not in decided)
+        for members in batched(group, window):
+            waiting: dict[str, dict[str, str | None]] = {}
+            decided: set[str] = set()
+            for run_id, key, text in _kept_texts(log, wanted, members):
+                if run_id in decided:
+                    continue  # the same findings kept twice (two merges of one shard)
+                texts = waiting.setdefault(run_id, {})
+                texts.setdefault(key, text)
+                if len(texts) < len(wanted):
+                    continue
+                del waiting[run_id]
+                decided.add(run_id)
+                rows = _decided(run_id, judgings, needed, keys, texts, judged_at, batch)
+                if rows is None:
+                    unread.setdefault(needed, []).append(run_id)
+                    continue
+                result.runs += 1
+                spool.add(rows)
+            unread.setdefault(needed, []).extend(r for r in members if r not in decided)
     spool.close()
     result.cpu_s = time.process_time() - started
     result.ended = time.monotonic()

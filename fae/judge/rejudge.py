@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import batched
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,10 @@ from fae.judge.standing import Standing, nothing_stands, standing
 from fae.replay.source import load_runs, run_ids
 from fae.replay.stream import CHUNK_RUNS, shards, spans
 from fae.store.log import Batch, EventLog, FactsRow, VerdictBatchStarted, VerdictRow
+
+PLAN_WINDOW = 20_000
+"""Runs whose standing verdicts and kept findings are read in one query while a rejudge is planned: a window at a
+time, so the planning process holds one window's rows, not the log's."""
 
 
 def live_verdicts(log: Any, run_id: str, *, judged_at: datetime) -> tuple[list[VerdictRow], list[FactsRow]]:
@@ -98,15 +103,18 @@ def rejudge(
             if not ids:
                 matching = f" match {runs!r}" if runs else ""
                 raise JudgeError(f"no finished runs in {path}{matching}")
-            stand = nothing_stands(judgings) if full or tasks != "log" else standing(log, judgings, ids)
-            kept = stored_facts(log, judgings, ids) if use_facts else [frozenset() for _ in judgings]
+            stand = nothing_stands(judgings)  # the counts and outcomes of every window's standing verdicts
             groups: dict[tuple[int, ...], list[str]] = {}
             from_facts: dict[tuple[int, ...], list[str]] = {}
-            for run_id in ids:
-                needed = stand.needed(judgings, run_id)
-                if needed:
-                    decided = all(run_id in kept[index] for index in needed)
-                    (from_facts if decided else groups).setdefault(needed, []).append(run_id)
+            for window in batched(ids, PLAN_WINDOW):
+                here = nothing_stands(judgings) if full or tasks != "log" else standing(log, judgings, window)
+                kept = stored_facts(log, judgings, window) if use_facts else [frozenset() for _ in judgings]
+                for run_id in window:
+                    needed = here.needed(judgings, run_id)
+                    if needed:
+                        decided = all(run_id in kept[index] for index in needed)
+                        (from_facts if decided else groups).setdefault(needed, []).append(run_id)
+                stand.count_in(here)
             todo = sum(len(members) for part in (groups, from_facts) for members in part.values())
             started = batch_started(judgings, now, todo, tasks=tasks, stand=stand)
             log.write_batch(Batch(verdict_batches=[started]))
@@ -114,7 +122,7 @@ def rejudge(
                 on_progress(0, todo)
             facts_stem = str(Path(spool) / "facts")
             decided_from_facts, unread = judge_from_facts(
-                log, judgings, from_facts, judged_at=now, batch=started.batch, out=facts_stem
+                log, judgings, from_facts, judged_at=now, batch=started.batch, out=facts_stem, window=PLAN_WINDOW
             )
             for needed, members in unread.items():  # findings that would not read: the events decide
                 groups.setdefault(needed, []).extend(members)

@@ -42,6 +42,11 @@ class Standing:
     def stood(self, index: int) -> int:
         return self.counts[index]
 
+    def count_in(self, other: Standing) -> None:
+        """Add another set of runs' counts and outcomes to these (not its runs' bits)."""
+        self.counts = [mine + theirs for mine, theirs in zip(self.counts, other.counts, strict=True)]
+        self.outcomes.update(other.outcomes)
+
 
 def standing(log: Queryable, judgings: Sequence[Judging], ids: Sequence[str]) -> Standing:
     """The verdicts among ``ids`` that stand for each of ``judgings``, with their outcomes: one row a run comes

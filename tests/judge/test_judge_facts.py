@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fae.cli import app
+from fae.judge import rejudge as rejudge_module
 from fae.judge.context import RunContext
 from fae.judge.facts import MAX_FACTS_CHARS
 from fae.judge.judging import judges_to_run
@@ -104,6 +105,26 @@ def test_a_rejudge_from_kept_findings_gives_the_verdicts_read_from_events(scenar
     assert mine == {key: (v.outcome, v.passed, json.loads(json.dumps(v.evidence))) for key, v in direct.items()}
     flipped = {key for key, (outcome, *_) in mine.items() if outcome == "needs_review"}
     assert flipped, "the change must change something, or identical verdicts prove little"
+
+
+def test_a_rejudge_planned_a_few_runs_at_a_time_is_the_rejudge_planned_at_once(scenario_log, tmp_path, monkeypatch):
+    """Planning reads standing verdicts and kept findings a window of runs at a time: with windows of 3 runs, the
+    same runs are decided from findings or read, the same verdicts stand and the same verdicts are written."""
+    logs = {name: _copy(scenario_log, tmp_path, name) for name in ("whole", "windowed")}
+    runs = _judged_runs(logs["whole"])
+    for log in logs.values():  # some runs without findings: they are read from their events, in any window
+        with EventLog(log) as opened:
+            opened.con.execute("DELETE FROM judge_facts WHERE run_id IN (SELECT unnest(?))", [runs[::4]])
+    change = {"accept_corrections": False}
+    whole = rejudge(logs["whole"], overrides=change, workers=1)
+    monkeypatch.setattr(rejudge_module, "PLAN_WINDOW", 3)
+    windowed = rejudge(logs["windowed"], overrides=change, workers=1)
+    assert len(runs) > 10 and 0 < whole.from_facts < whole.runs, whole
+    assert (windowed.runs, windowed.from_facts, windowed.considered) == (whole.runs, whole.from_facts, whole.considered)
+    assert windowed.stood == whole.stood and windowed.outcomes == whole.outcomes
+    stood = {judge: n for (judge, _), n in whole.stood.items()}
+    assert stood.pop("ensure_record") == 0 and set(stood.values()) == {len(runs)}, whole.stood  # every window counted
+    assert _batch(logs["windowed"], windowed.batch) == _batch(logs["whole"], whole.batch)
 
 
 def test_a_judge_whose_findings_are_not_kept_reads_the_runs_and_keeps_them(scenario_log, tmp_path):
