@@ -19,7 +19,7 @@ from fae.replay.source import RunLog
 from fae.replay.transcript import Transcript, fold_transcript
 from fae.store import events as ev
 from fae.tasks import judged
-from fae.tasks.judged import JudgedTask
+from fae.tasks.judged import JudgedTask, PlayedTask
 from fae.tasks.recorded import rendering_now, unlike
 from fae.tasks.state import StateView
 from fae.tasks.suite import rendered_task
@@ -148,17 +148,18 @@ class RunContext:
         return None if kept.extra_check is not None else kept  # an extra check is code: today's files judge it
 
     @cached_property
-    def task(self) -> tuple[Any, Any] | None:
+    def task(self) -> PlayedTask | None:
         """(task, rendered variation), or None for a run of no suite task. From the log's copy where it keeps one
         (the one object serves as both); else from today's suite, raising TaskChanged when the run played another
         rendering of it."""
         kept = self.kept
         if kept is not None:
-            return (kept, kept) if kept.meta is not None else None
+            return PlayedTask(kept, kept) if kept.meta is not None else None
         found = rendered_task(self.run.task_id, self.run.variation)
-        if found is not None:
-            self.played_as_rendered()
-        return found
+        if found is None:
+            return None
+        self.played_as_rendered()
+        return PlayedTask(*found)
 
     @cached_property
     def targets(self) -> list[WriteTarget]:

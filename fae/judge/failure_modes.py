@@ -166,10 +166,9 @@ def failure_mode_judge(rules: dict) -> JudgeFn:
         if errored(ctx):  # before the task: whatever the task, the run is no evidence of a mode
             return Verdict(ERRORED, None, {"modes": [], "tools": called, "stop_reason": ctx.transcript.stop_reason})
         found = ctx.task
-        if found is None:
+        meta = found.variation.meta if found is not None else None
+        if meta is None:
             return Verdict("not_applicable", None, {"reason": f"no task {ctx.run.task_id!r} in the suite"})
-        _, rendered = found
-        meta = rendered.meta
         touched: set[str] = set()
         for call in calls:
             _types(call.arguments, touched)

@@ -137,8 +137,8 @@ def exposures(ctx: RunContext, targets: list[WriteTarget], watched: Mapping[str,
 def harms(ctx: RunContext) -> tuple[list[str], dict[str, Any]] | None:
     """What went wrong and the evidence, or None when the run is not a write run the oracle can label."""
     targets = ctx.targets
-    found_task = ctx.task
-    spec = found_task[1].check_spec if found_task is not None and found_task[0].writes else None
+    played = ctx.task
+    spec = played.variation.check_spec if played is not None and played.task.writes else None
     if (not targets and spec is None) or ctx.captured is None:
         return None
     fold = ctx.full_fold

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
@@ -33,6 +33,38 @@ from fae.tasks.suite import rendered_task
 from fae.tasks.write_targets import WriteTarget, not_covered, spec_targets
 
 FORMAT = 1
+
+
+class JudgeableTask(Protocol):
+    """What judges ask of a run's task: a suite ``Task``, or the log's ``JudgedTask``."""
+
+    @property
+    def writes(self) -> bool: ...
+
+    def validate_strict(
+        self, rendered: Any, answer: str | None, state: StateView, *, written: Collection[str] | None = None
+    ) -> Check: ...
+
+    def validate_light(
+        self, rendered: Any, answer: str | None, state: StateView, *, written: Collection[str] | None = None
+    ) -> Check: ...
+
+
+class JudgeableVariation(Protocol):
+    """What judges read of the variation a run played: a suite task's ``Rendered``, or the log's ``JudgedTask``."""
+
+    @property
+    def check_spec(self) -> CheckSpec: ...
+
+    @property
+    def meta(self) -> Meta | None: ...
+
+
+class PlayedTask(NamedTuple):
+    """The task a run is judged against and the variation it played."""
+
+    task: JudgeableTask
+    variation: JudgeableVariation
 
 
 class JudgedTask(msgspec.Struct, frozen=True, kw_only=True):

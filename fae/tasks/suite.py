@@ -12,7 +12,7 @@ import yaml
 
 from fae.errors import FaeError, TaskError
 from fae.tasks.check_spec import CheckSpec, check_problems
-from fae.tasks.model import Task
+from fae.tasks.model import Rendered, Task
 from fae.tasks.sources import BUILTIN_FAMILIES, PACKAGED, families, family_module, task_dirs
 from fae.util.data_files import field_error, read_yaml
 
@@ -169,7 +169,7 @@ def load_suite(root: str | Path | None = None) -> Suite:
 
 
 @lru_cache(maxsize=1024)
-def rendered_task(task_id: str, variation: int) -> tuple[Any, Any] | None:
+def rendered_task(task_id: str, variation: int) -> tuple[Task, Rendered] | None:
     """(task, rendered variation) from the task suite, or None when the suite has no such task."""
     try:
         suite = load_suite()
