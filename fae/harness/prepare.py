@@ -25,6 +25,7 @@ from fae.harness.worklist import (
     render_task,
     runs_to_do,
 )
+from fae.store.live import live_file
 from fae.store.log import EventLog
 from fae.store.writer import open_writer
 
@@ -32,9 +33,9 @@ Attempts = dict[tuple, list[tuple[str, str, str | None]]]
 
 
 def settle_log(log_path: Path) -> tuple[int, Attempts]:
-    """Merge the shards a killed sharded recording left and mark the runs a dead process left running
-    interrupted; returns how many runs were marked and each spec's attempts so far, read in the same opening of
-    the log. A log that does not exist yet has nothing to settle and no attempt."""
+    """Merge the shards a killed sharded recording left, mark the runs a dead process left running interrupted
+    and remove its live-query file; returns how many runs were marked and each spec's attempts so far, read in
+    the same opening of the log. A log that does not exist yet has nothing to settle and no attempt."""
     marked = merge_shards(log_path) if shard_dir(log_path).exists() else 0
     if not log_path.exists():
         return marked, {}
@@ -44,6 +45,8 @@ def settle_log(log_path: Path) -> tuple[int, Attempts]:
 
 async def _settle(path: Path) -> tuple[int, Attempts]:
     with EventLog(path) as log:
+        # open for writing here, so no recording holds the log: a live-query file beside it is a dead one's
+        live_file(path).unlink(missing_ok=True)
         async with open_writer(log) as writer:
             marked = await mark_interrupted(log, writer)
         return marked, attempts(log)

@@ -12,6 +12,7 @@ from fae.harness.local_workers import LocalWorkers
 from fae.harness.recording import InProcess, choose_executor, record
 from fae.harness.suite_runner import record_worklist
 from fae.harness.worklist import SuiteResult, Worklist
+from fae.store.live import live_file
 from tests.harness.executor_contract import (
     CONFIG,
     contract_runs,
@@ -57,12 +58,16 @@ class _Unstartable:
 
 
 def test_a_resume_with_nothing_left_starts_no_executor(baseline):
+    """...and still settles what a killed recording left: its live-query file (a stack's would have replaced it)."""
     found, folder = baseline
+    stale = live_file(folder / "contract.duckdb")
+    stale.write_text('{"pid": 1, "port": 9, "token": "dead"}')
     again = record(
         folder / "contract.duckdb", contract_runs(folder), api.RecordConfig(resume=True), executor=_Unstartable()
     )
     assert again.skipped == 6 and again.runs == [] and not again.statuses, again
     assert outcomes(folder / "contract.duckdb") == found
+    assert not stale.exists()
 
 
 def test_an_empty_worklist_opens_no_stack(tmp_path):
