@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 _NAME = r"[a-z][A-Za-z0-9]*"
@@ -33,8 +34,10 @@ class Unsupported(Exception):
 Step = tuple[str, Any]
 
 
+@lru_cache(maxsize=1024)
 def parse_simple(path: str) -> tuple[Step, ...] | None:
-    """The steps of a plain member path with ``where(x = 'text')`` filters, else None."""
+    """The steps of a plain member path with ``where(x = 'text')`` filters, else None (parsed once per path: the
+    strict check locates the same few paths in every created resource it judges whole)."""
     steps: list[Step] = []
     at = 0
     while True:

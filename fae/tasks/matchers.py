@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from typing import Any
 
 from fae.tasks.fhir_values import instant, is_mapping, same_scalar
@@ -38,6 +39,12 @@ def reference(value: Any) -> str | None:
         value = value.get("reference")
     if not isinstance(value, str):
         return None
+    return _reference_text(value)
+
+
+@lru_cache(maxsize=4096)
+def _reference_text(value: str) -> str | None:
+    """``Type/id`` from a reference string; kept by text: every judge of every run reads the same few references."""
     value = value.strip()
     if "/_history/" in value:
         value = _HISTORY.sub("", value)
