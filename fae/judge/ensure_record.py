@@ -231,18 +231,24 @@ def record_facts(
         created: dict[str, str] = {}
         chosen: list[str] = []
         judged: list[tuple[WriteTarget, Findings]] = []
+        judged_with: list[list[str]] = []  # the other records each target was judged with
         for target in ordered_targets(targets):
             target = resolve_created(target, created)
             found = one(ctx, target, chosen, compared)
             if found.outcome == "unreadable" and found.record is None:
                 return RecordFacts([found], [target.action == "create"])  # the run itself cannot be judged
+            judged_with.append(list(chosen))
             if found.record:
                 chosen.append(found.record)
                 if target.action == "create":
                     created.setdefault(target.resource_type, found.record)
             judged.append((target, found))
         if len(judged) > 1:  # "another record written" spares the records the task asks for
-            judged = [(t, one(ctx, t, [r for r in chosen if r != f.record], compared)) for t, f in judged]
+            again = []
+            for (target, found), before in zip(judged, judged_with, strict=True):
+                others = [r for r in chosen if r != found.record]  # the same as before: the same findings
+                again.append((target, found if others == before else one(ctx, target, others, compared)))
+            judged = again
         return RecordFacts([f for _, f in judged], [t.action == "create" for t, _ in judged])
 
     return run
