@@ -11,7 +11,9 @@ LOGS``; read only here, every measured command gets a fresh copy) and writes, on
 samples with bench/inspect_eval_log.py (run by Inspect's Python; kept in --keep): each sample about as much
 FHIR-like content as a fae run's events and bodies (measured on the fae log). Then, round after round, each in
 a fresh process, with CPU seconds of the whole process tree (RUSAGE_CHILDREN of a wrapper around it), wall time
-and peak RSS (the largest process of the tree):
+and peak RSS (the largest process of the tree). Both sides' Python is compiled to bytecode first and the
+measured processes may use it (``--no-bytecode`` keeps PYTHONDONTWRITEBYTECODE if set: each process then
+compiles every module it imports, seconds for Inspect):
 
   inspect         ``inspect score LOG --scorer match --action append --output-file NEW``: reads the whole log,
                   scores every sample, writes a new scored log
@@ -34,6 +36,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -49,15 +52,18 @@ began = time.perf_counter()
 done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
 wall = time.perf_counter() - began
 use = resource.getrusage(resource.RUSAGE_CHILDREN)
-out = done.stdout[:3000] + done.stdout[-1000:]
+out = done.stdout if len(done.stdout) <= 4000 else done.stdout[:3000] + done.stdout[-1000:]
 print(json.dumps({"rc": done.returncode, "out": out, "err": done.stderr[-3000:], "wall_s": wall,
                   "cpu_s": use.ru_utime + use.ru_stime, "rss_mib": use.ru_maxrss / 1024}))
 """
 
 
+ENV = dict(os.environ)
+
+
 def measure(command: list[str], cwd: Path) -> dict:
     """Run ``command`` in a fresh wrapper process; what its process tree cost."""
-    done = subprocess.run([sys.executable, "-c", _WRAP, *command], capture_output=True, text=True, cwd=cwd)
+    done = subprocess.run([sys.executable, "-c", _WRAP, *command], capture_output=True, text=True, cwd=cwd, env=ENV)
     if done.returncode:
         raise SystemExit(f"the measuring wrapper failed: {done.stderr.strip()[-500:]}")
     found = json.loads(done.stdout)
@@ -121,6 +127,18 @@ def inspect_log(python: Path, folder: Path, size: int, sample_bytes: int) -> Pat
     return path
 
 
+def compile_bytecode(inspect_python: Path) -> None:
+    """Compile both sides' Python once (Inspect's venv; fae's venv and package), as a first import would."""
+    began = time.perf_counter()
+    where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    for python, extra in ((str(inspect_python), []), ("python", [str(REPO / "fae")])):
+        prefix = [] if python != "python" else ["uv", "run"]
+        lib = subprocess.run([*prefix, python, "-c", where], capture_output=True, text=True, cwd=REPO, check=True)
+        subprocess.run([*prefix, python, "-m", "compileall", "-q", lib.stdout.strip(), *extra], cwd=REPO, env=ENV,
+                       stdout=subprocess.DEVNULL)  # fmt: skip
+    print(f"compiled both sides' bytecode in {time.perf_counter() - began:.0f} s (--no-bytecode: without it)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--inspect-python", type=Path, required=True, help="the Python of a venv with inspect-ai")
@@ -131,6 +149,12 @@ def main() -> None:
     parser.add_argument("--scorer", default="match", help="an Inspect scorer reading each sample's output and target")
     parser.add_argument("--stream", type=int, default=100, help="inspect-stream: samples scored at once")
     parser.add_argument("--tools", default=",".join(TOOLS), help=f"some of {','.join(TOOLS)}")
+    parser.add_argument(
+        "--no-bytecode",
+        action="store_true",
+        help="keep PYTHONDONTWRITEBYTECODE as set: every process compiles what it imports (by default the bench "
+        "compiles both sides once and lets the measured processes use and write the caches)",
+    )
     args = parser.parse_args()
     inspect = args.inspect_python.with_name("inspect")
     if not args.inspect_python.is_file() or not inspect.is_file():
@@ -149,6 +173,9 @@ def main() -> None:
     if version.returncode:
         raise SystemExit(f"{args.inspect_python} cannot import inspect_ai: {version.stderr.strip()[-300:]}")
     args.keep.mkdir(parents=True, exist_ok=True)
+    if not args.no_bytecode:
+        ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+        compile_bytecode(args.inspect_python)
     print(f"inspect-ai {version.stdout.strip()}, scorer {args.scorer}; fae at {REPO}; {os.cpu_count()} cores")
     table = []
     for size in sizes:
