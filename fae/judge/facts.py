@@ -89,7 +89,7 @@ def judge_from_facts(
     judged_at: datetime,
     batch: str,
     out: str,
-    window: int = 20_000,
+    window: int,
 ) -> tuple[ShardResult, dict[tuple[int, ...], list[str]]]:
     """Verdict rows, spooled at ``out`` as a shard's, for each group of runs from the findings kept for the
     judgings the group needs; and, by group, the runs whose findings could not be read (judge them from events).

@@ -96,8 +96,8 @@ def rejudge(
     use_facts = not from_events and tasks == "log"
     with spool_folder() as spool:
         # opened for writing first: migrates, and moves a left-over journal in; kept open to write the verdicts
-        # when no run needs reading (the workers read the log, which no process may then hold open for writing)
-        # the spool: the one folder it reads besides the log
+        # when no run needs reading (the workers read the log, which no process may then hold open for writing);
+        # the spool is the one folder it reads besides the log
         with EventLog(path, folders=[Path(spool)], settings={"memory_limit": PLANNING_MEMORY}) as log:
             ids = run_ids(log, runs, statuses=JUDGED_STATUSES)
             if not ids:
