@@ -15,7 +15,7 @@ so the proxy, the writer and the agents have this process's core to themselves.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,10 +60,6 @@ __all__ = [
 ]
 
 
-def _never() -> bool:
-    return False
-
-
 @dataclass
 class Stack:
     log: EventLog
@@ -75,17 +71,18 @@ class Stack:
     """Extra MCP servers behind the proxy: the name an agent knows them by → proxy upstream name."""
     audit_events: bool = False
     """The FHIR server keeps an AuditEvent trail, which the harness reads back after each run."""
-    upstream_pid: int | None = None
-    """The child process serving the FHIR and MCP servers (``processes=2``), or None when they run here."""
-    child_upstreams: frozenset[str] = frozenset()
-    """The upstreams the child serves: down once it has ended (``unreachable``), though another process may since
-    listen on a port of theirs."""
-    child_ended: Callable[[], bool] = field(default=_never, repr=False)
+    child: UpstreamProcess | None = field(default=None, repr=False)
+    """The child process serving the FHIR and MCP servers (``processes=2``), or None when they run here; once it has
+    ended, the upstreams it served are down, though another process may since listen on a port of theirs."""
     stack_key: str = field(default="", repr=False)
     """The key the stack's own upstreams require (the proxy adds it); see ``direct_fhir``."""
     agent_upstream_names: frozenset[str] = frozenset()
     """Upstreams that are agents' own servers (an A2A agent): reached with the agent's capability, their faults
     the agent's."""
+
+    @property
+    def upstream_pid(self) -> int | None:
+        return self.child.pid if self.child is not None else None
 
     def fhir_base(self, run_id: str, actor: str) -> str:
         """The proxied FHIR base a client uses in ``run_id`` as ``actor``."""
@@ -122,15 +119,16 @@ class Stack:
 
         The LLM and the agents' own servers are left out: their faults are the agent's.
         """
+        served = self.child.servers if self.child is not None else {}
         parts = [("the recording proxy", self.proxy.base_url, False)] + [
-            (f"the {name} upstream", upstream.base_url, name in self.child_upstreams)
+            (f"the {name} upstream", upstream.base_url, name in served)
             for name, upstream in self.proxy.upstreams.items()
             if upstream.kind != "llm" and name not in self.agent_upstream_names
         ]
         for part, base, in_child in parts:
             url = httpx.URL(base)
             port = url.port or (443 if url.scheme == "https" else 80)
-            if in_child and self.child_ended():  # its port may since be another process's
+            if in_child and self.child is not None and self.child.ended():  # its port may be another's by now
                 return f"{part} ({url.host}:{port}, its process ended)"
             try:
                 with anyio.fail_after(timeout_s):
@@ -240,9 +238,7 @@ async def open_stack(
             llm_upstream=bool(llm_url) or llm_app is not None,
             extra_mcp_upstreams=extra_mcp_names(stores),
             audit_events=audit_events,
-            upstream_pid=child.pid if child else None,
-            child_upstreams=frozenset(child.servers) if child else frozenset(),
-            child_ended=child.ended if child else _never,
+            child=child,
             stack_key=key,
             agent_upstream_names=frozenset(agent_upstreams or ()),
         )
