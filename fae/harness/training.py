@@ -14,6 +14,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +23,16 @@ import httpx
 
 from fae.agents.base import declared_upstreams
 from fae.errors import FaeError, RecordError
-from fae.harness.proxied_embedder import ACTOR as EMBED_ACTOR
-from fae.harness.proxied_embedder import ProxiedEmbedder, training_embedder
 from fae.harness.spec_reflector import spec_tools
-from fae.memory.embeddings import DEFAULT_SPEC, Embedder
+from fae.memory.embeddings import DEFAULT_SPEC, Embedder, OpenAIEmbedder, embedder_from_spec, routed
 from fae.memory.reflection_store import MemoryStore
 from fae.memory.reflexion import RunView, reflect_run
 from fae.util.limits import MAX_TRIALS, MAX_VARIATIONS
 
 RUN_PREFIX = "train."
 ACTOR = "verifier"
+EMBED_ACTOR = "harness"  # the harness builds the store; the proxy knows a fixed set of actors
+PROXIED = "openai:"  # an embedder of this spec is asked through the proxy, as the run it embeds for
 
 
 @dataclass
@@ -65,6 +66,12 @@ def _strict_verdict(log: Any, run_id: str, now: datetime) -> tuple[Any, bool | N
     verdict = rows[0]
     reasons = tuple(str(r) for r in (verdict.evidence or {}).get("reasons", []))
     return run, verdict.passed, reasons
+
+
+def _add_macro(store: MemoryStore, macro: Any, embed_base: str | None) -> None:
+    """Store a run's macro reflection, its embedding asked through that run's proxied URL (``embed_base``)."""
+    with routed(embed_base):
+        store.add_macro([macro])
 
 
 def _view(run: Any, prompt: str, passed: bool | None, reasons: tuple[str, ...]) -> RunView:
@@ -129,9 +136,10 @@ async def train(
     runner = build_agent(agent, **(llm_options or {}))
     rendered = {(t, v): render_task(t, v) for t in task_ids for v in chosen}
     first_now = min(r.now for r in rendered.values())
-    backend = embedder or training_embedder(embedder_spec or DEFAULT_SPEC, api_key=api_key)
-    proxied = isinstance(backend, ProxiedEmbedder)  # its store is made once the first run names its URL
-    store = None if proxied else MemoryStore.create(store_dir, backend, created_at=first_now.isoformat())
+    embedding = embedder_spec or DEFAULT_SPEC
+    proxied = embedder is None and embedding.startswith(PROXIED)  # its store is made once the first run names its URL
+    backend = embedder or (None if proxied else embedder_from_spec(embedding))
+    store = None if backend is None else MemoryStore.create(store_dir, backend, created_at=first_now.isoformat())
     results: list[TrainedRun] = []
     upstreams = declared_upstreams([runner])  # an A2A agent's server, behind the proxy like in any recording
     async with (
@@ -186,15 +194,15 @@ async def train(
                         specs=specs,
                         api_key=api_key,
                     )
-                if isinstance(backend, ProxiedEmbedder):
-                    embed_base = stack.llm_base(run_id, EMBED_ACTOR)
+                embed_base = stack.llm_base(run_id, EMBED_ACTOR) if proxied else None
+                if store is None:  # the endpoint's embedder, made at this first run's URL (its probe recorded there)
                     assert embed_base is not None  # the LLM upstream answered the reflection just now
-                    await anyio.to_thread.run_sync(backend.route, embed_base)
-                    if store is None:
-                        store = MemoryStore.create(store_dir, backend, created_at=first_now.isoformat())
-                assert store is not None
+                    made = await anyio.to_thread.run_sync(
+                        partial(OpenAIEmbedder, embed_base, embedding.removeprefix(PROXIED), api_key=api_key)
+                    )
+                    store = MemoryStore.create(store_dir, made, created_at=first_now.isoformat())
                 store.add_micro(reflection.micro)
-                await anyio.to_thread.run_sync(store.add_macro, [reflection.macro])  # an endpoint's call blocks
+                await anyio.to_thread.run_sync(_add_macro, store, reflection.macro, embed_base)  # a call blocks
                 if on_progress is not None:
                     on_progress(run_id, status)
                 results.append(

@@ -16,6 +16,8 @@ The store records the backend's ``name`` and ``dimension`` and refuses to mix th
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Protocol
 
@@ -27,11 +29,25 @@ from fae.util.limits import DEFAULT_EMBEDDER_SPEC
 
 DEFAULT_SPEC = DEFAULT_EMBEDDER_SPEC
 ROUTED_BASE: ContextVar[str | None] = ContextVar("fae_embeddings_base", default=None)
-"""Where an ``openai:`` embedder sends this request's embeddings instead of its own base URL: a memory MCP server
-behind the recording proxy sets it to the calling run's proxied LLM base, so a query's embedding is recorded in the
-run that asked (``fae.memory.server``)."""
+"""Where an ``openai:`` embedder sends the embeddings asked for in this context instead of its own base URL (set
+with ``routed``)."""
 STATIC_NAME = "static:tokenlearn-static-model"
 HASHED_NAME = "hashed-bow"
+
+
+@contextmanager
+def routed(base: str | None) -> Iterator[None]:
+    """Send the ``openai:`` embeddings asked for inside to ``base`` (None: each embedder's own base URL).
+
+    Whoever embeds for a recorded run routes to that run's proxied LLM base, so the log keeps the call under the run
+    it served: the memory MCP server for the run that asked a query (``fae.memory.server``), training for the run
+    whose reflection it stores (``fae.harness.training``).
+    """
+    token = ROUTED_BASE.set(base)
+    try:
+        yield
+    finally:
+        ROUTED_BASE.reset(token)
 
 
 class Embedder(Protocol):

@@ -22,7 +22,7 @@ from starlette.applications import Starlette
 
 from fae.errors import FaeError
 from fae.mcp.transports import http_app
-from fae.memory.embeddings import ROUTED_BASE, Embedder, OpenAIEmbedder
+from fae.memory.embeddings import Embedder, OpenAIEmbedder, routed
 from fae.memory.reflection_store import MemoryStore, read_manifest
 from fae.proxy.routes import proxied_route
 
@@ -54,7 +54,7 @@ NO_ROUTE = "http://no-route.invalid/v1"
 
 def _routed_embedder(store_dir: Path) -> Embedder | None:
     """For an ``openai:MODEL`` store: an embedder that sends each query's embedding where the request routes it
-    (``ROUTED_BASE``), else to ``OPENAI_BASE_URL``; None (the store's own choice) for the offline embedders."""
+    (``routed``), else to ``OPENAI_BASE_URL``; None (the store's own choice) for the offline embedders."""
     embedding = read_manifest(store_dir)["embedding"]
     name = str(embedding.get("name", ""))
     if not name.startswith("openai:"):
@@ -87,15 +87,12 @@ def build_memory_mcp(store_dir: str | Path, *, embedder: Embedder | None = None)
         # embedding goes through the proxy as the run that asked, so the log keeps it.
         base = _llm_base(ctx)
 
-        def routed() -> dict[str, Any]:
-            token = ROUTED_BASE.set(base)
-            try:
+        def routed_work() -> dict[str, Any]:
+            with routed(base):
                 return work()
-            finally:
-                ROUTED_BASE.reset(token)
 
         try:
-            return await anyio.to_thread.run_sync(routed)
+            return await anyio.to_thread.run_sync(routed_work)
         except FaeError as exc:
             return {"error": type(exc).__name__, "diagnostics": str(exc)}
 

@@ -38,33 +38,38 @@ async def test_a_training_phase_records_its_embedding_requests(tmp_path):
             store_dir=store_dir,
             llm_url=llm.base_url,
             agent="gold",
-            variations=[0],
+            variations=[0, 1],
             embedder_spec=f"openai:{MODEL}",
             experiment="expE",
             phase="train-nospec",
             run_prefix="expE.train-nospec.",
         )
-    assert [r.status for r in result.runs] == ["finished"], result.runs
-    run_id = result.runs[0].run_id
+    assert [r.status for r in result.runs] == ["finished", "finished"], result.runs
+    first, second = (r.run_id for r in result.runs)
     calls = _rows(
         log_path,
         "SELECT run_id, actor, payload->>'$.model', CAST(payload->>'$.prompt_tokens' AS INTEGER) FROM events "
         "WHERE kind = 'LlmCalled' AND payload->>'$.api' = 'embeddings' ORDER BY seq",
     )
-    # the dimension probe, then the run's macro reflection: both under the run, as the harness
-    assert [(r, a, m) for r, a, m, _ in calls] == [(run_id, "harness", MODEL)] * 2, calls
+    # the dimension probe and the first run's macro reflection under the first run, the second's under the second:
+    # each as the harness
+    assert sorted((r, a, m) for r, a, m, _ in calls) == sorted(
+        [(first, "harness", MODEL)] * 2 + [(second, "harness", MODEL)]
+    ), calls
     assert all(tokens and tokens > 0 for *_, tokens in calls), calls
     exchanges = _rows(
         log_path,
         "SELECT count(*) FROM events WHERE kind = 'HttpExchanged' AND actor = 'harness' "
         "AND payload->>'$.path' LIKE '%/embeddings' AND CAST(payload->>'$.status' AS INTEGER) = 200",
     )
-    assert exchanges == [(2,)]
+    assert exchanges == [(3,)]
     store = MemoryStore.open(store_dir)
     assert (store.embedding_name, store.dimension) == (f"openai:{MODEL}", 384)
     macro = store.macro()
     stored = np.fromfile(store_dir / "macro.f32", dtype="<f4").reshape(-1, 384)
-    assert np.allclose(stored[0], normalise(np.array([embed(macro[0].embedding_text(), 384)]))[0], atol=1e-6)
+    assert len(macro) == len(stored) == 2
+    for index, reflection in enumerate(macro):
+        assert np.allclose(stored[index], normalise(np.array([embed(reflection.embedding_text(), 384)]))[0], atol=1e-6)
 
 
 async def test_the_offline_embedder_asks_no_endpoint(tmp_path):
