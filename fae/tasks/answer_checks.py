@@ -10,6 +10,7 @@ Answer checks, by kind (see docs/tasks.md for what passes and fails)::
     {term: X, among: [..]} names X and no other word of ``among``
     {created: Type}       exactly one id, the resource of that type the agent created
     {updated: Type/id}    exactly one id, that resource's
+    {words: "a b"}        names every one of these words
 
 An empty tag never means "nothing found": every prompt asks for the word NONE.
 A tag repeated with different contents fails (``answers.Contradiction``). In both modes a tag
@@ -25,7 +26,7 @@ from decimal import Decimal
 from typing import Any
 
 from fae.tasks import answers
-from fae.tasks.check_spec import AnswerCheck
+from fae.tasks.check_spec import ANSWER_KINDS, AnswerCheck
 from fae.tasks.negation import negation
 
 DEFAULT_TOLERANCE = Decimal("0.05")
@@ -42,54 +43,93 @@ def _single(text: str) -> list[str]:
     return [] if answers.is_none(text) else answers.id_list(text)
 
 
-def tag_problem(tag: str, want: AnswerCheck, text: str, chosen: Mapping[str, str]) -> str | None:
-    """What is wrong with one tag's text against its check, or None."""
-    if want.id is not None:
-        expected = expected_ids(str(want.id))
-        if not expected:
-            return None if answers.is_none(text) else f"<{tag}> should say NONE, says {text!r:.80}"
-        got = _single(text)
-        if got != expected:
-            return f"<{tag}> must hold exactly one id, {expected[0]}; says {got or text!r:.120}"
-        return None
-    if want.ids is not None:
-        expected = expected_ids(want.ids)
-        got = _single(text)
-        if not got and not answers.is_none(text):
-            return f"<{tag}> is empty; nothing found is written NONE"
-        if sorted(got) != sorted(expected):
-            return f"<{tag}> says {got or 'NONE'}, expected {expected or 'NONE'}"
-        return None
-    if want.none is not None:
+ValueRule = Callable[[str, AnswerCheck, str, Mapping[str, str]], "str | None"]
+"""What is wrong with one tag's text (tag, its check, the text, the ids the agent created by type), or None."""
+
+
+def _one_id(tag: str, want: AnswerCheck, text: str, chosen: Mapping[str, str]) -> str | None:
+    expected = expected_ids(str(want.id))
+    if not expected:
         return None if answers.is_none(text) else f"<{tag}> should say NONE, says {text!r:.80}"
-    if want.count is not None:
-        if answers.integer(text) != int(want.count):
-            return f"<{tag}> says {text!r:.40}, expected the one number {want.count}"
-        return None
-    if want.number is not None:
-        found = answers.number(text)
-        target = Decimal(str(want.number))
-        tolerance = Decimal(str(want.tolerance if want.tolerance is not None else DEFAULT_TOLERANCE))
-        if found is None or abs(found - target) > tolerance:
-            return f"<{tag}> says {text!r:.40}, expected the one number {target} (±{tolerance})"
-        return None
-    if want.term is not None:
-        named = answers.terms(text, _among(want))
-        if named != [want.term]:
-            return f"<{tag}> names {named or text!r:.80}, expected only {want.term}"
-        return None
-    if want.created is not None or want.updated is not None:
-        ref = chosen.get(want.created or "") or want.updated
-        wanted_id = answers.bare_id(ref) if ref else None
-        got = answers.id_list(text)
-        if got != [wanted_id]:
-            return f"<{tag}> says {got}, expected exactly [{wanted_id}]"
-        return None
-    if want.words is not None:
-        words = answers.terms(text, want.words.split())
-        if len(words) != len(want.words.split()):
-            return f"<{tag}> says {text!r:.80}, expected the words {want.words!r}"
-        return None
+    got = _single(text)
+    if got != expected:
+        return f"<{tag}> must hold exactly one id, {expected[0]}; says {got or text!r:.120}"
+    return None
+
+
+def _id_set(tag: str, want: AnswerCheck, text: str, chosen: Mapping[str, str]) -> str | None:
+    expected = expected_ids(want.ids if want.ids is not None else [])
+    got = _single(text)
+    if not got and not answers.is_none(text):
+        return f"<{tag}> is empty; nothing found is written NONE"
+    if sorted(got) != sorted(expected):
+        return f"<{tag}> says {got or 'NONE'}, expected {expected or 'NONE'}"
+    return None
+
+
+def _nothing(tag: str, want: AnswerCheck, text: str, chosen: Mapping[str, str]) -> str | None:
+    return None if answers.is_none(text) else f"<{tag}> should say NONE, says {text!r:.80}"
+
+
+def _count(tag: str, want: AnswerCheck, text: str, chosen: Mapping[str, str]) -> str | None:
+    if answers.integer(text) != int(str(want.count)):
+        return f"<{tag}> says {text!r:.40}, expected the one number {want.count}"
+    return None
+
+
+def _number(tag: str, want: AnswerCheck, text: str, chosen: Mapping[str, str]) -> str | None:
+    found = answers.number(text)
+    target = Decimal(str(want.number))
+    tolerance = Decimal(str(want.tolerance if want.tolerance is not None else DEFAULT_TOLERANCE))
+    if found is None or abs(found - target) > tolerance:
+        return f"<{tag}> says {text!r:.40}, expected the one number {target} (±{tolerance})"
+    return None
+
+
+def _term(tag: str, want: AnswerCheck, text: str, chosen: Mapping[str, str]) -> str | None:
+    named = answers.terms(text, _among(want))
+    if named != [want.term]:
+        return f"<{tag}> names {named or text!r:.80}, expected only {want.term}"
+    return None
+
+
+def _written(tag: str, want: AnswerCheck, text: str, chosen: Mapping[str, str]) -> str | None:
+    ref = chosen.get(want.created or "") or want.updated
+    wanted_id = answers.bare_id(ref) if ref else None
+    got = answers.id_list(text)
+    if got != [wanted_id]:
+        return f"<{tag}> says {got}, expected exactly [{wanted_id}]"
+    return None
+
+
+def _words(tag: str, want: AnswerCheck, text: str, chosen: Mapping[str, str]) -> str | None:
+    wanted = str(want.words).split()
+    if len(answers.terms(text, wanted)) != len(wanted):
+        return f"<{tag}> says {text!r:.80}, expected the words {want.words!r}"
+    return None
+
+
+VALUE_RULES: Mapping[str, ValueRule] = {
+    "id": _one_id,
+    "ids": _id_set,
+    "none": _nothing,
+    "count": _count,
+    "number": _number,
+    "term": _term,
+    "created": _written,
+    "updated": _written,
+    "words": _words,
+}
+"""Each kind of answer check (``check_spec.ANSWER_KINDS``, the field of ``AnswerCheck`` it sets) and the rule that
+reads a tag's value for it; the module's docstring says what each passes."""
+
+
+def tag_problem(tag: str, want: AnswerCheck, text: str, chosen: Mapping[str, str]) -> str | None:
+    """What is wrong with one tag's text against its check, or None (the first kind the check sets decides: a
+    check file sets exactly one)."""
+    for kind in ANSWER_KINDS:
+        if getattr(want, kind) is not None:
+            return VALUE_RULES[kind](tag, want, text, chosen)
     raise ValueError(f"unknown answer check for <{tag}>: {want}")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fae.tasks.answer_checks import answer_problems_light, answer_problems_strict
-from fae.tasks.check_spec import read_check
+from fae.tasks.check_spec import ANSWER_KINDS, read_check
 from fae.tasks.model import ANSWER_RULES
 
 
@@ -34,6 +34,8 @@ def _light(want, text):
         ({"count": 3}, "<X>There are 3.</X>"),
         ({"number": 6.5}, "<X>The latest value is 6.5 %.</X>"),
         ({"none": True}, "<X>None found.</X>"),
+        ({"words": "colon cancer"}, "<X>Colon cancer, late onset</X>"),
+        ({"words": "colon cancer"}, "<X>cancer of the colon</X>"),
     ],
 )
 def test_honest_wording_inside_a_tag_passes(want, text):
@@ -54,6 +56,30 @@ def test_honest_wording_inside_a_tag_passes(want, text):
 )
 def test_a_hedge_inside_an_id_tag_fails_strict(want, text):
     assert _strict(want, text) != []
+
+
+WRONG_BY_KIND = [
+    ({"id": "sr-1"}, "<X>sr-2</X>"),
+    ({"ids": "a-1, b-2"}, "<X>a-1</X>"),
+    ({"none": True}, "<X>cov-1</X>"),
+    ({"count": 3}, "<X>4</X>"),
+    ({"number": 6.5}, "<X>6.6</X>"),
+    ({"term": "CFTR", "among": ["BRCA2", "CFTR"]}, "<X>BRCA2</X>"),
+    ({"created": "Appointment"}, "<X>appt-2</X>"),
+    ({"updated": "Appointment/appt-1"}, "<X>appt-2</X>"),
+    ({"words": "colon cancer"}, "<X>colon polyp</X>"),
+]
+
+
+def test_a_wrong_value_is_tried_for_every_kind_a_check_file_may_name():
+    assert {next(k for k in want if k != "among") for want, _ in WRONG_BY_KIND} == set(ANSWER_KINDS)
+
+
+@pytest.mark.parametrize(("want", "text"), WRONG_BY_KIND)
+def test_each_kind_of_answer_check_reads_the_value_in_strict_and_not_in_light(want, text):
+    """A wrong value fails strict, by the kind's rule in the table; light reads no value, so it passes."""
+    assert _strict(want, text), text
+    assert _light(want, text) == [], text
 
 
 @pytest.mark.parametrize("text", ["<X>6.5 % (48 mmol/mol)</X>", "<X>48 mmol/mol (6.5 %)</X>", "<X>6.5 %, i.e. 48</X>"])
