@@ -234,11 +234,26 @@ def _judge(
     (None when unknown: then any change since the seed is taken as the agent's).
     """
     changes = diff(state)
-    mine_written = (lambda ref: True) if written is None else (lambda ref: ref in written)
-    problems: list[str] = []
+    mine: Callable[[str], bool] = (lambda ref: True) if written is None else (lambda ref: ref in written)
     chosen: dict[str, str] = {}  # resource type -> the created resource judged for it
+    created_left = list(changes["created"])  # what no declared create accounts for (the creates take theirs out)
+    problems = _creates_problems(reading, spec, state, _named_created(spec, answer), mine, chosen, created_left)
+    problems.extend(_updates_problems(reading, spec, state, changes, mine, chosen))
+    declared_deletes = set(spec.deletes)
+    problems.extend(f"{ref} should have been deleted" for ref in sorted(declared_deletes - set(changes["deleted"])))
+    problems.extend(reading.unasked(changes, created_left, {u.ref for u in spec.updates}, declared_deletes))
+    said_problems, said = reading.answer(spec.answer, answer, chosen)
+    problems = said_problems + problems
+    return Check(
+        passed=not problems,
+        reasons=problems,
+        evidence={"mode": reading.mode, "answer": said, "changes": changes, "judged": chosen},
+    )
 
-    # Where the answer names one of several fitting new resources, judge that one.
+
+def _named_created(spec: CheckSpec, answer: str | None) -> dict[str, set[str]]:
+    """Per created type, the ``Type/id`` the answer names in a ``created`` tag: where several new resources fit,
+    the one named is judged."""
     named: dict[str, set[str]] = {}
     for tag, want in spec.answer.items():
         if want.created is not None:
@@ -247,52 +262,62 @@ def _judge(
             except answers.Contradiction:
                 ids = []
             named.setdefault(want.created, set()).update(f"{want.created}/{i}" for i in ids)
+    return named
 
-    created_left = list(changes["created"])
+
+def _creates_problems(
+    reading: Reading,
+    spec: CheckSpec,
+    state: StateView,
+    named: Mapping[str, set[str]],
+    mine: Callable[[str], bool],
+    chosen: dict[str, str],
+    created_left: list[str],
+) -> list[str]:
+    """Problems with the declared creates; each type's judged resource goes into ``chosen``, and the resources a
+    create accounts for leave ``created_left``."""
+    problems: list[str] = []
     for created in spec.creates:
         kind, count = created.type, created.count
-        mine = [ref for ref in created_left if ref.startswith(kind + "/") and mine_written(ref)]
-        problems.extend(reading.count(kind, count, mine))
-        wrong = {ref: reading.created(_read_ref(state, ref) or {}, created, chosen) for ref in mine}
-        fitting = [ref for ref in mine if not wrong[ref]]
+        agents = [ref for ref in created_left if ref.startswith(kind + "/") and mine(ref)]
+        problems.extend(reading.count(kind, count, agents))
+        wrong = {ref: reading.created(_read_ref(state, ref) or {}, created, chosen) for ref in agents}
+        fitting = [ref for ref in agents if not wrong[ref]]
         if len(fitting) < count:
-            detail = "; ".join(wrong[mine[0]]) if mine else "none created by the agent"
+            detail = "; ".join(wrong[agents[0]]) if agents else "none created by the agent"
             problems.append(f"new {kind}: {detail}")
         fitting.sort(key=lambda ref: ref not in named.get(kind, set()))
         if fitting:
             chosen[kind] = fitting[0]
-        elif mine:
-            chosen[kind] = mine[0]
-        for ref in (fitting + [r for r in mine if r not in fitting])[:count]:
+        elif agents:
+            chosen[kind] = agents[0]
+        for ref in (fitting + [r for r in agents if r not in fitting])[:count]:
             created_left.remove(ref)
+    return problems
 
-    declared_updates = set()
+
+def _updates_problems(
+    reading: Reading,
+    spec: CheckSpec,
+    state: StateView,
+    changes: Mapping[str, list[str]],
+    mine: Callable[[str], bool],
+    chosen: Mapping[str, str],
+) -> list[str]:
+    """Problems with the declared updates: each record there, changed by the agent, its fields as declared and
+    (strict) nothing else of it changed."""
+    problems: list[str] = []
     for updated in spec.updates:
         ref = updated.ref
-        declared_updates.add(ref)
         resource = _read_ref(state, ref)
         if resource is None:
             problems.append(f"{ref} is gone")
-            continue
-        if ref not in changes["updated"] or not mine_written(ref):
+        elif ref not in changes["updated"] or not mine(ref):
             problems.append(f"{ref} was not updated by the agent")
-            continue
-        for problem in reading.fields(resource, updated.fields, chosen):
-            problems.append(f"{ref} {problem}")
-        problems.extend(reading.untouched(state, ref, resource, updated))
-
-    declared_deletes = set(spec.deletes)
-    for ref in sorted(declared_deletes - set(changes["deleted"])):
-        problems.append(f"{ref} should have been deleted")
-    problems.extend(reading.unasked(changes, created_left, declared_updates, declared_deletes))
-
-    said_problems, said = reading.answer(spec.answer, answer, chosen)
-    problems = said_problems + problems
-    return Check(
-        passed=not problems,
-        reasons=problems,
-        evidence={"mode": reading.mode, "answer": said, "changes": changes, "judged": chosen},
-    )
+        else:
+            problems.extend(f"{ref} {problem}" for problem in reading.fields(resource, updated.fields, chosen))
+            problems.extend(reading.untouched(state, ref, resource, updated))
+    return problems
 
 
 def demanded_constants(spec: CheckSpec) -> list[tuple[str, Any]]:
