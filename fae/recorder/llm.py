@@ -85,6 +85,12 @@ _REPLIES: dict[str, Callable[[dict[str, Any]], tuple[str | None, list[ToolCallRe
     "responses": llm_responses.reply,
     "messages": llm_anthropic.reply,
 }
+_STREAMS: dict[str, Callable[[Any, bool], Any]] = {
+    "responses": llm_responses.response_from_events,
+    "messages": llm_anthropic.message_from_events,
+}
+"""Per API, the reply a stream of server-sent events adds up to (``keep_text``: with its text and arguments);
+chat completions' chunks otherwise."""
 
 
 def _error_detail(response: Any) -> str | None:
@@ -152,6 +158,30 @@ def llm_in_full(event: LlmCalled, body_of: Callable[[str], bytes | None]) -> Llm
     return msgspec.structs.replace(event, **changes)
 
 
+def _response(api: str, body: Body | None, streamed: bool, response_blob: str | None) -> Any:
+    """The reply a response body holds: a stream added up an event at a time (a long stream is never decoded
+    whole), an outline of a large body kept in its own file (``response_blob``), else the JSON value."""
+    if streamed or _is_sse(body):
+        return _STREAMS.get(api, llm_chat.completion_from_chunks)(sse_values(body), response_blob is None)
+    if response_blob is not None:
+        return response_outline(body, api)
+    return _decoded(body)
+
+
+def _error(api: str, status: int | None, response: Any, error: str | None) -> str | None:
+    """What went wrong with the call: the transport's error, an HTTP error status, an error the answer reports (an
+    error event in a stream, or a body that says it failed), or a body of a chat API that is not JSON."""
+    detail = _error_detail(response)
+    if error is None and status is not None and status >= 400:
+        return f"HTTP {status}" + (f": {detail}" if detail else "")
+    if error is None and detail:
+        return f"the answer reports an error: {detail}"
+    if error is None and not isinstance(response, dict) and status is not None and status < 400:
+        if api in ("chat", "responses", "messages"):
+            return "response body is not valid JSON"
+    return error
+
+
 def _llm_call(
     exchange_id: str,
     api: str,
@@ -169,38 +199,18 @@ def _llm_call(
     else:
         request = _decoded(request_body)
     request = request if isinstance(request, dict) else {}
-    stream = bool(request.get("stream")) or streamed
-    keep_text = response_blob is None
-    response: Any = None
-    if streamed or _is_sse(response_body):
-        events = sse_values(response_body)  # an event at a time: a long stream is never decoded whole
-        if api == "responses":
-            response = llm_responses.response_from_events(events, keep_text)
-        elif api == "messages":
-            response = llm_anthropic.message_from_events(events, keep_text)
-        else:
-            response = llm_chat.completion_from_chunks(events, keep_text)
-    elif response_blob is not None:
-        response = response_outline(response_body, api)
-    else:
-        response = _decoded(response_body)
+    response = _response(api, response_body, streamed, response_blob)
     messages = _CONVERSATIONS.get(api, llm_chat.conversation)(request)
     content = None
     tool_calls: list[ToolCallRequest] = []
     finish = None
     usage: Any = None
     model = request.get("model")
-    detail = _error_detail(response)
-    if error is None and status is not None and status >= 400:
-        error = f"HTTP {status}" + (f": {detail}" if detail else "")
-    elif error is None and detail:  # an error event in a stream, or an answer that says it failed
-        error = f"the answer reports an error: {detail}"
+    error = _error(api, status, response, error)
     if isinstance(response, dict):
         model = response.get("model") or model
         usage = response.get("usage")
         content, tool_calls, finish = _REPLIES.get(api, llm_chat.reply)(response)
-    elif error is None and status is not None and status < 400 and api in ("chat", "responses", "messages"):
-        error = "response body is not valid JSON"
     prompt, completion, total, cache_read, cache_write = _usage(api, usage)
     if response_blob is not None:  # the reply's text and arguments stay in the body
         content = None
@@ -209,7 +219,7 @@ def _llm_call(
         exchange_id=exchange_id,
         api=api,
         model=model if isinstance(model, str) else None,
-        stream=stream,
+        stream=bool(request.get("stream")) or streamed,
         messages=tuple(messages) if isinstance(messages, list) else (),
         tools=_tool_names(request.get("tools")),
         tool_calls=tuple(tool_calls),
