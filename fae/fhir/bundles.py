@@ -19,6 +19,7 @@ from fae.fhir.search_results import (
 from fae.fhir.search_values import date_range
 from fae.fhir.shaping import select_elements, summarise, summary_mode
 from fae.fhir.types import Resource
+from fae.fhir.versions import Version
 from fae.fhir.wire import FhirResponse, Request, respond
 
 if TYPE_CHECKING:
@@ -31,22 +32,10 @@ def _full_url(base: str, rtype: str, rid: str) -> str:
 
 
 def search_bundle(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str | None) -> Resource:
+    """A search's searchset: the matches (sorted when asked), the total, the page's links, the page's entries
+    shaped by ``_summary``/``_elements``, what ``_include``/``_revinclude`` add, and the search's warnings."""
     ctx = SearchContext(rest.spec, sandbox.store, rest.clock().timestamp(), strict=req.strict, budget=req.budget)
-    filters = [(k, v) for k, v in req.pairs if not is_result_param(k)]
-    if rtype is None:
-        types = [t for k, v in req.pairs if k == "_type" for t in v.split(",") if t]
-        unknown = [t for t in types if t not in rest.spec.resource_types]
-        if unknown:
-            raise FhirProblem(400, f"Unknown resource type(s) in _type: {', '.join(unknown)[:200]}")
-        types = types or sandbox.store.types()
-        if filters and not types:
-            types = []
-        matches = []
-        for t in types:
-            shared = [(k, v) for k, v in filters]
-            matches.extend(filter_resources(ctx, t, shared))
-    else:
-        matches = filter_resources(ctx, rtype, filters)
+    matches = _matches(rest, sandbox, req, rtype, ctx)
     sort_text = [v for k, v in req.pairs if k == "_sort"]
     if sort_text and rtype:
         matches = sort_resources(ctx, rtype, matches, sort_text[-1])
@@ -63,14 +52,7 @@ def search_bundle(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str
     count = int_param(req.pairs, "_count", DEFAULT_COUNT, MAX_COUNT)
     offset = int_param(req.pairs, "_offset", 0, 10**9)
     page = matches[offset : offset + count]
-    links = [{"relation": "self", "url": f"{link_base}?{link_query(req.pairs, offset, count)}"}]
-    if count and offset + count < len(matches):
-        links.append({"relation": "next", "url": f"{link_base}?{link_query(req.pairs, offset + count, count)}"})
-    if offset > 0 and count:
-        links.append(
-            {"relation": "previous", "url": f"{link_base}?{link_query(req.pairs, max(0, offset - count), count)}"}
-        )
-    bundle["link"] = links
+    bundle["link"] = _page_links(req, link_base, offset, count, len(matches))
     elements = [n.strip() for k, v in req.pairs if k == "_elements" for n in v.split(",") if n.strip()]
 
     def shape(resource: Resource) -> Resource:
@@ -78,36 +60,61 @@ def search_bundle(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str
             resource = summarise(rest.spec, resource, mode)
         return select_elements(rest.spec, resource, elements) if elements else resource
 
-    entries = [
-        {
-            "fullUrl": _full_url(req.base, v.resource_type, v.id),
-            "resource": shape(v.live_resource),
-            "search": {"mode": "match"},
-        }
-        for v in page
-    ]
-    inc = [
-        v + ":iterate" if k.endswith((":iterate", ":recurse")) else v
-        for k, v in req.pairs
-        if k in ("_include", "_include:iterate", "_include:recurse")
-    ]
-    rev = [
-        v + ":iterate" if k.endswith((":iterate", ":recurse")) else v
-        for k, v in req.pairs
-        if k in ("_revinclude", "_revinclude:iterate", "_revinclude:recurse")
-    ]
+    entries = [_entry(req, v, shape(v.live_resource), "match") for v in page]
+    inc, rev = _include_params(req, "_include"), _include_params(req, "_revinclude")
     if inc or rev:
         extra = includes(ctx, page, inc, rev, {v.key for v in page})
-        entries.extend(
-            {
-                "fullUrl": _full_url(req.base, v.resource_type, v.id),
-                "resource": v.live_resource,
-                "search": {"mode": "include"},
-            }
-            for v in extra
-        )
+        entries.extend(_entry(req, v, v.live_resource, "include") for v in extra)
     bundle["entry"] = entries
     return _with_warnings(bundle, ctx)
+
+
+def _matches(
+    rest: Interactions, sandbox: Sandbox, req: Request, rtype: str | None, ctx: SearchContext
+) -> list[Version]:
+    """The versions a search's filters select: of ``rtype``, or for a search across types, of the types ``_type``
+    names (every type the sandbox holds when it names none)."""
+    filters = [(k, v) for k, v in req.pairs if not is_result_param(k)]
+    if rtype is not None:
+        return filter_resources(ctx, rtype, filters)
+    types = [t for k, v in req.pairs if k == "_type" for t in v.split(",") if t]
+    unknown = [t for t in types if t not in rest.spec.resource_types]
+    if unknown:
+        raise FhirProblem(400, f"Unknown resource type(s) in _type: {', '.join(unknown)[:200]}")
+    matches: list[Version] = []
+    for t in types or sandbox.store.types():
+        matches.extend(filter_resources(ctx, t, filters))
+    return matches
+
+
+def _page_links(req: Request, link_base: str, offset: int, count: int, total: int) -> list[Resource]:
+    """The page's self link, and its next and previous pages' where there are such pages."""
+    links = [{"relation": "self", "url": f"{link_base}?{link_query(req.pairs, offset, count)}"}]
+    if count and offset + count < total:
+        links.append({"relation": "next", "url": f"{link_base}?{link_query(req.pairs, offset + count, count)}"})
+    if offset > 0 and count:
+        links.append(
+            {"relation": "previous", "url": f"{link_base}?{link_query(req.pairs, max(0, offset - count), count)}"}
+        )
+    return links
+
+
+def _entry(req: Request, version: Version, resource: Resource, mode: str) -> Resource:
+    return {
+        "fullUrl": _full_url(req.base, version.resource_type, version.id),
+        "resource": resource,
+        "search": {"mode": mode},
+    }
+
+
+def _include_params(req: Request, name: str) -> list[str]:
+    """The values of ``name`` (``_include`` or ``_revinclude``), an ``:iterate`` or ``:recurse`` one marked
+    ``:iterate``."""
+    return [
+        v + ":iterate" if k.endswith((":iterate", ":recurse")) else v
+        for k, v in req.pairs
+        if k in (name, f"{name}:iterate", f"{name}:recurse")
+    ]
 
 
 def _with_warnings(bundle: Resource, ctx: SearchContext) -> Resource:
