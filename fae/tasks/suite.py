@@ -13,11 +13,9 @@ import yaml
 from fae.errors import FaeError, TaskError
 from fae.tasks.check_spec import CheckSpec, check_problems
 from fae.tasks.model import Rendered, Task
-from fae.tasks.sources import BUILTIN_FAMILIES, PACKAGED, families, family_module, task_dirs
+from fae.tasks.sources import PACKAGED, families, family_module, task_dirs
 from fae.util.data_files import field_error, read_yaml
 
-DATA = PACKAGED
-FAMILIES = BUILTIN_FAMILIES
 Tool = Literal["createResource", "searchResources", "getResourceById", "updateResource", "deleteResource"]
 TOOLS: tuple[str, ...] = get_args(Tool)
 
