@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal, get_args
 import msgspec
 import yaml
 
-from fae.errors import PlanError
+from fae.errors import PlanError, first_line
 from fae.util.data_files import field_error, read_yaml
 
 _REF = re.compile(r"\$\{([A-Za-z_][\w-]*(?:\.(?:[\w-]+|\*))*)\}")
@@ -144,13 +144,18 @@ def plan_from_dict(raw: Any, *, default_name: str = "plan") -> Plan:
 def load_plan(path: str | Path) -> Plan:
     """Read a plan file (YAML or JSON)."""
     path = Path(path)
+    return plan_from_dict(_plain(read_plan_file(path)), default_name=path.stem)
+
+
+def read_plan_file(path: Path) -> Any:
+    """A plan file's YAML or JSON value, or one line saying why the file cannot give one (``load_plan`` and a
+    plans directory read each plan file this way)."""
     try:
-        raw = read_yaml(path)
+        return read_yaml(path)
     except OSError as exc:
         raise PlanError(f"cannot read plan {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
-        raise PlanError(f"plan {path} is not valid YAML/JSON: {exc}") from None
-    return plan_from_dict(_plain(raw), default_name=path.stem)
+        raise PlanError(f"plan {path} is not valid YAML/JSON: {first_line(exc)}") from None
 
 
 def _plain(value: Any) -> Any:

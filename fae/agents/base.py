@@ -15,8 +15,6 @@ from fae.store.events import Event
 Record = Callable[[Event, dict[str, bytes]], Awaitable[None]]
 """Appends an event of the agent's own (with the blobs it names) to its run's log, as the ``agent`` actor."""
 
-STOP_REASONS = ("answered", "gave_up", "hit_cap", "errored", "no_answer")
-
 
 class AgentError(FaeError):
     """The agent's side failed (its LLM answered 429, garbage, or timed out): the run is errored."""

@@ -9,7 +9,6 @@ tool result into the ``ToolOutcome`` a scripted agent's ``run_plan`` consumes.
 
 from __future__ import annotations
 
-import json
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any, Self
@@ -24,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 
 from fae.agents.plan_runner import CallTool, ToolOutcome
+from fae.util.json_text import json_or_text
 from fae.util.tls import client_tls
 
 
@@ -46,25 +46,18 @@ class ToolSpec(msgspec.Struct, frozen=True):
         }
 
 
-def _parse_text(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 def outcome_of(result: CallToolResult) -> ToolOutcome:
     """The ``ToolOutcome`` of an MCP tool result: its JSON where it has one, else its text."""
     texts = [block.text for block in result.content if isinstance(block, TextContent)]
     value: Any
     if len(texts) == 1:
-        value = _parse_text(texts[0])
+        value = json_or_text(texts[0])
         if isinstance(value, str) and result.structured_content is not None:
             value = result.structured_content
     elif result.structured_content is not None:
         value = result.structured_content
     elif texts:
-        value = [_parse_text(text) for text in texts]
+        value = [json_or_text(text) for text in texts]
     else:
         value = None
     return ToolOutcome(result=value, is_error=bool(result.is_error))

@@ -8,7 +8,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from fae.cli.console import error_line, screen, write
+from fae.cli.console import screen, write
+from fae.cli.guard import user_errors
 from fae.cli.progress import steps
 from fae.errors import FaeError
 
@@ -127,29 +128,8 @@ experiment_app = typer.Typer(
 )
 
 
-def _errors(fn):
-    """A user's mistake is one line on stderr and exit code 1 (the contract of fae's CLI)."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except FaeError as exc:
-            error_line(exc)
-            raise typer.Exit(1) from None
-        except BaseExceptionGroup as group:
-            found = next((e for e in group.exceptions if isinstance(e, FaeError)), None)
-            if found is None:
-                raise
-            error_line(found)
-            raise typer.Exit(1) from None
-
-    return wrapper
-
-
 @experiment_app.command("list")
-@_errors
+@user_errors
 def experiment_list() -> None:
     """The built-in experiment presets."""
     from fae.harness.experiment_phases import load_experiment, presets
@@ -160,7 +140,7 @@ def experiment_list() -> None:
 
 
 @experiment_app.command("run")
-@_errors
+@user_errors
 def experiment_run(
     experiment: Annotated[str, typer.Argument(help="An experiment YAML file, or a preset: exp1..exp4.")],
     log: LogOption = Path("fae.duckdb"),

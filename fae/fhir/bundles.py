@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from email.utils import format_datetime
 from typing import TYPE_CHECKING
 
 from fae.fhir.outcome import FhirProblem, outcome
@@ -121,11 +119,6 @@ def _with_warnings(bundle: Resource, ctx: SearchContext) -> Resource:
     if ctx.warnings:
         bundle.setdefault("entry", []).append({"resource": outcome(*ctx.warnings), "search": {"mode": "outcome"}})
     return bundle
-
-
-def _http_date(instant_text: str) -> str:
-    moment = datetime.fromisoformat(instant_text.replace("Z", "+00:00"))
-    return format_datetime(moment.astimezone(UTC), usegmt=True)
 
 
 def history(rest: Interactions, sandbox: Sandbox, req: Request, rtype: str | None, rid: str | None) -> FhirResponse:

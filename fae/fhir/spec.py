@@ -137,9 +137,6 @@ class Spec:
         self._params[resource_type] = out
         return out
 
-    def all_search_parameters(self) -> list[Resource]:
-        return self.raw["searchParameters"]
-
 
 @functools.cache
 def load_spec(path: Path = DATA_FILE) -> Spec:

@@ -25,23 +25,6 @@ from fae.fhir.spec import Element, Spec
 MAX_ISSUES = 25
 MAX_DEPTH = 40
 INTEGER_TYPES = {"integer", "positiveInt", "unsignedInt"}
-STRING_JSON_TYPES = {
-    "string",
-    "code",
-    "id",
-    "markdown",
-    "uri",
-    "url",
-    "canonical",
-    "oid",
-    "uuid",
-    "base64Binary",
-    "date",
-    "dateTime",
-    "instant",
-    "time",
-    "xhtml",
-}
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 
 

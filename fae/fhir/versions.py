@@ -6,7 +6,6 @@ them: cloning or resetting a sandbox copies two small maps, not the resources.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from fae.fhir.types import Resource
@@ -88,12 +87,6 @@ class Store:
 
     def live(self, resource_type: str) -> list[Version]:
         return [v for v in self.current.get(resource_type, {}).values() if v.resource is not None]
-
-    def all_live(self) -> Iterator[Version]:
-        for versions in self.current.values():
-            for v in versions.values():
-                if v.resource is not None:
-                    yield v
 
     def types(self) -> list[str]:
         return list(self.current)

@@ -23,7 +23,7 @@ from fae.judge.facts import decide_kept
 from fae.judge.judging import DEFAULT_JUDGES, JUDGED_STATUSES, Judging, judge_run, judges_to_run
 from fae.judge.parallel import ShardJob, ShardResult, start_workers, workers_default
 from fae.judge.ray_judge import judge_jobs
-from fae.judge.registry import CODE_VERSION, get_judge, rule_set, unknown_rule
+from fae.judge.registry import CODE_VERSION, get_judge, unknown_rule
 from fae.judge.standing import TRUSTED_BATCHES
 from fae.replay.export_source import locate_export
 from fae.replay.source import Queryable, load_runs, run_ids
@@ -329,7 +329,3 @@ def as_json(result: Comparison) -> dict[str, Any]:
             for item in result.judges
         ],
     }
-
-
-def validate_rules(name: str, rules: Mapping[str, Any]) -> dict[str, Any]:
-    return rule_set(name, rules)

@@ -21,32 +21,18 @@ from fae.store import events as ev
 from fae.tasks import judged
 from fae.tasks.judged import JudgedTask, PlayedTask
 from fae.tasks.recorded import rendering_now, unlike
-from fae.tasks.state import StateView
+from fae.tasks.state import ResourcesByType, StateView, by_type_and_id
 from fae.tasks.suite import rendered_task
 from fae.tasks.targets import targets_for
 from fae.tasks.write_targets import WriteTarget
 
 
-class _CapturedState:
+class _CapturedState(ResourcesByType):
     """The harness's capture as a StateView over the fold's seed."""
 
     def __init__(self, resources: Sequence[dict[str, Any]], seed: Any):
-        from fae.replay.fold import _Snapshot
-
-        by_type: dict[str, dict[str, dict[str, Any]]] = {}
-        for resource in resources:
-            by_type.setdefault(resource["resourceType"], {})[resource["id"]] = resource
-        self._view = _Snapshot(by_type)
+        super().__init__(by_type_and_id(resources))
         self.seed = seed
-
-    def resource_types(self) -> list[str]:
-        return self._view.resource_types()
-
-    def resources(self, resource_type: str) -> list[dict[str, Any]]:
-        return self._view.resources(resource_type)
-
-    def read(self, resource_type: str, resource_id: str) -> dict[str, Any] | None:
-        return self._view.read(resource_type, resource_id)
 
 
 TASK_SOURCES = ("log", "current")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fae.errors import JudgeError
+from fae.util.json_text import json_or_text
 
 if TYPE_CHECKING:  # the context reads tasks and folds; the registry is imported by everything that judges
     from fae.judge.context import RunContext
@@ -148,10 +149,7 @@ def parse_value(text: str) -> Any:
         return True
     if lowered in ("false", "no", "off"):
         return False
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+    return json_or_text(text)
 
 
 def parse_rules(items: list[str] | tuple[str, ...]) -> dict[str, Any]:

@@ -16,11 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import yaml
 
-from fae.errors import PlanError, first_line
-from fae.plan import Plan, ToolStep, plan_from_dict, plan_to_dict
-from fae.util.data_files import read_yaml
+from fae.errors import PlanError
+from fae.plan import Plan, ToolStep, plan_from_dict, plan_to_dict, read_plan_file
 
 PLAN_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -190,12 +188,7 @@ def load_plans_dir(directory: str | Path, *, fallback: Callable[[str], PlanEntry
     for path in sorted(directory.iterdir()):
         if path.suffix not in PLAN_SUFFIXES or not path.is_file():
             continue
-        try:
-            raw = read_yaml(path)
-        except OSError as exc:
-            raise PlanError(f"cannot read plan {path}: {exc}") from None
-        except yaml.YAMLError as exc:
-            raise PlanError(f"plan {path} is not valid YAML/JSON: {first_line(exc)}") from None
+        raw = read_plan_file(path)
         try:
             entry = entry_from_dict(raw, default_name=path.stem)
         except PlanError as exc:

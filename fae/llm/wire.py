@@ -38,6 +38,17 @@ def completion_text(reply: Reply) -> str:
     return reply.content or ""
 
 
+def _head(kind: str, completion_id: str, model: str, created: int) -> dict[str, Any]:
+    """What a completion body and each of its chunks begin with (``kind``: the ``object``), fingerprint included."""
+    return {
+        "id": completion_id,
+        "object": kind,
+        "created": created,
+        "model": model,
+        "system_fingerprint": "fae-scripted",
+    }
+
+
 def completion(
     reply: Reply, *, completion_id: str, model: str, created: int, token_usage: dict[str, int], n: int = 1
 ) -> dict[str, Any]:
@@ -52,11 +63,7 @@ def completion(
             }
         ]
     return {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": created,
-        "model": model,
-        "system_fingerprint": "fae-scripted",
+        **_head("chat.completion", completion_id, model, created),
         "choices": [
             {"index": index, "message": message, "logprobs": None, "finish_reason": reply.finish_reason}
             for index in range(n)
@@ -87,15 +94,7 @@ def chunks(
             reply, choice, completion_id=completion_id, model=model, created=created, with_usage=token_usage is not None
         )
     if token_usage is not None:
-        yield {
-            "id": completion_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "system_fingerprint": "fae-scripted",
-            "choices": [],
-            "usage": token_usage,
-        }
+        yield {**_head("chat.completion.chunk", completion_id, model, created), "choices": [], "usage": token_usage}
 
 
 def _choice_chunks(
@@ -104,14 +103,8 @@ def _choice_chunks(
     """The chunks of one choice."""
 
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "id": completion_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "system_fingerprint": "fae-scripted",
-            "choices": [{"index": choice, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
-        }
+        body = _head("chat.completion.chunk", completion_id, model, created)
+        body["choices"] = [{"index": choice, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
         if with_usage:
             body["usage"] = None
         return body

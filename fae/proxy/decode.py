@@ -25,10 +25,6 @@ _READ = 1 << 20
 _FEED = 1 << 16
 
 
-class TooLarge(Exception):
-    """Decoded, the body would pass the capacity."""
-
-
 def _zlib_stream(raw: Body, wbits: int, members: bool) -> Iterator[bytes]:
     """Decoded zlib output a MiB at a time. ``members`` (gzip): further members are decoded too, bytes after the
     last are ignored and a body cut short gives what it holds, as mitmproxy's gzip decoder does; otherwise

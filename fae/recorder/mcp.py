@@ -11,6 +11,7 @@ import msgspec
 from fae.recorder.jsonbody import items, json_node, members, parse_json, sse_values, value
 from fae.store.bodies import BODY_FILE_BYTES, Body, body_slices
 from fae.store.events import ToolCalled
+from fae.util.json_text import json_or_text
 
 _SMALL = 1024
 """An argument of a large request is kept in the event if its JSON is shorter than this."""
@@ -90,10 +91,7 @@ def tool_result_value(result: dict[str, Any]) -> Any:
         return structured
     texts = [c.get("text") for c in result.get("content") or [] if isinstance(c, dict) and c.get("type") == "text"]
     if len(texts) == 1 and isinstance(texts[0], str):
-        try:
-            return json.loads(texts[0])
-        except ValueError:
-            return texts[0]
+        return json_or_text(texts[0])
     return texts or None
 
 

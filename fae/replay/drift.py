@@ -252,6 +252,21 @@ def _same_content(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return a is b or {**a, "meta": None} == {**b, "meta": None}
 
 
+Difference = tuple[tuple[str, str], dict[str, Any]]
+"""A resource's (type, id) with how fold and capture disagree on it, as ``state_drift`` sorts and lists them."""
+
+
+def _version_differs(key: tuple[str, str], fold_version: str, capture_version: Any) -> Difference:
+    """The capture holds the resource at another version than the fold (``state_drift`` and ``_version_drift``)."""
+    ref = f"{key[0]}/{key[1]}"
+    return key, {"ref": ref, "difference": "version", "fold_version": fold_version, "capture_version": capture_version}
+
+
+def _only_in_fold(key: tuple[str, str], fold_version: str) -> Difference:
+    """The fold holds a resource the capture lacks (``state_drift`` and ``_version_drift``)."""
+    return key, {"ref": f"{key[0]}/{key[1]}", "difference": "only_in_fold", "fold_version": fold_version}
+
+
 def state_drift(
     state: FoldedState, captured: Sequence[dict[str, Any]], ignored_types: tuple[str, ...] = IGNORED_TYPES
 ) -> list[dict[str, Any]]:
@@ -270,7 +285,7 @@ def state_drift(
         if kind in ignored_types or not isinstance(kind, str) or not isinstance(rid, str):
             continue
         seen[(kind, rid)] = resource
-    found: list[tuple[tuple[str, str], dict[str, Any]]] = []
+    found: list[Difference] = []
     for key, theirs in seen.items():
         mine = folded.pop(key, None)
         meta = theirs.get("meta") or {}
@@ -299,35 +314,16 @@ def state_drift(
                 )
             )
         elif capture_version is not None and str(capture_version) != fold_version:
-            found.append(
-                (
-                    key,
-                    {
-                        "ref": f"{key[0]}/{key[1]}",
-                        "difference": "version",
-                        "fold_version": fold_version,
-                        "capture_version": capture_version,
-                    },
-                )
-            )
+            found.append(_version_differs(key, fold_version, capture_version))
     for key, mine in folded.items():  # what the capture lacks
-        found.append(
-            (
-                key,
-                {
-                    "ref": f"{key[0]}/{key[1]}",
-                    "difference": "only_in_fold",
-                    "fold_version": state._current_version(mine),
-                },
-            )
-        )
+        found.append(_only_in_fold(key, state._current_version(mine)))
     found.sort(key=lambda item: item[0])
     return [difference for _, difference in found]
 
 
 def _version_drift(state: FoldedState, capture: Capture, ignored_types: tuple[str, ...]) -> list[dict[str, Any]]:
     """state_drift for a capture whose content is the fold's: only versions and what the capture lacks can differ."""
-    found: list[tuple[tuple[str, str], dict[str, Any]]] = []
+    found: list[Difference] = []
     seen = set()
     for key, capture_version in capture.versions():
         if key[0] in ignored_types:
@@ -337,32 +333,13 @@ def _version_drift(state: FoldedState, capture: Capture, ignored_types: tuple[st
             versions = state.history.get(key)
             fold_version = versions[-1].version_id if versions else "1"
             if str(capture_version) != fold_version:
-                found.append(
-                    (
-                        key,
-                        {
-                            "ref": f"{key[0]}/{key[1]}",
-                            "difference": "version",
-                            "fold_version": fold_version,
-                            "capture_version": capture_version,
-                        },
-                    )
-                )
+                found.append(_version_differs(key, fold_version, capture_version))
     if sum(state.count(t) for t in state.resource_types() if t not in ignored_types) != len(seen):
         for kind in state.resource_types():
             if kind not in ignored_types:
                 for mine in state.resources(kind):
                     key = (kind, mine["id"])
                     if key not in seen:
-                        found.append(
-                            (
-                                key,
-                                {
-                                    "ref": f"{kind}/{key[1]}",
-                                    "difference": "only_in_fold",
-                                    "fold_version": state._current_version(mine),
-                                },
-                            )
-                        )
+                        found.append(_only_in_fold(key, state._current_version(mine)))
     found.sort(key=lambda item: item[0])
     return [difference for _, difference in found]

@@ -20,6 +20,7 @@ import msgspec
 from fae.errors import ReplayDrift
 from fae.replay.source import Recorded, RunLog
 from fae.store import events as ev
+from fae.tasks.state import ResourcesByType, by_type_and_id
 
 WRITES = (
     "create",
@@ -133,34 +134,11 @@ class FoldedVersion(msgspec.Struct, frozen=True):
         return f"{self.resource_type}/{self.id}"
 
 
-class _Snapshot:
-    """Resources by type and id (a ``fae.tasks.Snapshot``)."""
-
-    def __init__(self, by_type: dict[str, dict[str, dict[str, Any]]]):
-        self._by_type = by_type
-
-    def resource_types(self) -> list[str]:
-        return sorted(t for t, items in self._by_type.items() if items)
-
-    def resources(self, resource_type: str) -> list[dict[str, Any]]:
-        items = self._by_type.get(resource_type, {})
-        return [items[rid] for rid in sorted(items)]
-
-    def read(self, resource_type: str, resource_id: str) -> dict[str, Any] | None:
-        return self._by_type.get(resource_type, {}).get(resource_id)
-
-    def count(self, resource_type: str) -> int:
-        return len(self._by_type.get(resource_type, ()))
-
-    def all(self) -> list[dict[str, Any]]:
-        return [r for t in self.resource_types() for r in self.resources(t)]
-
-
 _SEED_SNAPSHOT = object()  # the seed cache's key for the seed's own snapshot
 
 
 @dataclass
-class FoldedState(_Snapshot):
+class FoldedState(ResourcesByType):
     """The state of a run's sandbox after some event: a StateView with version history."""
 
     seed_resources: list[dict[str, Any]]
@@ -175,10 +153,7 @@ class FoldedState(_Snapshot):
     def __post_init__(self) -> None:
         seed = self.seed_cache.get(_SEED_SNAPSHOT)
         if seed is None:  # made once per seed: every fold of the seed reads the same snapshot
-            seed_by_type: dict[str, dict[str, dict[str, Any]]] = {}
-            for resource in self.seed_resources:
-                seed_by_type.setdefault(resource["resourceType"], {})[resource["id"]] = resource
-            seed = self.seed_cache[_SEED_SNAPSHOT] = _Snapshot(seed_by_type)
+            seed = self.seed_cache[_SEED_SNAPSHOT] = ResourcesByType(by_type_and_id(self.seed_resources))
         self.seed = seed
         # copy on write: a type's resources are the seed's own mapping until a write to that type copies it
         super().__init__(dict(seed._by_type))

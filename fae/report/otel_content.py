@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from fae.store.events import ToolCallRequest
+from fae.util.json_text import json_or_text
 
 FINISH_REASONS = {
     "tool_calls": "tool_call",
@@ -28,16 +29,6 @@ FINISH_REASONS = {
 def json_text(value: Any) -> str:
     """``value`` as compact JSON text (anything JSON cannot hold as its string)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-def parse_arguments(arguments: Any) -> Any:
-    """Tool-call arguments as an object where the text is JSON (the conventions ask for the object)."""
-    if isinstance(arguments, str):
-        try:
-            return json.loads(arguments)
-        except ValueError:
-            return arguments
-    return arguments
 
 
 def _text_parts(content: Any) -> list[dict[str, Any]]:
@@ -84,7 +75,7 @@ def _calls(calls: Any) -> list[dict[str, Any]]:
                 "type": "tool_call",
                 "id": call.get("id") or call.get("call_id"),
                 "name": str(function.get("name") or ""),
-                "arguments": parse_arguments(function.get("arguments")),
+                "arguments": json_or_text(function.get("arguments")),
             }
         )
     return parts
@@ -123,7 +114,7 @@ def output_messages(
     """A reply as one output message (fae records the first choice)."""
     parts: list[dict[str, Any]] = [{"type": "text", "content": content}] if content is not None else []
     parts += [
-        {"type": "tool_call", "id": call.call_id, "name": call.name, "arguments": parse_arguments(call.arguments)}
+        {"type": "tool_call", "id": call.call_id, "name": call.name, "arguments": json_or_text(call.arguments)}
         for call in tool_calls
     ]
     finish = FINISH_REASONS.get(finish_reason or "", finish_reason or "stop")

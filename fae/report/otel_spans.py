@@ -22,6 +22,7 @@ from fae.report.otel_http import http_attributes, provider_of, server_of
 from fae.report.otel_root import VerdictInfo, content_of_run, root_event, verdict_event
 from fae.report.otlp import CLIENT, ERROR, INTERNAL, Attributes, SpanData, SpanEvent, attrs
 from fae.store import events as ev
+from fae.util.json_text import json_or_text
 
 OPERATIONS = {
     "chat": "chat",
@@ -193,7 +194,7 @@ class _Run:
     def _call_id(self, called: ev.ToolCalled) -> str | None:
         """The id the LLM gave this call: the first one still open with this tool name, the same arguments first."""
         named = [c for c in self.pending_calls if c.name == called.tool]
-        same = [c for c in named if content_of.parse_arguments(c.arguments) == called.arguments]
+        same = [c for c in named if json_or_text(c.arguments) == called.arguments]
         if not (same or named):
             return None
         chosen = (same or named)[0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -427,9 +427,3 @@ class EventLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def rows_as_dicts(columns: Iterable[str], rows: Iterable[tuple]) -> list[dict[str, Any]]:
-    """Query rows as column-keyed dicts; every row has exactly one value per column."""
-    cols = list(columns)
-    return [dict(zip(cols, row, strict=True)) for row in rows]

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import yaml
 
-from fae.errors import PlanError, TaskError, first_line
+from fae.errors import PlanError, TaskError
 from fae.plan import HttpStep, WaitStep, plan_from_dict
-from fae.util.data_files import field_error, read_yaml
+from fae.tasks.sources import read_task_file
+from fae.util.data_files import field_error
 
 HARMS = (
     "state_check_failed",
@@ -136,12 +136,7 @@ def fill(value: Any, params: dict[str, Any]) -> Any:
 
 def load_file(path: Path) -> ScenarioFile:
     """One scenario file, checked: its schema, each scenario's plan and faults, the oracle's harm names."""
-    try:
-        raw = read_yaml(path)
-    except OSError as exc:
-        raise TaskError(f"{path}: cannot read: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise TaskError(f"{path}: not valid YAML: {first_line(exc)}") from None
+    raw = read_task_file(path)
     try:
         top = msgspec.convert(raw, _RawFile)
     except msgspec.ValidationError as exc:

@@ -24,13 +24,27 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from fae.errors import TaskError
+import yaml
+
+from fae.errors import TaskError, first_line
+from fae.util.data_files import read_yaml
 
 PACKAGED = Path(__file__).parent / "data"
 BUILTIN_FAMILIES = ("records", "insurance", "scheduling", "orders")
 ENTRY_POINT_GROUP = "fae.tasks"
 
 _added: list[Path] = []
+
+
+def read_task_file(path: Path) -> Any:
+    """A task or scenario file's YAML value, or one line saying why the file cannot give one (the suite and
+    the scenario files read each file this way)."""
+    try:
+        return read_yaml(path)
+    except OSError as exc:
+        raise TaskError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise TaskError(f"{path}: not valid YAML: {first_line(exc)}") from None
 
 
 def add_task_dir(path: str | Path) -> Path:

@@ -33,17 +33,20 @@ class StateView(Snapshot, Protocol):
         ...
 
 
-class MemorySnapshot:
-    """A snapshot over plain resource dicts, shared and never copied (validators only read);
-    later duplicates of a type/id win."""
+def by_type_and_id(resources: Iterable[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """The resources as they are (neither copied nor checked), by their resourceType, then id; later duplicates win."""
+    by_type: dict[str, dict[str, dict[str, Any]]] = {}
+    for resource in resources:
+        by_type.setdefault(resource["resourceType"], {})[resource["id"]] = resource
+    return by_type
 
-    def __init__(self, resources: Iterable[Mapping[str, Any]]):
-        self._by_type: dict[str, dict[str, dict[str, Any]]] = {}
-        for resource in resources:
-            kind, rid = resource.get("resourceType"), resource.get("id")
-            if not isinstance(kind, str) or not isinstance(rid, str):
-                raise TypeError(f"a resource needs resourceType and id: {dict(resource)!r:.120}")
-            self._by_type.setdefault(kind, {})[rid] = dict(resource)
+
+class ResourcesByType:
+    """A Snapshot over resources kept by type then id: the dicts given, neither copied nor checked (the fold's
+    state, a harness capture, and ``MemorySnapshot`` all read through it)."""
+
+    def __init__(self, by_type: dict[str, dict[str, dict[str, Any]]]):
+        self._by_type = by_type
 
     def resource_types(self) -> list[str]:
         return sorted(kind for kind, items in self._by_type.items() if items)
@@ -55,9 +58,26 @@ class MemorySnapshot:
     def read(self, resource_type: str, resource_id: str) -> dict[str, Any] | None:
         return self._by_type.get(resource_type, {}).get(resource_id)
 
+    def count(self, resource_type: str) -> int:
+        return len(self._by_type.get(resource_type, ()))
+
     def all(self) -> list[dict[str, Any]]:
         """Every resource, by type then id."""
         return [r for kind in self.resource_types() for r in self.resources(kind)]
+
+
+class MemorySnapshot(ResourcesByType):
+    """A snapshot over plain resource dicts, each copied (shallowly) and checked to have a type and an id (validators
+    only read); later duplicates of a type/id win."""
+
+    def __init__(self, resources: Iterable[Mapping[str, Any]]):
+        by_type: dict[str, dict[str, dict[str, Any]]] = {}
+        for resource in resources:
+            kind, rid = resource.get("resourceType"), resource.get("id")
+            if not isinstance(kind, str) or not isinstance(rid, str):
+                raise TypeError(f"a resource needs resourceType and id: {dict(resource)!r:.120}")
+            by_type.setdefault(kind, {})[rid] = dict(resource)
+        super().__init__(by_type)
 
 
 class MemoryState(MemorySnapshot):

@@ -8,16 +8,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import msgspec
-import yaml
 
 from fae.errors import FaeError, TaskError
 from fae.tasks.check_spec import CheckSpec, check_problems
 from fae.tasks.model import Rendered, Task
-from fae.tasks.sources import BUILTIN_FAMILIES, PACKAGED, families, family_module, task_dirs
-from fae.util.data_files import field_error, read_yaml
+from fae.tasks.sources import PACKAGED, families, family_module, read_task_file, task_dirs
+from fae.util.data_files import field_error
 
-DATA = PACKAGED
-FAMILIES = BUILTIN_FAMILIES
 Tool = Literal["createResource", "searchResources", "getResourceById", "updateResource", "deleteResource"]
 TOOLS: tuple[str, ...] = get_args(Tool)
 
@@ -124,12 +121,7 @@ def _load_dir(root: Path) -> list[Task]:
         paths = sorted((root / family).glob("*.yaml"))
         module = family_module(family, root) if paths else None
         for path in paths:
-            try:
-                raw = read_yaml(path)
-            except OSError as exc:
-                raise TaskError(f"{path}: cannot read: {exc.strerror or exc}") from None
-            except yaml.YAMLError as exc:
-                raise TaskError(f"{path}: not valid YAML: {exc}") from None
+            raw = read_task_file(path)
             source = str(path.relative_to(root)) if root == PACKAGED else str(path)
             tasks.append(task_from_dict(raw, family, source=source, module=module))
     return tasks

@@ -84,6 +84,22 @@ def test_yaml_plan_round_trips_and_dates_stay_text(tmp_path):
         load_plan(tmp_path / "missing.yaml")
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "said"),
+    [
+        ("missing.yaml", None, "cannot read plan .*missing.yaml: No such file or directory$"),
+        ("broken.yaml", "name: p\nsteps: [\n", "plan .*broken.yaml is not valid YAML/JSON: "),
+    ],
+)
+def test_a_plan_file_that_gives_no_value_is_one_line_naming_it(tmp_path, name, text, said):
+    path = tmp_path / name
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(PlanError, match=said) as raised:
+        load_plan(path)
+    assert "\n" not in str(raised.value), str(raised.value)
+
+
 async def test_run_plan_feeds_results_forward_and_keeps_going_after_a_tool_error():
     calls = []
 

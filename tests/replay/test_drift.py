@@ -52,6 +52,32 @@ def test_a_changed_version_is_read_from_the_bytes(replay_log):
     assert drift == state_drift(state, resources) and [d["difference"] for d in drift] == ["version"]
 
 
+def test_a_resource_the_capture_lacks_or_holds_at_another_version_names_both_versions(replay_log):
+    run = next(r for r in _runs(replay_log) if r.run_id.startswith("rec-create-patient"))
+    resources = json.loads(read_capture(run).body)
+    changed, lacked = resources[0], resources.pop()
+    kept = changed["meta"]["versionId"]
+    changed["meta"]["versionId"] = "7"
+    state, capture = _checked(run, json.dumps(resources, sort_keys=True).encode())
+    assert capture.matched is state  # content agrees entry by entry: the versions are read from the bytes
+    expected = [
+        {
+            "ref": f"{changed['resourceType']}/{changed['id']}",
+            "difference": "version",
+            "fold_version": kept,
+            "capture_version": "7",
+        },
+        {
+            "ref": f"{lacked['resourceType']}/{lacked['id']}",
+            "difference": "only_in_fold",
+            "fold_version": lacked["meta"]["versionId"],
+        },
+    ]
+    expected.sort(key=lambda d: tuple(d["ref"].split("/")))
+    assert state_drift(state, capture) == expected  # the bytes path, which compares versions only
+    assert state_drift(state, resources) == expected  # the parsed path
+
+
 @pytest.mark.parametrize("change", ["value", "equal_value", "unsorted", "missing_entry", "duplicate_entry"])
 def test_bytes_that_differ_fall_back_to_the_parsed_comparison(replay_log, change):
     run = next(r for r in _runs(replay_log) if r.run_id.startswith("rec-create-patient"))

@@ -204,3 +204,19 @@ def test_the_command_refuses_the_file_in_one_line_naming_it(tmp_path, fresh_regi
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith(f"error: {path} is refused: "), result.output
+
+
+# the four kinds whose files are read by one function each (fae.plan.read_plan_file, fae.tasks.sources.read_task_file)
+NOT_YAML_KINDS = ("plan file", "task directory", "scenario directory", "LLM plans directory")
+
+
+@pytest.mark.parametrize("kind", NOT_YAML_KINDS)
+def test_a_file_that_is_not_yaml_is_one_line_naming_it(tmp_path, fresh_registry, kind):
+    body = tmp_path / "body"
+    body.write_text("steps: [\n  - a\n")  # PyYAML words this fault over several lines
+    args, path = YAML_KINDS[kind](tmp_path, body)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1, f"{kind}: exit {result.exit_code}\n{result.output}"
+    assert "Traceback" not in result.output
+    said = result.output[result.output.index("error:") :].rstrip("\n")
+    assert str(path) in said and "not valid YAML" in said and "\n" not in said, result.output

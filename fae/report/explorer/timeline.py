@@ -3,7 +3,6 @@ content (the LLM's messages and tool calls, a tool's arguments and result, an ex
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +13,7 @@ from fae.recorder.llm import llm_in_full
 from fae.recorder.mcp import tool_in_full
 from fae.report.explorer.markup import block, pretty, text
 from fae.store import events as ev
+from fae.util.json_text import json_or_text
 
 Body = Callable[[str], bytes | None]
 
@@ -25,16 +25,6 @@ EVENTS = (
 
 def _part(title: str, content: str) -> str:
     return f"<h3>{text(title)}</h3>{content}"
-
-
-def _json_text(value: Any) -> Any:
-    """A tool call's arguments as the model wrote them: JSON shown parsed, anything else as it is."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 def _message(message: Any) -> str:
@@ -52,7 +42,7 @@ def _llm(event: ev.LlmCalled) -> str:
     if event.content:
         parts.append(_part("reply", pretty(event.content)))
     for call in event.tool_calls:
-        parts.append(_part(f"calls {call.name} ({call.call_id})", pretty(_json_text(call.arguments))))
+        parts.append(_part(f"calls {call.name} ({call.call_id})", pretty(json_or_text(call.arguments))))
     if event.error:
         parts.append(_part("error", pretty(event.error)))
     usage = f"tokens: {event.prompt_tokens} in, {event.completion_tokens} out, finish {event.finish_reason}"
