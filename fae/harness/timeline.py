@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -27,64 +27,78 @@ def _one_line(text: str) -> str:
     return visible(text).replace("\n", " ").replace("\t", " ")
 
 
+def _run_started(payload: dict[str, Any]) -> str:
+    return f"run of {payload['task_id']} v{payload['variation']} by {payload['agent']} (now {payload.get('task_now')})"
+
+
+def _http(payload: dict[str, Any]) -> str:
+    outcome = payload.get("status") or f"ERROR {payload.get('error')}"
+    ms = payload.get("duration_ms")
+    return f"{payload['method']} {_short(payload['path'], 80)} → {outcome}" + (f" ({ms:.1f} ms)" if ms else "")
+
+
+def _fhir(payload: dict[str, Any]) -> str:
+    target = "/".join(p for p in (payload.get("resource_type"), payload.get("resource_id")) if p)
+    extra = f" v{payload['version']}" if payload.get("version") else ""
+    if payload.get("search_ids"):
+        extra += f" found {len(payload['search_ids'])}"
+    issues = payload.get("issues") or []
+    if issues:
+        extra += f" issue: {_short(issues[0].get('diagnostics') or issues[0].get('code'), 60)}"
+    return f"  fhir {payload['interaction']} {target}{extra}"
+
+
+def _llm(payload: dict[str, Any]) -> str:
+    calls = ", ".join(c[1] if isinstance(c, list) else c.get("name", "") for c in payload.get("tool_calls") or [])
+    said = f" says {_short(payload['content'], 60)}" if payload.get("content") else ""
+    err = f" ERROR {payload['error']}" if payload.get("error") else ""
+    return (
+        f"  llm {payload.get('model')} ({len(payload.get('messages') or [])} msgs, "
+        f"{payload.get('total_tokens')} tok){' calls ' + calls if calls else ''}{said}{err}"
+    )
+
+
+def _tool(payload: dict[str, Any]) -> str:
+    flag = " ERROR" if payload.get("is_error") else ""
+    return (
+        f"  tool {payload['tool']}({_short(payload.get('arguments'), 70)}){flag} → {_short(payload.get('result'), 60)}"
+    )
+
+
+def _program(payload: dict[str, Any]) -> str:
+    if payload.get("timed_out"):
+        how = "ran past its timeout"
+    elif payload.get("signal"):
+        how = f"killed by {payload['signal']}"
+    else:
+        how = f"exited {payload.get('exit_code')}"
+    return (
+        f"program {how} (answer from {payload.get('answer_from') or 'nowhere'}; "
+        f"stdout {payload.get('stdout_bytes', 0)} bytes, stderr {payload.get('stderr_bytes', 0)} bytes)"
+    )
+
+
+DESCRIPTIONS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "RunStarted": _run_started,
+    "SandboxSeeded": lambda p: f"sandbox {p['sandbox']} seeded with {p['resource_count']} resources",
+    "HttpExchanged": _http,
+    "FhirInteracted": _fhir,
+    "LlmCalled": _llm,
+    "ToolCalled": _tool,
+    "AnswerGiven": lambda p: f"answer ({p.get('stop_reason')}): {_short(p.get('text'), 120)}",
+    "ProgramEnded": _program,
+    "StateCaptured": lambda p: f"state captured: {p['resource_count']} resources",
+    "RunFinished": lambda p: f"run finished ({p.get('stop_reason')})",
+    "RunFailed": lambda p: f"run {p['status']}: {p['reason']}",
+    "ChunkReceived": lambda p: f"  chunk {p['index']} ({p['size']} bytes at {p['offset_ms']:.1f} ms)",
+}
+"""How each kind of event is said on its timeline line (a kind not here is said by its name)."""
+
+
 def describe(kind: str, payload: dict[str, Any]) -> str:
     """One line saying what an event was."""
-    if kind == "RunStarted":
-        return (
-            f"run of {payload['task_id']} v{payload['variation']} by {payload['agent']} (now {payload.get('task_now')})"
-        )
-    if kind == "SandboxSeeded":
-        return f"sandbox {payload['sandbox']} seeded with {payload['resource_count']} resources"
-    if kind == "HttpExchanged":
-        outcome = payload.get("status") or f"ERROR {payload.get('error')}"
-        ms = payload.get("duration_ms")
-        return f"{payload['method']} {_short(payload['path'], 80)} → {outcome}" + (f" ({ms:.1f} ms)" if ms else "")
-    if kind == "FhirInteracted":
-        target = "/".join(p for p in (payload.get("resource_type"), payload.get("resource_id")) if p)
-        extra = f" v{payload['version']}" if payload.get("version") else ""
-        if payload.get("search_ids"):
-            extra += f" found {len(payload['search_ids'])}"
-        issues = payload.get("issues") or []
-        if issues:
-            extra += f" issue: {_short(issues[0].get('diagnostics') or issues[0].get('code'), 60)}"
-        return f"  fhir {payload['interaction']} {target}{extra}"
-    if kind == "LlmCalled":
-        calls = ", ".join(c[1] if isinstance(c, list) else c.get("name", "") for c in payload.get("tool_calls") or [])
-        said = f" says {_short(payload['content'], 60)}" if payload.get("content") else ""
-        err = f" ERROR {payload['error']}" if payload.get("error") else ""
-        return (
-            f"  llm {payload.get('model')} ({len(payload.get('messages') or [])} msgs, "
-            f"{payload.get('total_tokens')} tok){' calls ' + calls if calls else ''}{said}{err}"
-        )
-    if kind == "ToolCalled":
-        flag = " ERROR" if payload.get("is_error") else ""
-        return (
-            f"  tool {payload['tool']}({_short(payload.get('arguments'), 70)}){flag}"
-            f" → {_short(payload.get('result'), 60)}"
-        )
-    if kind == "AnswerGiven":
-        return f"answer ({payload.get('stop_reason')}): {_short(payload.get('text'), 120)}"
-    if kind == "ProgramEnded":
-        how = (
-            "ran past its timeout"
-            if payload.get("timed_out")
-            else f"killed by {payload['signal']}"
-            if payload.get("signal")
-            else f"exited {payload.get('exit_code')}"
-        )
-        return (
-            f"program {how} (answer from {payload.get('answer_from') or 'nowhere'}; "
-            f"stdout {payload.get('stdout_bytes', 0)} bytes, stderr {payload.get('stderr_bytes', 0)} bytes)"
-        )
-    if kind == "StateCaptured":
-        return f"state captured: {payload['resource_count']} resources"
-    if kind == "RunFinished":
-        return f"run finished ({payload.get('stop_reason')})"
-    if kind == "RunFailed":
-        return f"run {payload['status']}: {payload['reason']}"
-    if kind == "ChunkReceived":
-        return f"  chunk {payload['index']} ({payload['size']} bytes at {payload['offset_ms']:.1f} ms)"
-    return kind
+    said = DESCRIPTIONS.get(kind)
+    return said(payload) if said is not None else kind
 
 
 def _in_full(payload: str | bytes, reader: Any) -> dict[str, Any]:
