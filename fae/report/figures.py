@@ -10,6 +10,7 @@ from typing import Any, cast
 import matplotlib
 import numpy as np
 from matplotlib import cbook
+from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 
 from fae.report import figures_paper as paper
@@ -149,6 +150,43 @@ def _box_stats(spread: Spread) -> dict[str, Any]:
     }
 
 
+def _violins(ax: Axes, positions: list[float], data: list[Spread], width: float, color: str) -> None:
+    """A violin per spread, its median marked; a spread of one value is a line at it."""
+    shaped = [(p, s) for p, s in zip(positions, data, strict=True) if s.low < s.high]
+    if shaped:
+        parts = ax.violin(
+            [_violin_stats(s) for _, s in shaped],
+            positions=[p for p, _ in shaped],
+            widths=width * 0.9,
+            showmedians=True,
+        )
+        # matplotlib's stubs say one Collection; at run time "bodies" is each violin's PolyCollection
+        for body in cast("list[PolyCollection]", parts["bodies"]):
+            body.set_facecolor(color)
+            body.set_edgecolor(color)
+            body.set_alpha(0.55)
+        for line in ("cbars", "cmins", "cmaxes"):
+            parts[line].set_color(color)
+        parts["cmedians"].set_color("black")  # the median marked, as the paper's violins mark it
+        parts["cmedians"].set_linewidth(2)
+    for p, s in zip(positions, data, strict=True):
+        if s.low == s.high:  # every value the same: the violin is a line at it
+            ax.hlines(s.median, p - width * 0.4, p + width * 0.4, color=color, linewidth=2.5)
+
+
+def _boxes(ax: Axes, positions: list[float], data: list[Spread], width: float, color: str) -> None:
+    """A box per spread (quartiles and whiskers, no fliers), its median marked."""
+    ax.bxp(
+        [_box_stats(s) for s in data],
+        positions=positions,
+        widths=width * 0.7,
+        showfliers=False,
+        patch_artist=True,
+        boxprops={"facecolor": color, "alpha": 0.55},
+        medianprops={"color": "black"},
+    )
+
+
 def distribution(study: Study, found: Distribution, overall: dict[str, float] | None = None) -> Figure:
     """Violins (or boxes) per configuration, split by the figure's split (when it has one); a violin of one
     value is a line at it. ``overall``: a value per configuration label, drawn as a dashed line across it."""
@@ -171,36 +209,9 @@ def distribution(study: Study, found: Distribution, overall: dict[str, float] | 
         data = [groups[label][split] for label in labels if split in groups[label]]
         color = COLORS[j % len(COLORS)]
         if found.violin:
-            shaped = [(p, s) for p, s in zip(positions, data, strict=True) if s.low < s.high]
-            if shaped:
-                parts = ax.violin(
-                    [_violin_stats(s) for _, s in shaped],
-                    positions=[p for p, _ in shaped],
-                    widths=width * 0.9,
-                    showmedians=True,
-                )
-                # matplotlib's stubs say one Collection; at run time "bodies" is each violin's PolyCollection
-                for body in cast("list[PolyCollection]", parts["bodies"]):
-                    body.set_facecolor(color)
-                    body.set_edgecolor(color)
-                    body.set_alpha(0.55)
-                for line in ("cbars", "cmins", "cmaxes"):
-                    parts[line].set_color(color)
-                parts["cmedians"].set_color("black")  # the median marked, as the paper's violins mark it
-                parts["cmedians"].set_linewidth(2)
-            for p, s in zip(positions, data, strict=True):
-                if s.low == s.high:  # every value the same: the violin is a line at it
-                    ax.hlines(s.median, p - width * 0.4, p + width * 0.4, color=color, linewidth=2.5)
+            _violins(ax, positions, data, width, color)
         else:
-            ax.bxp(
-                [_box_stats(s) for s in data],
-                positions=positions,
-                widths=width * 0.7,
-                showfliers=False,
-                patch_artist=True,
-                boxprops={"facecolor": color, "alpha": 0.55},
-                medianprops={"color": "black"},
-            )
+            _boxes(ax, positions, data, width, color)
         if found.split is not None:
             name = f"{found.split} {split}" if found.split else split
             ax.bar([0], [0], color=color, label=name)  # a legend entry only

@@ -17,6 +17,7 @@ import pytest
 from matplotlib import cbook
 
 from fae.errors import FaeError
+from fae.report import figures
 from fae.report.distributions import GRID, Spread, distribution
 from fae.report.drawing import Drawing
 from fae.report.figures import _steady, _violin_stats
@@ -214,3 +215,19 @@ def test_the_failure_mode_figure_draws_the_agents_modes_and_not_the_runs_left_ou
     drawn = set(re.findall(r">([a-z_]+)</text>", figure.svg))
     assert {"no_tool_call", "prohibited_tool", "tool_error", "incorrect_order"} <= drawn, drawn
     assert "errored" not in drawn, drawn
+
+
+def test_a_violin_figure_draws_violins_and_a_box_figure_boxes():
+    rng = np.random.default_rng(7)
+    values = {"a": rng.normal(5000, 800, 50), "b": rng.normal(4000, 500, 50), "flat": np.full(10, 3000.0)}
+    found = distribution(Frame(values), Study(Scope()), "total_tokens", None, "fig-tokens", "t", "tokens", True)
+    assert found is not None
+    violins = figures.distribution(Study(Scope()), found).svg
+    boxes = figures.distribution(Study(Scope()), replace(found, violin=False)).svg
+
+    def drawn(svg: str, what: str) -> int:
+        return len(re.findall(rf'id="\w*{what}_\d+"', svg))
+
+    assert drawn(violins, "PolyCollection") == 2  # a violin per spread of many values; the flat one is a line at it
+    assert drawn(boxes, "PolyCollection") == 0
+    assert drawn(boxes, "patch") == drawn(violins, "patch") + 3  # a box per spread, the flat one too
