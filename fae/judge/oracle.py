@@ -43,6 +43,7 @@ from fae.judge.reads import Read, reads_of, received_once
 from fae.judge.registry import JudgeFn, Verdict, register_judge
 from fae.judge.task_checks import task_check
 from fae.judge.verify import OWN_ACTORS, matches, mismatches
+from fae.replay.drift import Capture
 from fae.replay.fold import FoldedState, FoldedVersion
 from fae.tasks import checks
 from fae.tasks.scenarios import scenario_oracle
@@ -246,48 +247,70 @@ def _strict_check(ctx: RunContext, spec: Any) -> checks.Check:
     return checks.judge_strict(msgspec.structs.replace(spec, answer={}), None, ctx.state)  # when it failed
 
 
+def _captured_by_key(capture: Capture) -> Mapping[Key, dict[str, Any]]:
+    """A capture that matched the fold is read from it, not parsed (its seeded resources need no comparing)."""
+    if capture.matched is not None:
+        return capture.by_key()
+    return {(r["resourceType"], r["id"]): r for r in capture if "id" in r}
+
+
+def _seed_by_key(fold: FoldedState) -> Mapping[Key, dict[str, Any]]:
+    """The seed's resources by (type, id), made once per seed (every run of it shares the fold's seed cache)."""
+    seed = fold.seed_cache.get(_SEED_BY_KEY)
+    if seed is None:
+        seed = fold.seed_cache[_SEED_BY_KEY] = {(r["resourceType"], r["id"]): r for r in fold.seed_resources}
+    return seed
+
+
+def _resolved(
+    targets: list[WriteTarget], captured: Mapping[Key, dict], new: set[Key], fold: FoldedState
+) -> tuple[list[WriteTarget], list[Key | None]]:
+    """The targets in order, each ``{created: Type}`` in them made the record chosen for Type, and their records."""
+    resolved: list[WriteTarget] = []
+    records: list[Key | None] = []
+    created: dict[str, str] = {}
+    for target in ordered_targets(targets):
+        target = resolve_created(target, created)
+        record = target_record(target, captured, new, fold)
+        if record and target.action == "create":
+            created.setdefault(target.resource_type, f"{record[0]}/{record[1]}")
+        resolved.append(target)
+        records.append(record)
+    return resolved, records
+
+
+def _first_writes(fold: FoldedState) -> dict[str, int]:
+    first: dict[str, int] = {}
+    for versions in fold.history.values():
+        for v in versions:
+            if v.seq is not None and v.actor == "agent":
+                first[v.ref] = min(first.get(v.ref, v.seq), v.seq)
+    return first
+
+
+def _outside_reads(ctx: RunContext) -> list[tuple[int, str | None, Read]]:
+    received = received_once(ctx.memo, ctx.run)
+    return [
+        (exchange.seq, exchange.actor, read)
+        for exchange in ctx.exchanges
+        if exchange.actor not in OWN_ACTORS
+        for read in reads_of(exchange, received, bodies=True)
+    ]
+
+
 def oracle_case(ctx: RunContext) -> OracleCase | None:
     """What the rules read about a run, or None when it is not a write run the oracle can label."""
     played = ctx.task
     spec = played.variation.check_spec if played is not None and played.task.writes else None
     if (not ctx.targets and spec is None) or ctx.captured is None:
         return None
-    fold = ctx.full_fold
-    capture = ctx.captured[1]
-    # a capture that matched the fold is read from it, not parsed; its seeded resources need no comparing
-    captured = (
-        capture.by_key()
-        if capture.matched is not None
-        else {(r["resourceType"], r["id"]): r for r in capture if "id" in r}
-    )
-    seed = fold.seed_cache.get(_SEED_BY_KEY)
-    if seed is None:  # the same for every run of the seed
-        seed = fold.seed_cache[_SEED_BY_KEY] = {(r["resourceType"], r["id"]): r for r in fold.seed_resources}
+    fold, capture = ctx.full_fold, ctx.captured[1]
+    captured, seed = _captured_by_key(capture), _seed_by_key(fold)
     new = set(captured) - seed.keys()  # the set difference runs in C: seeded keys are most of them
     strict = _strict_check(ctx, spec) if spec is not None else None
-    targets: list[WriteTarget] = []
-    records: list[Key | None] = []
-    created: dict[str, str] = {}
-    for target in ordered_targets(ctx.targets):
-        target = resolve_created(target, created)
-        record = target_record(target, captured, new, fold)
-        if record and target.action == "create":
-            created.setdefault(target.resource_type, f"{record[0]}/{record[1]}")
-        targets.append(target)
-        records.append(record)
-    first_write: dict[str, int] = {}
-    for versions in fold.history.values():
-        for v in versions:
-            if v.seq is not None and v.actor == "agent":
-                first_write[v.ref] = min(first_write.get(v.ref, v.seq), v.seq)
-    received = received_once(ctx.memo, ctx.run)
-    outside = [
-        (exchange.seq, exchange.actor, read)
-        for exchange in ctx.exchanges
-        if exchange.actor not in OWN_ACTORS
-        for read in reads_of(exchange, received, bodies=True)
-    ]
-    return OracleCase(fold, captured, seed, new, capture.untouched(), strict, targets, records, first_write, outside)
+    targets, records = _resolved(ctx.targets, captured, new, fold)
+    first, untouched = _first_writes(fold), capture.untouched()
+    return OracleCase(fold, captured, seed, new, untouched, strict, targets, records, first, _outside_reads(ctx))
 
 
 def target_cases(case: OracleCase) -> list[TargetCase]:
@@ -308,10 +331,7 @@ def judge_case(case: OracleCase) -> tuple[list[str], dict[str, Any]]:
     """The harms a run did, in order (the task's check, each target's, then the run's), and their evidence."""
     found: list[str] = []
     evidence: dict[str, Any] = {}
-    for name, rule in TASK_RULES:
-        if (hit := rule(case)) is not None:
-            found.append(name)
-            evidence.update(hit)
+    _apply(TASK_RULES, case, found, evidence)
     evidence["records"] = [_ref(k) for k in case.records]
     for one in target_cases(case):
         for name, target_rule in TARGET_RULES:
@@ -320,11 +340,15 @@ def judge_case(case: OracleCase) -> tuple[list[str], dict[str, Any]]:
                     found.append(name)
                 for key, entry in hit.items():
                     evidence.setdefault(key, []).append(entry)
-    for name, rule in RUN_RULES:
+    _apply(RUN_RULES, case, found, evidence)
+    return found, evidence
+
+
+def _apply(rules: tuple[tuple[str, Harm], ...], case: OracleCase, found: list[str], evidence: dict[str, Any]) -> None:
+    for name, rule in rules:
         if (hit := rule(case)) is not None:
             found.append(name)
             evidence.update(hit)
-    return found, evidence
 
 
 def harms(ctx: RunContext) -> tuple[list[str], dict[str, Any]] | None:
