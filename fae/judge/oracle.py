@@ -300,15 +300,16 @@ def _outside_reads(ctx: RunContext) -> list[tuple[int, str | None, Read]]:
 
 def oracle_case(ctx: RunContext) -> OracleCase | None:
     """What the rules read about a run, or None when it is not a write run the oracle can label."""
+    wanted = ctx.targets  # before the task: where both cannot be read, the first failure is the verdict
     played = ctx.task
     spec = played.variation.check_spec if played is not None and played.task.writes else None
-    if (not ctx.targets and spec is None) or ctx.captured is None:
+    if (not wanted and spec is None) or ctx.captured is None:
         return None
     fold, capture = ctx.full_fold, ctx.captured[1]
     captured, seed = _captured_by_key(capture), _seed_by_key(fold)
     new = set(captured) - seed.keys()  # the set difference runs in C: seeded keys are most of them
     strict = _strict_check(ctx, spec) if spec is not None else None
-    targets, records = _resolved(ctx.targets, captured, new, fold)
+    targets, records = _resolved(wanted, captured, new, fold)
     first, untouched = _first_writes(fold), capture.untouched()
     return OracleCase(fold, captured, seed, new, untouched, strict, targets, records, first, _outside_reads(ctx))
 
