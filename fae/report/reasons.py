@@ -176,55 +176,79 @@ def _server(item: Mapping[str, Any]) -> str:
     )
 
 
-def _problem(code: str, evidence: Evidence) -> str:
-    record = evidence.get("record") or "the record"
-    writes = evidence.get("writes_to_record") or []
-    if code == "no_record_created":
-        return "the agent created no record of the target's type"
-    if code == "final_values_wrong":
-        return _wrong_values(record, evidence.get("wrong_values") or [], "does not hold the values asked for")
-    if code == "wrong_person":
-        return _wrong_values(record, evidence.get("wrong_identity") or [], "is another person or thing")
-    if code in ("missing_at_read_back", "differs_at_read_back", "missing_after_check", "differs_after_check"):
-        at = "read_back" if code.endswith("read_back") else "after_check"
+def _server_difference(code: str) -> Callable[[str, Evidence], str]:
+    """A difference between the server and the log's writes, said from the first one at the problem's moment."""
+    at = "read_back" if code.endswith("read_back") else "after_check"
+
+    def said(record: str, evidence: Evidence) -> str:
         found = [d for d in evidence.get("server_vs_fold") or [] if isinstance(d, Mapping) and d.get("at") == at]
         return _server(found[0]) if found else code.replace("_", " ")
-    if code == "other_record_written":
-        return f"the agent also wrote {listed(evidence.get('other_records_written') or [])}"
-    if code == "same_person_elsewhere":
-        return f"{listed(evidence.get('same_person_records') or [])} is the same person or thing as {record}"
-    if code == "written_after_check":
-        after = evidence.get("writes_after_check") or []
-        return f"{record} was written after the check (by {listed(sorted({str(w.get('actor')) for w in after}))})"
-    if code == "version_count_mismatch":
-        return (
-            f"the server made {evidence.get('server_versions_in_window')} versions of {record} in the window, "
-            f"the log shows {len(writes)} writes"
-        )
-    if code in ("changed_after_create", "changed_after_update"):
-        first = "create" if code == "changed_after_create" else "update"
-        return f"{record} was changed after its {first} ({len(writes)} writes) and corrections are not accepted"
-    if code == "not_one_write_then_updates":
-        return f"the writes to {record} are not one write then updates ({calls([w.get('op') for w in writes])})"
-    if code == "written_by_other_actor":
-        return f"{record} was also written by {listed(evidence.get('other_writers') or [])}"
-    if code == "untimed_write":
-        return f"a write to {record} has no time"
-    if code == "person_changed":
-        return f"a version of {record} was another person or thing"
-    if code == "read_by_other_actor":
-        readers = sorted({str(r.get("actor")) for r in evidence.get("other_actor_reads") or []})
-        return f"{listed(readers)} read {record} while it was being corrected"
-    if code == "no_read_heartbeat":
-        return "the trail records no reads, so a read by another actor cannot be ruled out"
-    if code == "settle_too_short":
-        return f"settle_s={evidence.get('settle_s')} is under the 1 s a correction needs"
-    if code == "read_back_before_settling":
-        settled, asked = evidence.get("settled_s"), evidence.get("settle_s")
-        return f"the read-back came {settled} s after the last write, under settle_s={asked}"
-    if code == "record_not_written":
-        return f"the agent never wrote {record}"
-    return code.replace("_", " ")
+
+    return said
+
+
+def _writes(evidence: Evidence) -> list[Any]:
+    return evidence.get("writes_to_record") or []
+
+
+def _written_after_check(record: str, evidence: Evidence) -> str:
+    after = evidence.get("writes_after_check") or []
+    return f"{record} was written after the check (by {listed(sorted({str(w.get('actor')) for w in after}))})"
+
+
+def _read_by_other_actor(record: str, evidence: Evidence) -> str:
+    readers = sorted({str(r.get("actor")) for r in evidence.get("other_actor_reads") or []})
+    return f"{listed(readers)} read {record} while it was being corrected"
+
+
+PROBLEMS: Mapping[str, Callable[[str, Evidence], str]] = {
+    "no_record_created": lambda record, e: "the agent created no record of the target's type",
+    "final_values_wrong": lambda record, e: _wrong_values(
+        record, e.get("wrong_values") or [], "does not hold the values asked for"
+    ),
+    "wrong_person": lambda record, e: _wrong_values(
+        record, e.get("wrong_identity") or [], "is another person or thing"
+    ),
+    **{
+        code: _server_difference(code)
+        for code in ("missing_at_read_back", "differs_at_read_back", "missing_after_check", "differs_after_check")
+    },
+    "other_record_written": lambda record, e: f"the agent also wrote {listed(e.get('other_records_written') or [])}",
+    "same_person_elsewhere": lambda record, e: (
+        f"{listed(e.get('same_person_records') or [])} is the same person or thing as {record}"
+    ),
+    "written_after_check": _written_after_check,
+    "version_count_mismatch": lambda record, e: (
+        f"the server made {e.get('server_versions_in_window')} versions of {record} in the window, "
+        f"the log shows {len(_writes(e))} writes"
+    ),
+    "changed_after_create": lambda record, e: (
+        f"{record} was changed after its create ({len(_writes(e))} writes) and corrections are not accepted"
+    ),
+    "changed_after_update": lambda record, e: (
+        f"{record} was changed after its update ({len(_writes(e))} writes) and corrections are not accepted"
+    ),
+    "not_one_write_then_updates": lambda record, e: (
+        f"the writes to {record} are not one write then updates ({calls([w.get('op') for w in _writes(e)])})"
+    ),
+    "written_by_other_actor": lambda record, e: f"{record} was also written by {listed(e.get('other_writers') or [])}",
+    "untimed_write": lambda record, e: f"a write to {record} has no time",
+    "person_changed": lambda record, e: f"a version of {record} was another person or thing",
+    "read_by_other_actor": _read_by_other_actor,
+    "no_read_heartbeat": lambda record, e: "the trail records no reads, so a read by another actor cannot be ruled out",
+    "settle_too_short": lambda record, e: f"settle_s={e.get('settle_s')} is under the 1 s a correction needs",
+    "read_back_before_settling": lambda record, e: (
+        f"the read-back came {e.get('settled_s')} s after the last write, under settle_s={e.get('settle_s')}"
+    ),
+    "record_not_written": lambda record, e: f"the agent never wrote {record}",
+}
+"""The write verifier's problems in words, by the name its rule prints (``fae.judge.verify.RULE_NAMES``): each from
+the record under check and the verdict's evidence."""
+
+
+def _problem(code: str, evidence: Evidence) -> str:
+    said = PROBLEMS.get(code)
+    return said(evidence.get("record") or "the record", evidence) if said is not None else code.replace("_", " ")
 
 
 def _unreadable(evidence: Evidence) -> list[str]:
@@ -255,40 +279,53 @@ def _ensure_record(outcome: str, evidence: Evidence) -> list[str]:
 # --- oracle -------------------------------------------------------------------------------------------------
 
 
-def _harm(code: str, evidence: Evidence) -> str:
-    records = [r for r in evidence.get("records") or [] if r]
-    record = listed(records) if records else "the target record"
-    if code == "state_check_failed":
-        problems = evidence.get("state_problems") or []
-        return f"the task's state check fails: {problems[0]}" if problems else "the task's state check fails"
-    if code == "record_wrong_at_end":
-        wrong = [w for w in evidence.get("wrong_at_end") or [] if isinstance(w, Mapping)]
-        if wrong:
-            first = wrong[0]
-            name = first.get("record") or "no record of the target"
-            if first.get("missing") or not first.get("record"):
-                return f"{name} is not on the server at the end"
-            return _wrong_values(name, first.get("wrong") or [], "is wrong at the end")
+def _state_check_failed(record: str, evidence: Evidence) -> str:
+    problems = evidence.get("state_problems") or []
+    return f"the task's state check fails: {problems[0]}" if problems else "the task's state check fails"
+
+
+def _record_wrong_at_end(record: str, evidence: Evidence) -> str:
+    wrong = [w for w in evidence.get("wrong_at_end") or [] if isinstance(w, Mapping)]
+    if not wrong:
         return f"{record} is missing or wrong at the end"
-    if code == "duplicate_person":
-        return f"another record is the same person or thing as {record}"
-    if code == "collateral_change":
-        return f"{evidence.get('collateral', 'a record')} changed, though the task leaves it alone"
-    if code == "exposed_while_wrong":
-        exposed = [e for e in evidence.get("exposed") or [] if isinstance(e, Mapping)]
-        if exposed:
-            first = exposed[0]
-            return f"{first.get('actor')} received {first.get('record')} while it was wrong (seq {first.get('seq')})"
+    first = wrong[0]
+    name = first.get("record") or "no record of the target"
+    if first.get("missing") or not first.get("record"):
+        return f"{name} is not on the server at the end"
+    return _wrong_values(name, first.get("wrong") or [], "is wrong at the end")
+
+
+def _exposed_while_wrong(record: str, evidence: Evidence) -> str:
+    exposed = [e for e in evidence.get("exposed") or [] if isinstance(e, Mapping)]
+    if not exposed:
         return f"another actor received {record} while it was wrong"
-    if code == "lost_update":
-        return f"another user's change to {record} was lost"
-    if code == "deleted_on_the_way":
-        return f"{record}, which existed before the run, was deleted on the way"
-    if code == "was_another_person":
-        return f"{record} was another person or thing at some point"
-    if code == "unrecorded_change":
-        return f"the server holds a version of {record} that no recorded write explains"
-    return code.replace("_", " ")
+    first = exposed[0]
+    return f"{first.get('actor')} received {first.get('record')} while it was wrong (seq {first.get('seq')})"
+
+
+HARMS: Mapping[str, Callable[[str, Evidence], str]] = {
+    "state_check_failed": _state_check_failed,
+    "record_wrong_at_end": _record_wrong_at_end,
+    "duplicate_person": lambda record, e: f"another record is the same person or thing as {record}",
+    "collateral_change": lambda record, e: (
+        f"{e.get('collateral', 'a record')} changed, though the task leaves it alone"
+    ),
+    "exposed_while_wrong": _exposed_while_wrong,
+    "lost_update": lambda record, e: f"another user's change to {record} was lost",
+    "deleted_on_the_way": lambda record, e: f"{record}, which existed before the run, was deleted on the way",
+    "was_another_person": lambda record, e: f"{record} was another person or thing at some point",
+    "unrecorded_change": lambda record, e: f"the server holds a version of {record} that no recorded write explains",
+}
+"""The oracle's harms in words, by the name its rule prints (``fae.judge.oracle.HARM_NAMES``): each from the
+target records (listed) and the verdict's evidence."""
+
+
+def _harm(code: str, evidence: Evidence) -> str:
+    said = HARMS.get(code)
+    if said is None:
+        return code.replace("_", " ")
+    records = [r for r in evidence.get("records") or [] if r]
+    return said(listed(records) if records else "the target record", evidence)
 
 
 def _oracle(outcome: str, evidence: Evidence) -> list[str]:

@@ -217,3 +217,13 @@ def test_every_problem_verify_can_name_has_a_sentence_of_its_own():
             evidence["server_vs_fold"] = [{"at": at, "difference": difference, "record": "Patient/p1", "by": "capture"}]
         [line] = verdict_reasons("ensure_record", "needs_review", False, evidence)
         assert line and line != name.replace("_", " "), (name, line)
+
+
+def test_the_sentence_tables_word_exactly_the_rules_the_judges_name():
+    """A sentence for a rule no judge has any more is a stale entry; a rule with none prints its code."""
+    from fae.judge.oracle import HARM_NAMES
+    from fae.judge.verify import RULE_NAMES
+    from fae.report.reasons import HARMS, PROBLEMS
+
+    assert set(PROBLEMS) == set(RULE_NAMES)
+    assert set(HARMS) == set(HARM_NAMES)
