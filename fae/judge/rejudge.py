@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import batched
 from pathlib import Path
@@ -25,7 +25,7 @@ from fae.judge.parallel import PLANNING_MEMORY, ShardJob, ShardResult, insert_ve
 from fae.judge.ray_judge import judge_jobs
 from fae.judge.standing import Standing, nothing_stands, standing
 from fae.replay.source import load_runs, run_ids
-from fae.replay.stream import CHUNK_RUNS, shards, spans
+from fae.replay.stream import CHUNK_RUNS, Span, shards, spans
 from fae.store.log import Batch, EventLog, FactsRow, VerdictBatchStarted, VerdictRow
 
 PLAN_WINDOW = 20_000
@@ -103,18 +103,9 @@ def rejudge(
             if not ids:
                 matching = f" match {runs!r}" if runs else ""
                 raise JudgeError(f"no finished runs in {path}{matching}")
-            stand = nothing_stands(judgings)  # the counts and outcomes of every window's standing verdicts
-            groups: dict[tuple[int, ...], list[str]] = {}
-            from_facts: dict[tuple[int, ...], list[str]] = {}
-            for window in batched(ids, PLAN_WINDOW):
-                here = nothing_stands(judgings) if full or tasks != "log" else standing(log, judgings, window)
-                kept = stored_facts(log, judgings, window) if use_facts else [frozenset() for _ in judgings]
-                for run_id in window:
-                    needed = here.needed(judgings, run_id)
-                    if needed:
-                        decided = all(run_id in kept[index] for index in needed)
-                        (from_facts if decided else groups).setdefault(needed, []).append(run_id)
-                stand.count_in(here)
+            stand, groups, from_facts = plan_rejudge(
+                log, judgings, ids, stands=not full and tasks == "log", use_facts=use_facts
+            )
             todo = sum(len(members) for part in (groups, from_facts) for members in part.values())
             started = batch_started(judgings, now, todo, tasks=tasks, stand=stand)
             log.write_batch(Batch(verdict_batches=[started]))
@@ -135,30 +126,14 @@ def rejudge(
             if not to_read:
                 written = insert_verdicts(log, [facts_stem], completes=(started.batch, now, decided_from_facts.runs))
 
-        def make_jobs(count: int, spool: str) -> list[ShardJob]:
-            jobs: list[ShardJob] = []
-            for needed, part_spans in found.items():
-                judges = tuple((judgings[index].name, judgings[index].rules) for index in needed)
-                share = max(1, round(count * len(part_spans) / to_read))
-                for part in shards(part_spans, share):
-                    jobs.append(
-                        ShardJob(
-                            str(path),
-                            tuple(part),
-                            judges,
-                            now,
-                            started.batch,
-                            out=str(Path(spool) / f"shard-{len(jobs)}"),
-                            chunk=chunk or CHUNK_RUNS,
-                            tasks=tasks,
-                        )
-                    )
-            return jobs
+        def make_jobs(count: int) -> list[ShardJob]:
+            shape = ShardJob(str(path), (), (), now, started.batch, None, chunk=chunk or CHUNK_RUNS, tasks=tasks)
+            return shard_jobs(shape, found, judgings, count, spool)
 
         results = [decided_from_facts] if decided_from_facts.runs else []
         if to_read:
             jobs, from_runs = judge_jobs(
-                lambda count: make_jobs(count, spool),
+                make_jobs,
                 to_read,
                 workers=workers,
                 ray=ray,
@@ -178,6 +153,45 @@ def rejudge(
     result.considered = len(ids)
     result.from_facts = decided_from_facts.runs
     return result
+
+
+Groups = dict[tuple[int, ...], list[str]]
+"""Runs by the judgings (their indexes) each still needs."""
+
+
+def plan_rejudge(
+    log: EventLog, judgings: Sequence[Judging], ids: Sequence[str], *, stands: bool, use_facts: bool
+) -> tuple[Standing, Groups, Groups]:
+    """Which runs need which judgings, a window of ``PLAN_WINDOW`` runs at a time: (the standing verdicts' counts
+    and outcomes, the runs to read, the runs to decide from the findings the log keeps). ``stands``: a verdict
+    already in the log under the same rules stands; ``use_facts``: kept findings may decide a run."""
+    stand = nothing_stands(judgings)  # the counts and outcomes of every window's standing verdicts
+    groups: Groups = {}
+    from_facts: Groups = {}
+    for window in batched(ids, PLAN_WINDOW):
+        here = standing(log, judgings, window) if stands else nothing_stands(judgings)
+        kept = stored_facts(log, judgings, window) if use_facts else [frozenset() for _ in judgings]
+        for run_id in window:
+            needed = here.needed(judgings, run_id)
+            if needed:
+                decided = all(run_id in kept[index] for index in needed)
+                (from_facts if decided else groups).setdefault(needed, []).append(run_id)
+        stand.count_in(here)
+    return stand, groups, from_facts
+
+
+def shard_jobs(
+    shape: ShardJob, found: Mapping[tuple[int, ...], list[Span]], judgings: Sequence[Judging], count: int, spool: str
+) -> list[ShardJob]:
+    """About ``count`` shards of the runs to read (``found``: their spans by the judgings they need), each group's
+    share of shards in proportion to its runs; each job is ``shape`` with its spans, judges and spool file."""
+    total = sum(len(spans_) for spans_ in found.values())
+    jobs: list[ShardJob] = []
+    for needed, part_spans in found.items():
+        judges = tuple((judgings[index].name, judgings[index].rules) for index in needed)
+        for part in shards(part_spans, max(1, round(count * len(part_spans) / total))):
+            jobs.append(replace(shape, spans=tuple(part), judges=judges, out=str(Path(spool) / f"shard-{len(jobs)}")))
+    return jobs
 
 
 def batch_started(
