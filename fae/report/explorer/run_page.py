@@ -3,13 +3,13 @@ evidence, the timeline in time order, and the FHIR state diff from seed to end."
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fae.report.explorer.markup import href, page, pretty, text
 from fae.report.explorer.state import state_html
 from fae.report.explorer.timeline import timeline_html
 from fae.report.run_verdicts import run_verdicts
+from fae.util.json_text import json_or_text
 
 FACTS = (
     "experiment",
@@ -42,11 +42,7 @@ def _passed(passed: bool | None) -> str:
 
 
 def _evidence(evidence: Any) -> str:
-    if isinstance(evidence, str):
-        try:
-            evidence = json.loads(evidence)
-        except ValueError:
-            pass
+    evidence = json_or_text(evidence)
     if evidence in (None, {}, [], ""):
         return ""
     return f"<details><summary>evidence</summary>{pretty(evidence)}</details>"
